@@ -1,0 +1,1 @@
+# install() + find_package(flashmsa CONFIG) + pkg-config (filled in later)

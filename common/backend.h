@@ -1,0 +1,61 @@
+/*
+ * The backend interface: one const vtable per backend, filled with designated
+ * initialisers.  Adding a backend = one folder under backends/ + one line in
+ * registry.c.  The common layer validates every argument before calling any
+ * member, so members may assume a well-formed fmsa_problem.
+ *
+ * GPU backends are built as loadable modules (libflashmsa_<name>.so exporting
+ * fmsa_backend_<name>_vtable()) so that a build with every backend enabled
+ * still runs the CPU backend on a machine with no GPU runtime installed.
+ */
+#ifndef FMSA_COMMON_BACKEND_H
+#define FMSA_COMMON_BACKEND_H
+
+#include "common/problem.h"
+
+/// Bumped whenever a member's meaning changes; modules built against another
+/// version are refused at load time.
+#define FMSA_BACKEND_API_VERSION 1
+
+typedef struct fmsa_backend_vtable {
+    int api_version;      ///< FMSA_BACKEND_API_VERSION the backend was built with
+    fmsa_backend kind;    ///< which backend this is
+    const char *name;     ///< "cpu", "cuda", ...
+
+    /// Number of usable devices; 0 (and FMSA_SUCCESS) when the runtime or
+    /// driver is missing.  Must not fail on a machine without the vendor stack.
+    fmsa_status (*device_count)(int *count);
+    /// Fills info for device index (backend-local).
+    fmsa_status (*device_info)(int index, fmsa_device_info *info);
+
+    /// Creates per-context state for device index.
+    fmsa_status (*context_create)(int index, void **state);
+    /// Releases what context_create made.
+    void (*context_destroy)(void *state);
+
+    fmsa_status (*mem_alloc)(void *state, size_t bytes, void **ptr);     ///< device allocation
+    fmsa_status (*mem_free)(void *state, void *ptr);                     ///< device free
+    fmsa_status (*copy_to_device)(void *state, void *dst, size_t dst_offset, const void *src,
+                                  size_t bytes);                         ///< host -> device
+    fmsa_status (*copy_to_host)(void *state, void *dst, const void *src, size_t src_offset,
+                                size_t bytes);                           ///< device -> host
+    fmsa_status (*synchronize)(void *state, void *stream);               ///< wait for a stream
+
+    /// Optional (NULL = everything valid is supported): FMSA_ERR_NOT_SUPPORTED
+    /// with a message naming the feature and backend for what it cannot run.
+    fmsa_status (*supports)(void *state, const fmsa_problem *p);
+    /// Bytes of workspace the pass needs.  Must call the same variant
+    /// selection that forward/backward use.
+    fmsa_status (*workspace_size)(void *state, const fmsa_problem *p, size_t *bytes);
+    /// Runs the forward pass.
+    fmsa_status (*forward)(void *state, const fmsa_problem *p, void *workspace,
+                           size_t workspace_bytes, void *stream);
+    /// Runs the backward pass (preprocess, main, postprocess).
+    fmsa_status (*backward)(void *state, const fmsa_problem *p, void *workspace,
+                            size_t workspace_bytes, void *stream);
+} fmsa_backend_vtable;
+
+/// The CPU backend, always compiled in.
+const fmsa_backend_vtable *fmsa_backend_cpu_vtable(void);
+
+#endif /* FMSA_COMMON_BACKEND_H */

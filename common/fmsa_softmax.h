@@ -1,0 +1,89 @@
+/*
+ * The online-softmax state machine, one definition for every backend.
+ *
+ * Per query row the state is (m, l, acc): running maximum of the scores seen
+ * so far, running sum of exp(s - m), and the unnormalised output row.  Scores
+ * are handled in base 2 (s2 = s * log2(e), folded into the softmax scale by the
+ * caller) so every exponential is an exp2 (Milakov & Gimelshein 2018;
+ * FlashAttention-2 §3.1).
+ *
+ *   init      m = -inf, l = 0, acc = 0
+ *   update    m' = max(m, rowmax(tile));  c = exp2(m - m');  p_j = exp2(s2_j - m')
+ *             l  = c * l + sum_j p_j;  acc = c * acc + p · V  (the caller does p · V)
+ *   merge     two states over disjoint key sets -> the state over their union
+ *             (split-KV decode, ring attention)
+ *   finalize  O = acc / l,  lse = (m + log2 l) * ln 2   (natural-log LSE, as FA)
+ *
+ * A row that saw only masked keys keeps m = -inf and l = 0; every function
+ * here maps that to "contributes nothing" (never exp2(-inf - -inf) = NaN),
+ * and finalize maps it to O = 0, lse = -inf.
+ */
+#ifndef FMSA_SOFTMAX_H
+#define FMSA_SOFTMAX_H
+
+#include "fmsa_portable.h"
+
+/// -inf as a float expression that every language accepts.
+#define FMSA_NEG_INF (-INFINITY)
+
+/// Starts an empty row state.
+FMSA_INLINE void fmsa_softmax_init(FMSA_PRIVATE float *m, FMSA_PRIVATE float *l) {
+    *m = FMSA_NEG_INF;
+    *l = 0.0f;
+}
+
+/// Takes the new tile's row maximum (base-2 scores, -inf if every key of the
+/// tile is masked), moves m to the new running maximum and returns the factor
+/// c by which the caller must rescale l and acc.  The caller then adds
+/// exp2(s2_j - *m) for each key to l (fmsa_softmax_p) and p · V to acc.
+FMSA_INLINE float fmsa_softmax_update(FMSA_PRIVATE float *m, float tile_max) {
+    float m_new = FMSA_FMAX(*m, tile_max);
+    float c;
+    if (m_new == FMSA_NEG_INF) return 1.0f; /* nothing visible yet: keep zeros */
+    c = FMSA_EXP2(*m - m_new);              /* exp2(-inf) = 0 for the first tile */
+    *m = m_new;
+    return c;
+}
+
+/// Probability weight of one base-2 score under the running maximum m;
+/// masked scores (-inf) give exactly 0.
+FMSA_INLINE float fmsa_softmax_p(float s2, float m) {
+    return m == FMSA_NEG_INF ? 0.0f : FMSA_EXP2(s2 - m);
+}
+
+/// Merges state b into state a.  Returns through *ca / *cb the factors the
+/// caller applies to acc_a and acc_b: acc = ca * acc_a + cb * acc_b.
+FMSA_INLINE void fmsa_softmax_merge(FMSA_PRIVATE float *m_a, FMSA_PRIVATE float *l_a,
+                                    float m_b, float l_b, FMSA_PRIVATE float *ca,
+                                    FMSA_PRIVATE float *cb) {
+    float m = FMSA_FMAX(*m_a, m_b);
+    if (m == FMSA_NEG_INF) { /* both empty */
+        *ca = 1.0f;
+        *cb = 0.0f;
+        return;
+    }
+    *ca = FMSA_EXP2(*m_a - m);
+    *cb = FMSA_EXP2(m_b - m);
+    *l_a = *l_a * *ca + l_b * *cb;
+    *m_a = m;
+}
+
+/// Finishes a row: returns the factor to multiply acc by (1/l, or 0 for a
+/// fully masked row) and writes the natural-log LSE (-inf for a masked row).
+FMSA_INLINE float fmsa_softmax_finalize(float m, float l, FMSA_PRIVATE float *lse) {
+    if (l == 0.0f || m == FMSA_NEG_INF) {
+        *lse = FMSA_NEG_INF;
+        return 0.0f;
+    }
+    *lse = (m + FMSA_LOG2(l)) * FMSA_LN2;
+    return 1.0f / l;
+}
+
+/// The backward's recomputed probability: P = exp(s - lse) in base 2, where
+/// s2 is the base-2 score and lse2 = lse * log2(e).  A masked row (lse = -inf)
+/// or masked key (s2 = -inf) gives 0.
+FMSA_INLINE float fmsa_softmax_p_from_lse(float s2, float lse2) {
+    return (lse2 == FMSA_NEG_INF || s2 == FMSA_NEG_INF) ? 0.0f : FMSA_EXP2(s2 - lse2);
+}
+
+#endif /* FMSA_SOFTMAX_H */

@@ -1,0 +1,153 @@
+/*
+ * The validated attention problem every backend receives.
+ *
+ * fmsa_validate_* (validate.c) turns the public descriptors into this flat
+ * struct once, for all backends, before anything is written.  Backends never
+ * look at fmsa_tensor again: every pointer here is already "base + byte
+ * offset" for host-addressable backends and every stride is in elements.  All
+ * index arithmetic is int64 (tensors past 2^31 elements are legal).
+ */
+#ifndef FMSA_COMMON_PROBLEM_H
+#define FMSA_COMMON_PROBLEM_H
+
+#include "flashmsa/flashmsa.h"
+
+/// A validated [batch, seq, head, dim] view; the dim stride is 1.
+typedef struct fmsa_view4 {
+    void *data;          ///< fmsa_tensor.data (device pointer / cl_mem; host pointer on CPU)
+    int64_t byte_offset; ///< fmsa_tensor.byte_offset
+    int64_t sb, ss, sh;  ///< strides of batch, seq, head in elements
+} fmsa_view4;
+
+/// A validated view of a small auxiliary tensor (lse, alibi, mask, int32 tables).
+typedef struct fmsa_viewn {
+    void *data;          ///< NULL when absent
+    int64_t byte_offset; ///< fmsa_tensor.byte_offset
+    int64_t s0, s1, s2;  ///< strides in elements of the first three dims (0 = broadcast)
+} fmsa_viewn;
+
+typedef struct fmsa_problem {
+    fmsa_pass pass;       ///< forward or backward
+    fmsa_dtype dtype;     ///< dtype of q/k/v/o/dout/dq/dk/dv (f32, f16, bf16)
+
+    int64_t batch;        ///< sequences (varlen: entries of cu_seqlens - 1)
+    int64_t seqlen_q;     ///< per-sequence query length; varlen: max_seqlen_q
+    int64_t seqlen_k;     ///< per-sequence key length; varlen/paged: max keys of any sequence
+    int64_t heads_q;      ///< query heads
+    int64_t heads_kv;     ///< key/value heads (heads_q % heads_kv == 0)
+    int64_t head_dim;     ///< D, multiple of 8 in [8, 256]
+    int64_t total_q;      ///< rows of q along dim 1 (varlen: cu_seqlens_q[batch])
+    int64_t total_k;      ///< rows of k along dim 1 (varlen: cu_seqlens_k[batch]; paged: page_size)
+
+    float softmax_scale;  ///< multiplies q·k
+    float softcap;        ///< > 0: s = softcap * tanh(s / softcap)
+    int64_t window_left;  ///< -1 = unlimited
+    int64_t window_right; ///< -1 = unlimited; causal already folded in as 0
+    int causal;           ///< informational: the caller asked for causal
+    int deterministic;    ///< backward: no run-to-run variation wanted
+
+    int is_varlen;        ///< cu_seqlens given
+    int is_paged;         ///< block_table given (forward only)
+    int has_lse;          ///< forward: lse requested; backward: always 1
+    int has_alibi;        ///< alibi.data != NULL
+    int has_mask;         ///< mask.data != NULL
+    int has_seqused_k;    ///< seqused_k.data != NULL
+
+    fmsa_view4 q, k, v;          ///< inputs
+    fmsa_view4 o;                ///< forward output; backward input
+    fmsa_view4 dout;             ///< backward input
+    fmsa_view4 dq, dk, dv;       ///< backward outputs
+    fmsa_viewn lse;              ///< fp32 [B, Hq, Sq]: s0 = batch, s1 = head, s2 = row
+    fmsa_viewn alibi;            ///< fp32: s0 = batch stride (0 if [Hq]), s1 = head
+    fmsa_viewn mask;             ///< u8: s0 batch, s1 head, s2 row (bytes); 0 broadcasts
+    fmsa_viewn cu_seqlens_q;     ///< int32 [B+1]
+    fmsa_viewn cu_seqlens_k;     ///< int32 [B+1]
+    fmsa_viewn block_table;      ///< int32 [B, max_pages]: s0 = batch stride
+    fmsa_viewn seqused_k;        ///< int32 [B]
+    int64_t page_size;           ///< paged: keys per page
+    int64_t max_pages;           ///< paged: block_table.shape[1]
+    int64_t num_pages;           ///< paged: k.shape[0]
+} fmsa_problem;
+
+/// Bytes per element of the problem's attention dtype.
+static inline size_t fmsa_problem_elem_size(const fmsa_problem *p) {
+    return fmsa_dtype_size(p->dtype);
+}
+
+/// Host address of a view's origin; only meaningful where data is host memory
+/// (the CPU backend, the fp64 reference and tests).
+static inline char *fmsa_view4_host(const fmsa_view4 *v) {
+    return (char *)v->data + v->byte_offset;
+}
+static inline char *fmsa_viewn_host(const fmsa_viewn *v) {
+    return (char *)v->data + v->byte_offset;
+}
+
+/// One sequence of a (possibly varlen / paged) problem, resolved on the host.
+typedef struct fmsa_seq {
+    int64_t q_row0;  ///< first row of this sequence in q/o (dim 1)
+    int64_t k_row0;  ///< first row in k/v (dim 1); 0 when paged
+    int64_t q_batch; ///< batch index into q/o (0 when varlen)
+    int64_t k_batch; ///< batch index into k/v (0 when varlen/paged)
+    int64_t sq;      ///< query rows of this sequence
+    int64_t sk;      ///< keys of this sequence
+} fmsa_seq;
+
+/// Resolves sequence b from host-addressable metadata (cu_seqlens, seqused_k).
+static inline fmsa_seq fmsa_problem_seq(const fmsa_problem *p, int64_t b) {
+    fmsa_seq s;
+    if (p->is_varlen) {
+        const int32_t *cq = (const int32_t *)fmsa_viewn_host(&p->cu_seqlens_q);
+        const int32_t *ck = (const int32_t *)fmsa_viewn_host(&p->cu_seqlens_k);
+        s.q_row0 = cq[b * p->cu_seqlens_q.s0];
+        s.k_row0 = ck[b * p->cu_seqlens_k.s0];
+        s.sq = cq[(b + 1) * p->cu_seqlens_q.s0] - s.q_row0;
+        s.sk = ck[(b + 1) * p->cu_seqlens_k.s0] - s.k_row0;
+        s.q_batch = 0;
+        s.k_batch = 0;
+    } else {
+        s.q_row0 = 0;
+        s.k_row0 = 0;
+        s.q_batch = b;
+        s.k_batch = p->is_paged ? 0 : b;
+        s.sq = p->seqlen_q;
+        s.sk = p->seqlen_k;
+        if (p->is_paged && p->has_seqused_k) {
+            const int32_t *su = (const int32_t *)fmsa_viewn_host(&p->seqused_k);
+            s.sk = su[b * p->seqused_k.s0];
+        }
+    }
+    return s;
+}
+
+/// Element offset of key row j (0-based within sequence) of head h for k/v
+/// views, following the block table when paged.  Host metadata only.
+static inline int64_t fmsa_problem_k_offset(const fmsa_problem *p, const fmsa_view4 *kv,
+                                            const fmsa_seq *s, int64_t b, int64_t j,
+                                            int64_t h) {
+    if (p->is_paged) {
+        const int32_t *bt = (const int32_t *)fmsa_viewn_host(&p->block_table);
+        int64_t page = bt[b * p->block_table.s0 + (j / p->page_size) * p->block_table.s1];
+        return page * kv->sb + (j % p->page_size) * kv->ss + h * kv->sh;
+    }
+    return s->k_batch * kv->sb + (s->k_row0 + j) * kv->ss + h * kv->sh;
+}
+
+/// Element offset of query row i of head h in q/o/dout/dq views.
+static inline int64_t fmsa_problem_q_offset(const fmsa_view4 *qv, const fmsa_seq *s,
+                                            int64_t i, int64_t h) {
+    return s->q_batch * qv->sb + (s->q_row0 + i) * qv->ss + h * qv->sh;
+}
+
+/// Element offset of lse for query row i of head h (lse is [B, Hq, Sq]; varlen [1, Hq, total_q]).
+static inline int64_t fmsa_problem_lse_offset(const fmsa_problem *p, const fmsa_seq *s,
+                                              int64_t i, int64_t h) {
+    return s->q_batch * p->lse.s0 + h * p->lse.s1 + (s->q_row0 + i) * p->lse.s2;
+}
+
+/// Key/value head read by query head h (GQA/MQA).
+static inline int64_t fmsa_problem_kv_head(const fmsa_problem *p, int64_t h) {
+    return h / (p->heads_q / p->heads_kv);
+}
+
+#endif /* FMSA_COMMON_PROBLEM_H */

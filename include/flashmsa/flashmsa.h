@@ -1,0 +1,280 @@
+/*
+ * flashmsa — portable exact flash attention, public C11 API.
+ *
+ * Every call returns an fmsa_status (0 = success).  On failure a thread-local
+ * message naming the offending field or vendor call is available from
+ * fmsa_last_error().  Arguments are validated completely before anything is
+ * written, so a failed call leaves every output buffer bit-identical.
+ *
+ * Tensors are described DLPack-style (fmsa_tensor): a device pointer (a cl_mem
+ * for OpenCL) plus a byte offset, a dtype and int64 shape/strides counted in
+ * elements.  Attention tensors use the layout [batch, seqlen, heads, head_dim]
+ * with any strides whose last is 1.
+ */
+#ifndef FLASHMSA_FLASHMSA_H
+#define FLASHMSA_FLASHMSA_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define FLASHMSA_VERSION_MAJOR 0 ///< incompatible API changes
+#define FLASHMSA_VERSION_MINOR 1 ///< compatible additions
+#define FLASHMSA_VERSION_PATCH 0 ///< fixes
+/// One integer for compile-time comparisons: major*10000 + minor*100 + patch.
+#define FLASHMSA_VERSION                                                       \
+    (FLASHMSA_VERSION_MAJOR * 10000 + FLASHMSA_VERSION_MINOR * 100 +           \
+     FLASHMSA_VERSION_PATCH)
+
+#if defined(_WIN32) && defined(FLASHMSA_BUILDING)
+#define FMSA_API __declspec(dllexport)
+#elif defined(__GNUC__)
+#define FMSA_API __attribute__((visibility("default")))
+#else
+#define FMSA_API
+#endif
+
+/* ------------------------------------------------------------------------ */
+/* Status, errors, logging                                                  */
+/* ------------------------------------------------------------------------ */
+
+/// Result of every flashmsa call.
+typedef enum fmsa_status {
+    FMSA_SUCCESS = 0,                    ///< the call did what it was asked
+    FMSA_ERR_INVALID_ARGUMENT = 1,       ///< an argument is malformed; the message names it
+    FMSA_ERR_NOT_SUPPORTED = 2,          ///< valid, but this backend/build cannot do it
+    FMSA_ERR_OUT_OF_MEMORY = 3,          ///< a host or device allocation failed
+    FMSA_ERR_BACKEND_UNAVAILABLE = 4,    ///< the backend is not compiled in or has no usable runtime/device
+    FMSA_ERR_DEVICE = 5,                 ///< a vendor runtime call failed; the message names the call
+    FMSA_ERR_INSUFFICIENT_WORKSPACE = 6, ///< workspace smaller than fmsa_workspace_size() asked for
+    FMSA_ERR_INTERNAL = 7,               ///< a flashmsa bug; please report the message
+} fmsa_status;
+
+/// Static English name of a status ("FMSA_ERR_INVALID_ARGUMENT: ..."); never NULL.
+FMSA_API const char *fmsa_status_string(fmsa_status status);
+
+/// Detail of the last failed call on this thread ("" if none); valid until the
+/// next flashmsa call on the same thread.
+FMSA_API const char *fmsa_last_error(void);
+
+/// Packed version of the library actually loaded (FLASHMSA_VERSION form).
+FMSA_API int fmsa_version(void);
+
+/// Log levels; the environment variable FLASHMSA_LOG=error|warn|info|debug sets
+/// the initial threshold (default warn).
+typedef enum fmsa_log_level {
+    FMSA_LOG_ERROR = 0, ///< a call failed
+    FMSA_LOG_WARN = 1,  ///< something surprising but handled
+    FMSA_LOG_INFO = 2,  ///< decisions: which backend/device AUTO chose, plans
+    FMSA_LOG_DEBUG = 3, ///< per-call detail
+} fmsa_log_level;
+
+/// Receives log lines at or below the threshold. The library never prints on
+/// its own: with no callback set, log lines are dropped.
+typedef void (*fmsa_log_fn)(fmsa_log_level level, const char *message, void *user);
+
+/// Installs (or with fn = NULL removes) the process-wide log callback.
+FMSA_API void fmsa_set_log_callback(fmsa_log_fn fn, void *user);
+/// Sets the process-wide log threshold.
+FMSA_API void fmsa_set_log_level(fmsa_log_level level);
+
+/* ------------------------------------------------------------------------ */
+/* Backends and devices                                                     */
+/* ------------------------------------------------------------------------ */
+
+/// Which implementation runs a context.
+typedef enum fmsa_backend {
+    FMSA_BACKEND_AUTO = 0,   ///< best usable device: GPUs first, the CPU last
+    FMSA_BACKEND_CPU = 1,    ///< OpenMP + SIMD on the host; always present
+    FMSA_BACKEND_CUDA = 2,   ///< NVIDIA GPUs (sm_80, sm_90a)
+    FMSA_BACKEND_HIP = 3,    ///< AMD GPUs (gfx942, gfx90a)
+    FMSA_BACKEND_OPENCL = 4, ///< any OpenCL 1.2+ device
+} fmsa_backend;
+
+/// Lower-case name ("cpu", "cuda", "hip", "opencl", "auto"); never NULL.
+FMSA_API const char *fmsa_backend_name(fmsa_backend backend);
+
+/// What the planner needs to know about a device, filled by its backend.
+typedef struct fmsa_device_info {
+    fmsa_backend backend;          ///< backend that drives this device
+    int index;                     ///< index within that backend (FLASHMSA_DEVICE)
+    char name[128];                ///< marketing name ("NVIDIA H200", CPU brand string)
+    char arch[32];                 ///< architecture key of the planner tables ("sm90", "gfx942", "x86-avx512", ...)
+    size_t sram_per_block;         ///< on-chip memory one block may use by default (CPU: L1d per core)
+    size_t sram_per_block_optin;   ///< same after opt-in (CUDA dynamic smem limit; CPU: L2 per core)
+    size_t sram_per_multiprocessor;///< on-chip memory per SM/CU (CPU: L2 per core)
+    int multiprocessors;           ///< SMs, CUs or CPU cores/threads usable
+    int warp_size;                 ///< 32 on NVIDIA, 64 on CDNA, SIMD lanes of fp32 on CPU
+    int registers_per_block;       ///< 32-bit registers per block (0 where not meaningful)
+    size_t global_memory;          ///< bytes of device (or host) memory
+} fmsa_device_info;
+
+/// Number of usable devices across every compiled-in backend whose runtime
+/// loads.  Never fails on a machine without GPU runtimes (the CPU is always 1).
+FMSA_API fmsa_status fmsa_device_count(int *count);
+/// Information on device i of the global enumeration (AUTO order: GPUs first).
+FMSA_API fmsa_status fmsa_device_get(int i, fmsa_device_info *info);
+
+/* ------------------------------------------------------------------------ */
+/* Context and backend-neutral memory helpers                               */
+/* ------------------------------------------------------------------------ */
+
+/// Opaque: one device of one backend, plus its plan cache.
+typedef struct fmsa_context fmsa_context;
+
+/// Creates a context.  FLASHMSA_BACKEND (auto|cpu|cuda|hip|opencl) and
+/// FLASHMSA_DEVICE override the arguments when set.  AUTO logs its choice at
+/// INFO; an explicit backend that is not usable is FMSA_ERR_BACKEND_UNAVAILABLE.
+FMSA_API fmsa_status fmsa_context_create(fmsa_backend backend, int device,
+                                         fmsa_context **ctx);
+/// Destroys a context (NULL is allowed).
+FMSA_API void fmsa_context_destroy(fmsa_context *ctx);
+/// The device this context runs on.
+FMSA_API fmsa_status fmsa_context_device(const fmsa_context *ctx, fmsa_device_info *info);
+
+/// Allocates device memory (host memory for CPU, a cl_mem for OpenCL).
+FMSA_API fmsa_status fmsa_malloc(fmsa_context *ctx, size_t bytes, void **ptr);
+/// Frees what fmsa_malloc returned (NULL is allowed).
+FMSA_API fmsa_status fmsa_free(fmsa_context *ctx, void *ptr);
+/// Copies bytes from host memory to ptr + offset on the device.
+FMSA_API fmsa_status fmsa_copy_to_device(fmsa_context *ctx, void *dst, size_t dst_offset,
+                                         const void *src, size_t bytes);
+/// Copies bytes from ptr + offset on the device to host memory.
+FMSA_API fmsa_status fmsa_copy_to_host(fmsa_context *ctx, void *dst, const void *src,
+                                       size_t src_offset, size_t bytes);
+/// Waits until all work queued on stream (NULL = the context's default) is done.
+FMSA_API fmsa_status fmsa_synchronize(fmsa_context *ctx, void *stream);
+
+/* ------------------------------------------------------------------------ */
+/* Tensors                                                                  */
+/* ------------------------------------------------------------------------ */
+
+/// Element types.
+typedef enum fmsa_dtype {
+    FMSA_DTYPE_INVALID = 0, ///< zero-initialised descriptors are rejected
+    FMSA_DTYPE_F32 = 1,     ///< IEEE binary32
+    FMSA_DTYPE_F16 = 2,     ///< IEEE binary16
+    FMSA_DTYPE_BF16 = 3,    ///< bfloat16
+    FMSA_DTYPE_I32 = 4,     ///< int32 (cu_seqlens, block tables, seqused_k)
+    FMSA_DTYPE_U8 = 5,      ///< bytes (bit-packed mask)
+} fmsa_dtype;
+
+/// Bytes per element of dtype (0 for FMSA_DTYPE_INVALID).
+FMSA_API size_t fmsa_dtype_size(fmsa_dtype dtype);
+
+#define FMSA_MAX_DIMS 4 ///< tensors here have at most four dimensions
+
+/// A strided view of device memory.  An absent optional tensor has data == NULL.
+typedef struct fmsa_tensor {
+    void *data;                      ///< device pointer (cl_mem for OpenCL, host pointer for CPU)
+    int64_t byte_offset;             ///< added to data before indexing (the only way to offset a cl_mem)
+    fmsa_dtype dtype;                ///< element type
+    int32_t ndim;                    ///< number of dimensions used in shape/strides
+    int64_t shape[FMSA_MAX_DIMS];    ///< extent of each dimension
+    int64_t strides[FMSA_MAX_DIMS];  ///< step of each dimension, in elements (may be 0 to broadcast where documented)
+} fmsa_tensor;
+
+/// Fills a contiguous (row-major) descriptor.
+FMSA_API fmsa_tensor fmsa_tensor_contiguous(void *data, fmsa_dtype dtype, int32_t ndim,
+                                            const int64_t *shape);
+
+/* ------------------------------------------------------------------------ */
+/* The attention problem                                                    */
+/* ------------------------------------------------------------------------ */
+
+/*
+ * Shapes (B = batch, Sq/Sk = sequence lengths, Hq/Hkv = heads, D = head dim):
+ *   q, o, dout, dq : [B, Sq, Hq, D]       k, v, dk, dv : [B, Sk, Hkv, D]
+ *   lse            : [B, Hq, Sq] fp32     (last stride need not be 1)
+ * Hq must be a multiple of Hkv (GQA/MQA: query head h reads kv head h / (Hq/Hkv)).
+ * D must be a multiple of 8 in [8, 256].  q, k, v (and o, dout, dq, dk, dv)
+ * share one dtype: f32, f16 or bf16; arithmetic is fp32 throughout.
+ *
+ * Varlen (cu_seqlens_q.data != NULL): q/o are [1, total_q, Hq, D], k/v are
+ * [1, total_k, Hkv, D], lse is [1, Hq, total_q]; cu_seqlens_q/k are int32
+ * [batch + 1], non-decreasing from 0, last entry = total.  Sequence b uses rows
+ * cu[b] .. cu[b+1]-1.  Empty sequences are allowed.  max_seqlen_q/k bound the
+ * per-sequence lengths (0 = computed by the library).
+ *
+ * Paged KV (forward only, block_table.data != NULL, not with varlen): k and v
+ * are pools [num_pages, page_size, Hkv, D]; block_table is int32 [B, max_pages];
+ * key j of sequence b lives in page block_table[b][j / page_size], row
+ * j % page_size.  seqused_k (int32 [B], optional) gives each sequence's number
+ * of keys; without it every sequence has max_pages * page_size keys.
+ *
+ * Score of query i and key j of one sequence (sq, sk its lengths):
+ *   s = softmax_scale * dot(q_i, k_j)
+ *   s = softcap * tanh(s / softcap)                 if softcap > 0
+ *   s = s - alibi_slope[h] * |i + sk - sq - j|        if alibi_slopes given
+ *   key j is visible iff
+ *     (window_left  < 0 or j >= i + sk - sq - window_left) and
+ *     (window_right < 0 or j <= i + sk - sq + window_right) and
+ *     (no mask or bit (j & 7) of mask[b][h][i][j >> 3] is 1)
+ *   causal means window_right = 0 (bottom-right aligned, as FlashAttention 2.1+).
+ * A row with no visible key gives O = 0, LSE = -inf and zero gradients.
+ */
+
+/// Everything about the attention besides q/k/v/o.  Zero-initialise, then set
+/// what you use; fmsa_attention_desc_init() gives the defaults.
+typedef struct fmsa_attention_desc {
+    float softmax_scale;       ///< multiplies q·k; must be finite (1/sqrt(D) is typical)
+    int causal;                ///< non-zero: window_right = 0, bottom-right aligned
+    int64_t window_left;       ///< keys further left than this are masked; -1 = unlimited
+    int64_t window_right;      ///< keys further right than this are masked; -1 = unlimited
+    float softcap;             ///< > 0: tanh soft-capping of scores; 0 = off
+    fmsa_tensor alibi_slopes;  ///< optional fp32 [Hq] or [B, Hq]
+    fmsa_tensor mask;          ///< optional u8 [B|1, Hq|1, Sq, ceil(Sk/8)]; stride 0 broadcasts; bit = 1 keeps
+    fmsa_tensor cu_seqlens_q;  ///< optional (varlen) int32 [B+1]
+    fmsa_tensor cu_seqlens_k;  ///< required with cu_seqlens_q: int32 [B+1]
+    int64_t max_seqlen_q;      ///< varlen: longest query sequence (0 = library computes)
+    int64_t max_seqlen_k;      ///< varlen: longest key sequence (0 = library computes)
+    fmsa_tensor block_table;   ///< optional (paged KV, forward only) int32 [B, max_pages]
+    int64_t page_size;         ///< paged KV: rows per page (> 0)
+    fmsa_tensor seqused_k;     ///< optional with paged KV: int32 [B] keys used per sequence
+    int deterministic;         ///< backward: bit-identical results run to run
+} fmsa_attention_desc;
+
+/// Defaults: scale 1/sqrt(head_dim), no mask, windows -1, no softcap.
+FMSA_API fmsa_attention_desc fmsa_attention_desc_init(int64_t head_dim);
+
+/// Which pass a workspace query is for.
+typedef enum fmsa_pass {
+    FMSA_PASS_FORWARD = 0,  ///< fmsa_forward
+    FMSA_PASS_BACKWARD = 1, ///< fmsa_backward
+} fmsa_pass;
+
+/// Bytes of workspace fmsa_forward/fmsa_backward need for this problem (may be
+/// 0).  q, k, v describe the problem exactly as they will be passed.
+FMSA_API fmsa_status fmsa_workspace_size(fmsa_context *ctx, fmsa_pass pass,
+                                         const fmsa_attention_desc *desc,
+                                         const fmsa_tensor *q, const fmsa_tensor *k,
+                                         const fmsa_tensor *v, size_t *bytes);
+
+/// O = softmax(score(Q, K)) V; writes lse too when lse != NULL and lse->data != NULL.
+/// workspace is device memory of at least fmsa_workspace_size() bytes (NULL if 0).
+/// stream is the backend's native queue (cudaStream_t, hipStream_t,
+/// cl_command_queue; NULL = the context's default; ignored on the CPU).
+FMSA_API fmsa_status fmsa_forward(fmsa_context *ctx, const fmsa_attention_desc *desc,
+                                  const fmsa_tensor *q, const fmsa_tensor *k,
+                                  const fmsa_tensor *v, const fmsa_tensor *o,
+                                  const fmsa_tensor *lse, void *workspace,
+                                  size_t workspace_bytes, void *stream);
+
+/// dQ, dK, dV from Q, K, V, O, dO and the forward's LSE (recomputes P, never
+/// stores it).  With GQA, dK/dV sum over the query heads of each kv head.
+FMSA_API fmsa_status fmsa_backward(fmsa_context *ctx, const fmsa_attention_desc *desc,
+                                   const fmsa_tensor *q, const fmsa_tensor *k,
+                                   const fmsa_tensor *v, const fmsa_tensor *o,
+                                   const fmsa_tensor *dout, const fmsa_tensor *lse,
+                                   const fmsa_tensor *dq, const fmsa_tensor *dk,
+                                   const fmsa_tensor *dv, void *workspace,
+                                   size_t workspace_bytes, void *stream);
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+#endif /* FLASHMSA_FLASHMSA_H */
