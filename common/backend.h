@@ -4,9 +4,10 @@
  * registry.c.  The common layer validates every argument before calling any
  * member, so members may assume a well-formed fmsa_problem.
  *
- * GPU backends are built as loadable modules (libflashmsa_<name>.so exporting
- * fmsa_backend_<name>_vtable()) so that a build with every backend enabled
- * still runs the CPU backend on a machine with no GPU runtime installed.
+ * GPU backends are compiled in but load their vendor runtime lazily (dlopen of
+ * libOpenCL.so.1, libcuda.so.1, libamdhip64.so at first use), so a build with
+ * every backend enabled still runs the CPU backend on a machine with no GPU
+ * runtime installed: device_count then reports 0 devices.
  */
 #ifndef FMSA_COMMON_BACKEND_H
 #define FMSA_COMMON_BACKEND_H
@@ -57,5 +58,7 @@ typedef struct fmsa_backend_vtable {
 
 /// The CPU backend, always compiled in.
 const fmsa_backend_vtable *fmsa_backend_cpu_vtable(void);
+/// The OpenCL backend (only when built with FLASHMSA_HAVE_OPENCL).
+const fmsa_backend_vtable *fmsa_backend_opencl_vtable(void);
 
 #endif /* FMSA_COMMON_BACKEND_H */

@@ -24,4 +24,16 @@ fmsa_status fmsa_reference_forward(const fmsa_problem *p, double *o, double *lse
 fmsa_status fmsa_reference_backward(const fmsa_problem *p, double *dq, double *dk,
                                     double *dv);
 
+/// fp64 forward of one query row (row i of sequence b, query head h): writes
+/// D doubles to o_row and the row's natural-log LSE to *lse.  Used for
+/// sampled-row checks of large benchmark shapes; the full forward uses it.
+fmsa_status fmsa_reference_forward_row(const fmsa_problem *p, int64_t b, int64_t h, int64_t i,
+                                       double *o_row, double *lse);
+
+/// fp64 dQ of one query row (row i of sequence b, head h): D doubles.  Row-local
+/// (needs only that row's P, dP and rowsum(dO*O)), so large shapes can be
+/// spot-checked.
+fmsa_status fmsa_reference_backward_dq_row(const fmsa_problem *p, int64_t b, int64_t h,
+                                           int64_t i, double *dq_row);
+
 #endif /* FMSA_COMMON_REFERENCE_H */
