@@ -97,9 +97,18 @@ typedef enum fmsa_backend {
 /// Lower-case name ("cpu", "cuda", "hip", "opencl", "auto"); never NULL.
 FMSA_API const char *fmsa_backend_name(fmsa_backend backend);
 
+/// What kind of processor a device is; AUTO prefers GPUs over the CPU backend
+/// and the CPU backend over other CPU-like devices (e.g. OpenCL on a CPU).
+typedef enum fmsa_device_kind {
+    FMSA_DEVICE_KIND_OTHER = 0, ///< accelerators of unknown kind, OpenCL CPU devices
+    FMSA_DEVICE_KIND_CPU = 1,   ///< the host CPU driven by the CPU backend
+    FMSA_DEVICE_KIND_GPU = 2,   ///< a GPU
+} fmsa_device_kind;
+
 /// What the planner needs to know about a device, filled by its backend.
 typedef struct fmsa_device_info {
     fmsa_backend backend;          ///< backend that drives this device
+    fmsa_device_kind kind;         ///< GPU, the host CPU, or other
     int index;                     ///< index within that backend (FLASHMSA_DEVICE)
     char name[128];                ///< marketing name ("NVIDIA H200", CPU brand string)
     char arch[32];                 ///< architecture key of the planner tables ("sm90", "gfx942", "x86-avx512", ...)
