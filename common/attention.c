@@ -1,1 +1,94 @@
-/* placeholder until its owner lands it */
+/*
+ * The public attention entry points: validate once, ask the backend whether
+ * it supports the problem and how much workspace it needs, then run.  All
+ * checks precede the backend call, so a failure writes nothing.
+ */
+#include "common/context.h"
+#include "common/error.h"
+#include "common/validate.h"
+
+static fmsa_status fmsa_ctx_reader(void *state, void *dst, const void *src, size_t src_offset,
+                                   size_t bytes) {
+    const fmsa_context *ctx = (const fmsa_context *)state;
+    return ctx->vt->copy_to_host(ctx->state, dst, src, src_offset, bytes);
+}
+
+/* Validation + support check, shared by the three entry points. */
+static fmsa_status fmsa_prepare(fmsa_context *ctx, fmsa_pass pass,
+                                const fmsa_attention_desc *desc, const fmsa_call_tensors *t,
+                                int shape_only, fmsa_problem *p) {
+    if (!ctx) return fmsa_fail(FMSA_ERR_INVALID_ARGUMENT, "ctx is NULL");
+    FMSA_TRY(fmsa_problem_build(p, pass, desc, t, shape_only, fmsa_ctx_reader, ctx));
+    if (ctx->vt->supports) FMSA_TRY(ctx->vt->supports(ctx->state, p));
+    return FMSA_SUCCESS;
+}
+
+static fmsa_status fmsa_check_workspace(fmsa_context *ctx, const fmsa_problem *p, void *ws,
+                                        size_t ws_bytes) {
+    size_t need = 0;
+    FMSA_TRY(ctx->vt->workspace_size(ctx->state, p, &need));
+    if (ws_bytes < need)
+        return fmsa_fail(FMSA_ERR_INSUFFICIENT_WORKSPACE,
+                         "workspace_bytes = %zu: this problem needs %zu (fmsa_workspace_size)",
+                         ws_bytes, need);
+    if (need > 0 && !ws)
+        return fmsa_fail(FMSA_ERR_INVALID_ARGUMENT, "workspace is NULL but %zu bytes are needed",
+                         need);
+    return FMSA_SUCCESS;
+}
+
+fmsa_status fmsa_workspace_size(fmsa_context *ctx, fmsa_pass pass,
+                                const fmsa_attention_desc *desc, const fmsa_tensor *q,
+                                const fmsa_tensor *k, const fmsa_tensor *v, size_t *bytes) {
+    fmsa_call_tensors t = {0};
+    fmsa_problem p;
+    fmsa_clear_error();
+    if (!bytes) return fmsa_fail(FMSA_ERR_INVALID_ARGUMENT, "bytes is NULL");
+    *bytes = 0;
+    t.q = q;
+    t.k = k;
+    t.v = v;
+    FMSA_TRY(fmsa_prepare(ctx, pass, desc, &t, 1, &p));
+    return ctx->vt->workspace_size(ctx->state, &p, bytes);
+}
+
+fmsa_status fmsa_forward(fmsa_context *ctx, const fmsa_attention_desc *desc, const fmsa_tensor *q,
+                         const fmsa_tensor *k, const fmsa_tensor *v, const fmsa_tensor *o,
+                         const fmsa_tensor *lse, void *workspace, size_t workspace_bytes,
+                         void *stream) {
+    fmsa_call_tensors t = {0};
+    fmsa_problem p;
+    fmsa_clear_error();
+    t.q = q;
+    t.k = k;
+    t.v = v;
+    t.o = o;
+    t.lse = lse;
+    FMSA_TRY(fmsa_prepare(ctx, FMSA_PASS_FORWARD, desc, &t, 0, &p));
+    FMSA_TRY(fmsa_check_workspace(ctx, &p, workspace, workspace_bytes));
+    if (p.batch == 0 || p.total_q == 0) return FMSA_SUCCESS; /* nothing to compute or write */
+    return ctx->vt->forward(ctx->state, &p, workspace, workspace_bytes, stream);
+}
+
+fmsa_status fmsa_backward(fmsa_context *ctx, const fmsa_attention_desc *desc,
+                          const fmsa_tensor *q, const fmsa_tensor *k, const fmsa_tensor *v,
+                          const fmsa_tensor *o, const fmsa_tensor *dout, const fmsa_tensor *lse,
+                          const fmsa_tensor *dq, const fmsa_tensor *dk, const fmsa_tensor *dv,
+                          void *workspace, size_t workspace_bytes, void *stream) {
+    fmsa_call_tensors t = {0};
+    fmsa_problem p;
+    fmsa_clear_error();
+    t.q = q;
+    t.k = k;
+    t.v = v;
+    t.o = o;
+    t.dout = dout;
+    t.lse = lse;
+    t.dq = dq;
+    t.dk = dk;
+    t.dv = dv;
+    FMSA_TRY(fmsa_prepare(ctx, FMSA_PASS_BACKWARD, desc, &t, 0, &p));
+    FMSA_TRY(fmsa_check_workspace(ctx, &p, workspace, workspace_bytes));
+    if (p.batch == 0 || (p.total_q == 0 && p.total_k == 0)) return FMSA_SUCCESS;
+    return ctx->vt->backward(ctx->state, &p, workspace, workspace_bytes, stream);
+}

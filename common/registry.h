@@ -1,0 +1,15 @@
+/*
+ * Backend registry: the compiled-in backends and the global device list.
+ */
+#ifndef FMSA_COMMON_REGISTRY_H
+#define FMSA_COMMON_REGISTRY_H
+
+#include "common/backend.h"
+
+/// The vtable of a compiled-in backend, or NULL if it is not built.
+const fmsa_backend_vtable *fmsa_registry_find(fmsa_backend backend);
+
+/// The global device list in AUTO order (built once); returns its length.
+int fmsa_registry_device_list(const fmsa_device_info **list);
+
+#endif /* FMSA_COMMON_REGISTRY_H */
