@@ -9,8 +9,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* FLASHMSA_BACKEND / FLASHMSA_DEVICE override the arguments, so a deployed
- * binary can be pointed at another device without a rebuild. */
+/* FLASHMSA_BACKEND / FLASHMSA_DEVICE steer an AUTO request, so a deployed
+ * binary can be pointed at another device without a rebuild; an explicit
+ * backend in the call is the program's own choice and wins. */
 static fmsa_status fmsa_env_overrides(fmsa_backend *backend, int *device) {
     const char *b = getenv("FLASHMSA_BACKEND");
     const char *d = getenv("FLASHMSA_DEVICE");
@@ -74,7 +75,7 @@ fmsa_status fmsa_context_create(fmsa_backend backend, int device, fmsa_context *
     if ((int)backend < FMSA_BACKEND_AUTO || (int)backend > FMSA_BACKEND_OPENCL)
         return fmsa_fail(FMSA_ERR_INVALID_ARGUMENT, "backend = %d is not an fmsa_backend",
                          (int)backend);
-    FMSA_TRY(fmsa_env_overrides(&backend, &device));
+    if (backend == FMSA_BACKEND_AUTO) FMSA_TRY(fmsa_env_overrides(&backend, &device));
     FMSA_TRY(fmsa_pick_device(backend, device, &info));
     vt = fmsa_registry_find(info.backend);
     c = (fmsa_context *)calloc(1, sizeof *c);

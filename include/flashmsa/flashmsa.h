@@ -134,9 +134,12 @@ FMSA_API fmsa_status fmsa_device_get(int i, fmsa_device_info *info);
 /// Opaque: one device of one backend, plus its plan cache.
 typedef struct fmsa_context fmsa_context;
 
-/// Creates a context.  FLASHMSA_BACKEND (auto|cpu|cuda|hip|opencl) and
-/// FLASHMSA_DEVICE override the arguments when set.  AUTO logs its choice at
-/// INFO; an explicit backend that is not usable is FMSA_ERR_BACKEND_UNAVAILABLE.
+/// Creates a context.  With backend AUTO, device indexes the global order of
+/// fmsa_device_get (0 = the best device) and the environment variables
+/// FLASHMSA_BACKEND (auto|cpu|cuda|hip|opencl) and FLASHMSA_DEVICE, when set,
+/// replace both arguments; AUTO logs its choice at INFO.  An explicit backend
+/// uses its own device numbering, and if it is not usable the call fails with
+/// FMSA_ERR_BACKEND_UNAVAILABLE (never a silent fallback).
 FMSA_API fmsa_status fmsa_context_create(fmsa_backend backend, int device,
                                          fmsa_context **ctx);
 /// Destroys a context (NULL is allowed).

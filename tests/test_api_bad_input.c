@@ -1,0 +1,382 @@
+/*
+ * Malformed calls: each one must return its documented status, leave a
+ * message naming the field, and leave every output buffer bit-identical.
+ *
+ * One valid problem (B 2, Sq 16, Sk 24, Hq 4, Hkv 2, D 16, fp32) is built;
+ * each case copies it, breaks one thing, calls the API and compares every
+ * buffer (inputs and outputs) with a snapshot taken before the call.  A
+ * control case checks that the unbroken call succeeds and does write, so the
+ * "nothing written" checks are not vacuous.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "flashmsa/flashmsa.h"
+
+enum { B = 2, SQ = 16, SK = 24, HQ = 4, HKV = 2, D = 16 };
+enum { NBUF = 9 };
+
+/* The arguments of one call, as the user would hold them. */
+typedef struct call {
+    fmsa_context *ctx;
+    fmsa_attention_desc desc;
+    fmsa_tensor q, k, v, o, lse, dout, dq, dk, dv;
+    void *ws;
+    size_t ws_bytes;
+} call;
+
+typedef struct fixture {
+    fmsa_context *ctx;
+    void *buf[NBUF];        /* q k v o lse dout dq dk dv */
+    size_t bytes[NBUF];
+    unsigned char *snap[NBUF];
+    int32_t cu_q[B + 1], cu_k[B + 1], table[B * 2];
+    float slopes[HQ];
+    unsigned char mask[B * HQ * SQ * ((SK + 7) / 8)];
+    char ws[1 << 16];
+} fixture;
+
+static fixture F;
+
+static float frand(unsigned *s) {
+    *s = *s * 1664525u + 1013904223u;
+    return (float)((*s >> 8) & 0xffff) / 65536.0f - 0.5f;
+}
+
+static int setup(void **state) {
+    int64_t qs[4] = {B, SQ, HQ, D}, ks[4] = {B, SK, HKV, D}, ls[3] = {B, HQ, SQ};
+    size_t qn = (size_t)B * SQ * HQ * D, kn = (size_t)B * SK * HKV * D, ln = (size_t)B * HQ * SQ;
+    size_t n[NBUF] = {qn, kn, kn, qn, ln, qn, qn, kn, kn};
+    unsigned seed = 7;
+    (void)qs;
+    (void)ks;
+    (void)ls;
+    assert_int_equal(fmsa_context_create(FMSA_BACKEND_CPU, 0, &F.ctx), FMSA_SUCCESS);
+    for (int i = 0; i < NBUF; ++i) {
+        F.bytes[i] = n[i] * sizeof(float);
+        assert_int_equal(fmsa_malloc(F.ctx, F.bytes[i], &F.buf[i]), FMSA_SUCCESS);
+        for (size_t j = 0; j < n[i]; ++j) ((float *)F.buf[i])[j] = frand(&seed);
+        F.snap[i] = malloc(F.bytes[i]);
+        assert_non_null(F.snap[i]);
+    }
+    *state = &F;
+    return 0;
+}
+
+static int teardown(void **state) {
+    (void)state;
+    for (int i = 0; i < NBUF; ++i) {
+        fmsa_free(F.ctx, F.buf[i]);
+        free(F.snap[i]);
+    }
+    fmsa_context_destroy(F.ctx);
+    return 0;
+}
+
+/* A valid call on the fixture's buffers. */
+static call valid_call(void) {
+    call c;
+    int64_t qs[4] = {B, SQ, HQ, D}, ks[4] = {B, SK, HKV, D}, ls[3] = {B, HQ, SQ};
+    memset(&c, 0, sizeof c);
+    c.ctx = F.ctx;
+    c.desc = fmsa_attention_desc_init(D);
+    c.q = fmsa_tensor_contiguous(F.buf[0], FMSA_DTYPE_F32, 4, qs);
+    c.k = fmsa_tensor_contiguous(F.buf[1], FMSA_DTYPE_F32, 4, ks);
+    c.v = fmsa_tensor_contiguous(F.buf[2], FMSA_DTYPE_F32, 4, ks);
+    c.o = fmsa_tensor_contiguous(F.buf[3], FMSA_DTYPE_F32, 4, qs);
+    c.lse = fmsa_tensor_contiguous(F.buf[4], FMSA_DTYPE_F32, 3, ls);
+    c.dout = fmsa_tensor_contiguous(F.buf[5], FMSA_DTYPE_F32, 4, qs);
+    c.dq = fmsa_tensor_contiguous(F.buf[6], FMSA_DTYPE_F32, 4, qs);
+    c.dk = fmsa_tensor_contiguous(F.buf[7], FMSA_DTYPE_F32, 4, ks);
+    c.dv = fmsa_tensor_contiguous(F.buf[8], FMSA_DTYPE_F32, 4, ks);
+    c.ws = F.ws;
+    c.ws_bytes = sizeof F.ws;
+    return c;
+}
+
+/* Turns c into a valid varlen call: sequences of 10 and 6 queries, 24 and 0 keys
+ * packed as q [1, 16, ...], k [1, 24, ...]. */
+static void make_varlen(call *c) {
+    F.cu_q[0] = 0, F.cu_q[1] = 10, F.cu_q[2] = SQ;
+    F.cu_k[0] = 0, F.cu_k[1] = SK, F.cu_k[2] = SK;
+    int64_t n = B + 1, qs[4] = {1, SQ, HQ, D}, ks[4] = {1, SK, HKV, D}, ls[3] = {1, HQ, SQ};
+    c->desc.cu_seqlens_q = fmsa_tensor_contiguous(F.cu_q, FMSA_DTYPE_I32, 1, &n);
+    c->desc.cu_seqlens_k = fmsa_tensor_contiguous(F.cu_k, FMSA_DTYPE_I32, 1, &n);
+    c->q.shape[0] = c->o.shape[0] = c->dout.shape[0] = c->dq.shape[0] = 1;
+    c->k.shape[0] = c->v.shape[0] = c->dk.shape[0] = c->dv.shape[0] = 1;
+    c->q = fmsa_tensor_contiguous(c->q.data, FMSA_DTYPE_F32, 4, qs);
+    c->o = fmsa_tensor_contiguous(c->o.data, FMSA_DTYPE_F32, 4, qs);
+    c->k = fmsa_tensor_contiguous(c->k.data, FMSA_DTYPE_F32, 4, ks);
+    c->v = fmsa_tensor_contiguous(c->v.data, FMSA_DTYPE_F32, 4, ks);
+    c->lse = fmsa_tensor_contiguous(c->lse.data, FMSA_DTYPE_F32, 3, ls);
+}
+
+/* Turns c into a valid paged forward: k/v pools of 4 pages x 12 rows, two pages
+ * per sequence (the pool reuses the k/v buffers: 4*12 = 2*24 rows). */
+static void make_paged(call *c) {
+    int64_t ks[4] = {4, 12, HKV, D}, ts[2] = {B, 2};
+    F.table[0] = 3, F.table[1] = 0, F.table[2] = 1, F.table[3] = 2;
+    c->k = fmsa_tensor_contiguous(c->k.data, FMSA_DTYPE_F32, 4, ks);
+    c->v = fmsa_tensor_contiguous(c->v.data, FMSA_DTYPE_F32, 4, ks);
+    c->desc.block_table = fmsa_tensor_contiguous(F.table, FMSA_DTYPE_I32, 2, ts);
+    c->desc.page_size = 12;
+}
+
+static void snapshot(void) {
+    for (int i = 0; i < NBUF; ++i) memcpy(F.snap[i], F.buf[i], F.bytes[i]);
+}
+
+static int unchanged(void) {
+    for (int i = 0; i < NBUF; ++i)
+        if (memcmp(F.snap[i], F.buf[i], F.bytes[i])) return 0;
+    return 1;
+}
+
+typedef enum which { FWD, BWD, WS } which;
+
+static fmsa_status run_call(which w, call *c, int null_q, int null_desc) {
+    const fmsa_tensor *q = null_q ? NULL : &c->q;
+    const fmsa_attention_desc *d = null_desc ? NULL : &c->desc;
+    size_t bytes = 0;
+    switch (w) {
+    case FWD:
+        return fmsa_forward(c->ctx, d, q, &c->k, &c->v, &c->o, &c->lse, c->ws, c->ws_bytes, NULL);
+    case BWD:
+        return fmsa_backward(c->ctx, d, q, &c->k, &c->v, &c->o, &c->dout, &c->lse, &c->dq,
+                             &c->dk, &c->dv, c->ws, c->ws_bytes, NULL);
+    case WS: return fmsa_workspace_size(c->ctx, FMSA_PASS_BACKWARD, d, q, &c->k, &c->v, &bytes);
+    }
+    return FMSA_ERR_INTERNAL;
+}
+
+/* Runs one broken call and checks status, message and untouched buffers. */
+static void expect_rejected(which w, call c, int null_q, int null_desc, fmsa_status want,
+                            const char *field) {
+    fmsa_status st;
+    snapshot();
+    st = run_call(w, &c, null_q, null_desc);
+    if (st != want || !strstr(fmsa_last_error(), field))
+        print_error("status %d (want %d), message \"%s\" (want it to name \"%s\")\n", (int)st,
+                    (int)want, fmsa_last_error(), field);
+    assert_int_equal(st, want);
+    assert_non_null(strstr(fmsa_last_error(), field));
+    assert_true(unchanged());
+}
+
+#define CASE(name, body)                                                        \
+    static void name(void **state) {                                            \
+        call c = valid_call();                                                  \
+        (void)state;                                                            \
+        body;                                                                   \
+    }
+
+/* The control: the same calls unbroken succeed and write their outputs. */
+static void valid_calls_write(void **state) {
+    call c = valid_call();
+    (void)state;
+    snapshot();
+    assert_int_equal(run_call(FWD, &c, 0, 0), FMSA_SUCCESS);
+    assert_false(unchanged());
+    snapshot();
+    assert_int_equal(run_call(BWD, &c, 0, 0), FMSA_SUCCESS);
+    assert_false(unchanged());
+    make_varlen(&c);
+    assert_int_equal(run_call(FWD, &c, 0, 0), FMSA_SUCCESS);
+    c = valid_call();
+    make_paged(&c);
+    assert_int_equal(run_call(FWD, &c, 0, 0), FMSA_SUCCESS);
+}
+
+CASE(null_q_tensor, expect_rejected(FWD, c, 1, 0, FMSA_ERR_INVALID_ARGUMENT, "q"))
+CASE(null_desc, expect_rejected(BWD, c, 0, 1, FMSA_ERR_INVALID_ARGUMENT, "desc"))
+CASE(null_ctx, c.ctx = NULL; expect_rejected(FWD, c, 0, 0, FMSA_ERR_INVALID_ARGUMENT, "ctx"))
+CASE(null_k_data, c.k.data = NULL; expect_rejected(FWD, c, 0, 0, FMSA_ERR_INVALID_ARGUMENT, "k.data"))
+CASE(null_o_data, c.o.data = NULL; expect_rejected(FWD, c, 0, 0, FMSA_ERR_INVALID_ARGUMENT, "o.data"))
+CASE(null_dq_data, c.dq.data = NULL; expect_rejected(BWD, c, 0, 0, FMSA_ERR_INVALID_ARGUMENT, "dq.data"))
+CASE(k_dtype_mismatch, c.k.dtype = FMSA_DTYPE_F16;
+     expect_rejected(FWD, c, 0, 0, FMSA_ERR_INVALID_ARGUMENT, "k.dtype"))
+CASE(q_dtype_int, c.q.dtype = FMSA_DTYPE_I32; c.k.dtype = c.v.dtype = FMSA_DTYPE_I32;
+     expect_rejected(FWD, c, 0, 0, FMSA_ERR_INVALID_ARGUMENT, "q.dtype"))
+CASE(o_dtype_mismatch, c.o.dtype = FMSA_DTYPE_BF16;
+     expect_rejected(FWD, c, 0, 0, FMSA_ERR_INVALID_ARGUMENT, "o.dtype"))
+CASE(dtype_garbage, c.v.dtype = (fmsa_dtype)77;
+     expect_rejected(FWD, c, 0, 0, FMSA_ERR_INVALID_ARGUMENT, "v.dtype"))
+CASE(q_ndim_3, c.q.ndim = 3; expect_rejected(FWD, c, 0, 0, FMSA_ERR_INVALID_ARGUMENT, "q.ndim"))
+CASE(q_last_stride, c.q.strides[3] = 2;
+     expect_rejected(FWD, c, 0, 0, FMSA_ERR_INVALID_ARGUMENT, "q.strides[3]"))
+CASE(k_negative_stride, c.k.strides[1] = -1;
+     expect_rejected(FWD, c, 0, 0, FMSA_ERR_INVALID_ARGUMENT, "k.strides[1]"))
+CASE(v_misaligned_offset, c.v.byte_offset = 2;
+     expect_rejected(FWD, c, 0, 0, FMSA_ERR_INVALID_ARGUMENT, "v.byte_offset"))
+CASE(negative_shape, c.q.shape[1] = -4;
+     expect_rejected(FWD, c, 0, 0, FMSA_ERR_INVALID_ARGUMENT, "q.shape[1]"))
+CASE(head_dim_0, c.q.shape[3] = c.k.shape[3] = c.v.shape[3] = c.o.shape[3] = 0;
+     expect_rejected(FWD, c, 0, 0, FMSA_ERR_INVALID_ARGUMENT, "head_dim"))
+CASE(head_dim_300, c.q.shape[3] = c.k.shape[3] = c.v.shape[3] = c.o.shape[3] = 300;
+     expect_rejected(FWD, c, 0, 0, FMSA_ERR_NOT_SUPPORTED, "head_dim"))
+CASE(head_dim_12, c.q.shape[3] = c.k.shape[3] = c.v.shape[3] = c.o.shape[3] = 12;
+     expect_rejected(FWD, c, 0, 0, FMSA_ERR_NOT_SUPPORTED, "head_dim"))
+CASE(k_head_dim_mismatch, c.k.shape[3] = 8;
+     expect_rejected(FWD, c, 0, 0, FMSA_ERR_INVALID_ARGUMENT, "k.shape[3]"))
+CASE(heads_not_multiple, c.k.shape[2] = c.v.shape[2] = 3;
+     expect_rejected(FWD, c, 0, 0, FMSA_ERR_INVALID_ARGUMENT, "not a multiple"))
+CASE(o_shape_mismatch, c.o.shape[1] = SQ - 1;
+     expect_rejected(FWD, c, 0, 0, FMSA_ERR_INVALID_ARGUMENT, "o.shape[1]"))
+CASE(k_batch_mismatch, c.k.shape[0] = c.v.shape[0] = 1;
+     expect_rejected(FWD, c, 0, 0, FMSA_ERR_INVALID_ARGUMENT, "k.shape[0]"))
+CASE(v_seqlen_mismatch, c.v.shape[1] = SK - 1;
+     expect_rejected(FWD, c, 0, 0, FMSA_ERR_INVALID_ARGUMENT, "v.shape"))
+CASE(dk_shape_mismatch, c.dk.shape[2] = HQ;
+     expect_rejected(BWD, c, 0, 0, FMSA_ERR_INVALID_ARGUMENT, "dk.shape[2]"))
+CASE(scale_nan, c.desc.softmax_scale = NAN;
+     expect_rejected(FWD, c, 0, 0, FMSA_ERR_INVALID_ARGUMENT, "softmax_scale"))
+CASE(scale_inf, c.desc.softmax_scale = INFINITY;
+     expect_rejected(BWD, c, 0, 0, FMSA_ERR_INVALID_ARGUMENT, "softmax_scale"))
+CASE(softcap_negative, c.desc.softcap = -1.0f;
+     expect_rejected(FWD, c, 0, 0, FMSA_ERR_INVALID_ARGUMENT, "softcap"))
+CASE(window_left_below, c.desc.window_left = -2;
+     expect_rejected(FWD, c, 0, 0, FMSA_ERR_INVALID_ARGUMENT, "window_left"))
+CASE(window_right_below, c.desc.window_right = -5;
+     expect_rejected(BWD, c, 0, 0, FMSA_ERR_INVALID_ARGUMENT, "window_right"))
+CASE(causal_with_right_window, c.desc.causal = 1; c.desc.window_right = 5;
+     expect_rejected(FWD, c, 0, 0, FMSA_ERR_INVALID_ARGUMENT, "causal"))
+CASE(lse_wrong_dtype, c.lse.dtype = FMSA_DTYPE_F16;
+     expect_rejected(FWD, c, 0, 0, FMSA_ERR_INVALID_ARGUMENT, "lse.dtype"))
+CASE(lse_wrong_shape, c.lse.shape[2] = SQ + 1;
+     expect_rejected(FWD, c, 0, 0, FMSA_ERR_INVALID_ARGUMENT, "lse.shape[2]"))
+CASE(backward_without_lse, c.lse.data = NULL;
+     expect_rejected(BWD, c, 0, 0, FMSA_ERR_INVALID_ARGUMENT, "lse"))
+CASE(shape_overflow, c.k.shape[1] = c.v.shape[1] = (int64_t)1 << 62;
+     expect_rejected(FWD, c, 0, 0, FMSA_ERR_INVALID_ARGUMENT, "overflow"))
+CASE(cu_seqlens_only_q, make_varlen(&c); c.desc.cu_seqlens_k.data = NULL;
+     expect_rejected(FWD, c, 0, 0, FMSA_ERR_INVALID_ARGUMENT, "cu_seqlens"))
+CASE(cu_seqlens_not_zero_based, make_varlen(&c); F.cu_q[0] = 1;
+     expect_rejected(FWD, c, 0, 0, FMSA_ERR_INVALID_ARGUMENT, "cu_seqlens_q[0]"))
+CASE(cu_seqlens_decreasing, make_varlen(&c); F.cu_k[1] = 30; F.cu_k[2] = SK;
+     expect_rejected(FWD, c, 0, 0, FMSA_ERR_INVALID_ARGUMENT, "non-decreasing"))
+CASE(cu_seqlens_wrong_total, make_varlen(&c); F.cu_q[2] = SQ - 2;
+     expect_rejected(BWD, c, 0, 0, FMSA_ERR_INVALID_ARGUMENT, "packed length"))
+CASE(cu_seqlens_wrong_dtype, make_varlen(&c); c.desc.cu_seqlens_q.dtype = FMSA_DTYPE_F32;
+     expect_rejected(FWD, c, 0, 0, FMSA_ERR_INVALID_ARGUMENT, "cu_seqlens_q.dtype"))
+CASE(max_seqlen_too_small, make_varlen(&c); c.desc.max_seqlen_q = 3;
+     expect_rejected(FWD, c, 0, 0, FMSA_ERR_INVALID_ARGUMENT, "max_seqlen_q"))
+CASE(paged_backward, make_paged(&c);
+     expect_rejected(BWD, c, 0, 0, FMSA_ERR_NOT_SUPPORTED, "forward-only"))
+CASE(paged_page_out_of_range, make_paged(&c); F.table[1] = 4;
+     expect_rejected(FWD, c, 0, 0, FMSA_ERR_INVALID_ARGUMENT, "block_table[0][1]"))
+CASE(paged_page_size_mismatch, make_paged(&c); c.desc.page_size = 8;
+     expect_rejected(FWD, c, 0, 0, FMSA_ERR_INVALID_ARGUMENT, "page_size"))
+CASE(alibi_wrong_shape, int64_t n = HQ - 1;
+     c.desc.alibi_slopes = fmsa_tensor_contiguous(F.slopes, FMSA_DTYPE_F32, 1, &n);
+     expect_rejected(FWD, c, 0, 0, FMSA_ERR_INVALID_ARGUMENT, "alibi_slopes"))
+CASE(mask_too_small, int64_t ms[4] = {B, HQ, SQ, 1};
+     c.desc.mask = fmsa_tensor_contiguous(F.mask, FMSA_DTYPE_U8, 4, ms);
+     expect_rejected(FWD, c, 0, 0, FMSA_ERR_INVALID_ARGUMENT, "desc.mask.shape"))
+CASE(mask_wrong_batch, int64_t ms[4] = {3, HQ, SQ, (SK + 7) / 8};
+     c.desc.mask = fmsa_tensor_contiguous(F.mask, FMSA_DTYPE_U8, 4, ms);
+     expect_rejected(BWD, c, 0, 0, FMSA_ERR_INVALID_ARGUMENT, "desc.mask.shape[0]"))
+CASE(workspace_query_bad_heads, c.k.shape[2] = c.v.shape[2] = 3;
+     expect_rejected(WS, c, 0, 0, FMSA_ERR_INVALID_ARGUMENT, "heads"))
+
+/* Too little workspace must be refused before anything is written. */
+static void workspace_too_small(void **state) {
+    call c = valid_call();
+    size_t need = 0;
+    (void)state;
+    assert_int_equal(fmsa_workspace_size(c.ctx, FMSA_PASS_BACKWARD, &c.desc, &c.q, &c.k, &c.v,
+                                         &need),
+                     FMSA_SUCCESS);
+    /* the CPU backward keeps rowsum(dO*O) in the workspace, so need > 0 */
+    assert_true(need > 0);
+    c.ws_bytes = need - 1;
+    expect_rejected(BWD, c, 0, 0, FMSA_ERR_INSUFFICIENT_WORKSPACE, "workspace_bytes");
+    c.ws = NULL;
+    c.ws_bytes = need;
+    expect_rejected(BWD, c, 0, 0, FMSA_ERR_INVALID_ARGUMENT, "workspace is NULL");
+}
+
+/* Context creation: unknown enum values, missing backends, bad env values. */
+static void context_errors(void **state) {
+    fmsa_context *ctx = (fmsa_context *)&F; /* must be reset to NULL on failure */
+    (void)state;
+    assert_int_equal(fmsa_context_create((fmsa_backend)42, 0, &ctx), FMSA_ERR_INVALID_ARGUMENT);
+    assert_null(ctx);
+    assert_int_equal(fmsa_context_create(FMSA_BACKEND_CPU, 0, NULL), FMSA_ERR_INVALID_ARGUMENT);
+    assert_int_equal(fmsa_context_create(FMSA_BACKEND_CUDA, 0, &ctx),
+                     FMSA_ERR_BACKEND_UNAVAILABLE);
+    assert_non_null(strstr(fmsa_last_error(), "cuda"));
+    assert_int_equal(fmsa_context_create(FMSA_BACKEND_CPU, 5, &ctx), FMSA_ERR_BACKEND_UNAVAILABLE);
+    setenv("FLASHMSA_BACKEND", "bogus", 1);
+    assert_int_equal(fmsa_context_create(FMSA_BACKEND_AUTO, 0, &ctx), FMSA_ERR_INVALID_ARGUMENT);
+    assert_non_null(strstr(fmsa_last_error(), "FLASHMSA_BACKEND"));
+    setenv("FLASHMSA_BACKEND", "cpu", 1);
+    setenv("FLASHMSA_DEVICE", "x1", 1);
+    assert_int_equal(fmsa_context_create(FMSA_BACKEND_AUTO, 0, &ctx), FMSA_ERR_INVALID_ARGUMENT);
+    assert_non_null(strstr(fmsa_last_error(), "FLASHMSA_DEVICE"));
+    unsetenv("FLASHMSA_DEVICE");
+    assert_int_equal(fmsa_context_create(FMSA_BACKEND_AUTO, 0, &ctx), FMSA_SUCCESS);
+    fmsa_context_destroy(ctx);
+    unsetenv("FLASHMSA_BACKEND");
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(valid_calls_write),
+        cmocka_unit_test(null_q_tensor),
+        cmocka_unit_test(null_desc),
+        cmocka_unit_test(null_ctx),
+        cmocka_unit_test(null_k_data),
+        cmocka_unit_test(null_o_data),
+        cmocka_unit_test(null_dq_data),
+        cmocka_unit_test(k_dtype_mismatch),
+        cmocka_unit_test(q_dtype_int),
+        cmocka_unit_test(o_dtype_mismatch),
+        cmocka_unit_test(dtype_garbage),
+        cmocka_unit_test(q_ndim_3),
+        cmocka_unit_test(q_last_stride),
+        cmocka_unit_test(k_negative_stride),
+        cmocka_unit_test(v_misaligned_offset),
+        cmocka_unit_test(negative_shape),
+        cmocka_unit_test(head_dim_0),
+        cmocka_unit_test(head_dim_300),
+        cmocka_unit_test(head_dim_12),
+        cmocka_unit_test(k_head_dim_mismatch),
+        cmocka_unit_test(heads_not_multiple),
+        cmocka_unit_test(o_shape_mismatch),
+        cmocka_unit_test(k_batch_mismatch),
+        cmocka_unit_test(v_seqlen_mismatch),
+        cmocka_unit_test(dk_shape_mismatch),
+        cmocka_unit_test(scale_nan),
+        cmocka_unit_test(scale_inf),
+        cmocka_unit_test(softcap_negative),
+        cmocka_unit_test(window_left_below),
+        cmocka_unit_test(window_right_below),
+        cmocka_unit_test(causal_with_right_window),
+        cmocka_unit_test(lse_wrong_dtype),
+        cmocka_unit_test(lse_wrong_shape),
+        cmocka_unit_test(backward_without_lse),
+        cmocka_unit_test(shape_overflow),
+        cmocka_unit_test(cu_seqlens_only_q),
+        cmocka_unit_test(cu_seqlens_not_zero_based),
+        cmocka_unit_test(cu_seqlens_decreasing),
+        cmocka_unit_test(cu_seqlens_wrong_total),
+        cmocka_unit_test(cu_seqlens_wrong_dtype),
+        cmocka_unit_test(max_seqlen_too_small),
+        cmocka_unit_test(paged_backward),
+        cmocka_unit_test(paged_page_out_of_range),
+        cmocka_unit_test(paged_page_size_mismatch),
+        cmocka_unit_test(alibi_wrong_shape),
+        cmocka_unit_test(mask_too_small),
+        cmocka_unit_test(mask_wrong_batch),
+        cmocka_unit_test(workspace_query_bad_heads),
+        cmocka_unit_test(workspace_too_small),
+        cmocka_unit_test(context_errors),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
