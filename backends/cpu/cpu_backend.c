@@ -1,1 +1,104 @@
-/* placeholder until its owner lands it */
+/*
+ * The CPU backend's vtable: host memory, the device query, and the forward /
+ * backward passes over OpenMP.  Device memory is host memory, so the memory
+ * helpers are aligned malloc and memcpy, and every pass has finished when it
+ * returns (synchronize has nothing to wait for).
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "backends/cpu/cpu_internal.h"
+#include "common/error.h"
+
+static fmsa_status cpu_device_count(int *count) {
+    *count = 1; /* the host CPU (all its cores form one device) */
+    return FMSA_SUCCESS;
+}
+
+static fmsa_status cpu_context_create(int index, void **state) {
+    fmsa_cpu_state *st;
+    fmsa_device_info info;
+    FMSA_TRY(fmsa_cpu_device_info(index, &info));
+    st = (fmsa_cpu_state *)malloc(sizeof *st);
+    if (!st) return fmsa_fail(FMSA_ERR_OUT_OF_MEMORY, "cpu: context state (%zu bytes)", sizeof *st);
+    st->info = info;
+    *state = st;
+    return FMSA_SUCCESS;
+}
+
+static void cpu_context_destroy(void *state) { free(state); }
+
+static fmsa_status cpu_mem_alloc(void *state, size_t bytes, void **ptr) {
+    (void)state;
+    *ptr = fmsa_cpu_aligned_alloc(bytes);
+    if (!*ptr) return fmsa_fail(FMSA_ERR_OUT_OF_MEMORY, "cpu: malloc of %zu bytes", bytes);
+    return FMSA_SUCCESS;
+}
+
+static fmsa_status cpu_mem_free(void *state, void *ptr) {
+    (void)state;
+    fmsa_cpu_aligned_free(ptr);
+    return FMSA_SUCCESS;
+}
+
+static fmsa_status cpu_copy_to_device(void *state, void *dst, size_t dst_offset, const void *src,
+                                      size_t bytes) {
+    (void)state;
+    if (bytes) memcpy((char *)dst + dst_offset, src, bytes);
+    return FMSA_SUCCESS;
+}
+
+static fmsa_status cpu_copy_to_host(void *state, void *dst, const void *src, size_t src_offset,
+                                    size_t bytes) {
+    (void)state;
+    if (bytes) memcpy(dst, (const char *)src + src_offset, bytes);
+    return FMSA_SUCCESS;
+}
+
+static fmsa_status cpu_synchronize(void *state, void *stream) {
+    (void)state;
+    (void)stream; /* passes run synchronously on the calling thread's team */
+    return FMSA_SUCCESS;
+}
+
+static fmsa_status cpu_supports(void *state, const fmsa_problem *p) {
+    fmsa_cpu_plan plan;
+    if (p->is_paged && p->pass == FMSA_PASS_BACKWARD)
+        return fmsa_fail(FMSA_ERR_NOT_SUPPORTED,
+                         "cpu: paged KV (block_table) in the backward pass is not supported by "
+                         "the CPU backend");
+    if (p->head_dim > 256)
+        return fmsa_fail(FMSA_ERR_NOT_SUPPORTED,
+                         "cpu: head_dim %lld > 256 is not supported by the CPU backend",
+                         (long long)p->head_dim);
+    /* the same decision forward/backward make: a plan exists or the problem is refused */
+    return fmsa_cpu_plan_make((const fmsa_cpu_state *)state, p, &plan);
+}
+
+static fmsa_status cpu_workspace_size(void *state, const fmsa_problem *p, size_t *bytes) {
+    fmsa_cpu_plan plan;
+    FMSA_TRY(fmsa_cpu_plan_make((const fmsa_cpu_state *)state, p, &plan));
+    *bytes = plan.workspace_bytes;
+    return FMSA_SUCCESS;
+}
+
+static const fmsa_backend_vtable fmsa_cpu_vtable = {
+    .api_version = FMSA_BACKEND_API_VERSION, /* built against this interface */
+    .kind = FMSA_BACKEND_CPU,                /* always compiled in */
+    .name = "cpu",                           /* FLASHMSA_BACKEND=cpu */
+    .device_count = cpu_device_count,        /* always 1: the host */
+    .device_info = fmsa_cpu_device_info,     /* brand, ISA key, caches, threads */
+    .context_create = cpu_context_create,    /* caches the device info */
+    .context_destroy = cpu_context_destroy,  /* frees it */
+    .mem_alloc = cpu_mem_alloc,              /* 64-byte aligned malloc */
+    .mem_free = cpu_mem_free,                /* its free */
+    .copy_to_device = cpu_copy_to_device,    /* memcpy */
+    .copy_to_host = cpu_copy_to_host,        /* memcpy */
+    .synchronize = cpu_synchronize,          /* no-op: passes are synchronous */
+    .supports = cpu_supports,                /* paged backward refused; planner must fit */
+    .workspace_size = cpu_workspace_size,    /* split-KV partials / backward D */
+    .forward = fmsa_cpu_forward,             /* cpu_forward.c */
+    .backward = fmsa_cpu_backward,           /* cpu_backward.c */
+};
+
+const fmsa_backend_vtable *fmsa_backend_cpu_vtable(void) { return &fmsa_cpu_vtable; }

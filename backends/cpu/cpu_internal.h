@@ -1,0 +1,93 @@
+/*
+ * Internal interface of the CPU backend: per-context state, the one variant
+ * decision (fmsa_cpu_plan_make, shared by supports / workspace_size /
+ * forward / backward so they can never disagree), host memory and thread
+ * helpers.
+ *
+ * Determinism: every output element is produced by exactly one work item, and
+ * the work decomposition (tile sizes, number of key splits, merge order) is a
+ * function of the problem's shape and the device's cache sizes only, never of
+ * the OpenMP thread count.  Results are therefore bit-identical for any
+ * OMP_NUM_THREADS, run to run.
+ */
+#ifndef FMSA_CPU_INTERNAL_H
+#define FMSA_CPU_INTERNAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/backend.h"
+
+#ifdef _OPENMP
+#include <omp.h>
+#endif /* _OPENMP */
+
+/// Per-context state: the device as queried once at context creation, so
+/// planning does not re-read /proc and /sys on every call.
+typedef struct fmsa_cpu_state {
+    fmsa_device_info info; ///< what fmsa_cpu_device_info(0) reported
+} fmsa_cpu_state;
+
+/// The variant the CPU backend runs for one problem and pass.
+typedef struct fmsa_cpu_plan {
+    int block_m;            ///< query rows per tile (from the planner)
+    int block_n;            ///< keys per tile (from the planner)
+    int64_t tiles_q;        ///< ceil(seqlen_q / block_m), seqlen_q the longest sequence
+    int64_t tiles_k;        ///< ceil(seqlen_k / block_n)
+    int64_t num_splits;     ///< forward: key splits merged in fixed order (1 = none)
+    int64_t split_keys;     ///< forward with splits: keys per split, a multiple of block_n
+    size_t workspace_bytes; ///< caller-owned workspace the pass uses (see cpu_plan.c)
+    size_t scratch_bytes;   ///< per-thread fp32 tiles, malloc'ed inside the call
+} fmsa_cpu_plan;
+
+/// Fills info for the host CPU (index must be 0).
+fmsa_status fmsa_cpu_device_info(int index, fmsa_device_info *info);
+
+/// Decides tiles, splits, workspace and scratch for p (st may be NULL: the
+/// device is then queried on the spot).  Fails with the planner's status when
+/// no tile fits, and with FMSA_ERR_NOT_SUPPORTED for paged KV in backward.
+fmsa_status fmsa_cpu_plan_make(const fmsa_cpu_state *st, const fmsa_problem *p,
+                               fmsa_cpu_plan *plan);
+
+/// Checks every sequence's lengths against the maxima the plan was made for
+/// (FMSA_ERR_INTERNAL if validation let an inconsistent problem through).
+fmsa_status fmsa_cpu_check_sequences(const fmsa_problem *p);
+
+/// 64-byte aligned host allocation (NULL on failure); bytes == 0 still
+/// returns a unique pointer.  Free with fmsa_cpu_aligned_free.
+void *fmsa_cpu_aligned_alloc(size_t bytes);
+/// Frees what fmsa_cpu_aligned_alloc returned (NULL is allowed).
+void fmsa_cpu_aligned_free(void *ptr);
+
+/// The forward pass (cpu_forward.c).
+fmsa_status fmsa_cpu_forward(void *state, const fmsa_problem *p, void *workspace,
+                             size_t workspace_bytes, void *stream);
+/// The backward pass (cpu_backward.c).
+fmsa_status fmsa_cpu_backward(void *state, const fmsa_problem *p, void *workspace,
+                              size_t workspace_bytes, void *stream);
+
+/// Threads a parallel region started now may use (1 without OpenMP).
+static inline int fmsa_cpu_max_threads(void) {
+#ifdef _OPENMP
+    return omp_get_max_threads();
+#else
+    return 1;
+#endif /* _OPENMP */
+}
+
+/// This thread's index within the current team (0 without OpenMP).
+static inline int fmsa_cpu_thread_num(void) {
+#ifdef _OPENMP
+    return omp_get_thread_num();
+#else
+    return 0;
+#endif /* _OPENMP */
+}
+
+/// Rounds bytes up to the 64-byte cache line, so carved tiles never share one.
+static inline size_t fmsa_cpu_round64(size_t bytes) { return (bytes + 63u) & ~(size_t)63u; }
+
+/// ceil(a / b) for a >= 0, b > 0.
+static inline int64_t fmsa_cpu_ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+#endif /* FMSA_CPU_INTERNAL_H */

@@ -1,0 +1,130 @@
+/*
+ * The one variant decision of the CPU backend.  supports, workspace_size,
+ * forward and backward all call fmsa_cpu_plan_make, so the workspace a caller
+ * was told to allocate is exactly the one the pass carves up.
+ *
+ * Workspace (caller-owned, fp32):
+ *   forward, num_splits == 1 : nothing (0 bytes)
+ *   forward, num_splits  > 1 : partial states, one record of (m, l, acc[D]) per
+ *                              (sequence b, query head h, row i < seqlen_q, split s),
+ *                              record index ((b * Hq + h) * seqlen_q + i) * splits + s
+ *   backward                 : D_i = rowsum(dO_i * O_i), one float per q row, indexed
+ *                              like lse: (q_batch * Hq + h) * total_q + q_row
+ * Per-thread scratch tiles (Q, K, V, S, accumulators) are not in the
+ * workspace: they are malloc'ed for max_threads at the start of each call, so
+ * the workspace size does not depend on OMP_NUM_THREADS.
+ */
+#include <stdint.h>
+
+#include "backends/cpu/cpu_internal.h"
+#include "common/error.h"
+#include "common/planner.h"
+
+/// A nominal core count given to the split-KV heuristic instead of the real
+/// thread count: the number of splits (and so every sum's order) must be a
+/// function of the problem's shape only, or results would change with
+/// OMP_NUM_THREADS.  32 keeps a typical server socket busy on decode shapes.
+#define FMSA_CPU_PLAN_CORES 32
+
+static unsigned cpu_plan_features(const fmsa_problem *p) {
+    unsigned f = 0;
+    if (p->window_left >= 0 || p->window_right >= 0) f |= FMSA_FEAT_CAUSAL;
+    if (p->softcap > 0.0f) f |= FMSA_FEAT_SOFTCAP;
+    if (p->has_alibi) f |= FMSA_FEAT_ALIBI;
+    if (p->has_mask) f |= FMSA_FEAT_MASK;
+    if (p->is_varlen) f |= FMSA_FEAT_VARLEN;
+    if (p->is_paged) f |= FMSA_FEAT_PAGED;
+    return f;
+}
+
+/// Bytes of one thread's fp32 tiles for block sizes (bm, bn) and head dim D;
+/// the largest of the forward and the two backward stages, each tile rounded
+/// to a cache line.
+static size_t cpu_scratch_bytes(fmsa_pass pass, int bm, int bn, int64_t D) {
+    const size_t row_tile = fmsa_cpu_round64((size_t)bm * (size_t)D * sizeof(float));
+    const size_t key_tile = fmsa_cpu_round64((size_t)bn * (size_t)D * sizeof(float));
+    const size_t score = fmsa_cpu_round64((size_t)bm * (size_t)bn * sizeof(float));
+    const size_t vec = fmsa_cpu_round64((size_t)bm * sizeof(float));
+    if (pass == FMSA_PASS_FORWARD) /* q, acc | kt, v | s | m, l */
+        return 2 * row_tile + 2 * key_tile + score + 2 * vec;
+    /* dK/dV stage: q, do | kt, vt, dk, dv | s, dp, g | lse2, delta;
+     * dQ stage:    q, do, dq | kt, k, vt | s, dp, g | lse2, delta  (the larger wins) */
+    {
+        size_t kv_stage = 2 * row_tile + 4 * key_tile + 3 * score + 2 * vec;
+        size_t q_stage = 3 * row_tile + 3 * key_tile + 3 * score + 2 * vec;
+        return kv_stage > q_stage ? kv_stage : q_stage;
+    }
+}
+
+fmsa_status fmsa_cpu_plan_make(const fmsa_cpu_state *st, const fmsa_problem *p,
+                               fmsa_cpu_plan *plan) {
+    fmsa_device_info dev;
+    fmsa_plan_request req;
+    fmsa_tile_plan tiles;
+    const int64_t D = p->head_dim;
+
+    if (p->is_paged && p->pass == FMSA_PASS_BACKWARD)
+        return fmsa_fail(FMSA_ERR_NOT_SUPPORTED,
+                         "cpu: paged KV (block_table) is forward-only on the CPU backend");
+    if (st) {
+        dev = st->info;
+    } else {
+        FMSA_TRY(fmsa_cpu_device_info(0, &dev));
+    }
+    dev.multiprocessors = FMSA_CPU_PLAN_CORES;
+
+    req.head_dim = D;
+    req.dtype = p->dtype;
+    req.pass = p->pass;
+    req.features = cpu_plan_features(p);
+    req.seqlen_q = p->seqlen_q;
+    req.seqlen_k = p->seqlen_k;
+    req.batch_heads = p->batch * p->heads_q;
+    FMSA_TRY(fmsa_plan_tiles(&dev, &req, &tiles));
+    if (tiles.block_m <= 0 || tiles.block_n <= 0)
+        return fmsa_fail(FMSA_ERR_INTERNAL, "cpu: planner row %s gave tiles %d x %d",
+                         tiles.table_row ? tiles.table_row : "?", tiles.block_m, tiles.block_n);
+
+    plan->block_m = tiles.block_m;
+    plan->block_n = tiles.block_n;
+    plan->tiles_q = fmsa_cpu_ceil_div(p->seqlen_q, tiles.block_m);
+    plan->tiles_k = fmsa_cpu_ceil_div(p->seqlen_k, tiles.block_n);
+    plan->num_splits = 1;
+    plan->split_keys = p->seqlen_k;
+    plan->workspace_bytes = 0;
+    plan->scratch_bytes = cpu_scratch_bytes(p->pass, tiles.block_m, tiles.block_n, D);
+
+    if (p->pass == FMSA_PASS_FORWARD) {
+        int64_t splits = 1;
+        if (p->batch > 0 && p->heads_q > 0 && plan->tiles_k > 1)
+            splits = fmsa_plan_num_splits(&dev, p->batch * p->heads_q, p->seqlen_q, p->seqlen_k,
+                                          tiles.block_m, tiles.block_n);
+        if (splits > plan->tiles_k) splits = plan->tiles_k;
+        if (splits > 1) {
+            /* whole key tiles per split; drop splits the rounding left empty */
+            int64_t tiles_per_split = fmsa_cpu_ceil_div(plan->tiles_k, splits);
+            plan->num_splits = fmsa_cpu_ceil_div(plan->tiles_k, tiles_per_split);
+            plan->split_keys = tiles_per_split * tiles.block_n;
+        }
+        if (plan->num_splits > 1)
+            plan->workspace_bytes = (size_t)(p->batch * p->heads_q * p->seqlen_q *
+                                             plan->num_splits * (D + 2)) * sizeof(float);
+    } else {
+        const int64_t q_batches = p->is_varlen ? 1 : p->batch;
+        plan->workspace_bytes = (size_t)(q_batches * p->heads_q * p->total_q) * sizeof(float);
+    }
+    return FMSA_SUCCESS;
+}
+
+fmsa_status fmsa_cpu_check_sequences(const fmsa_problem *p) {
+    for (int64_t b = 0; b < p->batch; ++b) {
+        fmsa_seq s = fmsa_problem_seq(p, b);
+        if (s.sq < 0 || s.sk < 0 || s.sq > p->seqlen_q || s.sk > p->seqlen_k)
+            return fmsa_fail(FMSA_ERR_INTERNAL,
+                             "cpu: sequence %lld has %lld queries / %lld keys, outside the "
+                             "validated maxima %lld / %lld",
+                             (long long)b, (long long)s.sq, (long long)s.sk,
+                             (long long)p->seqlen_q, (long long)p->seqlen_k);
+    }
+    return FMSA_SUCCESS;
+}

@@ -1,0 +1,118 @@
+/*
+ * The score tile of the CPU backend: s = scale * q·k, softcap, ALiBi, then the
+ * window and bit-mask predicates, in base-2 units (flashmsa.h and
+ * fmsa_score.h define the semantics; this file only tiles them).
+ *
+ * The window is applied per row as a visible column interval rather than a
+ * per-element predicate: for query i the window admits keys
+ * [i + sk - sq - window_left, i + sk - sq + window_right], so everything
+ * outside the interval is set to -inf in two short loops and the transform
+ * loop in between has no integer tests.
+ */
+#include "backends/cpu/cpu_tile.h"
+
+#include <math.h>
+
+#include "common/fmsa_score.h"
+#include "common/fmsa_softmax.h"
+
+void fmsa_cpu_score_init(fmsa_cpu_score *sc, const fmsa_problem *p, const fmsa_seq *seq,
+                         int64_t b, int64_t h, float dot_scale) {
+    sc->sq = seq->sq;
+    sc->sk = seq->sk;
+    sc->window_left = p->window_left;
+    sc->window_right = p->window_right;
+    sc->head_dim = p->head_dim;
+    sc->dot_scale = dot_scale;
+    sc->softcap = p->softcap > 0.0f ? p->softcap : 0.0f;
+    sc->has_alibi = p->has_alibi;
+    sc->alibi_slope = 0.0f;
+    if (p->has_alibi) {
+        const float *slopes = (const float *)fmsa_viewn_host(&p->alibi);
+        sc->alibi_slope = slopes[b * p->alibi.s0 + h * p->alibi.s1];
+    }
+    sc->mask = NULL;
+    sc->mask_row_stride = 0;
+    if (p->has_mask) {
+        /* mask is [B|1, Hq|1, Sq, ceil(Sk/8)] indexed by sequence, head and the
+         * row within the sequence (varlen included); stride 0 broadcasts. */
+        sc->mask = (const uint8_t *)fmsa_viewn_host(&p->mask) + b * p->mask.s0 + h * p->mask.s1;
+        sc->mask_row_stride = p->mask.s2;
+    }
+}
+
+/// Visible key interval [*lo, *hi) of query i within tile columns [0, cols).
+static void cpu_window_cols(const fmsa_cpu_score *sc, int64_t i, int64_t j0, int cols, int *lo,
+                            int *hi) {
+    int64_t diag = i + sc->sk - sc->sq;
+    int64_t a = 0, e = cols;
+    if (sc->window_left >= 0) {
+        int64_t first = diag - sc->window_left - j0;
+        if (first > a) a = first;
+    }
+    if (sc->window_right >= 0) {
+        int64_t last = diag + sc->window_right - j0 + 1;
+        if (last < e) e = last;
+    }
+    if (a > cols) a = cols;
+    if (e < a) e = a;
+    *lo = (int)a;
+    *hi = (int)e;
+}
+
+int fmsa_cpu_tile_visible(const fmsa_cpu_score *sc, int64_t i0, int rows, int64_t j0, int cols) {
+    for (int r = 0; r < rows; ++r) {
+        int lo, hi;
+        cpu_window_cols(sc, i0 + r, j0, cols, &lo, &hi);
+        if (lo >= hi) continue;
+        if (!sc->mask) return 1;
+        {
+            const uint8_t *mrow = sc->mask + (i0 + r) * sc->mask_row_stride;
+            for (int c = lo; c < hi; ++c)
+                if (FMSA_MASK_BIT(mrow, j0 + c)) return 1;
+        }
+    }
+    return 0;
+}
+
+void fmsa_cpu_score_tile(const fmsa_cpu_score *sc, const float *q, int rows, int64_t i0,
+                         const float *kt, int cols, int64_t j0, int ld, float *s, float *g) {
+    const float softcap = sc->softcap;
+    const float dot_scale = sc->dot_scale;
+
+    fmsa_cpu_mm_abt(q, rows, sc->head_dim, kt, cols, ld, s);
+    for (int r = 0; r < rows; ++r) {
+        const int64_t i = i0 + r;
+        float *restrict sr = s + (int64_t)r * ld;
+        float *restrict gr = g ? g + (int64_t)r * ld : NULL;
+        int lo, hi;
+        cpu_window_cols(sc, i, j0, cols, &lo, &hi);
+
+        if (softcap > 0.0f) {
+            for (int c = lo; c < hi; ++c) {
+                float capped = fmsa_softcap_apply(sr[c] * dot_scale, softcap);
+                if (gr) gr[c] = fmsa_softcap_grad(capped, softcap);
+                sr[c] = capped * FMSA_LOG2E;
+            }
+        } else {
+            if (dot_scale != 1.0f)
+                for (int c = lo; c < hi; ++c) sr[c] *= dot_scale;
+            if (gr)
+                for (int c = lo; c < hi; ++c) gr[c] = 1.0f;
+        }
+        if (sc->has_alibi)
+            for (int c = lo; c < hi; ++c)
+                sr[c] += fmsa_alibi_bias(sc->alibi_slope, i, j0 + c, sc->sq, sc->sk) * FMSA_LOG2E;
+        if (sc->mask) {
+            const uint8_t *mrow = sc->mask + i * sc->mask_row_stride;
+            for (int c = lo; c < hi; ++c)
+                if (!FMSA_MASK_BIT(mrow, j0 + c)) sr[c] = FMSA_NEG_INF;
+        }
+        for (int c = 0; c < lo; ++c) sr[c] = FMSA_NEG_INF;
+        for (int c = hi; c < cols; ++c) sr[c] = FMSA_NEG_INF;
+        if (gr) {
+            for (int c = 0; c < lo; ++c) gr[c] = 0.0f;
+            for (int c = hi; c < cols; ++c) gr[c] = 0.0f;
+        }
+    }
+}
