@@ -63,15 +63,8 @@ static fmsa_status cpu_synchronize(void *state, void *stream) {
 
 static fmsa_status cpu_supports(void *state, const fmsa_problem *p) {
     fmsa_cpu_plan plan;
-    if (p->is_paged && p->pass == FMSA_PASS_BACKWARD)
-        return fmsa_fail(FMSA_ERR_NOT_SUPPORTED,
-                         "cpu: paged KV (block_table) in the backward pass is not supported by "
-                         "the CPU backend");
-    if (p->head_dim > 256)
-        return fmsa_fail(FMSA_ERR_NOT_SUPPORTED,
-                         "cpu: head_dim %lld > 256 is not supported by the CPU backend",
-                         (long long)p->head_dim);
-    /* the same decision forward/backward make: a plan exists or the problem is refused */
+    /* the decision forward/backward make: paged KV in backward and head_dim > 256
+     * are refused there with a message naming the CPU backend */
     return fmsa_cpu_plan_make((const fmsa_cpu_state *)state, p, &plan);
 }
 

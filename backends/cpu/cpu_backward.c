@@ -73,11 +73,11 @@ static void cpu_bwd_preprocess(const fmsa_problem *p, float *delta) {
     const int64_t D = p->head_dim, q_batches = p->is_varlen ? 1 : p->batch;
     const int64_t rows = q_batches * p->heads_q * p->total_q;
     const char *ob = fmsa_view4_host(&p->o), *dob = fmsa_view4_host(&p->dout);
-#pragma omp parallel for schedule(static)
+FMSA_CPU_OMP(omp parallel for schedule(static))
     for (int64_t it = 0; it < rows; ++it) {
         const int64_t r = it % p->total_q, bh = it / p->total_q;
         const int64_t b = bh / p->heads_q, h = bh % p->heads_q;
-        float o_row[256], do_row[256], sum = 0.0f; /* D <= 256 by validation */
+        float o_row[FMSA_CPU_MAX_HEAD_DIM], do_row[FMSA_CPU_MAX_HEAD_DIM], sum = 0.0f;
         fmsa_cpu_row_load(ob, p->dtype, b * p->o.sb + r * p->o.ss + h * p->o.sh, D, 1.0f, o_row);
         fmsa_cpu_row_load(dob, p->dtype, b * p->dout.sb + r * p->dout.ss + h * p->dout.sh, D, 1.0f,
                           do_row);
@@ -233,17 +233,17 @@ fmsa_status fmsa_cpu_backward(void *state, const fmsa_problem *p, void *workspac
                          nthreads, pl.scratch_bytes);
 
     cpu_bwd_preprocess(p, delta);
-#pragma omp parallel num_threads(nthreads)
+FMSA_CPU_OMP(omp parallel num_threads(nthreads))
     {
         char *mine = scratch + (size_t)fmsa_cpu_thread_num() * pl.scratch_bytes;
         cpu_bwd_tiles t = cpu_bwd_carve(mine, &pl, p->head_dim, 1);
-#pragma omp for schedule(dynamic, 1)
+FMSA_CPU_OMP(omp for schedule(dynamic, 1))
         for (int64_t it = 0; it < kv_items; ++it) {
             const int64_t ktile = it % pl.tiles_k, bh = it / pl.tiles_k;
             cpu_bwd_dkdv_item(p, &pl, bh / p->heads_kv, bh % p->heads_kv, ktile, delta, &t);
         }
         t = cpu_bwd_carve(mine, &pl, p->head_dim, 0);
-#pragma omp for schedule(dynamic, 1)
+FMSA_CPU_OMP(omp for schedule(dynamic, 1))
         for (int64_t it = 0; it < q_items; ++it) {
             const int64_t qt = pl.tiles_q - 1 - it % pl.tiles_q, bh = it / pl.tiles_q;
             cpu_bwd_dq_item(p, &pl, bh / p->heads_q, bh % p->heads_q, qt, delta, &t);

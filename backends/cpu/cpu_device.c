@@ -60,7 +60,7 @@ static int cpu_brand(char *out, size_t cap) {
         if (found) return 1;
     }
 #ifdef FMSA_CPU_X86
-    if (__get_cpuid_max(0x80000000u, NULL) >= 0x80000004u) {
+    if ((unsigned int)__get_cpuid_max(0x80000000u, NULL) >= 0x80000004u) {
         unsigned int regs[12];
         char brand[49];
         for (unsigned int k = 0; k < 3; ++k)
@@ -149,6 +149,7 @@ fmsa_status fmsa_cpu_device_info(int index, fmsa_device_info *info) {
                          "exactly one device, index 0)", index);
     memset(info, 0, sizeof *info);
     info->backend = FMSA_BACKEND_CPU;
+    info->kind = FMSA_DEVICE_KIND_CPU;
     info->index = 0;
     if (!cpu_brand(info->name, sizeof info->name))
         cpu_copy_trimmed(info->name, sizeof info->name, "CPU");

@@ -204,12 +204,12 @@ fmsa_status fmsa_cpu_forward(void *state, const fmsa_problem *p, void *workspace
         return fmsa_fail(FMSA_ERR_OUT_OF_MEMORY, "cpu: forward scratch of %d x %zu bytes",
                          nthreads, pl.scratch_bytes);
 
-#pragma omp parallel num_threads(nthreads)
+FMSA_CPU_OMP(omp parallel num_threads(nthreads))
     {
         cpu_fwd_tiles t =
             cpu_fwd_carve(scratch + (size_t)fmsa_cpu_thread_num() * pl.scratch_bytes, &pl,
                           p->head_dim);
-#pragma omp for schedule(dynamic, 1)
+FMSA_CPU_OMP(omp for schedule(dynamic, 1))
         for (int64_t it = 0; it < items; ++it) {
             int64_t rest = it;
             const int64_t s = rest % pl.num_splits;
@@ -224,7 +224,7 @@ fmsa_status fmsa_cpu_forward(void *state, const fmsa_problem *p, void *workspace
         if (pl.num_splits > 1) {
             const int64_t rows = p->batch * p->heads_q * p->seqlen_q;
             /* the implicit barrier of the loop above orders partials before the merge */
-#pragma omp for schedule(static)
+FMSA_CPU_OMP(omp for schedule(static))
             for (int64_t it = 0; it < rows; ++it) {
                 const int64_t i = it % p->seqlen_q, bh = it / p->seqlen_q;
                 cpu_fwd_merge_row(p, &pl, bh / p->heads_q, bh % p->heads_q, i, partials, t.acc);

@@ -20,7 +20,15 @@
 
 #ifdef _OPENMP
 #include <omp.h>
+/// An OpenMP directive that vanishes (without -Wunknown-pragmas noise) in
+/// builds without OpenMP, where every loop simply runs on the calling thread.
+#define FMSA_CPU_OMP(directive) _Pragma(#directive)
+#else
+#define FMSA_CPU_OMP(directive)
 #endif /* _OPENMP */
+
+/// Largest head_dim the CPU kernels accept (the API's limit; row buffers are sized by it).
+#define FMSA_CPU_MAX_HEAD_DIM 256
 
 /// Per-context state: the device as queried once at context creation, so
 /// planning does not re-read /proc and /sys on every call.
