@@ -1,0 +1,319 @@
+/*
+ * Checks against the fp64 reference with a tolerance derived from the naive
+ * same-precision error (see cli_check.h).
+ */
+#include "apps/cli_check.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "apps/cli_naive.h"
+#include "common/error.h"
+#include "common/fmsa_half.h"
+#include "common/reference.h"
+
+static const char *const cli_err_names[CLI_ERR_COUNT] = {"O", "LSE", "dQ", "dK", "dV"};
+
+/* Unit roundoff of the stored output: the floor is one of them at the
+ * tensor's scale, the rounding any implementation pays when it writes. */
+static double cli_unit_roundoff(fmsa_dtype dt) {
+    switch (dt) {
+    case FMSA_DTYPE_F16: return ldexp(1.0, -11);
+    case FMSA_DTYPE_BF16: return ldexp(1.0, -8);
+    default: return ldexp(1.0, -24);
+    }
+}
+
+static void cli_err_reset(cli_err err[CLI_ERR_COUNT]) {
+    int i;
+    memset(err, 0, sizeof(cli_err) * CLI_ERR_COUNT);
+    for (i = 0; i < CLI_ERR_COUNT; i++) err[i].name = cli_err_names[i];
+}
+
+/* |a - ref| with equal infinities (fully masked rows: lse = -inf) counting as
+ * exact and a NaN reference counting as a failure. */
+static double cli_diff(double a, double ref) {
+    if (a == ref) return 0.0;
+    if (isnan(ref)) return INFINITY;
+    return fabs(a - ref);
+}
+
+static void cli_err_add(cli_err *e, double got, double naive, double ref) {
+    double d;
+    e->checked++;
+    if (isnan(got)) {
+        e->nan_count++;
+        return;
+    }
+    if (isfinite(ref) && fabs(ref) > e->ref_max) e->ref_max = fabs(ref);
+    d = cli_diff(got, ref);
+    if (d > e->err) e->err = d;
+    d = cli_diff(naive, ref);
+    if (d > e->naive) e->naive = d;
+}
+
+static void cli_err_finish(cli_err *e, double mult, fmsa_dtype stored) {
+    e->tol = mult * e->naive + cli_unit_roundoff(stored) * e->ref_max;
+    e->ok = e->checked > 0 && e->nan_count == 0 && e->err <= e->tol;
+}
+
+static void cli_finish_all(const fmsa_problem *p, cli_err err[CLI_ERR_COUNT]) {
+    int i;
+    for (i = 0; i < CLI_ERR_COUNT; i++) {
+        if (err[i].checked == 0) continue;
+        /* 2x for the forward outputs, 3x for gradients (ARCHITECTURE.md) */
+        cli_err_finish(&err[i], i <= CLI_ERR_LSE ? 2.0 : 3.0,
+                       i == CLI_ERR_LSE ? FMSA_DTYPE_F32 : p->dtype);
+    }
+}
+
+static fmsa_status cli_check_supported(const fmsa_problem *p) {
+    if (p->is_varlen || p->is_paged || p->has_alibi || p->has_mask) {
+        fprintf(stderr, "flashmsa: the built-in check covers dense problems without ALiBi "
+                        "or bit masks\n");
+        return FMSA_ERR_NOT_SUPPORTED;
+    }
+    return FMSA_SUCCESS;
+}
+
+/* Backend value of element d of row (b, i, h) of a q-shaped output. */
+static double cli_got_q(const fmsa_problem *p, const fmsa_view4 *v, int64_t b, int64_t i,
+                        int64_t h, int64_t d) {
+    fmsa_seq seq = fmsa_problem_seq(p, b);
+    return fmsa_load_f32(fmsa_view4_host(v), (int)p->dtype,
+                         fmsa_problem_q_offset(v, &seq, i, h) + d);
+}
+
+static double cli_got_lse(const fmsa_problem *p, int64_t b, int64_t i, int64_t h) {
+    fmsa_seq seq = fmsa_problem_seq(p, b);
+    const float *lse = (const float *)fmsa_viewn_host(&p->lse);
+    return lse[fmsa_problem_lse_offset(p, &seq, i, h)];
+}
+
+/* Naive results for every row, as doubles in the reference's dense layout. */
+typedef struct cli_naive_all {
+    double *o, *lse, *dq, *dk, *dv;
+} cli_naive_all;
+
+static int cli_naive_run_all(const fmsa_problem *p, int backward, cli_naive_all *n) {
+    const int64_t B = p->batch, Sq = p->seqlen_q, Sk = p->seqlen_k, D = p->head_dim;
+    const int64_t Hq = p->heads_q, Hkv = p->heads_kv, group = Hq / Hkv;
+    int64_t task;
+    int failed = 0;
+
+#ifdef _OPENMP
+#pragma omp parallel reduction(| : failed)
+#endif
+    {
+        cli_naive_row r;
+        float *acc = NULL;
+        int ok = cli_naive_row_alloc(p, &r) == 0;
+        if (ok && backward) {
+            acc = calloc((size_t)(2 * Sk * D), sizeof(float));
+            ok = acc != NULL;
+        }
+        if (!ok) failed = 1;
+        /* One task per (batch, kv head): it owns that head's dK/dV rows, so
+         * the tasks never write the same element. */
+#ifdef _OPENMP
+#pragma omp for schedule(dynamic)
+#endif
+        for (task = 0; task < B * Hkv; task++) {
+            int64_t b = task / Hkv, hk = task % Hkv, g, i, j, d;
+            if (!ok) continue;
+            if (acc != NULL) memset(acc, 0, sizeof(float) * (size_t)(2 * Sk * D));
+            for (g = 0; g < group; g++) {
+                int64_t h = hk * group + g;
+                for (i = 0; i < Sq; i++) {
+                    int64_t row = ((b * Sq + i) * Hq + h) * D;
+                    cli_naive_forward_row(p, b, h, i, &r);
+                    for (d = 0; d < D; d++) n->o[row + d] = r.o[d];
+                    n->lse[(b * Hq + h) * Sq + i] = r.lse;
+                    if (!backward) continue;
+                    cli_naive_backward_row(p, b, h, i, &r, acc, acc + Sk * D);
+                    for (d = 0; d < D; d++) n->dq[row + d] = r.dq[d];
+                }
+            }
+            if (!backward) continue;
+            for (j = 0; j < Sk; j++) {
+                int64_t row = ((b * Sk + j) * Hkv + hk) * D;
+                for (d = 0; d < D; d++) {
+                    n->dk[row + d] = cli_naive_round(p->dtype, acc[j * D + d]);
+                    n->dv[row + d] = cli_naive_round(p->dtype, acc[Sk * D + j * D + d]);
+                }
+            }
+        }
+        free(acc);
+        cli_naive_row_free(&r);
+    }
+    return failed ? -1 : 0;
+}
+
+fmsa_status cli_check_full(const fmsa_problem *pf, const fmsa_problem *pb,
+                           cli_err err[CLI_ERR_COUNT]) {
+    const fmsa_problem *p = pb != NULL ? pb : pf; /* the backward one also has dout */
+    const int64_t B = p->batch, Sq = p->seqlen_q, Sk = p->seqlen_k, D = p->head_dim;
+    const int64_t Hq = p->heads_q, Hkv = p->heads_kv;
+    const size_t nq = (size_t)(B * Sq * Hq * D), nk = (size_t)(B * Sk * Hkv * D);
+    const size_t nl = (size_t)(B * Hq * Sq);
+    double *buf;
+    double *o_ref, *lse_ref, *dq_ref = NULL, *dk_ref = NULL, *dv_ref = NULL;
+    cli_naive_all n;
+    fmsa_status st;
+    int64_t b, i, h, j, d;
+
+    cli_err_reset(err);
+    FMSA_TRY(cli_check_supported(p));
+    /* one allocation: reference and naive copies of every checked output */
+    buf = malloc(sizeof(double) * 2 * (nq + nl + (pb != NULL ? nq + 2 * nk : 0)));
+    if (buf == NULL) {
+        fprintf(stderr, "flashmsa: out of host memory for the full check\n");
+        return FMSA_ERR_OUT_OF_MEMORY;
+    }
+    o_ref = buf;
+    n.o = o_ref + nq;
+    lse_ref = n.o + nq;
+    n.lse = lse_ref + nl;
+    n.dq = n.dk = n.dv = NULL;
+    if (pb != NULL) {
+        dq_ref = n.lse + nl;
+        n.dq = dq_ref + nq;
+        dk_ref = n.dq + nq;
+        n.dk = dk_ref + nk;
+        dv_ref = n.dk + nk;
+        n.dv = dv_ref + nk;
+    }
+
+    st = fmsa_reference_forward(pf, o_ref, lse_ref);
+    if (st == FMSA_SUCCESS && pb != NULL) st = fmsa_reference_backward(pb, dq_ref, dk_ref, dv_ref);
+    if (st != FMSA_SUCCESS) {
+        fprintf(stderr, "flashmsa: fp64 reference failed: %s: %s\n", fmsa_status_string(st),
+                fmsa_last_error());
+        free(buf);
+        return st;
+    }
+    if (cli_naive_run_all(p, pb != NULL, &n) != 0) {
+        fprintf(stderr, "flashmsa: out of host memory for the naive check\n");
+        free(buf);
+        return FMSA_ERR_OUT_OF_MEMORY;
+    }
+
+    for (b = 0; b < B; b++)
+        for (i = 0; i < Sq; i++)
+            for (h = 0; h < Hq; h++) {
+                size_t row = (size_t)(((b * Sq + i) * Hq + h) * D);
+                size_t l = (size_t)((b * Hq + h) * Sq + i);
+                cli_err_add(&err[CLI_ERR_LSE], cli_got_lse(pf, b, i, h), n.lse[l], lse_ref[l]);
+                for (d = 0; d < D; d++) {
+                    cli_err_add(&err[CLI_ERR_O], cli_got_q(pf, &pf->o, b, i, h, d),
+                                n.o[row + d], o_ref[row + d]);
+                    if (pb != NULL)
+                        cli_err_add(&err[CLI_ERR_DQ], cli_got_q(pb, &pb->dq, b, i, h, d),
+                                    n.dq[row + d], dq_ref[row + d]);
+                }
+            }
+    if (pb != NULL) {
+        for (b = 0; b < B; b++) {
+            fmsa_seq seq = fmsa_problem_seq(pb, b);
+            for (j = 0; j < Sk; j++)
+                for (h = 0; h < Hkv; h++) {
+                    size_t row = (size_t)(((b * Sk + j) * Hkv + h) * D);
+                    int64_t ko = fmsa_problem_k_offset(pb, &pb->dk, &seq, b, j, h);
+                    int64_t vo = fmsa_problem_k_offset(pb, &pb->dv, &seq, b, j, h);
+                    for (d = 0; d < D; d++) {
+                        cli_err_add(&err[CLI_ERR_DK],
+                                    fmsa_load_f32(fmsa_view4_host(&pb->dk), (int)pb->dtype, ko + d),
+                                    n.dk[row + d], dk_ref[row + d]);
+                        cli_err_add(&err[CLI_ERR_DV],
+                                    fmsa_load_f32(fmsa_view4_host(&pb->dv), (int)pb->dtype, vo + d),
+                                    n.dv[row + d], dv_ref[row + d]);
+                    }
+                }
+        }
+    }
+    free(buf);
+    cli_finish_all(p, err);
+    return FMSA_SUCCESS;
+}
+
+static uint64_t cli_hash(uint64_t x) {
+    x ^= x >> 33;
+    x *= 0xff51afd7ed558ccdull;
+    x ^= x >> 33;
+    x *= 0xc4ceb9fe1a85ec53ull;
+    return x ^ (x >> 33);
+}
+
+fmsa_status cli_check_rows(const fmsa_problem *pf, const fmsa_problem *pb, int rows,
+                           uint64_t seed, cli_err err[CLI_ERR_COUNT]) {
+    const fmsa_problem *p = pb != NULL ? pb : pf;
+    const int64_t D = p->head_dim;
+    double *ref = NULL;
+    cli_naive_row r;
+    fmsa_status st = FMSA_SUCCESS;
+    int k;
+
+    cli_err_reset(err);
+    FMSA_TRY(cli_check_supported(p));
+    ref = malloc(sizeof(double) * (size_t)(2 * D));
+    if (ref == NULL || cli_naive_row_alloc(p, &r) != 0) {
+        free(ref);
+        fprintf(stderr, "flashmsa: out of host memory for the row check\n");
+        return FMSA_ERR_OUT_OF_MEMORY;
+    }
+    for (k = 0; k < rows && st == FMSA_SUCCESS; k++) {
+        uint64_t hsh = cli_hash(seed + (uint64_t)k);
+        /* spread over the batch; first and last rows always (causal extremes) */
+        int64_t b = (int64_t)k * p->batch / rows;
+        int64_t h = (int64_t)(hsh % (uint64_t)p->heads_q);
+        int64_t i = k == 0 ? 0 : k == 1 ? p->seqlen_q - 1
+                                        : (int64_t)((hsh >> 20) % (uint64_t)p->seqlen_q);
+        double lse_ref;
+        int64_t d;
+
+        st = fmsa_reference_forward_row(pf, b, h, i, ref, &lse_ref);
+        if (st != FMSA_SUCCESS) break;
+        cli_naive_forward_row(p, b, h, i, &r);
+        cli_err_add(&err[CLI_ERR_LSE], cli_got_lse(pf, b, i, h), r.lse, lse_ref);
+        for (d = 0; d < D; d++)
+            cli_err_add(&err[CLI_ERR_O], cli_got_q(pf, &pf->o, b, i, h, d), r.o[d], ref[d]);
+        if (pb == NULL) continue;
+        st = fmsa_reference_backward_dq_row(pb, b, h, i, ref + D);
+        if (st != FMSA_SUCCESS) break;
+        cli_naive_backward_row(p, b, h, i, &r, NULL, NULL);
+        for (d = 0; d < D; d++)
+            cli_err_add(&err[CLI_ERR_DQ], cli_got_q(pb, &pb->dq, b, i, h, d), r.dq[d],
+                        ref[D + d]);
+    }
+    if (st != FMSA_SUCCESS)
+        fprintf(stderr, "flashmsa: fp64 reference row failed: %s: %s\n",
+                fmsa_status_string(st), fmsa_last_error());
+    free(ref);
+    cli_naive_row_free(&r);
+    if (st == FMSA_SUCCESS) cli_finish_all(p, err);
+    return st;
+}
+
+int cli_check_ok(const cli_err err[CLI_ERR_COUNT]) {
+    int i, any = 0;
+    for (i = 0; i < CLI_ERR_COUNT; i++) {
+        if (err[i].checked == 0) continue;
+        any = 1;
+        if (!err[i].ok) return 0;
+    }
+    return any;
+}
+
+double cli_check_worst_ratio(const cli_err err[CLI_ERR_COUNT]) {
+    double worst = 0.0;
+    int i;
+    for (i = 0; i < CLI_ERR_COUNT; i++) {
+        double r;
+        if (err[i].checked == 0) continue;
+        r = err[i].nan_count > 0 ? INFINITY : err[i].err / err[i].tol;
+        if (r > worst) worst = r;
+    }
+    return worst;
+}

@@ -1,0 +1,251 @@
+/*
+ * `flashmsa run`: one attention problem on one device, timed, and checked
+ * against the fp64 reference (cli_check.h).  Exit status 0 only on PASS, so
+ * scripts and CI can use it as a smoke test of a build on a machine.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "apps/cli.h"
+#include "apps/cli_check.h"
+#include "apps/cli_options.h"
+#include "apps/cli_workload.h"
+
+/* Above this many forward FLOPs the full fp64 check (O(N^2) per head on one
+ * or two host cores) would take longer than the run itself; sample rows. */
+#define CLI_RUN_FULL_CHECK_MAX_FLOPS 2e10
+#define CLI_RUN_SAMPLED_ROWS 64
+
+static void cli_run_help(void) {
+    printf(
+        "usage: flashmsa run [options]\n"
+        "\n"
+        "Runs one attention problem, times it, and checks O, LSE, dQ, dK, dV against\n"
+        "the fp64 reference: each must satisfy  max|out - ref| <= m * max|naive - ref|\n"
+        "+ u*max|ref|  with no NaN, where naive is a plain attention in the same\n"
+        "precision, m = 2 for O/LSE and 3 for gradients, u the unit roundoff of the\n"
+        "stored output (2^-24 fp32, 2^-11 fp16, 2^-8 bf16).\n"
+        "Prints PASS and exits 0, or FAIL and exits 1.\n"
+        "\n"
+        "device:\n"
+        "  --backend B       auto|cpu|cuda|hip|opencl (default auto: best usable device)\n"
+        "  --device N        device index within the backend (default 0)\n"
+        "  --threads N       OpenMP threads for the CPU backend (default: all)\n"
+        "problem (defaults: fp32, batch 2, heads 8, seqlen 1024, dim 128, causal):\n"
+        "  --dtype T         fp32|fp16|bf16\n"
+        "  --batch N\n"
+        "  --seqlen N        sets both --seqlen-q and --seqlen-k\n"
+        "  --seqlen-q N, --seqlen-k N\n"
+        "  --heads N         query heads\n"
+        "  --heads-kv N      key/value heads, divides --heads (GQA/MQA; default = heads)\n"
+        "  --dim N           head dim, multiple of 8 in [8, 256]\n"
+        "  --causal          causal mask, bottom-right aligned (default)\n"
+        "  --no-causal       no causal mask\n"
+        "  --window L,R      sliding window, -1 = unlimited on that side\n"
+        "  --softcap X       tanh soft-capping of scores (0 = off)\n"
+        "  --no-backward     forward only\n"
+        "  --seed N          input seed (default 1)\n"
+        "timing and check:\n"
+        "  --repeat N        time N runs of each pass and report the median (default 1)\n"
+        "  --check-rows N    check N sampled rows instead of every element (dK/dV are\n"
+        "                    then not checked); default: every element up to %.0e forward\n"
+        "                    FLOPs, %d sampled rows above\n"
+        "  --full-check      always check every element\n",
+        CLI_RUN_FULL_CHECK_MAX_FLOPS, CLI_RUN_SAMPLED_ROWS);
+}
+
+typedef struct cli_run_opts {
+    cli_device_opts dev;
+    cli_shape shape;
+    uint64_t seed;
+    int repeat;
+    int check_rows; /* 0 = automatic */
+    int full_check;
+} cli_run_opts;
+
+/* Returns 1 to run, 0 after --help, -1 on a usage error. */
+static int cli_run_parse(int argc, char **argv, cli_run_opts *o) {
+    cli_args a = cli_args_begin(argc, argv, 2);
+    int64_t v, sq = -1, sk = -1, hkv = -1;
+    cli_shape *s = &o->shape;
+
+    memset(o, 0, sizeof *o);
+    o->dev.backend = FMSA_BACKEND_AUTO;
+    s->dtype = FMSA_DTYPE_F32;
+    s->batch = 2;
+    s->heads_q = 8;
+    s->head_dim = 128;
+    s->causal = 1;
+    s->window_left = s->window_right = -1;
+    s->backward = 1;
+    o->seed = 1;
+    o->repeat = 1;
+    sq = sk = 1024;
+
+    while (cli_args_next(&a)) {
+        int r = cli_device_option(&a, &o->dev);
+        if (r < 0) return -1;
+        if (r > 0) continue;
+        if (cli_flag(&a, "--help") || cli_flag(&a, "-h")) {
+            cli_run_help();
+            return 0;
+        } else if (cli_flag(&a, "--causal")) {
+            s->causal = 1;
+        } else if (cli_flag(&a, "--no-causal")) {
+            s->causal = 0;
+        } else if (cli_flag(&a, "--no-backward")) {
+            s->backward = 0;
+        } else if (cli_flag(&a, "--full-check")) {
+            o->full_check = 1;
+        } else if (cli_value(&a, "--dtype")) {
+            if (a.error || cli_parse_dtype("--dtype", a.value, &s->dtype)) return -1;
+        } else if (cli_value(&a, "--batch")) {
+            if (a.error || cli_parse_i64("--batch", a.value, 1, 1 << 20, &s->batch)) return -1;
+        } else if (cli_value(&a, "--seqlen")) {
+            if (a.error || cli_parse_i64("--seqlen", a.value, 1, 1 << 26, &sq)) return -1;
+            sk = sq;
+        } else if (cli_value(&a, "--seqlen-q")) {
+            if (a.error || cli_parse_i64("--seqlen-q", a.value, 1, 1 << 26, &sq)) return -1;
+        } else if (cli_value(&a, "--seqlen-k")) {
+            if (a.error || cli_parse_i64("--seqlen-k", a.value, 1, 1 << 26, &sk)) return -1;
+        } else if (cli_value(&a, "--heads")) {
+            if (a.error || cli_parse_i64("--heads", a.value, 1, 1 << 16, &s->heads_q)) return -1;
+        } else if (cli_value(&a, "--heads-kv")) {
+            if (a.error || cli_parse_i64("--heads-kv", a.value, 1, 1 << 16, &hkv)) return -1;
+        } else if (cli_value(&a, "--dim")) {
+            /* the library validates the multiple-of-8 rule and names the field */
+            if (a.error || cli_parse_i64("--dim", a.value, 1, 4096, &s->head_dim)) return -1;
+        } else if (cli_value(&a, "--window")) {
+            if (a.error ||
+                cli_parse_window("--window", a.value, &s->window_left, &s->window_right))
+                return -1;
+        } else if (cli_value(&a, "--softcap")) {
+            if (a.error || cli_parse_float("--softcap", a.value, 0.0f, 1e6f, &s->softcap))
+                return -1;
+        } else if (cli_value(&a, "--seed")) {
+            if (a.error || cli_parse_i64("--seed", a.value, 0, INT64_MAX, &v)) return -1;
+            o->seed = (uint64_t)v;
+        } else if (cli_value(&a, "--repeat")) {
+            if (a.error || cli_parse_i64("--repeat", a.value, 1, 1000, &v)) return -1;
+            o->repeat = (int)v;
+        } else if (cli_value(&a, "--check-rows")) {
+            if (a.error || cli_parse_i64("--check-rows", a.value, 1, 1 << 20, &v)) return -1;
+            o->check_rows = (int)v;
+        } else {
+            cli_unknown(&a, "run");
+            return -1;
+        }
+    }
+    if (a.error) return -1;
+    s->seqlen_q = sq;
+    s->seqlen_k = sk;
+    s->heads_kv = hkv > 0 ? hkv : s->heads_q;
+    return 1;
+}
+
+static int cli_cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* Poisons, runs `repeat` times and returns the median seconds (< 0 on error). */
+static double cli_run_timed(cli_workload *w, fmsa_pass pass, int repeat) {
+    double *t = malloc(sizeof(double) * (size_t)repeat), med;
+    int r;
+    if (t == NULL) return -1.0;
+    for (r = 0; r < repeat; r++) {
+        double t0;
+        /* poison outside the timed region: an unwritten element stays NaN */
+        if (cli_workload_poison(w, pass) != FMSA_SUCCESS) break;
+        t0 = cli_now();
+        if (cli_workload_run(w, pass) != FMSA_SUCCESS) break;
+        t[r] = cli_now() - t0;
+    }
+    if (r < repeat) {
+        free(t);
+        return -1.0;
+    }
+    qsort(t, (size_t)repeat, sizeof(double), cli_cmp_double);
+    med = repeat % 2 ? t[repeat / 2] : 0.5 * (t[repeat / 2 - 1] + t[repeat / 2]);
+    free(t);
+    return med;
+}
+
+static void cli_run_print_time(const char *pass, double sec, double flops) {
+    printf("%-9s %10.3f ms  %9.2f GFLOP/s\n", pass, sec * 1e3, flops / sec * 1e-9);
+}
+
+int cmd_run(int argc, char **argv) {
+    cli_run_opts o;
+    fmsa_context *ctx = NULL;
+    fmsa_device_info info;
+    cli_workload w;
+    fmsa_problem pf, pb;
+    cli_err err[CLI_ERR_COUNT];
+    double t_fwd, t_bwd = 0.0, t_check;
+    char desc[160];
+    int rc, i, rows;
+
+    rc = cli_run_parse(argc, argv, &o);
+    if (rc <= 0) return rc == 0 ? CLI_EXIT_OK : CLI_EXIT_ERROR;
+    if (cli_context_open(o.dev.backend, o.dev.device, o.dev.threads, &ctx, &info))
+        return CLI_EXIT_ERROR;
+
+    cli_shape_describe(&o.shape, desc, sizeof desc);
+    printf("device    %s:%d  %s  (%s)\n", fmsa_backend_name(info.backend), info.index,
+           info.name, info.arch);
+    printf("problem   %s, %s\n", desc, o.shape.backward ? "forward + backward" : "forward");
+    fflush(stdout);
+
+    if (cli_workload_create(ctx, &o.shape, o.seed, &w) != FMSA_SUCCESS) {
+        fmsa_context_destroy(ctx);
+        return CLI_EXIT_ERROR;
+    }
+    rc = CLI_EXIT_ERROR;
+    t_fwd = cli_run_timed(&w, FMSA_PASS_FORWARD, o.repeat);
+    if (t_fwd < 0 || cli_workload_fetch(&w, FMSA_PASS_FORWARD)) goto out;
+    cli_run_print_time("forward", t_fwd, cli_shape_flops(&o.shape, FMSA_PASS_FORWARD));
+    if (o.shape.backward) {
+        t_bwd = cli_run_timed(&w, FMSA_PASS_BACKWARD, o.repeat);
+        if (t_bwd < 0 || cli_workload_fetch(&w, FMSA_PASS_BACKWARD)) goto out;
+        cli_run_print_time("backward", t_bwd, cli_shape_flops(&o.shape, FMSA_PASS_BACKWARD));
+    }
+    if (o.repeat > 1) printf("          (median of %d runs)\n", o.repeat);
+    fflush(stdout);
+
+    if (cli_workload_host_problem(&w, FMSA_PASS_FORWARD, &pf)) goto out;
+    if (o.shape.backward && cli_workload_host_problem(&w, FMSA_PASS_BACKWARD, &pb)) goto out;
+    rows = o.check_rows;
+    if (rows == 0 && !o.full_check &&
+        cli_shape_flops(&o.shape, FMSA_PASS_FORWARD) > CLI_RUN_FULL_CHECK_MAX_FLOPS)
+        rows = CLI_RUN_SAMPLED_ROWS;
+    if (o.full_check) rows = 0;
+    t_check = cli_now();
+    if (rows > 0) {
+        if (cli_check_rows(&pf, o.shape.backward ? &pb : NULL, rows, o.seed, err)) goto out;
+        printf("check     %d sampled rows vs fp64 reference (dK/dV need every row: not checked)\n",
+               rows);
+    } else {
+        if (cli_check_full(&pf, o.shape.backward ? &pb : NULL, err)) goto out;
+        printf("check     every element vs fp64 reference\n");
+    }
+    printf("          %-4s %11s %11s %11s  %s\n", "", "max err", "naive err", "tolerance",
+           "");
+    for (i = 0; i < CLI_ERR_COUNT; i++) {
+        if (err[i].checked == 0) continue;
+        printf("          %-4s %11.3e %11.3e %11.3e  %s", err[i].name, err[i].err, err[i].naive,
+               err[i].tol, err[i].ok ? "ok" : "FAIL");
+        if (err[i].nan_count > 0) printf(" (%lld NaN or unwritten)", (long long)err[i].nan_count);
+        printf("\n");
+    }
+    printf("          (check took %.1f s)\n", cli_now() - t_check);
+    rc = cli_check_ok(err) ? CLI_EXIT_OK : CLI_EXIT_FAIL;
+    printf("%s\n", rc == CLI_EXIT_OK ? "PASS" : "FAIL");
+
+out:
+    cli_workload_destroy(&w);
+    fmsa_context_destroy(ctx);
+    return rc;
+}
