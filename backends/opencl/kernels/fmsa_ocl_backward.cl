@@ -1,0 +1,269 @@
+/*
+ * Backward, three stages (FlashAttention-2 §3.2, deterministic variant):
+ *   preprocess  D_i = rowsum(dO_i * O_i) into the workspace
+ *   dK/dV       one work-group per (key tile, kv head, sequence) loops over
+ *               every query head of its GQA group and every query tile that
+ *               can see it, accumulating dK, dV in registers: each dK/dV
+ *               element has exactly one writer, so no atomics are needed
+ *   dQ          one work-group per (query tile, query head, sequence)
+ *               recomputes P and dS over the key tiles and writes dQ
+ * The "postprocess" of an atomic-accumulator design (fp32 dQ -> dtype) is
+ * folded into the dQ kernel's store.  P = exp2(s2 - lse2) is recomputed from
+ * the forward's LSE; a fully masked row (lse = -inf) gives P = 0 and so zero
+ * gradients.
+ */
+
+/* Softcap chain rule: ds/d(raw*scale) = 1 - (capped/softcap)^2. */
+inline float fmsa_bwd_grad_factor(float raw, float4 fp) {
+#if FMSA_SOFTCAP
+    return fmsa_softcap_grad(fmsa_softcap_apply(raw * fp.x, fp.z), fp.z);
+#else
+    return 1.0f;
+#endif
+}
+
+#if FMSA_KERNEL_BWD_PRE
+/* ws[(q_batch * Hq + h) * rows + row] = sum_d dO * O; global size (rows, Hq, Bq). */
+__kernel void fmsa_ocl_bwd_preprocess(__global const elem_t *o, long4 ov,
+                                      __global const elem_t *dout, long4 dv, __global float *ws,
+                                      long rows, long heads) {
+    const long row = get_global_id(0), h = get_global_id(1), b = get_global_id(2);
+    if (row >= rows) return;
+    const long oo = ov.x + b * ov.y + row * ov.z + h * ov.w;
+    const long od = dv.x + b * dv.y + row * dv.z + h * dv.w;
+    float4 sum = (float4)(0.0f);
+    for (int c = 0; c < D4; ++c)
+        sum = fma(FMSA_LOAD4(o, oo + 4 * c), FMSA_LOAD4(dout, od + 4 * c), sum);
+    ws[(b * heads + h) * rows + row] = (sum.x + sum.y) + (sum.z + sum.w);
+}
+#endif /* FMSA_KERNEL_BWD_PRE */
+
+#if FMSA_KERNEL_BWD_DKDV
+__kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void fmsa_ocl_bwd_dkdv(
+    __global const elem_t *q, long4 qv, __global const elem_t *k, long4 kv,
+    __global const elem_t *v, long4 vv, __global const elem_t *dout, long4 dov,
+    __global elem_t *dk, long4 dkv, __global elem_t *dvv_out, long4 dvv,
+    __global const float *lse, long4 lv, __global const float *ws, long ws_rows,
+    __global const float *alibi, long4 av, __global const uchar *mask, long4 mv,
+    __global const int *cuq, __global const int *cuk, long4 cv, long4 dims, long2 win,
+    float4 fp) {
+    __local float4 Ks[BN * LD4];
+    __local float4 Vs[BN * LD4];
+    __local float4 Bs[BM * LD4]; /* Q, then dO, then Q again */
+    __local float Ps[BM * PS];
+    __local float dSs[BM * PS];
+
+    const int lid = get_local_id(0);
+    const long b = get_group_id(2), hk = get_group_id(1);
+    const long n0 = (long)get_group_id(0) * BN;
+    const fmsa_seq_dev s = fmsa_seq_resolve(b, dims, cuq, cuk, cv, (__global const int *)0,
+                                            (long2)(0));
+    if (n0 >= s.sk) return; /* uniform */
+    const int sy = lid / S_NX, sx = lid - (lid / S_NX) * S_NX;
+    const int oy = lid / O_NX, ox = lid - (lid / O_NX) * O_NX;
+    const long n_end = min(n0 + BN, s.sk);
+    const long4 bv0 = (long4)(0);
+
+    /* Query rows that can see keys [n0, n_end): inverse of the window bounds. */
+    long qb = 0, qe = s.sq;
+#if FMSA_WINDOW
+    if (win.y >= 0) qb = max(qb, n0 - win.y - (s.sk - s.sq));
+    if (win.x >= 0) qe = min(qe, (n_end - 1) + win.x - (s.sk - s.sq) + 1);
+#endif
+    qb = (qb / BM) * BM; /* align so query tiles match the forward's */
+
+    fmsa_load_kv(Ks, BN, k, kv, &s, b, n0, s.sk, hk, (__global const int *)0, bv0, lid);
+    fmsa_load_kv(Vs, BN, v, vv, &s, b, n0, s.sk, hk, (__global const int *)0, bv0, lid);
+
+    float4 adk[O_TM][O_TD], adv[O_TM][O_TD];
+#pragma unroll
+    for (int i = 0; i < O_TM; ++i)
+#pragma unroll
+        for (int t = 0; t < O_TD; ++t) adk[i][t] = adv[i][t] = (float4)(0.0f);
+
+    for (long h = hk * dims.w; h < (hk + 1) * dims.w; ++h) {
+        float slope = 0.0f;
+#if FMSA_ALIBI
+        slope = alibi[av.x + b * av.y + h * av.z];
+#endif
+        for (long m0 = qb; m0 < qe; m0 += BM) {
+            const int full = fmsa_tile_full(m0, n0, &s, win);
+            float lse2[S_TM], dd[S_TM];
+            __global const uchar *mrow[S_TM];
+#pragma unroll
+            for (int i = 0; i < S_TM; ++i) {
+                const long qi = m0 + sy + i * S_NY;
+                const long row = s.q_row0 + min(qi, s.sq - 1);
+                const float l = lse[lv.x + s.q_batch * lv.y + h * lv.z + row * lv.w];
+                lse2[i] = qi < s.sq ? l * FMSA_LOG2E : -INFINITY;
+                dd[i] = ws[(s.q_batch * dims.z + h) * ws_rows + row];
+#if FMSA_MASK
+                mrow[i] = mask + mv.x + b * mv.y + h * mv.z + qi * mv.w;
+#else
+                mrow[i] = mask;
+#endif
+            }
+            fmsa_load_q(Bs, q, qv, &s, m0, h, lid);
+            barrier(CLK_LOCAL_MEM_FENCE);
+
+            float sc[S_TM][S_TN], g[S_TM][S_TN];
+#pragma unroll
+            for (int i = 0; i < S_TM; ++i)
+#pragma unroll
+                for (int j = 0; j < S_TN; ++j) sc[i][j] = 0.0f;
+            fmsa_mm_nt(sc, Bs, Ks, sy, sx);
+#pragma unroll
+            for (int i = 0; i < S_TM; ++i)
+#pragma unroll
+                for (int j = 0; j < S_TN; ++j) {
+                    const long qi = m0 + sy + i * S_NY, kj = n0 + sx + j * S_NX;
+                    g[i][j] = fmsa_bwd_grad_factor(sc[i][j], fp);
+                    sc[i][j] = fmsa_softmax_p_from_lse(
+                        fmsa_score2(sc[i][j], qi, kj, &s, fp, slope, win, mrow[i], full), lse2[i]);
+                    Ps[(sy + i * S_NY) * PS + sx + j * S_NX] = sc[i][j];
+                }
+            barrier(CLK_LOCAL_MEM_FENCE);
+
+            fmsa_load_q(Bs, dout, dov, &s, m0, h, lid);
+            barrier(CLK_LOCAL_MEM_FENCE);
+
+            fmsa_mm_tn(adv, Ps, Bs, oy, ox);
+            float dp[S_TM][S_TN];
+#pragma unroll
+            for (int i = 0; i < S_TM; ++i)
+#pragma unroll
+                for (int j = 0; j < S_TN; ++j) dp[i][j] = 0.0f;
+            fmsa_mm_nt(dp, Bs, Vs, sy, sx);
+#pragma unroll
+            for (int i = 0; i < S_TM; ++i)
+#pragma unroll
+                for (int j = 0; j < S_TN; ++j)
+                    dSs[(sy + i * S_NY) * PS + sx + j * S_NX] =
+                        sc[i][j] * (dp[i][j] - dd[i]) * g[i][j];
+            barrier(CLK_LOCAL_MEM_FENCE);
+
+            fmsa_load_q(Bs, q, qv, &s, m0, h, lid);
+            barrier(CLK_LOCAL_MEM_FENCE);
+            fmsa_mm_tn(adk, dSs, Bs, oy, ox);
+            barrier(CLK_LOCAL_MEM_FENCE);
+        }
+    }
+
+#pragma unroll
+    for (int i = 0; i < O_TM; ++i) {
+        const long kj = n0 + oy + i * O_NY;
+        if (kj >= s.sk) continue;
+        const long bk = dkv.x + s.k_batch * dkv.y + (s.k_row0 + kj) * dkv.z + hk * dkv.w;
+        const long bvv = dvv.x + s.k_batch * dvv.y + (s.k_row0 + kj) * dvv.z + hk * dvv.w;
+#pragma unroll
+        for (int t = 0; t < O_TD; ++t) {
+            const int d4 = ox + t * O_NX;
+            if (d4 < D4) {
+                FMSA_STORE4(adk[i][t] * fp.x, dk, bk + 4 * d4);
+                FMSA_STORE4(adv[i][t], dvv_out, bvv + 4 * d4);
+            }
+        }
+    }
+}
+#endif /* FMSA_KERNEL_BWD_DKDV */
+
+#if FMSA_KERNEL_BWD_DQ
+__kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void fmsa_ocl_bwd_dq(
+    __global const elem_t *q, long4 qv, __global const elem_t *k, long4 kv,
+    __global const elem_t *v, long4 vv, __global const elem_t *dout, long4 dov,
+    __global elem_t *dq, long4 dqv, __global const float *lse, long4 lv,
+    __global const float *ws, long ws_rows, __global const float *alibi, long4 av,
+    __global const uchar *mask, long4 mv, __global const int *cuq, __global const int *cuk,
+    long4 cv, long4 dims, long2 win, float4 fp) {
+    __local float4 Qs[BM * LD4];
+    __local float4 dOs[BM * LD4];
+    __local float4 Ks[BN * LD4];
+    __local float4 Vs[BN * LD4];
+    __local float dSs[BM * PS];
+
+    const int lid = get_local_id(0);
+    const long b = get_group_id(2), h = get_group_id(1);
+    const long hk = h / dims.w;
+    const long m0 = (long)get_group_id(0) * BM;
+    const fmsa_seq_dev s = fmsa_seq_resolve(b, dims, cuq, cuk, cv, (__global const int *)0,
+                                            (long2)(0));
+    if (m0 >= s.sq) return; /* uniform */
+    const int sy = lid / S_NX, sx = lid - (lid / S_NX) * S_NX;
+    const int oy = lid / O_NX, ox = lid - (lid / O_NX) * O_NX;
+    const long m_end = min(m0 + BM, s.sq);
+    const long4 bv0 = (long4)(0);
+#if FMSA_WINDOW
+    const long kb = fmsa_window_key_begin(m0, s.sq, s.sk, win.x);
+    const long ke = fmsa_window_key_end(m_end, s.sq, s.sk, win.y);
+#else
+    const long kb = 0, ke = s.sk;
+#endif
+    float slope = 0.0f;
+#if FMSA_ALIBI
+    slope = alibi[av.x + b * av.y + h * av.z];
+#endif
+    float lse2[S_TM], dd[S_TM];
+    __global const uchar *mrow[S_TM];
+#pragma unroll
+    for (int i = 0; i < S_TM; ++i) {
+        const long qi = m0 + sy + i * S_NY;
+        const long row = s.q_row0 + min(qi, s.sq - 1);
+        const float l = lse[lv.x + s.q_batch * lv.y + h * lv.z + row * lv.w];
+        lse2[i] = qi < s.sq ? l * FMSA_LOG2E : -INFINITY;
+        dd[i] = ws[(s.q_batch * dims.z + h) * ws_rows + row];
+#if FMSA_MASK
+        mrow[i] = mask + mv.x + b * mv.y + h * mv.z + qi * mv.w;
+#else
+        mrow[i] = mask;
+#endif
+    }
+    fmsa_load_q(Qs, q, qv, &s, m0, h, lid);
+    fmsa_load_q(dOs, dout, dov, &s, m0, h, lid);
+
+    float4 acc[O_TM][O_TD];
+#pragma unroll
+    for (int i = 0; i < O_TM; ++i)
+#pragma unroll
+        for (int t = 0; t < O_TD; ++t) acc[i][t] = (float4)(0.0f);
+
+    for (long n0 = kb; n0 < ke; n0 += BN) {
+        const int full = fmsa_tile_full(m0, n0, &s, win);
+        fmsa_load_kv(Ks, BN, k, kv, &s, b, n0, ke, hk, (__global const int *)0, bv0, lid);
+        fmsa_load_kv(Vs, BN, v, vv, &s, b, n0, ke, hk, (__global const int *)0, bv0, lid);
+        barrier(CLK_LOCAL_MEM_FENCE);
+
+        float sc[S_TM][S_TN], dp[S_TM][S_TN];
+#pragma unroll
+        for (int i = 0; i < S_TM; ++i)
+#pragma unroll
+            for (int j = 0; j < S_TN; ++j) sc[i][j] = dp[i][j] = 0.0f;
+        fmsa_mm_nt(sc, Qs, Ks, sy, sx);
+        fmsa_mm_nt(dp, dOs, Vs, sy, sx);
+#pragma unroll
+        for (int i = 0; i < S_TM; ++i)
+#pragma unroll
+            for (int j = 0; j < S_TN; ++j) {
+                const long qi = m0 + sy + i * S_NY, kj = n0 + sx + j * S_NX;
+                const float g = fmsa_bwd_grad_factor(sc[i][j], fp);
+                const float pr = fmsa_softmax_p_from_lse(
+                    fmsa_score2(sc[i][j], qi, kj, &s, fp, slope, win, mrow[i], full), lse2[i]);
+                dSs[(sy + i * S_NY) * PS + sx + j * S_NX] = pr * (dp[i][j] - dd[i]) * g;
+            }
+        barrier(CLK_LOCAL_MEM_FENCE);
+        fmsa_mm_nn(acc, dSs, Ks, oy, ox);
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+
+#pragma unroll
+    for (int i = 0; i < O_TM; ++i) {
+        const long qi = m0 + oy + i * O_NY;
+        if (qi >= s.sq) continue;
+        const long base = dqv.x + s.q_batch * dqv.y + (s.q_row0 + qi) * dqv.z + h * dqv.w;
+#pragma unroll
+        for (int t = 0; t < O_TD; ++t) {
+            const int d4 = ox + t * O_NX;
+            if (d4 < D4) FMSA_STORE4(acc[i][t] * fp.x, dq, base + 4 * d4);
+        }
+    }
+}
+#endif /* FMSA_KERNEL_BWD_DQ */

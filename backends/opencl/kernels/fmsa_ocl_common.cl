@@ -1,0 +1,231 @@
+/*
+ * Shared pieces of the flashmsa OpenCL kernels: element loads/stores per
+ * storage dtype, the three register-blocked tile products and the tile
+ * loaders.  Everything is specialised at build time through -D options:
+ *
+ *   FMSA_DTYPE          1 f32, 2 f16 (vload_half, no cl_khr_fp16 needed), 3 bf16 (ushort)
+ *   HEAD_DIM            D (a multiple of 8)
+ *   BM, BN              query rows and keys per tile (from the planner)
+ *   WG                  work-items per work-group
+ *   S_NX                work-items along the keys of the BM x BN score tile
+ *   O_NX                work-items along D/4 of the output-shaped tile
+ *   O_ROWS              rows of the output-shaped tile (BM; BN for dK/dV)
+ *   FMSA_WINDOW, FMSA_SOFTCAP, FMSA_ALIBI, FMSA_MASK, FMSA_VARLEN, FMSA_PAGED,
+ *   FMSA_SEQUSED, FMSA_LSE   feature switches (0/1)
+ *
+ * Work-item (ty, tx) of the score tile owns rows ty + i*S_NY and keys
+ * tx + j*S_NX: interleaving keeps the 16-byte __local reads of a warp on
+ * distinct banks while every inner product is register-blocked S_TM x S_TN.
+ * Tiles of head_dim width live in __local as float4 rows padded by one
+ * float4 (LD4 = D/4 + 1) against bank conflicts.
+ */
+
+#define D4 (HEAD_DIM / 4)
+#define LD4 (D4 + 1)
+#define PS (BN + 4)
+#define PS4 (PS / 4)
+#define S_NY (WG / S_NX)
+#define S_TM (BM / S_NY)
+#define S_TN (BN / S_NX)
+#define O_NY (WG / O_NX)
+#define O_TM (O_ROWS / O_NY)
+#define O_TD ((D4 + O_NX - 1) / O_NX)
+
+#if FMSA_DTYPE == 1
+typedef float elem_t;
+#define FMSA_LOAD4(p, i) vload4(0, (p) + (i))
+#define FMSA_STORE4(x, p, i) vstore4((x), 0, (p) + (i))
+#elif FMSA_DTYPE == 2
+typedef half elem_t;
+#define FMSA_LOAD4(p, i) vload_half4(0, (p) + (i))
+#define FMSA_STORE4(x, p, i) vstore_half4_rte((x), 0, (p) + (i))
+#elif FMSA_DTYPE == 3
+typedef ushort elem_t;
+#define FMSA_LOAD4(p, i) as_float4(convert_uint4(vload4(0, (p) + (i))) << 16)
+#define FMSA_STORE4(x, p, i) vstore4(fmsa_bf16_round4(x), 0, (p) + (i))
+/* fp32 -> bf16 round to nearest even; NaN stays a quiet NaN. */
+inline ushort4 fmsa_bf16_round4(float4 x) {
+    uint4 b = as_uint4(x);
+    uint4 r = (b + (uint4)(0x7fffu) + ((b >> 16) & (uint4)(1u))) >> 16;
+    uint4 n = (b >> 16) | (uint4)(0x40u);
+    return convert_ushort4(select(r, n, as_uint4(isnan(x))));
+}
+#else
+#error "FMSA_DTYPE must be 1 (f32), 2 (f16) or 3 (bf16)"
+#endif
+
+/* acc[i][j] += sum_k A[row_i][k] * B[col_j][k]: the S = Q K^T shape. */
+inline void fmsa_mm_nt(float acc[S_TM][S_TN], __local const float4 *A, __local const float4 *B,
+                       int ty, int tx) {
+    for (int k = 0; k < D4; ++k) {
+        float4 a[S_TM], b[S_TN];
+#pragma unroll
+        for (int i = 0; i < S_TM; ++i) a[i] = A[(ty + i * S_NY) * LD4 + k];
+#pragma unroll
+        for (int j = 0; j < S_TN; ++j) b[j] = B[(tx + j * S_NX) * LD4 + k];
+#pragma unroll
+        for (int i = 0; i < S_TM; ++i)
+#pragma unroll
+            for (int j = 0; j < S_TN; ++j) {
+                float s = acc[i][j];
+                s = fma(a[i].x, b[j].x, s);
+                s = fma(a[i].y, b[j].y, s);
+                s = fma(a[i].z, b[j].z, s);
+                s = fma(a[i].w, b[j].w, s);
+                acc[i][j] = s;
+            }
+    }
+}
+
+/* acc[i][t] += sum_c P[row_i][c] * B[c][d4_t]: the O += P V and dQ += dS K
+ * shape (P is BM x BN floats with row stride PS, B has BN rows). */
+inline void fmsa_mm_nn(float4 acc[O_TM][O_TD], __local const float *P, __local const float4 *B,
+                       int ty, int tx) {
+    for (int c4 = 0; c4 < BN / 4; ++c4) {
+        float4 p[O_TM];
+#pragma unroll
+        for (int i = 0; i < O_TM; ++i)
+            p[i] = ((__local const float4 *)P)[(ty + i * O_NY) * PS4 + c4];
+#pragma unroll
+        for (int t = 0; t < O_TD; ++t) {
+            int d4 = min(tx + t * O_NX, D4 - 1); /* clamped columns are never stored */
+            float4 b0 = B[(c4 * 4 + 0) * LD4 + d4];
+            float4 b1 = B[(c4 * 4 + 1) * LD4 + d4];
+            float4 b2 = B[(c4 * 4 + 2) * LD4 + d4];
+            float4 b3 = B[(c4 * 4 + 3) * LD4 + d4];
+#pragma unroll
+            for (int i = 0; i < O_TM; ++i) {
+                float4 s = acc[i][t];
+                s = fma((float4)(p[i].x), b0, s);
+                s = fma((float4)(p[i].y), b1, s);
+                s = fma((float4)(p[i].z), b2, s);
+                s = fma((float4)(p[i].w), b3, s);
+                acc[i][t] = s;
+            }
+        }
+    }
+}
+
+/* acc[i][t] += sum_r P[r][key_i] * B[r][d4_t]: the dV += P^T dO and
+ * dK += dS^T Q shape (P is BM x BN, B has BM rows, output rows are keys). */
+inline void fmsa_mm_tn(float4 acc[O_TM][O_TD], __local const float *P, __local const float4 *B,
+                       int ty, int tx) {
+    for (int r = 0; r < BM; ++r) {
+        float p[O_TM];
+#pragma unroll
+        for (int i = 0; i < O_TM; ++i) p[i] = P[r * PS + ty + i * O_NY];
+#pragma unroll
+        for (int t = 0; t < O_TD; ++t) {
+            float4 b = B[r * LD4 + min(tx + t * O_NX, D4 - 1)];
+#pragma unroll
+            for (int i = 0; i < O_TM; ++i) acc[i][t] = fma((float4)(p[i]), b, acc[i][t]);
+        }
+    }
+}
+
+/* Where one sequence lives (resolved on the device from cu_seqlens /
+ * seqused_k so a varlen or paged call needs no host round trip). */
+typedef struct fmsa_seq_dev {
+    long q_row0, k_row0; /* first row in q/o and in k/v (dim 1) */
+    long q_batch, k_batch;
+    long sq, sk;         /* lengths */
+} fmsa_seq_dev;
+
+inline fmsa_seq_dev fmsa_seq_resolve(long b, long4 dims, __global const int *cuq,
+                                     __global const int *cuk, long4 cv,
+                                     __global const int *sused, long2 uv) {
+    fmsa_seq_dev s;
+#if FMSA_VARLEN
+    s.q_row0 = cuq[cv.x + b * cv.y];
+    s.sq = cuq[cv.x + (b + 1) * cv.y] - s.q_row0;
+    s.k_row0 = cuk[cv.z + b * cv.w];
+    s.sk = cuk[cv.z + (b + 1) * cv.w] - s.k_row0;
+    s.q_batch = 0;
+    s.k_batch = 0;
+#else
+    s.q_row0 = 0;
+    s.k_row0 = 0;
+    s.q_batch = b;
+    s.k_batch = FMSA_PAGED ? 0 : b;
+    s.sq = dims.x;
+    s.sk = dims.y;
+#if FMSA_SEQUSED
+    s.sk = sused[uv.x + b * uv.y];
+#endif
+#endif
+    return s;
+}
+
+/* Element offset of key row j of kv head hk in a k/v view (off, sb, ss, sh),
+ * through the block table (off, s0, s1, page_size) when paged. */
+inline long fmsa_kv_row(long4 kv, const fmsa_seq_dev *s, long b, long j, long hk,
+                        __global const int *bt, long4 bv) {
+#if FMSA_PAGED
+    long page = bt[bv.x + b * bv.y + (j / bv.w) * bv.z];
+    return kv.x + page * kv.y + (j % bv.w) * kv.z + hk * kv.w;
+#else
+    return kv.x + s->k_batch * kv.y + (s->k_row0 + j) * kv.z + hk * kv.w;
+#endif
+}
+
+/* Copies `rows` head_dim rows starting at key n0 into a __local tile,
+ * converting to fp32; rows past n_valid are zero. */
+inline void fmsa_load_kv(__local float4 *dst, int rows, __global const elem_t *src, long4 kv,
+                         const fmsa_seq_dev *s, long b, long n0, long n_valid, long hk,
+                         __global const int *bt, long4 bv, int lid) {
+    for (int idx = lid; idx < rows * D4; idx += WG) {
+        int r = idx / D4, c = idx - (idx / D4) * D4;
+        float4 x = (float4)(0.0f);
+        if (n0 + r < n_valid) x = FMSA_LOAD4(src, fmsa_kv_row(kv, s, b, n0 + r, hk, bt, bv) + 4 * c);
+        dst[r * LD4 + c] = x;
+    }
+}
+
+/* Same for query-shaped rows (q, o, dout) of head h starting at row m0. */
+inline void fmsa_load_q(__local float4 *dst, __global const elem_t *src, long4 qv,
+                        const fmsa_seq_dev *s, long m0, long h, int lid) {
+    for (int idx = lid; idx < BM * D4; idx += WG) {
+        int r = idx / D4, c = idx - (idx / D4) * D4;
+        float4 x = (float4)(0.0f);
+        if (m0 + r < s->sq)
+            x = FMSA_LOAD4(src, qv.x + s->q_batch * qv.y + (s->q_row0 + m0 + r) * qv.z + h * qv.w +
+                                    4 * c);
+        dst[r * LD4 + c] = x;
+    }
+}
+
+/* Base-2 score of (i, j) from the raw dot product, or -inf when masked.
+ * fp.x = scale, fp.y = scale * log2(e), fp.z = softcap. */
+inline float fmsa_score2(float raw, long i, long j, const fmsa_seq_dev *s, float4 fp, float slope,
+                         long2 win, __global const uchar *mrow, int full) {
+    float s2;
+#if FMSA_SOFTCAP
+    s2 = fmsa_softcap_apply(raw * fp.x, fp.z) * FMSA_LOG2E;
+#else
+    s2 = raw * fp.y;
+#endif
+#if FMSA_ALIBI
+    s2 += fmsa_alibi_bias(slope, i, j, s->sq, s->sk) * FMSA_LOG2E;
+#endif
+    if (full) return s2;
+    if (j >= s->sk || i >= s->sq) return -INFINITY;
+#if FMSA_WINDOW
+    if (!fmsa_window_visible(i, j, s->sq, s->sk, win.x, win.y)) return -INFINITY;
+#endif
+#if FMSA_MASK
+    if (!FMSA_MASK_BIT(mrow, j)) return -INFINITY;
+#endif
+    return s2;
+}
+
+/* True when every (i, j) of the tile [m0, m0+BM) x [n0, n0+BN) is visible,
+ * so the per-element predicates can be skipped (uniform per work-group). */
+inline int fmsa_tile_full(long m0, long n0, const fmsa_seq_dev *s, long2 win) {
+    if (FMSA_MASK) return 0;
+    if (m0 + BM > s->sq || n0 + BN > s->sk) return 0;
+#if FMSA_WINDOW
+    if (win.x >= 0 && n0 < (m0 + BM - 1) + s->sk - s->sq - win.x) return 0;
+    if (win.y >= 0 && n0 + BN - 1 > m0 + s->sk - s->sq + win.y) return 0;
+#endif
+    return 1;
+}

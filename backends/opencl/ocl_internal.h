@@ -1,0 +1,98 @@
+/*
+ * State shared by the OpenCL backend's files: the device list, the
+ * per-context state (context, default queue, program cache) and the launch
+ * configuration that one function (fmsa_ocl_config) derives from the planner.
+ */
+#ifndef FMSA_OCL_INTERNAL_H
+#define FMSA_OCL_INTERNAL_H
+
+#include <pthread.h>
+
+#include "backends/opencl/ocl_loader.h"
+#include "common/problem.h"
+
+/// Kernels of one built program; which are present depends on the pass.
+enum {
+    FMSA_OCL_K_FORWARD = 0,    ///< fmsa_ocl_forward
+    FMSA_OCL_K_BWD_PRE = 1,    ///< fmsa_ocl_bwd_preprocess: D = rowsum(dO * O)
+    FMSA_OCL_K_BWD_DKDV = 2,   ///< fmsa_ocl_bwd_dkdv: one work-group per key tile
+    FMSA_OCL_K_BWD_DQ = 3,     ///< fmsa_ocl_bwd_dq: one work-group per query tile
+    FMSA_OCL_K_COUNT = 4,
+};
+
+/// One compiled variant; the build-option string is its cache key.
+typedef struct fmsa_ocl_program {
+    char *options;                       ///< exact -D string it was built with
+    cl_program program;                  ///< the built program
+    cl_kernel kernel;                    ///< the one kernel the options select
+    struct fmsa_ocl_program *next;       ///< cache list
+} fmsa_ocl_program;
+
+/// One enumerated device.
+typedef struct fmsa_ocl_device {
+    cl_platform_id platform; ///< its platform
+    cl_device_id id;         ///< the device
+    size_t max_work_group;   ///< CL_DEVICE_MAX_WORK_GROUP_SIZE
+    fmsa_device_info info;   ///< what fmsa_device_get reports
+} fmsa_ocl_device;
+
+/// Per-context state (what context_create returns).
+typedef struct fmsa_ocl_state {
+    const fmsa_ocl_api *cl;     ///< the loaded runtime
+    const fmsa_ocl_device *dev; ///< the device
+    cl_context context;         ///< one context per fmsa_context
+    cl_command_queue queue;     ///< default (in-order) queue
+    pthread_mutex_t lock;       ///< guards the cache and kernel arguments
+    fmsa_ocl_program *programs; ///< build cache
+} fmsa_ocl_state;
+
+/// Launch shape of one kernel: tiles from the planner, the work-group size
+/// and how it splits over the score tile and the output-shaped tile.
+typedef struct fmsa_ocl_kernel_config {
+    int block_m, block_n; ///< Br, Bc
+    int wg;               ///< work-items per work-group
+    int s_nx;             ///< work-items along the keys of the Br x Bc score tile
+    int o_nx;             ///< work-items along head_dim/4 of the output tile (O, dQ, dK/dV)
+    size_t local_bytes;   ///< __local bytes the kernel declares
+} fmsa_ocl_kernel_config;
+
+/// Everything one pass runs, indexed by FMSA_OCL_K_*.
+typedef struct fmsa_ocl_config {
+    fmsa_ocl_kernel_config kernel[FMSA_OCL_K_COUNT]; ///< per kernel (unused entries zero)
+    size_t workspace_bytes;                          ///< global scratch the pass needs
+    const char *table_row;                           ///< planner row (for logs)
+} fmsa_ocl_config;
+
+/// __local bytes of one kernel for a tile shape (mirrors the .cl declarations).
+size_t fmsa_ocl_local_bytes(int kernel, int bm, int bn, int64_t head_dim, int s_nx);
+
+/// FMSA_FEAT_* bits of a problem.
+unsigned fmsa_ocl_features(const fmsa_problem *p);
+
+/// Enumerates once; returns the device list (count may be 0).
+const fmsa_ocl_device *fmsa_ocl_devices(int *count);
+
+/// The one function deciding what runs: plan + work-group shape + local and
+/// workspace bytes.  Used by supports, workspace_size, forward and backward.
+fmsa_status fmsa_ocl_config_make(const fmsa_ocl_state *st, const fmsa_problem *p,
+                                 fmsa_ocl_config *cfg);
+
+/// Returns the kernel `which` (FMSA_OCL_K_*) built for this problem's dtype,
+/// head dim and features with launch shape kc, building it on first use.
+/// Caller holds st->lock.
+fmsa_status fmsa_ocl_kernel_get(fmsa_ocl_state *st, const fmsa_problem *p, int which,
+                                const fmsa_ocl_kernel_config *kc, cl_kernel *out);
+
+/// Frees every cached program.
+void fmsa_ocl_program_cache_free(fmsa_ocl_state *st);
+
+/// Embedded OpenCL C source (generated at build time).
+extern const char fmsa_ocl_kernel_source[];
+
+/// Runs the forward / backward pass (caller holds st->lock).
+fmsa_status fmsa_ocl_run_forward(fmsa_ocl_state *st, const fmsa_problem *p, cl_mem workspace,
+                                 size_t workspace_bytes, cl_command_queue queue);
+fmsa_status fmsa_ocl_run_backward(fmsa_ocl_state *st, const fmsa_problem *p, cl_mem workspace,
+                                  size_t workspace_bytes, cl_command_queue queue);
+
+#endif /* FMSA_OCL_INTERNAL_H */

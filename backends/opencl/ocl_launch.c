@@ -1,0 +1,198 @@
+/*
+ * Kernel launches of the forward and backward passes.  Views are passed as
+ * (element offset, strides) long4 vectors; absent optional tensors are NULL
+ * cl_mem arguments, which OpenCL allows and which the kernels never touch
+ * because their feature switch is off.  Everything is enqueued on one
+ * in-order queue, so the backward's three stages need no events.
+ */
+#include <string.h>
+
+#include "backends/opencl/ocl_internal.h"
+#include "common/error.h"
+
+typedef struct fmsa_ocl_args {
+    const fmsa_ocl_api *cl;
+    cl_kernel kernel;
+    cl_uint next;
+    cl_int rc;
+} fmsa_ocl_args;
+
+static void fmsa_ocl_arg(fmsa_ocl_args *a, size_t size, const void *value) {
+    if (a->rc == CL_SUCCESS) a->rc = a->cl->clSetKernelArg(a->kernel, a->next, size, value);
+    ++a->next;
+}
+
+static void fmsa_ocl_arg_mem(fmsa_ocl_args *a, void *data) {
+    cl_mem m = (cl_mem)data;
+    fmsa_ocl_arg(a, sizeof m, &m);
+}
+
+static void fmsa_ocl_arg_long4(fmsa_ocl_args *a, int64_t x, int64_t y, int64_t z, int64_t w) {
+    cl_long4 v;
+    v.s[0] = x;
+    v.s[1] = y;
+    v.s[2] = z;
+    v.s[3] = w;
+    fmsa_ocl_arg(a, sizeof v, &v);
+}
+
+static void fmsa_ocl_arg_long(fmsa_ocl_args *a, int64_t x) {
+    cl_long v = x;
+    fmsa_ocl_arg(a, sizeof v, &v);
+}
+
+/* A [batch, seq, head, dim] view as (element offset, sb, ss, sh). */
+static void fmsa_ocl_arg_view4(fmsa_ocl_args *a, const fmsa_view4 *v, size_t elem) {
+    fmsa_ocl_arg_mem(a, v->data);
+    fmsa_ocl_arg_long4(a, v->byte_offset / (int64_t)elem, v->sb, v->ss, v->sh);
+}
+
+/* A small tensor as (element offset, s0, s1, s2). */
+static void fmsa_ocl_arg_viewn(fmsa_ocl_args *a, const fmsa_viewn *v, size_t elem) {
+    fmsa_ocl_arg_mem(a, v->data);
+    fmsa_ocl_arg_long4(a, v->data ? v->byte_offset / (int64_t)elem : 0, v->s0, v->s1, v->s2);
+}
+
+/* Arguments every attention kernel ends with: cu_seqlens, dims, window, scales. */
+static void fmsa_ocl_arg_seq_tail(fmsa_ocl_args *a, const fmsa_problem *p) {
+    fmsa_ocl_arg_mem(a, p->cu_seqlens_q.data);
+    fmsa_ocl_arg_mem(a, p->cu_seqlens_k.data);
+    fmsa_ocl_arg_long4(a, p->cu_seqlens_q.data ? p->cu_seqlens_q.byte_offset / 4 : 0,
+                       p->cu_seqlens_q.s0,
+                       p->cu_seqlens_k.data ? p->cu_seqlens_k.byte_offset / 4 : 0,
+                       p->cu_seqlens_k.s0);
+}
+
+static void fmsa_ocl_arg_dims(fmsa_ocl_args *a, const fmsa_problem *p) {
+    cl_long2 win;
+    cl_float4 fp;
+    fmsa_ocl_arg_long4(a, p->seqlen_q, p->seqlen_k, p->heads_q, p->heads_q / p->heads_kv);
+    win.s[0] = p->window_left;
+    win.s[1] = p->window_right;
+    fmsa_ocl_arg(a, sizeof win, &win);
+    fp.s[0] = p->softmax_scale;
+    fp.s[1] = p->softmax_scale * 1.4426950408889634f;
+    fp.s[2] = p->softcap;
+    fp.s[3] = 0.0f;
+    fmsa_ocl_arg(a, sizeof fp, &fp);
+}
+
+static fmsa_status fmsa_ocl_enqueue(fmsa_ocl_state *st, cl_command_queue queue,
+                                    const fmsa_ocl_args *a, const char *what, size_t groups0,
+                                    size_t dim1, size_t dim2, size_t wg) {
+    size_t global[3] = {groups0 * wg, dim1, dim2}, local[3] = {wg, 1, 1};
+    if (a->rc != CL_SUCCESS)
+        return fmsa_fail(FMSA_ERR_DEVICE, "opencl: clSetKernelArg failed for %s: %s (%d)", what,
+                         fmsa_ocl_error_name(a->rc), (int)a->rc);
+    if (!groups0 || !dim1 || !dim2) return FMSA_SUCCESS;
+    FMSA_OCL_CHECK("clEnqueueNDRangeKernel",
+                   st->cl->clEnqueueNDRangeKernel(queue, a->kernel, 3, NULL, global, local, 0,
+                                                  NULL, NULL));
+    return FMSA_SUCCESS;
+}
+
+static size_t fmsa_ocl_tiles(int64_t n, int block) {
+    return n <= 0 ? 0 : (size_t)((n + block - 1) / block);
+}
+
+fmsa_status fmsa_ocl_run_forward(fmsa_ocl_state *st, const fmsa_problem *p, cl_mem workspace,
+                                 size_t workspace_bytes, cl_command_queue queue) {
+    fmsa_ocl_config cfg;
+    const fmsa_ocl_kernel_config *kc;
+    fmsa_ocl_args a = {st->cl, NULL, 0, CL_SUCCESS};
+    size_t e = fmsa_problem_elem_size(p);
+    cl_long2 uv;
+    (void)workspace;
+    (void)workspace_bytes;
+    FMSA_TRY(fmsa_ocl_config_make(st, p, &cfg));
+    kc = &cfg.kernel[FMSA_OCL_K_FORWARD];
+    if (p->batch == 0 || p->seqlen_q == 0 || p->heads_q == 0) return FMSA_SUCCESS;
+    FMSA_TRY(fmsa_ocl_kernel_get(st, p, FMSA_OCL_K_FORWARD, kc, &a.kernel));
+    fmsa_ocl_arg_view4(&a, &p->q, e);
+    fmsa_ocl_arg_view4(&a, &p->k, e);
+    fmsa_ocl_arg_view4(&a, &p->v, e);
+    fmsa_ocl_arg_view4(&a, &p->o, e);
+    fmsa_ocl_arg_viewn(&a, &p->lse, 4);
+    fmsa_ocl_arg_viewn(&a, &p->alibi, 4);
+    fmsa_ocl_arg_viewn(&a, &p->mask, 1);
+    fmsa_ocl_arg_seq_tail(&a, p);
+    fmsa_ocl_arg_mem(&a, p->block_table.data);
+    fmsa_ocl_arg_long4(&a, p->block_table.data ? p->block_table.byte_offset / 4 : 0,
+                       p->block_table.s0, p->block_table.s1, p->page_size);
+    fmsa_ocl_arg_mem(&a, p->seqused_k.data);
+    uv.s[0] = p->seqused_k.data ? p->seqused_k.byte_offset / 4 : 0;
+    uv.s[1] = p->seqused_k.s0;
+    fmsa_ocl_arg(&a, sizeof uv, &uv);
+    fmsa_ocl_arg_dims(&a, p);
+    return fmsa_ocl_enqueue(st, queue, &a, "fmsa_ocl_forward", fmsa_ocl_tiles(p->seqlen_q, kc->block_m),
+                            (size_t)p->heads_q, (size_t)p->batch, (size_t)kc->wg);
+}
+
+/* Arguments shared by the dK/dV and dQ kernels up to their outputs. */
+static void fmsa_ocl_arg_bwd_inputs(fmsa_ocl_args *a, const fmsa_problem *p, size_t e) {
+    fmsa_ocl_arg_view4(a, &p->q, e);
+    fmsa_ocl_arg_view4(a, &p->k, e);
+    fmsa_ocl_arg_view4(a, &p->v, e);
+    fmsa_ocl_arg_view4(a, &p->dout, e);
+}
+
+static void fmsa_ocl_arg_bwd_tail(fmsa_ocl_args *a, const fmsa_problem *p, cl_mem ws) {
+    fmsa_ocl_arg_viewn(a, &p->lse, 4);
+    fmsa_ocl_arg_mem(a, ws);
+    fmsa_ocl_arg_long(a, p->total_q);
+    fmsa_ocl_arg_viewn(a, &p->alibi, 4);
+    fmsa_ocl_arg_viewn(a, &p->mask, 1);
+    fmsa_ocl_arg_seq_tail(a, p);
+    fmsa_ocl_arg_dims(a, p);
+}
+
+fmsa_status fmsa_ocl_run_backward(fmsa_ocl_state *st, const fmsa_problem *p, cl_mem workspace,
+                                  size_t workspace_bytes, cl_command_queue queue) {
+    fmsa_ocl_config cfg;
+    const fmsa_ocl_kernel_config *kkv, *kq;
+    size_t e = fmsa_problem_elem_size(p);
+    int64_t bq = p->is_varlen ? 1 : p->batch;
+    FMSA_TRY(fmsa_ocl_config_make(st, p, &cfg));
+    if (workspace_bytes < cfg.workspace_bytes || (cfg.workspace_bytes && !workspace))
+        return fmsa_fail(FMSA_ERR_INSUFFICIENT_WORKSPACE,
+                         "opencl: backward needs %zu bytes of workspace, got %zu",
+                         cfg.workspace_bytes, workspace_bytes);
+    if (p->batch == 0 || p->heads_q == 0) return FMSA_SUCCESS;
+    kkv = &cfg.kernel[FMSA_OCL_K_BWD_DKDV];
+    kq = &cfg.kernel[FMSA_OCL_K_BWD_DQ];
+    {
+        fmsa_ocl_args a = {st->cl, NULL, 0, CL_SUCCESS};
+        const size_t wg = st->dev->max_work_group < 64 ? st->dev->max_work_group : 64;
+        FMSA_TRY(fmsa_ocl_kernel_get(st, p, FMSA_OCL_K_BWD_PRE, kkv, &a.kernel));
+        fmsa_ocl_arg_view4(&a, &p->o, e);
+        fmsa_ocl_arg_view4(&a, &p->dout, e);
+        fmsa_ocl_arg_mem(&a, workspace);
+        fmsa_ocl_arg_long(&a, p->total_q);
+        fmsa_ocl_arg_long(&a, p->heads_q);
+        FMSA_TRY(fmsa_ocl_enqueue(st, queue, &a, "fmsa_ocl_bwd_preprocess",
+                                  fmsa_ocl_tiles(p->total_q, (int)wg), (size_t)p->heads_q,
+                                  (size_t)bq, wg));
+    }
+    {
+        fmsa_ocl_args a = {st->cl, NULL, 0, CL_SUCCESS};
+        FMSA_TRY(fmsa_ocl_kernel_get(st, p, FMSA_OCL_K_BWD_DKDV, kkv, &a.kernel));
+        fmsa_ocl_arg_bwd_inputs(&a, p, e);
+        fmsa_ocl_arg_view4(&a, &p->dk, e);
+        fmsa_ocl_arg_view4(&a, &p->dv, e);
+        fmsa_ocl_arg_bwd_tail(&a, p, workspace);
+        FMSA_TRY(fmsa_ocl_enqueue(st, queue, &a, "fmsa_ocl_bwd_dkdv",
+                                  fmsa_ocl_tiles(p->seqlen_k, kkv->block_n), (size_t)p->heads_kv,
+                                  (size_t)p->batch, (size_t)kkv->wg));
+    }
+    {
+        fmsa_ocl_args a = {st->cl, NULL, 0, CL_SUCCESS};
+        FMSA_TRY(fmsa_ocl_kernel_get(st, p, FMSA_OCL_K_BWD_DQ, kq, &a.kernel));
+        fmsa_ocl_arg_bwd_inputs(&a, p, e);
+        fmsa_ocl_arg_view4(&a, &p->dq, e);
+        fmsa_ocl_arg_bwd_tail(&a, p, workspace);
+        FMSA_TRY(fmsa_ocl_enqueue(st, queue, &a, "fmsa_ocl_bwd_dq",
+                                  fmsa_ocl_tiles(p->seqlen_q, kq->block_m), (size_t)p->heads_q,
+                                  (size_t)p->batch, (size_t)kq->wg));
+    }
+    return FMSA_SUCCESS;
+}

@@ -1,0 +1,118 @@
+/*
+ * Run-time compilation and the per-context program cache.  Each kernel is
+ * specialised by -D options (dtype, head dim, tiles, work-group shape,
+ * feature switches), so a variant is built once per context the first time a
+ * problem needs it and reused afterwards; the option string is the key.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backends/opencl/ocl_internal.h"
+#include "common/error.h"
+
+static const char *const fmsa_ocl_kernel_names[FMSA_OCL_K_COUNT] = {
+    "fmsa_ocl_forward", "fmsa_ocl_bwd_preprocess", "fmsa_ocl_bwd_dkdv", "fmsa_ocl_bwd_dq"};
+
+static void fmsa_ocl_options(const fmsa_problem *p, int which, const fmsa_ocl_kernel_config *kc,
+                             char *buf, size_t size) {
+    /* The preprocess kernel has no tiles; the shared helpers still need a
+     * consistent (unused) shape to compile. */
+    static const fmsa_ocl_kernel_config dummy = {8, 8, 16, 4, 4, 0};
+    const fmsa_ocl_kernel_config *c = which == FMSA_OCL_K_BWD_PRE ? &dummy : kc;
+    int windowed = p->window_left >= 0 || p->window_right >= 0;
+    /* No -cl-fast-relaxed-math: masked scores are -inf and must stay so. */
+    snprintf(buf, size,
+             "-cl-std=CL1.2 -DFMSA_KERNEL_FORWARD=%d -DFMSA_KERNEL_BWD_PRE=%d "
+             "-DFMSA_KERNEL_BWD_DKDV=%d -DFMSA_KERNEL_BWD_DQ=%d -DFMSA_DTYPE=%d -DHEAD_DIM=%lld "
+             "-DBM=%d -DBN=%d -DWG=%d -DS_NX=%d -DO_NX=%d -DO_ROWS=%d -DFMSA_WINDOW=%d "
+             "-DFMSA_SOFTCAP=%d -DFMSA_ALIBI=%d -DFMSA_MASK=%d -DFMSA_VARLEN=%d -DFMSA_PAGED=%d "
+             "-DFMSA_SEQUSED=%d -DFMSA_LSE=%d",
+             which == FMSA_OCL_K_FORWARD, which == FMSA_OCL_K_BWD_PRE,
+             which == FMSA_OCL_K_BWD_DKDV, which == FMSA_OCL_K_BWD_DQ, (int)p->dtype,
+             (long long)p->head_dim, c->block_m, c->block_n, c->wg, c->s_nx, c->o_nx,
+             which == FMSA_OCL_K_BWD_DKDV ? c->block_n : c->block_m, windowed,
+             p->softcap > 0.0f, p->has_alibi, p->has_mask, p->is_varlen, p->is_paged,
+             p->is_paged && p->has_seqused_k, p->has_lse);
+}
+
+static fmsa_status fmsa_ocl_build_failed(fmsa_ocl_state *st, cl_program prog, cl_int rc,
+                                         const char *options) {
+    size_t n = 0;
+    char *log = NULL;
+    fmsa_status s;
+    st->cl->clGetProgramBuildInfo(prog, st->dev->id, CL_PROGRAM_BUILD_LOG, 0, NULL, &n);
+    if (n > 0 && (log = (char *)malloc(n + 1)) != NULL) {
+        if (st->cl->clGetProgramBuildInfo(prog, st->dev->id, CL_PROGRAM_BUILD_LOG, n, log,
+                                          NULL) != CL_SUCCESS)
+            n = 0;
+        log[n] = '\0';
+    }
+    s = fmsa_fail(FMSA_ERR_DEVICE, "opencl: clBuildProgram failed: %s (%d) with options \"%s\"; build log:\n%s",
+                  fmsa_ocl_error_name(rc), (int)rc, options, log ? log : "(none)");
+    free(log);
+    return s;
+}
+
+fmsa_status fmsa_ocl_kernel_get(fmsa_ocl_state *st, const fmsa_problem *p, int which,
+                                const fmsa_ocl_kernel_config *kc, cl_kernel *out) {
+    char options[768];
+    fmsa_ocl_program *e;
+    cl_int rc;
+    const char *src = fmsa_ocl_kernel_source;
+    fmsa_ocl_options(p, which, kc, options, sizeof options);
+    for (e = st->programs; e; e = e->next) {
+        if (strcmp(e->options, options) == 0) {
+            *out = e->kernel;
+            return FMSA_SUCCESS;
+        }
+    }
+    e = (fmsa_ocl_program *)calloc(1, sizeof *e);
+    if (!e) return fmsa_fail(FMSA_ERR_OUT_OF_MEMORY, "opencl: program cache allocation failed");
+    e->options = (char *)malloc(strlen(options) + 1);
+    if (!e->options) {
+        free(e);
+        return fmsa_fail(FMSA_ERR_OUT_OF_MEMORY, "opencl: program cache allocation failed");
+    }
+    strcpy(e->options, options);
+    e->program = st->cl->clCreateProgramWithSource(st->context, 1, &src, NULL, &rc);
+    if (rc != CL_SUCCESS) {
+        free(e->options);
+        free(e);
+        return fmsa_ocl_fail("clCreateProgramWithSource", rc);
+    }
+    rc = st->cl->clBuildProgram(e->program, 1, &st->dev->id, options, NULL, NULL);
+    if (rc != CL_SUCCESS) {
+        fmsa_status s = fmsa_ocl_build_failed(st, e->program, rc, options);
+        st->cl->clReleaseProgram(e->program);
+        free(e->options);
+        free(e);
+        return s;
+    }
+    e->kernel = st->cl->clCreateKernel(e->program, fmsa_ocl_kernel_names[which], &rc);
+    if (rc != CL_SUCCESS) {
+        st->cl->clReleaseProgram(e->program);
+        free(e->options);
+        free(e);
+        return fmsa_ocl_fail("clCreateKernel", rc);
+    }
+    fmsa_log(FMSA_LOG_DEBUG, "opencl: built %s on %s: %s", fmsa_ocl_kernel_names[which],
+             st->dev->info.name, options);
+    e->next = st->programs;
+    st->programs = e;
+    *out = e->kernel;
+    return FMSA_SUCCESS;
+}
+
+void fmsa_ocl_program_cache_free(fmsa_ocl_state *st) {
+    fmsa_ocl_program *e = st->programs;
+    while (e) {
+        fmsa_ocl_program *next = e->next;
+        if (e->kernel) st->cl->clReleaseKernel(e->kernel);
+        if (e->program) st->cl->clReleaseProgram(e->program);
+        free(e->options);
+        free(e);
+        e = next;
+    }
+    st->programs = NULL;
+}

@@ -1,0 +1,1 @@
+# tests of group opencl (included when FLASHMSA_HAVE_OPENCL)
