@@ -56,8 +56,8 @@ int cli_parse_window(const char *opt, const char *s, int64_t *left, int64_t *rig
 
 /// Options every command that runs attention shares.
 typedef struct cli_device_opts {
-    fmsa_backend backend; ///< --backend (FLASHMSA_BACKEND still overrides, in the library)
-    int device;           ///< --device: index within the backend
+    fmsa_backend backend; ///< --backend; with auto, FLASHMSA_BACKEND steers (in the library)
+    int device;           ///< --device: index within the backend (auto: in the global list)
     int threads;          ///< --threads: OpenMP threads for the CPU backend (0 = default)
 } cli_device_opts;
 

@@ -71,8 +71,9 @@ static void cli_usage(FILE *f) {
             "Run 'flashmsa <command> --help' for the options of a command.\n"
             "\n"
             "environment:\n"
-            "  FLASHMSA_BACKEND  auto|cpu|cuda|hip|opencl  overrides --backend\n"
-            "  FLASHMSA_DEVICE   device index within the backend, overrides --device\n"
+            "  FLASHMSA_BACKEND  auto|cpu|cuda|hip|opencl: where --backend auto runs\n"
+            "  FLASHMSA_DEVICE   device index used with --backend auto\n"
+            "                    (an explicit --backend/--device wins over both)\n"
             "  FLASHMSA_LOG      error|warn|info|debug  library log level (stderr)\n"
             "\n"
             "exit status: 0 success/PASS, 1 a check failed, 2 usage or library error\n",
