@@ -1,1 +1,15 @@
-# tests of group cpu
+# Correctness suites on the CPU backend.  The executables are backend-neutral
+# (--backend or FLASHMSA_TEST_BACKEND picks one; other backends register the
+# same executables under their own name and label, e.g.
+#   add_test(NAME test_grid_forward_opencl COMMAND test_grid_forward --backend opencl)).
+# The environment pins these to the CPU even if the caller exported a
+# FLASHMSA_BACKEND override; exit status 77 = backend unavailable (skipped).
+foreach(suite test_grid_forward test_grid_backward test_grid_edges test_grid_large)
+  fmsa_add_test(${suite} LABELS cpu SOURCES ${suite}.c)
+  set_tests_properties(${suite} PROPERTIES
+    ENVIRONMENT "FLASHMSA_TEST_BACKEND=cpu;FLASHMSA_BACKEND=cpu"
+    SKIP_RETURN_CODE 77)
+endforeach()
+
+# The oracle itself (fp64 reference, naive implementation, checks); no backend.
+fmsa_add_test(test_oracle LABELS cpu SOURCES test_oracle.c)
