@@ -53,4 +53,76 @@ fmsa_status fmsa_plan_tiles(const fmsa_device_info *dev, const fmsa_plan_request
 int fmsa_plan_num_splits(const fmsa_device_info *dev, int64_t batch_heads, int64_t seqlen_q,
                          int64_t seqlen_k, int block_m, int block_n);
 
+/* ------------------------------------------------------------------------ */
+/* The per-arch tables (planner_tables.c), exposed for the planner and for  */
+/* tests/test_core_planner.c, which checks every row.                       */
+/* ------------------------------------------------------------------------ */
+
+/// Which element types a table row serves.
+typedef enum fmsa_plan_dtypes {
+    FMSA_PLAN_DTYPES_ANY = 0,   ///< f32, f16 and bf16
+    FMSA_PLAN_DTYPES_16BIT = 1, ///< f16 and bf16 (tensor-core / MFMA paths)
+    FMSA_PLAN_DTYPES_F32 = 2,   ///< f32 only (exact-fp32 paths: SIMT FMA, MFMA f32)
+} fmsa_plan_dtypes;
+
+/// What a GPU row keeps in on-chip memory besides the K/V stages (bit flags).
+enum {
+    FMSA_TILE_Q_SRAM = 1u << 0,  ///< the Q tile (and dO in the backward) is staged in SRAM
+    FMSA_TILE_P_SRAM = 1u << 1,  ///< P (and dS in the backward) goes through SRAM
+    FMSA_TILE_DQ_SRAM = 1u << 2, ///< backward: fp32 dQ accumulator tile in SRAM
+    FMSA_TILE_KV_REGS = 1u << 3, ///< backward: K/V stay in registers (KV-stationary), not in SRAM
+};
+
+/// How a table's rows are costed (see planner.c for the formulas).
+typedef enum fmsa_sram_model {
+    FMSA_SRAM_MODEL_GPU = 0, ///< bytes of shared memory / LDS / local memory one block uses
+    FMSA_SRAM_MODEL_CPU = 1, ///< fp32 working set of one thread, against L2 (K/V tile against L1)
+} fmsa_sram_model;
+
+/// One row: (pass, max head dim, dtypes, excluded features) -> tile shape.
+typedef struct fmsa_tile_row {
+    const char *name;          ///< stable name, reported in fmsa_tile_plan.table_row
+    fmsa_pass pass;            ///< forward or backward
+    int max_head_dim;          ///< serves head_dim <= this (the compiled head-dim bucket)
+    fmsa_plan_dtypes dtypes;   ///< element types served
+    unsigned not_with;         ///< FMSA_FEAT_* bits that disqualify the row (0 = any features)
+    int block_m;               ///< query rows per tile
+    int block_n;               ///< keys per tile
+    int stages;                ///< pipeline depth of the streamed operand (K/V fwd, Q/dO bwd)
+    int warps;                 ///< warps / waves per block (OpenCL: work-group / 16; CPU: 1)
+    unsigned sram;             ///< FMSA_TILE_* flags (GPU model only)
+} fmsa_tile_row;
+
+/// One architecture's table.
+typedef struct fmsa_arch_table {
+    fmsa_backend backend;       ///< backend whose devices report this arch
+    const char *arch;           ///< fmsa_device_info.arch key ("sm90", "x86-avx2", ...)
+    fmsa_sram_model model;      ///< how rows are costed
+    int pad_head_dim;           ///< 1: kernels are compiled per head-dim bucket, so D is
+                                ///< costed as the row's max_head_dim; 0: D exactly (JIT / CPU)
+    int simd_width;             ///< CPU: block granularity when dev->warp_size <= 0
+    const fmsa_tile_row *rows;  ///< rows in preference order (first fitting row wins)
+    int num_rows;               ///< entries of rows
+} fmsa_arch_table;
+
+/// Every arch table, in lookup order; *count receives the number of tables.
+const fmsa_arch_table *fmsa_plan_arch_tables(int *count);
+
+/// The table the planner uses for dev: the exact (backend, arch) match, else
+/// the backend's documented conservative fallback; NULL for FMSA_BACKEND_AUTO
+/// or an unknown backend.
+const fmsa_arch_table *fmsa_plan_find_table(const fmsa_device_info *dev);
+
+/// The SRAM limit rows are checked against: sram_per_block_optin when > 0,
+/// else sram_per_block; on the CPU (where a cache is a soft limit) at least
+/// FMSA_PLAN_CPU_MIN_L2.
+size_t fmsa_plan_sram_limit(const fmsa_device_info *dev);
+
+/// Smallest per-core L2 the CPU planner assumes (bytes); see planner.c.
+#define FMSA_PLAN_CPU_MIN_L2 ((size_t)256 * 1024)
+/// L1d the CPU planner assumes when the device reports none (bytes).
+#define FMSA_PLAN_CPU_DEFAULT_L1 ((size_t)32 * 1024)
+/// Upper bound of fmsa_plan_num_splits().
+#define FMSA_PLAN_MAX_SPLITS 128
+
 #endif /* FMSA_COMMON_PLANNER_H */

@@ -1,1 +1,5 @@
-# tests of group core
+# tests of group core: backend-neutral pieces of common/ (planner, online
+# softmax, fp16/bf16 conversion); no device needed, each runs in well under 5 s.
+fmsa_add_test(test_core_planner LABELS core cpu SOURCES test_core_planner.c)
+fmsa_add_test(test_core_softmax LABELS core cpu SOURCES test_core_softmax.c)
+fmsa_add_test(test_core_half LABELS core cpu SOURCES test_core_half.c)

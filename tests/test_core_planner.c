@@ -1,0 +1,653 @@
+/*
+ * The tile planner and the split-KV heuristic, checked against their
+ * documented contract rather than against themselves:
+ *
+ * - every table row is well formed and respects its architecture's matrix
+ *   instruction / SIMD granularity (rules written out here, per arch);
+ * - for a sweep of synthetic devices (each arch at its real limits, tiny
+ *   16 KiB, huge, zero, unknown archs) x every head dim 8..256 x dtype x
+ *   pass x feature combination, the plan is the first applicable row whose
+ *   SRAM estimate -- recomputed here from the formulas documented in
+ *   planner_tables.c -- fits the limit, sram_bytes is that estimate and
+ *   within the limit, and NOT_SUPPORTED comes back exactly when no row fits,
+ *   with a message naming arch, head dim and limit;
+ * - the flagship shapes the tables claim (FA3's 128x176 etc.) are what the
+ *   real devices get;
+ * - num_splits stays in [1, key tiles], leaves no split empty, is 1 for
+ *   prefill shapes, is > 1 for long decodes, and on the CPU never depends
+ *   on the core count.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "common/planner.h"
+
+#define KIB ((size_t)1024)
+
+static fmsa_device_info mkdev(fmsa_backend backend, const char *arch, size_t sram,
+                              size_t optin, int sms, int warp) {
+    fmsa_device_info d;
+    memset(&d, 0, sizeof d);
+    d.backend = backend;
+    snprintf(d.arch, sizeof d.arch, "%s", arch);
+    snprintf(d.name, sizeof d.name, "synthetic %s", arch);
+    d.sram_per_block = sram;
+    d.sram_per_block_optin = optin;
+    d.sram_per_multiprocessor = optin > sram ? optin : sram;
+    d.multiprocessors = sms;
+    d.warp_size = warp;
+    d.global_memory = (size_t)1 << 34;
+    return d;
+}
+
+/* ------------------------------------------------------------------------ */
+/* The documented model, written out again (not calling the planner's).     */
+/* ------------------------------------------------------------------------ */
+
+static size_t limit_of(const fmsa_device_info *d) {
+    size_t l = d->sram_per_block_optin > 0 ? d->sram_per_block_optin : d->sram_per_block;
+    if (d->backend == FMSA_BACKEND_CPU && l < 256 * KIB) l = 256 * KIB;
+    return l;
+}
+
+static int64_t rup(int64_t x, int64_t q) { return (x + q - 1) / q * q; }
+
+static int64_t cpu_width(const fmsa_device_info *d, const fmsa_arch_table *t) {
+    return d->warp_size > 0 ? d->warp_size : (t->simd_width > 0 ? t->simd_width : 1);
+}
+
+/* Bytes per the formulas in the planner_tables.c header comment. */
+static size_t model_bytes(const fmsa_arch_table *t, const fmsa_tile_row *r, int64_t D,
+                          fmsa_dtype dt, int64_t bm, int64_t bn) {
+    int64_t d = t->pad_head_dim ? r->max_head_dim : D, st = r->stages;
+    int64_t e = dt == FMSA_DTYPE_F32 ? 4 : 2;
+    int64_t b = 0;
+    unsigned f = r->sram;
+    if (t->model == FMSA_SRAM_MODEL_CPU) {
+        if (r->pass == FMSA_PASS_FORWARD) return (size_t)(4 * (bm * d + 2 * bn * d + bm * bn + bm * d + 2 * bm));
+        return (size_t)(4 * (2 * bm * d + 4 * bn * d + bm * d + 2 * bm * bn + 2 * bm));
+    }
+    if (r->pass == FMSA_PASS_FORWARD) {
+        b = ((f & FMSA_TILE_Q_SRAM) ? bm * d * e : 0) + st * 2 * bn * d * e +
+            ((f & FMSA_TILE_P_SRAM) ? bm * bn * e : 0);
+    } else {
+        b = ((f & FMSA_TILE_Q_SRAM) ? st * 2 * bm * d * e : 0) +
+            ((f & FMSA_TILE_KV_REGS) ? 0 : 2 * bn * d * e) +
+            ((f & FMSA_TILE_P_SRAM) ? 2 * bm * bn * e + st * 2 * bm * 4 : 0) +
+            ((f & FMSA_TILE_DQ_SRAM) ? bm * d * 4 : 0);
+    }
+    return (size_t)b;
+}
+
+static int applies(const fmsa_tile_row *r, const fmsa_plan_request *q) {
+    int is16 = q->dtype == FMSA_DTYPE_F16 || q->dtype == FMSA_DTYPE_BF16;
+    return r->pass == q->pass && q->head_dim <= r->max_head_dim &&
+           !(r->dtypes == FMSA_PLAN_DTYPES_16BIT && !is16) &&
+           !(r->dtypes == FMSA_PLAN_DTYPES_F32 && q->dtype != FMSA_DTYPE_F32) &&
+           !(r->not_with & q->features);
+}
+
+typedef struct expect {
+    const fmsa_tile_row *row; /* NULL: nothing fits */
+    int64_t bm, bn;
+    size_t bytes;
+    int any_applicable;
+} expect;
+
+/* First applicable row that fits; on the CPU prefer one whose K tile fits L1. */
+static expect model_plan(const fmsa_device_info *d, const fmsa_arch_table *t,
+                         const fmsa_plan_request *q) {
+    expect e = {0}, fallback = {0};
+    size_t lim = limit_of(d);
+    size_t l1 = d->sram_per_block > 0 ? d->sram_per_block : 32 * KIB;
+    for (int i = 0; i < t->num_rows; i++) {
+        const fmsa_tile_row *r = &t->rows[i];
+        int64_t bm = r->block_m, bn = r->block_n;
+        size_t by;
+        if (!applies(r, q)) continue;
+        e.any_applicable = fallback.any_applicable = 1;
+        if (t->model == FMSA_SRAM_MODEL_CPU) {
+            bm = rup(bm, cpu_width(d, t));
+            bn = rup(bn, cpu_width(d, t));
+        }
+        by = model_bytes(t, r, q->head_dim, q->dtype, bm, bn);
+        if (by > lim) continue;
+        if (!fallback.row) {
+            fallback.row = r;
+            fallback.bm = bm;
+            fallback.bn = bn;
+            fallback.bytes = by;
+        }
+        if (t->model != FMSA_SRAM_MODEL_CPU || (size_t)(4 * bn * q->head_dim) <= l1) {
+            e.row = r;
+            e.bm = bm;
+            e.bn = bn;
+            e.bytes = by;
+            return e;
+        }
+    }
+    return fallback;
+}
+
+/* Matrix-instruction / SIMD granularity per arch family, from the hardware:
+ * sm80 mma.sync m16n8k16 (16 rows per warp fwd), sm90 wgmma M = 64 per
+ * consumer warpgroup plus one producer WG, CDNA MFMA 16 or 32 rows per wave,
+ * OpenCL 8-row quantum with one work-item per row, CPU the SIMD width. */
+static void check_granularity(const char *family, fmsa_pass pass, int bm, int bn, int stages,
+                              int warps, int64_t simd, const char *what) {
+    char msg[160];
+    int ok = bm > 0 && bn > 0 && stages >= 1 && warps >= 1;
+    if (ok && strcmp(family, "sm80") == 0) {
+        ok = bm % 16 == 0 && bn % 16 == 0 && (pass != FMSA_PASS_FORWARD || bm % (16 * warps) == 0);
+    } else if (ok && strcmp(family, "sm90") == 0) {
+        if (pass == FMSA_PASS_FORWARD)
+            ok = bm % 64 == 0 && warps == 4 * (1 + bm / 64) && bn % 16 == 0;
+        else
+            ok = bn % 64 == 0 && warps == 4 * (1 + bn / 64) && bm % 16 == 0;
+    } else if (ok && strcmp(family, "cdna") == 0) {
+        ok = bm % 16 == 0 && bn % 16 == 0 &&
+             (pass == FMSA_PASS_FORWARD ? bm % (16 * warps) == 0 : bn % (16 * warps) == 0);
+    } else if (ok && strcmp(family, "opencl") == 0) {
+        int rows = pass == FMSA_PASS_FORWARD ? bm : bn;
+        ok = bm % 8 == 0 && bn % 8 == 0 && stages == 1 && warps == (rows + 31) / 32;
+    } else if (ok && strcmp(family, "cpu") == 0) {
+        ok = bm % simd == 0 && bn % simd == 0 && stages == 1 && warps == 1;
+    } else if (ok) {
+        ok = 0;
+    }
+    if (!ok) {
+        snprintf(msg, sizeof msg, "%s: %s %s Br %d Bc %d stages %d warps %d simd %lld", what,
+                 family, pass == FMSA_PASS_FORWARD ? "fwd" : "bwd", bm, bn, stages, warps,
+                 (long long)simd);
+        fail_msg("granularity violated: %s", msg);
+    }
+}
+
+/* The family of a row is the prefix of its name up to the first '-'. */
+static void family_of(const char *name, char *fam, size_t cap) {
+    size_t n = strcspn(name, "-");
+    if (n >= cap) n = cap - 1;
+    memcpy(fam, name, n);
+    fam[n] = 0;
+}
+
+static const char *expected_family(const fmsa_arch_table *t) {
+    if (t->backend == FMSA_BACKEND_CPU) return "cpu";
+    if (strcmp(t->arch, "sm80") == 0) return "sm80";
+    if (strcmp(t->arch, "sm90") == 0) return "sm90";
+    if (strcmp(t->arch, "gfx942") == 0 || strcmp(t->arch, "gfx90a") == 0) return "cdna";
+    if (strcmp(t->arch, "opencl") == 0) return "opencl";
+    return "?";
+}
+
+/* ------------------------------------------------------------------------ */
+/* Tables                                                                   */
+/* ------------------------------------------------------------------------ */
+
+static void tables_are_well_formed(void **state) {
+    int n = 0;
+    const fmsa_arch_table *t = fmsa_plan_arch_tables(&n);
+    const char *required[] = {"x86-avx512", "x86-avx2", "x86", "aarch64", "cpu",
+                              "sm80", "sm90", "gfx942", "gfx90a", "opencl"};
+    (void)state;
+    assert_true(n >= 10);
+    for (size_t k = 0; k < sizeof required / sizeof required[0]; k++) {
+        int found = 0;
+        for (int i = 0; i < n; i++) found |= strcmp(t[i].arch, required[k]) == 0;
+        if (!found) fail_msg("no table for arch %s", required[k]);
+    }
+    for (int i = 0; i < n; i++) {
+        const char *fam = expected_family(&t[i]);
+        assert_non_null(t[i].rows);
+        assert_true(t[i].num_rows > 0);
+        assert_int_equal(t[i].model, t[i].backend == FMSA_BACKEND_CPU ? FMSA_SRAM_MODEL_CPU
+                                                                        : FMSA_SRAM_MODEL_GPU);
+        for (int j = 0; j < i; j++)
+            if (t[j].backend == t[i].backend && strcmp(t[j].arch, t[i].arch) == 0)
+                fail_msg("arch %s listed twice", t[i].arch);
+        if (t[i].backend == FMSA_BACKEND_CPU) assert_true(t[i].simd_width >= 1);
+        /* every (pass, dtype) has a row reaching head dim 256 */
+        for (int pass = 0; pass < 2; pass++)
+            for (int dt = FMSA_DTYPE_F32; dt <= FMSA_DTYPE_BF16; dt++) {
+                fmsa_plan_request q = {256, (fmsa_dtype)dt, (fmsa_pass)pass, 0, 0, 0, 0};
+                int covered = 0;
+                for (int r = 0; r < t[i].num_rows; r++) covered |= applies(&t[i].rows[r], &q);
+                if (!covered) fail_msg("%s: no row for pass %d dtype %d at d=256", t[i].arch, pass, dt);
+            }
+        for (int r = 0; r < t[i].num_rows; r++) {
+            const fmsa_tile_row *row = &t[i].rows[r];
+            char fam_row[16], dims[32], bucket[16];
+            assert_non_null(row->name);
+            family_of(row->name, fam_row, sizeof fam_row);
+            if (strcmp(fam_row, fam) != 0)
+                fail_msg("row %s sits in the %s table (%s)", row->name, fam, t[i].arch);
+            assert_true(row->pass == FMSA_PASS_FORWARD || row->pass == FMSA_PASS_BACKWARD);
+            assert_true(strstr(row->name, row->pass == FMSA_PASS_FORWARD ? "-fwd-" : "-bwd-"));
+            assert_true(row->max_head_dim >= 8 && row->max_head_dim <= 256 &&
+                        row->max_head_dim % 8 == 0);
+            snprintf(bucket, sizeof bucket, "-d%d-", row->max_head_dim);
+            snprintf(dims, sizeof dims, "-%dx%d", row->block_m, row->block_n);
+            if (!strstr(row->name, bucket) || !strstr(row->name, dims))
+                fail_msg("row name %s does not say %s / %s", row->name, bucket, dims);
+            assert_true((strstr(row->name, "-f32-") != NULL) ==
+                        (row->dtypes == FMSA_PLAN_DTYPES_F32));
+            assert_true(row->dtypes <= FMSA_PLAN_DTYPES_F32);
+            assert_int_equal(row->not_with & ~0x3fu, 0);
+            assert_int_equal(row->sram & ~0xfu, 0);
+            if (row->pass == FMSA_PASS_FORWARD)
+                assert_int_equal(row->sram & (FMSA_TILE_DQ_SRAM | FMSA_TILE_KV_REGS), 0);
+            if (t[i].model == FMSA_SRAM_MODEL_CPU) assert_int_equal(row->sram, 0);
+            check_granularity(fam, row->pass, row->block_m, row->block_n, row->stages, row->warps,
+                              t[i].simd_width > 0 ? t[i].simd_width : 1, row->name);
+            /* names are unique across distinct rows */
+            for (int i2 = 0; i2 <= i; i2++)
+                for (int r2 = 0; r2 < t[i2].num_rows; r2++) {
+                    const fmsa_tile_row *o = &t[i2].rows[r2];
+                    if (o != row && strcmp(o->name, row->name) == 0)
+                        fail_msg("row name %s used twice", row->name);
+                    if (o == row) break;
+                }
+        }
+    }
+}
+
+/* The realistic device of each GPU family, and its limit. */
+static fmsa_device_info flagship(const char *fam) {
+    if (strcmp(fam, "sm80") == 0) return mkdev(FMSA_BACKEND_CUDA, "sm80", 48 * KIB, 163 * KIB, 108, 32);
+    if (strcmp(fam, "sm90") == 0) return mkdev(FMSA_BACKEND_CUDA, "sm90", 48 * KIB, 227 * KIB, 132, 32);
+    if (strcmp(fam, "cdna") == 0) return mkdev(FMSA_BACKEND_HIP, "gfx942", 64 * KIB, 0, 304, 64);
+    if (strcmp(fam, "opencl") == 0) return mkdev(FMSA_BACKEND_OPENCL, "opencl", 2048 * KIB, 0, 16, 1);
+    return mkdev(FMSA_BACKEND_CPU, "x86-avx512", 48 * KIB, 2048 * KIB, 16, 16);
+}
+
+/* A row that cannot fit its family's flagship part at any dtype it serves is
+ * dead weight (or a typo in the table). */
+static void every_row_fits_its_flagship(void **state) {
+    int n = 0;
+    const fmsa_arch_table *t = fmsa_plan_arch_tables(&n);
+    (void)state;
+    for (int i = 0; i < n; i++) {
+        fmsa_device_info d = flagship(expected_family(&t[i]));
+        for (int r = 0; r < t[i].num_rows; r++) {
+            const fmsa_tile_row *row = &t[i].rows[r];
+            fmsa_dtype dt = row->dtypes == FMSA_PLAN_DTYPES_F32 ? FMSA_DTYPE_F32 : FMSA_DTYPE_BF16;
+            size_t b = model_bytes(&t[i], row, row->max_head_dim, dt, row->block_m, row->block_n);
+            if (b > limit_of(&d))
+                fail_msg("row %s needs %zu bytes, flagship limit %zu", row->name, b, limit_of(&d));
+        }
+    }
+}
+
+static void expect_row(const fmsa_device_info *d, int64_t D, fmsa_dtype dt, fmsa_pass pass,
+                       unsigned feat, const char *row, int bm, int bn) {
+    fmsa_plan_request q = {D, dt, pass, feat, 4096, 4096, 64};
+    fmsa_tile_plan p;
+    memset(&p, 0, sizeof p);
+    if (fmsa_plan_tiles(d, &q, &p) != FMSA_SUCCESS) fail_msg("%s: %s", row, fmsa_last_error());
+    if (strcmp(p.table_row, row) != 0 || p.block_m != bm || p.block_n != bn)
+        fail_msg("%s d=%lld feat %u: got %s %dx%d, want %s %dx%d", d->arch, (long long)D, feat,
+                 p.table_row, p.block_m, p.block_n, row, bm, bn);
+}
+
+/* The shapes the table comments promise on the real parts. */
+static void flagship_shapes(void **state) {
+    fmsa_device_info h100 = flagship("sm90"), a100 = flagship("sm80"), mi300 = flagship("cdna");
+    fmsa_device_info a100_noopt = mkdev(FMSA_BACKEND_CUDA, "sm80", 48 * KIB, 0, 108, 32);
+    fmsa_device_info nv_cl = mkdev(FMSA_BACKEND_OPENCL, "opencl", 48 * KIB, 0, 132, 32);
+    fmsa_device_info avx = mkdev(FMSA_BACKEND_CPU, "x86-avx512", 32 * KIB, 1024 * KIB, 8, 16);
+    fmsa_device_info avx_bigl1 = mkdev(FMSA_BACKEND_CPU, "x86-avx512", 128 * KIB, 1024 * KIB, 8, 16);
+    (void)state;
+    expect_row(&h100, 128, FMSA_DTYPE_BF16, FMSA_PASS_FORWARD, 0, "sm90-fwd-d128-128x176", 128, 176);
+    expect_row(&h100, 128, FMSA_DTYPE_F16, FMSA_PASS_FORWARD, FMSA_FEAT_CAUSAL, "sm90-fwd-d128-128x128", 128, 128);
+    expect_row(&h100, 128, FMSA_DTYPE_F16, FMSA_PASS_FORWARD, FMSA_FEAT_PAGED, "sm90-fwd-d128-128x128", 128, 128);
+    expect_row(&h100, 256, FMSA_DTYPE_BF16, FMSA_PASS_FORWARD, 0, "sm90-fwd-d256-128x80", 128, 80);
+    expect_row(&h100, 64, FMSA_DTYPE_BF16, FMSA_PASS_FORWARD, 0, "sm90-fwd-d64-192x192", 192, 192);
+    expect_row(&h100, 64, FMSA_DTYPE_BF16, FMSA_PASS_FORWARD, FMSA_FEAT_CAUSAL, "sm90-fwd-d64-192x128", 192, 128);
+    expect_row(&h100, 128, FMSA_DTYPE_BF16, FMSA_PASS_BACKWARD, 0, "sm90-bwd-d128-64x128", 64, 128);
+    expect_row(&a100, 128, FMSA_DTYPE_BF16, FMSA_PASS_FORWARD, 0, "sm80-fwd-d128-128x64", 128, 64);
+    expect_row(&a100, 64, FMSA_DTYPE_F16, FMSA_PASS_BACKWARD, 0, "sm80-bwd-d64-128x128", 128, 128);
+    expect_row(&a100_noopt, 128, FMSA_DTYPE_F16, FMSA_PASS_FORWARD, 0, "sm80-fwd-d128-64x64", 64, 64);
+    expect_row(&mi300, 128, FMSA_DTYPE_BF16, FMSA_PASS_FORWARD, 0, "cdna-fwd-d128-256x64", 256, 64);
+    expect_row(&nv_cl, 128, FMSA_DTYPE_F16, FMSA_PASS_FORWARD, 0, "opencl-fwd-d128-64x64", 64, 64);
+    expect_row(&nv_cl, 128, FMSA_DTYPE_F32, FMSA_PASS_FORWARD, 0, "opencl-fwd-d128-32x32", 32, 32);
+    /* CPU: K tile (4*Bc*D bytes) in L1 decides between the d=256 rows */
+    expect_row(&avx, 256, FMSA_DTYPE_F32, FMSA_PASS_FORWARD, 0, "cpu-fwd-d256-32x32", 32, 32);
+    expect_row(&avx_bigl1, 256, FMSA_DTYPE_F32, FMSA_PASS_FORWARD, 0, "cpu-fwd-d256-32x64", 32, 64);
+}
+
+/* ------------------------------------------------------------------------ */
+/* The sweep                                                                */
+/* ------------------------------------------------------------------------ */
+
+typedef struct sweep_stats {
+    long plans, unsupported;
+} sweep_stats;
+
+static void check_one(const fmsa_device_info *d, const fmsa_plan_request *q, sweep_stats *st) {
+    const fmsa_arch_table *t = fmsa_plan_find_table(d);
+    fmsa_tile_plan p, p2, sentinel;
+    fmsa_status s, s2;
+    expect e;
+    char ctx[200];
+    snprintf(ctx, sizeof ctx, "dev %s/%d sram %zu optin %zu warp %d | d %lld dtype %d pass %d feat %u",
+             d->arch, (int)d->backend, d->sram_per_block, d->sram_per_block_optin, d->warp_size,
+             (long long)q->head_dim, (int)q->dtype, (int)q->pass, q->features);
+    if (!t) fail_msg("no table: %s", ctx);
+    memset(&sentinel, 0xa5, sizeof sentinel);
+    p = sentinel;
+    p2 = sentinel;
+    s = fmsa_plan_tiles(d, q, &p);
+    s2 = fmsa_plan_tiles(d, q, &p2);
+    e = model_plan(d, t, q);
+    if (s != s2 || memcmp(&p, &p2, sizeof p) != 0) fail_msg("not deterministic: %s", ctx);
+    if (!e.row) {
+        char num[40];
+        if (s != FMSA_ERR_NOT_SUPPORTED) fail_msg("status %d, want NOT_SUPPORTED: %s", (int)s, ctx);
+        if (memcmp(&p, &sentinel, sizeof p) != 0) fail_msg("plan written on failure: %s", ctx);
+        if (!strstr(fmsa_last_error(), d->arch)) fail_msg("message lacks arch: %s", fmsa_last_error());
+        snprintf(num, sizeof num, "head_dim %lld", (long long)q->head_dim);
+        if (!strstr(fmsa_last_error(), num)) fail_msg("message lacks %s: %s", num, fmsa_last_error());
+        snprintf(num, sizeof num, "%zu", limit_of(d));
+        if (!strstr(fmsa_last_error(), num)) fail_msg("message lacks limit %s: %s", num, fmsa_last_error());
+        st->unsupported++;
+        return;
+    }
+    if (s != FMSA_SUCCESS) fail_msg("status %d (%s), want a plan from %s: %s", (int)s, fmsa_last_error(), e.row->name, ctx);
+    st->plans++;
+    if (!p.table_row || strcmp(p.table_row, e.row->name) != 0)
+        fail_msg("row %s, want %s: %s", p.table_row ? p.table_row : "(null)", e.row->name, ctx);
+    if (p.block_m != e.bm || p.block_n != e.bn || p.stages != e.row->stages || p.warps != e.row->warps)
+        fail_msg("shape %dx%d st %d w %d, want %lldx%lld: %s", p.block_m, p.block_n, p.stages, p.warps,
+                 (long long)e.bm, (long long)e.bn, ctx);
+    if (p.sram_bytes != e.bytes) fail_msg("sram_bytes %zu, model %zu: %s", p.sram_bytes, e.bytes, ctx);
+    if (p.sram_bytes > limit_of(d) || p.sram_bytes == 0)
+        fail_msg("sram_bytes %zu vs limit %zu: %s", p.sram_bytes, limit_of(d), ctx);
+    check_granularity(expected_family(t), q->pass, p.block_m, p.block_n, p.stages, p.warps,
+                      t->model == FMSA_SRAM_MODEL_CPU ? cpu_width(d, t) : 1, ctx);
+    if (p.num_splits < 1) fail_msg("num_splits %d: %s", p.num_splits, ctx);
+    if (q->pass == FMSA_PASS_BACKWARD && p.num_splits != 1) fail_msg("bwd split: %s", ctx);
+    if (q->pass == FMSA_PASS_FORWARD &&
+        p.num_splits != fmsa_plan_num_splits(d, q->batch_heads, q->seqlen_q, q->seqlen_k,
+                                             p.block_m, p.block_n))
+        fail_msg("num_splits disagrees with fmsa_plan_num_splits: %s", ctx);
+}
+
+static void sweep_devices(fmsa_device_info *devs, int ndev, sweep_stats *st) {
+    static const unsigned feats[] = {
+        0, FMSA_FEAT_CAUSAL, FMSA_FEAT_SOFTCAP | FMSA_FEAT_ALIBI, FMSA_FEAT_MASK | FMSA_FEAT_VARLEN,
+        FMSA_FEAT_PAGED, FMSA_FEAT_CAUSAL | FMSA_FEAT_PAGED, 0x3f,
+    };
+    static const fmsa_dtype dts[] = {FMSA_DTYPE_F32, FMSA_DTYPE_F16, FMSA_DTYPE_BF16};
+    for (int i = 0; i < ndev; i++)
+        for (int64_t D = 8; D <= 256; D += 8)
+            for (int k = 0; k < 3; k++)
+                for (int pass = 0; pass < 2; pass++)
+                    for (size_t f = 0; f < sizeof feats / sizeof feats[0]; f++) {
+                        fmsa_plan_request q = {D, dts[k], (fmsa_pass)pass, feats[f], 1, 8192, 32};
+                        check_one(&devs[i], &q, st);
+                    }
+}
+
+static void sweep_every_arch(void **state) {
+    const size_t tiny = 16 * KIB, huge = (size_t)1 << 30;
+    fmsa_device_info devs[64];
+    int n = 0, ntab = 0;
+    const fmsa_arch_table *t = fmsa_plan_arch_tables(&ntab);
+    sweep_stats st = {0, 0};
+    (void)state;
+    for (int i = 0; i < ntab; i++) {
+        fmsa_device_info f = flagship(expected_family(&t[i]));
+        fmsa_device_info d = f;
+        snprintf(d.arch, sizeof d.arch, "%s", t[i].arch);
+        d.backend = t[i].backend;
+        if (t[i].backend == FMSA_BACKEND_CPU) d.warp_size = t[i].simd_width;
+        devs[n++] = d;                                    /* the real limits */
+        devs[n] = d; devs[n].sram_per_block = tiny; devs[n].sram_per_block_optin = 0; n++;
+        devs[n] = d; devs[n].sram_per_block = tiny; devs[n].sram_per_block_optin = huge; n++;
+        devs[n] = d; devs[n].sram_per_block = 0; devs[n].sram_per_block_optin = 0; n++;
+        devs[n] = d; devs[n].sram_per_block = 32 * KIB; devs[n].sram_per_block_optin = 0; n++;
+    }
+    /* mid-size parts: sm86/89 (99 KiB opt-in), a 32 KiB OpenCL iGPU, an
+     * RDNA-like unknown HIP arch, odd CPU SIMD widths and arches */
+    devs[n++] = mkdev(FMSA_BACKEND_CUDA, "sm86", 48 * KIB, 99 * KIB, 84, 32);
+    devs[n++] = mkdev(FMSA_BACKEND_CUDA, "sm100", 48 * KIB, 227 * KIB, 148, 32);
+    devs[n++] = mkdev(FMSA_BACKEND_CUDA, "", 48 * KIB, 0, 1, 32);
+    devs[n++] = mkdev(FMSA_BACKEND_HIP, "gfx1100", 64 * KIB, 0, 48, 32);
+    devs[n++] = mkdev(FMSA_BACKEND_OPENCL, "opencl", 32 * KIB, 0, 24, 16);
+    devs[n++] = mkdev(FMSA_BACKEND_OPENCL, "intel-gen12", 64 * KIB, 0, 96, 16);
+    devs[n++] = mkdev(FMSA_BACKEND_CPU, "riscv64", 32 * KIB, 512 * KIB, 4, 0);
+    devs[n++] = mkdev(FMSA_BACKEND_CPU, "x86-avx2", 48 * KIB, 1280 * KIB, 8, 12);
+    devs[n++] = mkdev(FMSA_BACKEND_CPU, "x86-avx512", 48 * KIB, 2048 * KIB, 64, 32);
+    devs[n++] = mkdev(FMSA_BACKEND_CPU, "aarch64", 128 * KIB, 16 * KIB, 10, 4);
+    assert_true(n <= (int)(sizeof devs / sizeof devs[0]));
+    sweep_devices(devs, n, &st);
+    print_message("planner sweep: %ld plans, %ld NOT_SUPPORTED over %d devices\n", st.plans,
+                  st.unsupported, n);
+    /* both outcomes must occur, or the sweep is not testing the boundary */
+    assert_true(st.plans > 1000);
+    assert_true(st.unsupported > 100);
+}
+
+/* The CPU planner reads caches, never the core count; the CPU is never
+ * NOT_SUPPORTED at sane SIMD widths because a cache is a soft limit. */
+static void cpu_plan_ignores_threads(void **state) {
+    (void)state;
+    for (int64_t D = 8; D <= 256; D += 8)
+        for (int pass = 0; pass < 2; pass++) {
+            fmsa_plan_request q = {D, FMSA_DTYPE_BF16, (fmsa_pass)pass, 0, 1, 100000, 4};
+            fmsa_tile_plan ref, p;
+            fmsa_device_info d = mkdev(FMSA_BACKEND_CPU, "x86-avx512", 48 * KIB, 2048 * KIB, 1, 16);
+            assert_int_equal(fmsa_plan_tiles(&d, &q, &ref), FMSA_SUCCESS);
+            for (int mp = 2; mp <= 512; mp = mp * 3 + 1) {
+                d.multiprocessors = mp;
+                d.registers_per_block = mp * 1000;
+                d.sram_per_multiprocessor = (size_t)mp * KIB;
+                assert_int_equal(fmsa_plan_tiles(&d, &q, &p), FMSA_SUCCESS);
+                assert_memory_equal(&p, &ref, sizeof p);
+            }
+            /* 16 KiB of reported cache still plans, against the 256 KiB floor */
+            d = mkdev(FMSA_BACKEND_CPU, "x86-avx512", 16 * KIB, 16 * KIB, 1, 16);
+            assert_int_equal(fmsa_plan_tiles(&d, &q, &p), FMSA_SUCCESS);
+            assert_true(p.sram_bytes <= FMSA_PLAN_CPU_MIN_L2);
+            assert_int_equal(fmsa_plan_sram_limit(&d), FMSA_PLAN_CPU_MIN_L2);
+        }
+}
+
+static void unknown_archs_fall_back(void **state) {
+    struct { fmsa_backend b; const char *arch, *table; } cases[] = {
+        {FMSA_BACKEND_CPU, "riscv64", "cpu"},   {FMSA_BACKEND_CPU, "", "cpu"},
+        {FMSA_BACKEND_CPU, "sm90", "cpu"},      {FMSA_BACKEND_CUDA, "sm75", "sm80"},
+        {FMSA_BACKEND_CUDA, "sm100", "sm80"},   {FMSA_BACKEND_CUDA, "x86-avx2", "sm80"},
+        {FMSA_BACKEND_HIP, "gfx1100", "gfx90a"}, {FMSA_BACKEND_HIP, "gfx950", "gfx90a"},
+        {FMSA_BACKEND_OPENCL, "pocl", "opencl"}, {FMSA_BACKEND_CUDA, "sm90", "sm90"},
+        {FMSA_BACKEND_HIP, "gfx942", "gfx942"}, {FMSA_BACKEND_CPU, "x86-avx2", "x86-avx2"},
+    };
+    fmsa_device_info d;
+    fmsa_plan_request q = {64, FMSA_DTYPE_F16, FMSA_PASS_FORWARD, 0, 1, 1, 1};
+    fmsa_tile_plan p;
+    (void)state;
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        const fmsa_arch_table *t;
+        d = mkdev(cases[i].b, cases[i].arch, 64 * KIB, 0, 8, 0);
+        t = fmsa_plan_find_table(&d);
+        assert_non_null(t);
+        assert_string_equal(t->arch, cases[i].table);
+        assert_int_equal(t->backend, cases[i].b);
+    }
+    /* unknown CPU arch without a SIMD width plans at granularity 1 */
+    d = mkdev(FMSA_BACKEND_CPU, "riscv64", 32 * KIB, 512 * KIB, 8, 0);
+    assert_int_equal(fmsa_plan_tiles(&d, &q, &p), FMSA_SUCCESS);
+    assert_int_equal(strncmp(p.table_row, "cpu-", 4), 0);
+    /* AUTO is no device: invalid, with a message */
+    d = mkdev(FMSA_BACKEND_AUTO, "sm90", 64 * KIB, 0, 8, 0);
+    assert_null(fmsa_plan_find_table(&d));
+    assert_int_equal(fmsa_plan_tiles(&d, &q, &p), FMSA_ERR_INVALID_ARGUMENT);
+    assert_true(strlen(fmsa_last_error()) > 0);
+}
+
+static void bad_requests_are_rejected(void **state) {
+    fmsa_device_info d = flagship("sm90");
+    fmsa_tile_plan p, sentinel;
+    const fmsa_plan_request good = {128, FMSA_DTYPE_BF16, FMSA_PASS_FORWARD, 0, 1, 1, 1};
+    fmsa_plan_request q;
+    int64_t bad_d[] = {0, -8, 4, 12, 260, 264, 1 << 20};
+    (void)state;
+    memset(&sentinel, 0x5a, sizeof sentinel);
+    assert_int_equal(fmsa_plan_tiles(&d, &good, &p), FMSA_SUCCESS);
+    assert_int_equal(fmsa_plan_tiles(NULL, &good, &p), FMSA_ERR_INVALID_ARGUMENT);
+    assert_int_equal(fmsa_plan_tiles(&d, NULL, &p), FMSA_ERR_INVALID_ARGUMENT);
+    assert_int_equal(fmsa_plan_tiles(&d, &good, NULL), FMSA_ERR_INVALID_ARGUMENT);
+    for (size_t i = 0; i < sizeof bad_d / sizeof bad_d[0]; i++) {
+        q = good;
+        q.head_dim = bad_d[i];
+        p = sentinel;
+        assert_int_equal(fmsa_plan_tiles(&d, &q, &p), FMSA_ERR_INVALID_ARGUMENT);
+        assert_non_null(strstr(fmsa_last_error(), "head_dim"));
+        assert_memory_equal(&p, &sentinel, sizeof p);
+    }
+    q = good;
+    q.dtype = FMSA_DTYPE_I32;
+    assert_int_equal(fmsa_plan_tiles(&d, &q, &p), FMSA_ERR_INVALID_ARGUMENT);
+    q.dtype = FMSA_DTYPE_INVALID;
+    assert_int_equal(fmsa_plan_tiles(&d, &q, &p), FMSA_ERR_INVALID_ARGUMENT);
+    q = good;
+    q.pass = (fmsa_pass)7;
+    assert_int_equal(fmsa_plan_tiles(&d, &q, &p), FMSA_ERR_INVALID_ARGUMENT);
+    d = mkdev(FMSA_BACKEND_CPU, "x86", 32 * KIB, 256 * KIB, 4, 1 << 20);
+    assert_int_equal(fmsa_plan_tiles(&d, &good, &p), FMSA_ERR_INVALID_ARGUMENT);
+}
+
+/* More SRAM never loses a plan (rows are tried in a fixed order). */
+static void more_sram_never_hurts(void **state) {
+    int ntab = 0;
+    const fmsa_arch_table *t = fmsa_plan_arch_tables(&ntab);
+    (void)state;
+    for (int i = 0; i < ntab; i++)
+        for (size_t lim = 8 * KIB; lim <= 512 * KIB; lim += 8 * KIB)
+            for (int64_t D = 8; D <= 256; D += 24)
+                for (int pass = 0; pass < 2; pass++) {
+                    fmsa_device_info a = mkdev(t[i].backend, t[i].arch, lim, 0, 8, t[i].simd_width);
+                    fmsa_device_info b = mkdev(t[i].backend, t[i].arch, lim + 8 * KIB, 0, 8, t[i].simd_width);
+                    fmsa_plan_request q = {D, FMSA_DTYPE_F32, (fmsa_pass)pass, 0, 1, 1, 1};
+                    fmsa_tile_plan p;
+                    if (fmsa_plan_tiles(&a, &q, &p) == FMSA_SUCCESS &&
+                        fmsa_plan_tiles(&b, &q, &p) != FMSA_SUCCESS)
+                        fail_msg("%s d=%lld: fits %zu but not %zu", t[i].arch, (long long)D, lim,
+                                 lim + 8 * KIB);
+                }
+}
+
+/* ------------------------------------------------------------------------ */
+/* Split-KV                                                                 */
+/* ------------------------------------------------------------------------ */
+
+static int64_t cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+static void num_splits_invariants(void **state) {
+    static const int64_t bhs[] = {1, 2, 3, 8, 16, 32, 40, 64, 128, 1024, 1 << 20};
+    static const int64_t sqs[] = {1, 2, 8, 64, 127, 128, 1000, 4096};
+    static const int64_t sks[] = {0, 1, 63, 64, 65, 1000, 4096, 32768, 1 << 20, (int64_t)1 << 31};
+    static const int blocks[][2] = {{64, 64}, {128, 176}, {16, 16}, {256, 64}, {128, 80}};
+    fmsa_device_info devs[] = {
+        mkdev(FMSA_BACKEND_CPU, "x86-avx512", 48 * KIB, 2048 * KIB, 16, 16),
+        mkdev(FMSA_BACKEND_CUDA, "sm80", 48 * KIB, 163 * KIB, 108, 32),
+        mkdev(FMSA_BACKEND_CUDA, "sm90", 48 * KIB, 227 * KIB, 132, 32),
+        mkdev(FMSA_BACKEND_HIP, "gfx942", 64 * KIB, 0, 304, 64),
+        mkdev(FMSA_BACKEND_OPENCL, "opencl", 48 * KIB, 0, 1, 32),
+        mkdev(FMSA_BACKEND_OPENCL, "opencl", 48 * KIB, 0, 0, 32),
+    };
+    long decode_split = 0;
+    (void)state;
+    for (size_t di = 0; di < sizeof devs / sizeof devs[0]; di++)
+        for (size_t a = 0; a < sizeof bhs / sizeof bhs[0]; a++)
+            for (size_t b = 0; b < sizeof sqs / sizeof sqs[0]; b++)
+                for (size_t c = 0; c < sizeof sks / sizeof sks[0]; c++)
+                    for (size_t k = 0; k < sizeof blocks / sizeof blocks[0]; k++) {
+                        const fmsa_device_info *d = &devs[di];
+                        int bm = blocks[k][0], bn = blocks[k][1];
+                        int64_t kt = cdiv(sks[c], bn), work = bhs[a] * cdiv(sqs[b], bm);
+                        int s = fmsa_plan_num_splits(d, bhs[a], sqs[b], sks[c], bm, bn);
+                        if (s < 1 || s > FMSA_PLAN_MAX_SPLITS || (kt >= 1 && s > kt) ||
+                            (kt == 0 && s != 1))
+                            fail_msg("%s bh %lld sq %lld sk %lld %dx%d: %d splits of %lld tiles",
+                                     d->arch, (long long)bhs[a], (long long)sqs[b],
+                                     (long long)sks[c], bm, bn, s, (long long)kt);
+                        /* no split is left empty */
+                        if (s > 1 && (s - 1) * cdiv(kt, s) >= kt)
+                            fail_msg("empty split: %d of %lld tiles", s, (long long)kt);
+                        /* prefill (the machine is already full) is never split */
+                        if (d->backend == FMSA_BACKEND_CPU ? work >= 64
+                                                           : work >= d->multiprocessors)
+                            assert_int_equal(s, 1);
+                        if (d->backend == FMSA_BACKEND_CPU) {
+                            fmsa_device_info e = *d;
+                            for (int mp = 1; mp <= 1024; mp *= 2) {
+                                e.multiprocessors = mp;
+                                e.warp_size = mp % 3 ? 16 : 8;
+                                e.sram_per_block_optin = (size_t)mp * 64 * KIB;
+                                if (fmsa_plan_num_splits(&e, bhs[a], sqs[b], sks[c], bm, bn) != s)
+                                    fail_msg("CPU splits depend on the device at mp %d", mp);
+                            }
+                        } else if (s > 1) {
+                            /* the GPU choice is within 85% of the best wave efficiency */
+                            int64_t sms = d->multiprocessors;
+                            double best = 0, mine = (double)(work * s) / (double)(sms * cdiv(work * s, sms));
+                            for (int64_t x = 1; x <= FMSA_PLAN_MAX_SPLITS && x <= kt && x <= sms; x++) {
+                                double ef = (double)(work * x) / (double)(sms * cdiv(work * x, sms));
+                                if (x > 1 && cdiv(kt, x) == cdiv(kt, x - 1)) continue;
+                                if (ef > best) best = ef;
+                            }
+                            if (mine < 0.85 * best - 1e-12)
+                                fail_msg("%s: %d splits at efficiency %.3f, best %.3f", d->arch, s, mine, best);
+                        }
+                        if (sqs[b] == 1 && sks[c] >= 32768 && bhs[a] <= 8 && s > 1) decode_split++;
+                    }
+    /* long decodes with few heads do get split on every backend with cores */
+    assert_true(decode_split > 50);
+    assert_true(fmsa_plan_num_splits(&devs[0], 1, 1, 65536, 64, 64) > 1);
+    assert_true(fmsa_plan_num_splits(&devs[2], 8, 1, 32768, 128, 176) > 1);
+    assert_true(fmsa_plan_num_splits(&devs[3], 4, 1, 8192, 256, 64) > 1);
+    /* degenerate arguments */
+    assert_int_equal(fmsa_plan_num_splits(NULL, 1, 1, 65536, 64, 64), 1);
+    assert_int_equal(fmsa_plan_num_splits(&devs[2], 0, 1, 65536, 64, 64), 1);
+    assert_int_equal(fmsa_plan_num_splits(&devs[2], 1, 0, 65536, 64, 64), 1);
+    assert_int_equal(fmsa_plan_num_splits(&devs[2], 1, 1, 65536, 0, 64), 1);
+    assert_int_equal(fmsa_plan_num_splits(&devs[2], 1, 1, 65536, 64, 0), 1);
+    assert_int_equal(fmsa_plan_num_splits(&devs[2], INT64_MAX, 1 << 20, 65536, 1, 64), 1);
+    /* the plan carries the same decision, and 1 for the backward */
+    {
+        fmsa_plan_request q = {128, FMSA_DTYPE_BF16, FMSA_PASS_FORWARD, 0, 1, 65536, 2};
+        fmsa_tile_plan p;
+        assert_int_equal(fmsa_plan_tiles(&devs[2], &q, &p), FMSA_SUCCESS);
+        assert_true(p.num_splits > 1);
+        q.pass = FMSA_PASS_BACKWARD;
+        assert_int_equal(fmsa_plan_tiles(&devs[2], &q, &p), FMSA_SUCCESS);
+        assert_int_equal(p.num_splits, 1);
+        q.pass = FMSA_PASS_FORWARD;
+        q.seqlen_q = 8192;
+        q.batch_heads = 64;
+        assert_int_equal(fmsa_plan_tiles(&devs[2], &q, &p), FMSA_SUCCESS);
+        assert_int_equal(p.num_splits, 1);
+    }
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(tables_are_well_formed),
+        cmocka_unit_test(every_row_fits_its_flagship),
+        cmocka_unit_test(flagship_shapes),
+        cmocka_unit_test(sweep_every_arch),
+        cmocka_unit_test(cpu_plan_ignores_threads),
+        cmocka_unit_test(unknown_archs_fall_back),
+        cmocka_unit_test(bad_requests_are_rejected),
+        cmocka_unit_test(more_sram_never_hurts),
+        cmocka_unit_test(num_splits_invariants),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
