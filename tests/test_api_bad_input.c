@@ -8,6 +8,8 @@
  * control case checks that the unbroken call succeeds and does write, so the
  * "nothing written" checks are not vacuous.
  */
+#define _POSIX_C_SOURCE 200809L /* setenv */
+#include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -169,11 +171,11 @@ static void expect_rejected(which w, call c, int null_q, int null_desc, fmsa_sta
     assert_true(unchanged());
 }
 
-#define CASE(name, body)                                                        \
+#define CASE(name, ...)                                                         \
     static void name(void **state) {                                            \
         call c = valid_call();                                                  \
         (void)state;                                                            \
-        body;                                                                   \
+        __VA_ARGS__;                                                            \
     }
 
 /* The control: the same calls unbroken succeed and write their outputs. */
