@@ -3,7 +3,7 @@
 set(FLASHMSA_OPENMP AUTO CACHE STRING "OpenMP for the CPU backend: AUTO|ON|OFF")
 set(FLASHMSA_CUDA OFF CACHE STRING "CUDA backend: AUTO|ON|OFF (not implemented yet)")
 set(FLASHMSA_HIP OFF CACHE STRING "HIP backend: AUTO|ON|OFF (not implemented yet)")
-set(FLASHMSA_OPENCL OFF CACHE STRING "OpenCL backend: AUTO|ON|OFF (not implemented yet)")
+set(FLASHMSA_OPENCL AUTO CACHE STRING "OpenCL backend: AUTO|ON|OFF (needs only CL/cl.h to build)")
 set_property(CACHE FLASHMSA_OPENMP FLASHMSA_CUDA FLASHMSA_HIP FLASHMSA_OPENCL
              PROPERTY STRINGS AUTO ON OFF)
 option(FLASHMSA_SANITIZE "Build everything with AddressSanitizer + UBSan" OFF)
@@ -27,7 +27,7 @@ if(NOT FLASHMSA_OPENMP STREQUAL "OFF")
   endif()
 endif()
 
-foreach(b CUDA HIP OPENCL)
+foreach(b CUDA HIP)
   if(FLASHMSA_${b} STREQUAL "ON")
     message(FATAL_ERROR "FLASHMSA_${b}=ON: the ${b} backend is not implemented in this version")
   endif()
