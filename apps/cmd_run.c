@@ -49,6 +49,8 @@ static void cli_run_help(void) {
         "  --no-backward     forward only\n"
         "  --seed N          input seed (default 1)\n"
         "timing and check:\n"
+        "  --warmup N        untimed runs of each pass first (default 1: the first call\n"
+        "                    may compile kernels, e.g. OpenCL)\n"
         "  --repeat N        time N runs of each pass and report the median (default 1)\n"
         "  --check-rows N    check N sampled rows instead of every element (dK/dV are\n"
         "                    then not checked); default: every element up to %.0e forward\n"
@@ -61,6 +63,7 @@ typedef struct cli_run_opts {
     cli_device_opts dev;
     cli_shape shape;
     uint64_t seed;
+    int warmup;
     int repeat;
     int check_rows; /* 0 = automatic */
     int full_check;
@@ -82,6 +85,7 @@ static int cli_run_parse(int argc, char **argv, cli_run_opts *o) {
     s->window_left = s->window_right = -1;
     s->backward = 1;
     o->seed = 1;
+    o->warmup = 1;
     o->repeat = 1;
     sq = sk = 1024;
 
@@ -128,6 +132,9 @@ static int cli_run_parse(int argc, char **argv, cli_run_opts *o) {
         } else if (cli_value(&a, "--seed")) {
             if (a.error || cli_parse_i64("--seed", a.value, 0, INT64_MAX, &v)) return -1;
             o->seed = (uint64_t)v;
+        } else if (cli_value(&a, "--warmup")) {
+            if (a.error || cli_parse_i64("--warmup", a.value, 0, 1000, &v)) return -1;
+            o->warmup = (int)v;
         } else if (cli_value(&a, "--repeat")) {
             if (a.error || cli_parse_i64("--repeat", a.value, 1, 1000, &v)) return -1;
             o->repeat = (int)v;
@@ -151,11 +158,18 @@ static int cli_cmp_double(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
-/* Poisons, runs `repeat` times and returns the median seconds (< 0 on error). */
-static double cli_run_timed(cli_workload *w, fmsa_pass pass, int repeat) {
+/* Runs `warmup` untimed times, then poisons and runs `repeat` timed times;
+ * returns the median seconds (< 0 on error). */
+static double cli_run_timed(cli_workload *w, fmsa_pass pass, int warmup, int repeat) {
     double *t = malloc(sizeof(double) * (size_t)repeat), med;
     int r;
     if (t == NULL) return -1.0;
+    for (r = 0; r < warmup; r++) {
+        if (cli_workload_run(w, pass) != FMSA_SUCCESS) {
+            free(t);
+            return -1.0;
+        }
+    }
     for (r = 0; r < repeat; r++) {
         double t0;
         /* poison outside the timed region: an unwritten element stays NaN */
@@ -205,15 +219,16 @@ int cmd_run(int argc, char **argv) {
         return CLI_EXIT_ERROR;
     }
     rc = CLI_EXIT_ERROR;
-    t_fwd = cli_run_timed(&w, FMSA_PASS_FORWARD, o.repeat);
+    t_fwd = cli_run_timed(&w, FMSA_PASS_FORWARD, o.warmup, o.repeat);
     if (t_fwd < 0 || cli_workload_fetch(&w, FMSA_PASS_FORWARD)) goto out;
     cli_run_print_time("forward", t_fwd, cli_shape_flops(&o.shape, FMSA_PASS_FORWARD));
     if (o.shape.backward) {
-        t_bwd = cli_run_timed(&w, FMSA_PASS_BACKWARD, o.repeat);
+        t_bwd = cli_run_timed(&w, FMSA_PASS_BACKWARD, o.warmup, o.repeat);
         if (t_bwd < 0 || cli_workload_fetch(&w, FMSA_PASS_BACKWARD)) goto out;
         cli_run_print_time("backward", t_bwd, cli_shape_flops(&o.shape, FMSA_PASS_BACKWARD));
     }
-    if (o.repeat > 1) printf("          (median of %d runs)\n", o.repeat);
+    printf("          (%s%d timed run%s after %d warm-up run%s)\n", o.repeat > 1 ? "median of " : "",
+           o.repeat, o.repeat > 1 ? "s" : "", o.warmup, o.warmup == 1 ? "" : "s");
     fflush(stdout);
 
     if (cli_workload_host_problem(&w, FMSA_PASS_FORWARD, &pf)) goto out;

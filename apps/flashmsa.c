@@ -45,10 +45,12 @@ void cli_set_threads(int threads) {
 }
 
 /* The library never prints; the program shows what it logs (threshold from
- * FLASHMSA_LOG, default warn) on stderr. */
+ * FLASHMSA_LOG, default warn) on stderr.  ERROR lines are the failures of
+ * calls, which cli_report() already prints with the call's name. */
 static void cli_log(fmsa_log_level level, const char *message, void *user) {
     static const char *const names[] = {"error", "warn", "info", "debug"};
     (void)user;
+    if (level == FMSA_LOG_ERROR) return;
     fprintf(stderr, "flashmsa [%s] %s\n",
             (int)level >= 0 && (int)level < 4 ? names[level] : "log", message);
 }
