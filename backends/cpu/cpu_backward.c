@@ -8,6 +8,13 @@
  *               dV += Pᵀ·dO and dK += dSᵀ·Q, dS = P * (dP - D) * softcap';
  *   main (b)    parallel over (sequence, query head, query tile): dQ = dS·K.
  *
+ * Per chunk of (sequence, kv head) slots, K, Kᵀ, Vᵀ and every group head's
+ * Q, dO, lse2, D are packed once into fp32 panels (cpu_pack.h) that both
+ * stages read; the five products run through the ISA's micro-kernels
+ * (S = Q·Kᵀ, dP = dO·Vᵀ, dV += Pᵀ·dO, dK += dSᵀ·Q, dQ += dS·K), items
+ * heaviest first.  The price of no atomics is recomputing S and dP in stage
+ * (b): 14 tile products per (query tile, key tile) against FA2's 10.
+ *
  * Each output row is owned by exactly one work item of one stage and summed
  * in a fixed order, so there are no atomics and the result is bit-identical
  * for any thread count: the CPU backward is always deterministic, whatever
@@ -18,6 +25,7 @@
 #include <stdint.h>
 
 #include "backends/cpu/cpu_internal.h"
+#include "backends/cpu/cpu_pack.h"
 #include "backends/cpu/cpu_tile.h"
 #include "common/error.h"
 #include "common/fmsa_score.h"
@@ -25,14 +33,9 @@
 
 /// One thread's tiles for either main stage (unused ones stay NULL).
 typedef struct cpu_bwd_tiles {
-    float *q, *dout;  ///< [block_m][D] query rows and dO rows (unscaled)
-    float *dq;        ///< [block_m][D] dQ accumulator (stage b)
-    float *kt, *vt;   ///< [D][block_n] keys and values, transposed
-    float *k;         ///< [block_n][D] key rows (stage b)
-    float *dk, *dv;   ///< [block_n][D] dK, dV accumulators (stage a)
-    float *s, *dp, *g;///< [block_m][block_n] scores -> P, dP -> dS, softcap derivative
-    float *lse2;      ///< [block_m] lse * log2(e)
-    float *delta;     ///< [block_m] D_i
+    float *dq;         ///< [block_m][D] dQ accumulator (stage b)
+    float *dk, *dv;    ///< [block_n][D] dK, dV accumulators (stage a)
+    float *s, *dp, *g; ///< [block_m][block_n] scores -> P, dP -> dS, softcap derivative
 } cpu_bwd_tiles;
 
 /// Carves one thread's tiles; stage_a selects the dK/dV stage's set.
@@ -41,26 +44,46 @@ static cpu_bwd_tiles cpu_bwd_carve(char *base, const fmsa_cpu_plan *pl, int64_t 
     const size_t row_tile = fmsa_cpu_round64((size_t)pl->block_m * (size_t)D * sizeof(float));
     const size_t key_tile = fmsa_cpu_round64((size_t)pl->block_n * (size_t)D * sizeof(float));
     const size_t score = fmsa_cpu_round64((size_t)pl->block_m * pl->block_n * sizeof(float));
-    const size_t vec = fmsa_cpu_round64((size_t)pl->block_m * sizeof(float));
 #define CPU_TAKE(field, bytes) (t.field = (float *)base, base += (bytes))
-    CPU_TAKE(q, row_tile);
-    CPU_TAKE(dout, row_tile);
-    CPU_TAKE(kt, key_tile);
-    CPU_TAKE(vt, key_tile);
     if (stage_a) {
         CPU_TAKE(dk, key_tile);
         CPU_TAKE(dv, key_tile);
     } else {
-        CPU_TAKE(dq, row_tile);
-        CPU_TAKE(k, key_tile);
+        CPU_TAKE(dq, 2 * key_tile > row_tile ? 2 * key_tile : row_tile);
     }
+    (void)row_tile;
     CPU_TAKE(s, score);
     CPU_TAKE(dp, score);
     CPU_TAKE(g, score);
-    CPU_TAKE(lse2, vec);
-    CPU_TAKE(delta, vec);
 #undef CPU_TAKE
     return t;
+}
+
+/// One slot's packed panels (layout in cpu_plan.c).
+typedef struct cpu_bwd_panels {
+    float *kt, *vt;  ///< [tiles_k][D][block_n] transposed key / value tiles
+    float *k;        ///< [tiles_k * block_n][D] key rows
+    float *q, *dout; ///< per query head of the group: [tiles_q * block_m][D]
+    float *lse2;     ///< per query head: lse * log2(e)
+    float *delta;    ///< per query head: D_i
+    int64_t head_rows; ///< tiles_q * block_m: stride between query heads' panels
+} cpu_bwd_panels;
+
+static cpu_bwd_panels cpu_bwd_slot(const fmsa_problem *p, const fmsa_cpu_plan *pl, float *panels,
+                                   int64_t slot_in_chunk) {
+    const int64_t D = p->head_dim, keys = pl->tiles_k * pl->block_n;
+    const int64_t group = p->heads_q / p->heads_kv;
+    cpu_bwd_panels x;
+    float *base = panels + slot_in_chunk * pl->slot_floats;
+    x.head_rows = pl->tiles_q * pl->block_m;
+    x.kt = base;
+    x.vt = x.kt + keys * D;
+    x.k = x.vt + keys * D;
+    x.q = x.k + keys * D;
+    x.dout = x.q + group * x.head_rows * D;
+    x.lse2 = x.dout + group * x.head_rows * D;
+    x.delta = x.lse2 + group * x.head_rows;
+    return x;
 }
 
 /// Index of row i of (seq, h) in the D workspace (laid out like lse).
@@ -68,8 +91,12 @@ static int64_t cpu_delta_index(const fmsa_problem *p, const fmsa_seq *seq, int64
     return (seq->q_batch * p->heads_q + h) * p->total_q + seq->q_row0 + i;
 }
 
-/// Preprocess: delta = rowsum(dO * O) for every query row of every head.
-static void cpu_bwd_preprocess(const fmsa_problem *p, float *delta) {
+/// Preprocess: delta = rowsum(dO * O) for every query row of every head.  The
+/// dot product runs through the same kernel (and so the same rounding) as
+/// dP = dO·Vᵀ: where P is one-hot, O == V exactly and dS = P * (dP - delta)
+/// must come out exactly 0, as in the fp64 reference.
+static void cpu_bwd_preprocess(const fmsa_problem *p, const fmsa_cpu_kernels *kern,
+                               float *delta) {
     const int64_t D = p->head_dim, q_batches = p->is_varlen ? 1 : p->batch;
     const int64_t rows = q_batches * p->heads_q * p->total_q;
     const char *ob = fmsa_view4_host(&p->o), *dob = fmsa_view4_host(&p->dout);
@@ -77,68 +104,70 @@ FMSA_CPU_OMP(omp parallel for schedule(static))
     for (int64_t it = 0; it < rows; ++it) {
         const int64_t r = it % p->total_q, bh = it / p->total_q;
         const int64_t b = bh / p->heads_q, h = bh % p->heads_q;
-        float o_row[FMSA_CPU_MAX_HEAD_DIM], do_row[FMSA_CPU_MAX_HEAD_DIM], sum = 0.0f;
+        float o_row[FMSA_CPU_MAX_HEAD_DIM], do_row[FMSA_CPU_MAX_HEAD_DIM];
         fmsa_cpu_row_load(ob, p->dtype, b * p->o.sb + r * p->o.ss + h * p->o.sh, D, 1.0f, o_row);
         fmsa_cpu_row_load(dob, p->dtype, b * p->dout.sb + r * p->dout.ss + h * p->dout.sh, D, 1.0f,
                           do_row);
-        for (int64_t d = 0; d < D; ++d) sum += o_row[d] * do_row[d];
-        delta[it] = sum;
+        kern->gemm(1, 1, (int)D, do_row, D, 1, o_row, 1, &delta[it], 1, 0);
     }
 }
 
-/// Loads Q, dO, lse2 and D of query rows [i0, i0+rows) of head h.
-static void cpu_bwd_load_rows(const fmsa_problem *p, const fmsa_seq *seq, int64_t h, int64_t i0,
-                              int rows, const float *delta, cpu_bwd_tiles *t) {
-    const int64_t D = p->head_dim;
-    const float *lse = (const float *)fmsa_viewn_host(&p->lse);
-    for (int r = 0; r < rows; ++r) {
-        const int64_t i = i0 + r;
-        fmsa_cpu_row_load(fmsa_view4_host(&p->q), p->dtype, fmsa_problem_q_offset(&p->q, seq, i, h),
-                          D, 1.0f, t->q + (int64_t)r * D);
-        fmsa_cpu_row_load(fmsa_view4_host(&p->dout), p->dtype,
-                          fmsa_problem_q_offset(&p->dout, seq, i, h), D, 1.0f,
-                          t->dout + (int64_t)r * D);
-        t->lse2[r] = lse[fmsa_problem_lse_offset(p, seq, i, h)] * FMSA_LOG2E;
-        t->delta[r] = delta[cpu_delta_index(p, seq, h, i)];
-    }
-}
-
-/// Loads keys [j0, j0+cols) of kv head hk: transposed K and V, plus K rows if wanted.
-static void cpu_bwd_load_keys(const fmsa_problem *p, const fmsa_seq *seq, int64_t b, int64_t hk,
-                              int64_t j0, int cols, int ld, cpu_bwd_tiles *t) {
-    const int64_t D = p->head_dim;
-    const char *kb = fmsa_view4_host(&p->k), *vb = fmsa_view4_host(&p->v);
-    for (int c = 0; c < cols; ++c) {
-        const int64_t koff = fmsa_problem_k_offset(p, &p->k, seq, b, j0 + c, hk);
-        fmsa_cpu_row_load_t(kb, p->dtype, koff, D, ld, c, t->kt);
-        fmsa_cpu_row_load_t(vb, p->dtype, fmsa_problem_k_offset(p, &p->v, seq, b, j0 + c, hk), D,
-                            ld, c, t->vt);
-        if (t->k) fmsa_cpu_row_load(kb, p->dtype, koff, D, 1.0f, t->k + (int64_t)c * D);
-    }
-}
-
-/// S -> P (in t->s) and dP -> dS (in t->dp) for the loaded rows and keys.
-static void cpu_bwd_ds(const fmsa_cpu_score *sc, int64_t i0, int rows, int64_t j0, int cols,
-                       int ld, cpu_bwd_tiles *t) {
-    fmsa_cpu_score_tile(sc, t->q, rows, i0, t->kt, cols, j0, ld, t->s, t->g);
-    fmsa_cpu_mm_abt(t->dout, rows, sc->head_dim, t->vt, cols, ld, t->dp);
-    for (int r = 0; r < rows; ++r) {
-        float *restrict sr = t->s + (int64_t)r * ld, *restrict dpr = t->dp + (int64_t)r * ld;
-        const float *restrict gr = t->g + (int64_t)r * ld;
-        const float lse2 = t->lse2[r], delta = t->delta[r];
-        for (int c = 0; c < cols; ++c) {
-            const float pr = fmsa_softmax_p_from_lse(sr[c], lse2);
-            sr[c] = pr;
-            /* P = 0 (masked key or masked row) must give dS = 0 even if dP is not finite */
-            dpr[c] = pr == 0.0f ? 0.0f : pr * (dpr[c] - delta) * gr[c];
+/// Pack job `job` of a slot: key tiles first (K, Kᵀ, Vᵀ), then query tiles of
+/// every head of the group (Q, dO, lse2, delta).
+static void cpu_bwd_pack(const fmsa_problem *p, const fmsa_cpu_plan *pl, int64_t slot,
+                         const cpu_bwd_panels *x, int64_t job, const float *delta) {
+    const int64_t D = p->head_dim, b = slot / p->heads_kv, hk = slot % p->heads_kv;
+    const fmsa_seq seq = fmsa_problem_seq(p, b);
+    if (job < pl->tiles_k) {
+        const int64_t j0 = job * pl->block_n, tile = job * D * pl->block_n;
+        const int cols = (int)(seq.sk - j0 < pl->block_n ? seq.sk - j0 : pl->block_n);
+        if (cols <= 0) return;
+        fmsa_cpu_pack_keys_t(p, &p->k, &seq, b, hk, j0, cols, pl->block_n, x->kt + tile);
+        fmsa_cpu_pack_keys_t(p, &p->v, &seq, b, hk, j0, cols, pl->block_n, x->vt + tile);
+        fmsa_cpu_pack_rows(p, &p->k, &seq, b, hk, 1, j0, cols, 1.0f, x->k + j0 * D);
+    } else {
+        const int64_t g = (job - pl->tiles_k) / pl->tiles_q, qt = (job - pl->tiles_k) % pl->tiles_q;
+        const int64_t h = hk * (p->heads_q / p->heads_kv) + g, i0 = qt * pl->block_m;
+        const int64_t r0 = g * x->head_rows + i0;
+        const int rows = (int)(seq.sq - i0 < pl->block_m ? seq.sq - i0 : pl->block_m);
+        const float *lse = (const float *)fmsa_viewn_host(&p->lse);
+        if (rows <= 0) return;
+        fmsa_cpu_pack_rows(p, &p->q, &seq, b, h, 0, i0, rows, 1.0f, x->q + r0 * D);
+        fmsa_cpu_pack_rows(p, &p->dout, &seq, b, h, 0, i0, rows, 1.0f, x->dout + r0 * D);
+        for (int r = 0; r < rows; ++r) {
+            x->lse2[r0 + r] = lse[fmsa_problem_lse_offset(p, &seq, i0 + r, h)] * FMSA_LOG2E;
+            x->delta[r0 + r] = delta[cpu_delta_index(p, &seq, h, i0 + r)];
         }
     }
 }
 
-/// Stage (a): dK, dV of key tile kt of (sequence b, kv head hk).
-static void cpu_bwd_dkdv_item(const fmsa_problem *p, const fmsa_cpu_plan *pl, int64_t b,
-                              int64_t hk, int64_t ktile, const float *delta, cpu_bwd_tiles *t) {
+/// S -> P (in t->s) and dP -> dS (in t->dp) for query rows r0.. of head g
+/// (panel row index) against key tile j0.
+static void cpu_bwd_ds(const fmsa_cpu_plan *pl, const fmsa_cpu_score *sc,
+                       const cpu_bwd_panels *x, int64_t r0, int64_t i0, int rows, int64_t j0,
+                       int cols, cpu_bwd_tiles *t) {
+    const fmsa_cpu_kernels *kern = pl->kern;
+    const int64_t D = sc->head_dim, tile = (j0 / pl->block_n) * D * pl->block_n;
+    const int ld = pl->block_n;
+    float *g = sc->softcap > 0.0f ? t->g : NULL;
+    fmsa_cpu_score_tile(kern, sc, x->q + r0 * D, rows, i0, x->kt + tile, cols, j0, ld, t->s, g);
+    kern->gemm(rows, cols, (int)D, x->dout + r0 * D, D, 1, x->vt + tile, ld, t->dp, ld, 0);
+    for (int r = 0; r < rows; ++r) {
+        float *sr = t->s + (int64_t)r * ld, *dpr = t->dp + (int64_t)r * ld;
+        const float lse2 = x->lse2[r0 + r];
+        if (lse2 == FMSA_NEG_INF) { /* fully masked row: P = 0, dS = 0 */
+            for (int c = 0; c < cols; ++c) sr[c] = dpr[c] = 0.0f;
+            continue;
+        }
+        kern->row_bwd_ds(sr, dpr, g ? g + (int64_t)r * ld : NULL, cols, lse2, x->delta[r0 + r]);
+    }
+}
+
+/// Stage (a): dK, dV of key tile ktile of the slot.
+static void cpu_bwd_dkdv_item(const fmsa_problem *p, const fmsa_cpu_plan *pl, int64_t slot,
+                              const cpu_bwd_panels *x, int64_t ktile, cpu_bwd_tiles *t) {
     const int64_t D = p->head_dim, group = p->heads_q / p->heads_kv;
+    const int64_t b = slot / p->heads_kv, hk = slot % p->heads_kv;
     const fmsa_seq seq = fmsa_problem_seq(p, b);
     const int64_t j0 = ktile * pl->block_n;
     const int ld = pl->block_n;
@@ -147,22 +176,23 @@ static void cpu_bwd_dkdv_item(const fmsa_problem *p, const fmsa_cpu_plan *pl, in
     if (j0 >= seq.sk) return;
     cols = (int)(seq.sk - j0 < pl->block_n ? seq.sk - j0 : pl->block_n);
 
-    cpu_bwd_load_keys(p, &seq, b, hk, j0, cols, ld, t);
     fmsa_cpu_zero(t->dk, (int64_t)cols * D);
     fmsa_cpu_zero(t->dv, (int64_t)cols * D);
-    for (int64_t h = hk * group; h < (hk + 1) * group; ++h) {
+    for (int64_t g = 0; g < group; ++g) {
+        const int64_t h = hk * group + g;
         fmsa_cpu_score sc;
         fmsa_cpu_score_init(&sc, p, &seq, b, h, dot_scale);
         for (int64_t i0 = 0; i0 < seq.sq; i0 += pl->block_m) {
             const int rows = (int)(seq.sq - i0 < pl->block_m ? seq.sq - i0 : pl->block_m);
             const int64_t kb = fmsa_window_key_begin(i0, seq.sq, seq.sk, p->window_left);
             const int64_t ke = fmsa_window_key_end(i0 + rows, seq.sq, seq.sk, p->window_right);
+            const int64_t r0 = g * x->head_rows + i0;
             if (ke <= j0 || kb >= j0 + cols) continue;
             if (!fmsa_cpu_tile_visible(&sc, i0, rows, j0, cols)) continue;
-            cpu_bwd_load_rows(p, &seq, h, i0, rows, delta, t);
-            cpu_bwd_ds(&sc, i0, rows, j0, cols, ld, t);
-            fmsa_cpu_mm_wta_acc(t->s, rows, cols, ld, t->dout, D, t->dv);
-            fmsa_cpu_mm_wta_acc(t->dp, rows, cols, ld, t->q, D, t->dk);
+            cpu_bwd_ds(pl, &sc, x, r0, i0, rows, j0, cols, t);
+            /* dV += Pᵀ·dO, dK += dSᵀ·Q: the transposed A is the same tile with swapped strides */
+            pl->kern->gemm(cols, (int)D, rows, t->s, 1, ld, x->dout + r0 * D, D, t->dv, D, 1);
+            pl->kern->gemm(cols, (int)D, rows, t->dp, 1, ld, x->q + r0 * D, D, t->dk, D, 1);
         }
     }
     for (int c = 0; c < cols; ++c) {
@@ -175,12 +205,13 @@ static void cpu_bwd_dkdv_item(const fmsa_problem *p, const fmsa_cpu_plan *pl, in
     }
 }
 
-/// Stage (b): dQ of query tile qt of (sequence b, query head h).
-static void cpu_bwd_dq_item(const fmsa_problem *p, const fmsa_cpu_plan *pl, int64_t b, int64_t h,
-                            int64_t qt, const float *delta, cpu_bwd_tiles *t) {
-    const int64_t D = p->head_dim, hk = fmsa_problem_kv_head(p, h);
+/// Stage (b): dQ of query tile qt of query head `sub` of the slot's group.
+static void cpu_bwd_dq_item(const fmsa_problem *p, const fmsa_cpu_plan *pl, int64_t slot,
+                            const cpu_bwd_panels *x, int64_t sub, int64_t qt, cpu_bwd_tiles *t) {
+    const int64_t D = p->head_dim, b = slot / p->heads_kv;
+    const int64_t h = (slot % p->heads_kv) * (p->heads_q / p->heads_kv) + sub;
     const fmsa_seq seq = fmsa_problem_seq(p, b);
-    const int64_t i0 = qt * pl->block_m;
+    const int64_t i0 = qt * pl->block_m, r0 = sub * x->head_rows + i0;
     const int ld = pl->block_n;
     const float dot_scale = p->softcap > 0.0f ? p->softmax_scale : p->softmax_scale * FMSA_LOG2E;
     fmsa_cpu_score sc;
@@ -192,14 +223,12 @@ static void cpu_bwd_dq_item(const fmsa_problem *p, const fmsa_cpu_plan *pl, int6
     ke = fmsa_window_key_end(i0 + rows, seq.sq, seq.sk, p->window_right);
 
     fmsa_cpu_score_init(&sc, p, &seq, b, h, dot_scale);
-    cpu_bwd_load_rows(p, &seq, h, i0, rows, delta, t);
     fmsa_cpu_zero(t->dq, (int64_t)rows * D);
-    for (int64_t j0 = kb; j0 < ke; j0 += pl->block_n) {
-        const int cols = (int)(ke - j0 < pl->block_n ? ke - j0 : pl->block_n);
+    for (int64_t j0 = kb / ld * ld; j0 < ke; j0 += ld) {
+        const int cols = (int)(seq.sk - j0 < ld ? seq.sk - j0 : ld);
         if (!fmsa_cpu_tile_visible(&sc, i0, rows, j0, cols)) continue;
-        cpu_bwd_load_keys(p, &seq, b, hk, j0, cols, ld, t);
-        cpu_bwd_ds(&sc, i0, rows, j0, cols, ld, t);
-        fmsa_cpu_mm_wb_acc(t->dp, rows, cols, ld, t->k, D, t->dq);
+        cpu_bwd_ds(pl, &sc, x, r0, i0, rows, j0, cols, t);
+        pl->kern->gemm(rows, (int)D, cols, t->dp, ld, 1, x->k + j0 * D, D, t->dq, D, 1);
     }
     for (int r = 0; r < rows; ++r)
         fmsa_cpu_row_store(fmsa_view4_host(&p->dq), p->dtype,
@@ -207,13 +236,49 @@ static void cpu_bwd_dq_item(const fmsa_problem *p, const fmsa_cpu_plan *pl, int6
                            t->dq + (int64_t)r * D);
 }
 
+/// Items of both main stages for slots [slot0, slot0+nslots), each list
+/// heaviest first: dK/dV items (tile = key tile) then dQ items.
+static void cpu_bwd_items(const fmsa_problem *p, const fmsa_cpu_plan *pl, int64_t slot0,
+                          int64_t nslots, fmsa_cpu_item *kv, int64_t *n_kv, fmsa_cpu_item *q,
+                          int64_t *n_q) {
+    const int64_t group = p->heads_q / p->heads_kv;
+    *n_kv = *n_q = 0;
+    for (int64_t slot = slot0; slot < slot0 + nslots; ++slot) {
+        const fmsa_seq seq = fmsa_problem_seq(p, slot / p->heads_kv);
+        for (int64_t kt = 0; kt * pl->block_n < seq.sk; ++kt) {
+            /* visible query rows of this key tile: rows whose window reaches it */
+            int64_t cost = 0;
+            for (int64_t i0 = 0; i0 < seq.sq; i0 += pl->block_m) {
+                const int64_t i1 = i0 + pl->block_m < seq.sq ? i0 + pl->block_m : seq.sq;
+                const int64_t kb = fmsa_window_key_begin(i0, seq.sq, seq.sk, p->window_left);
+                const int64_t ke = fmsa_window_key_end(i1, seq.sq, seq.sk, p->window_right);
+                if (ke > kt * pl->block_n && kb < (kt + 1) * pl->block_n) cost += i1 - i0;
+            }
+            kv[*n_kv] = (fmsa_cpu_item){slot, 0, kt, 0, cost * group + 1};
+            ++*n_kv;
+        }
+        for (int64_t g = 0; g < group; ++g)
+            for (int64_t qt = 0; qt * pl->block_m < seq.sq; ++qt) {
+                const int64_t i0 = qt * pl->block_m;
+                const int64_t i1 = i0 + pl->block_m < seq.sq ? i0 + pl->block_m : seq.sq;
+                const int64_t kb = fmsa_window_key_begin(i0, seq.sq, seq.sk, p->window_left);
+                const int64_t ke = fmsa_window_key_end(i1, seq.sq, seq.sk, p->window_right);
+                q[*n_q] = (fmsa_cpu_item){slot, g, qt, 0, (ke > kb ? ke - kb : 0) + 1};
+                ++*n_q;
+            }
+    }
+    fmsa_cpu_items_sort(kv, *n_kv);
+    fmsa_cpu_items_sort(q, *n_q);
+}
+
 fmsa_status fmsa_cpu_backward(void *state, const fmsa_problem *p, void *workspace,
                               size_t workspace_bytes, void *stream) {
     fmsa_cpu_plan pl;
     int nthreads;
     char *scratch;
-    float *delta = (float *)workspace;
-    int64_t kv_items, q_items;
+    float *panels, *delta = (float *)workspace;
+    fmsa_cpu_item *kv_items, *q_items;
+    int64_t group, n_kv = 0, n_q = 0; /* n_kv, n_q: shared, written by one thread per chunk */
     (void)stream; /* the CPU runs synchronously */
 
     FMSA_TRY(fmsa_cpu_plan_make((const fmsa_cpu_state *)state, p, &pl));
@@ -222,33 +287,65 @@ fmsa_status fmsa_cpu_backward(void *state, const fmsa_problem *p, void *workspac
                          "cpu: backward needs %zu bytes of workspace, got %zu",
                          pl.workspace_bytes, workspace ? workspace_bytes : (size_t)0);
     FMSA_TRY(fmsa_cpu_check_sequences(p));
-    kv_items = p->batch * p->heads_kv * pl.tiles_k;
-    q_items = p->batch * p->heads_q * pl.tiles_q;
-    if (kv_items == 0 && q_items == 0) return FMSA_SUCCESS;
+    if (p->batch * p->heads_kv * pl.tiles_k == 0 && p->batch * p->heads_q * pl.tiles_q == 0)
+        return FMSA_SUCCESS;
+    group = p->heads_q / p->heads_kv;
 
     nthreads = fmsa_cpu_max_threads();
     scratch = (char *)fmsa_cpu_aligned_alloc((size_t)nthreads * pl.scratch_bytes);
-    if (!scratch)
-        return fmsa_fail(FMSA_ERR_OUT_OF_MEMORY, "cpu: backward scratch of %d x %zu bytes",
-                         nthreads, pl.scratch_bytes);
+    panels = (float *)fmsa_cpu_aligned_alloc((size_t)(pl.chunk_slots * pl.slot_floats) *
+                                             sizeof(float));
+    kv_items = (fmsa_cpu_item *)fmsa_cpu_aligned_alloc((size_t)(pl.chunk_slots * pl.tiles_k) *
+                                                       sizeof *kv_items);
+    q_items = (fmsa_cpu_item *)fmsa_cpu_aligned_alloc(
+        (size_t)(pl.chunk_slots * group * pl.tiles_q) * sizeof *q_items);
+    if (!scratch || !panels || !kv_items || !q_items) {
+        fmsa_cpu_aligned_free(scratch);
+        fmsa_cpu_aligned_free(panels);
+        fmsa_cpu_aligned_free(kv_items);
+        fmsa_cpu_aligned_free(q_items);
+        return fmsa_fail(FMSA_ERR_OUT_OF_MEMORY,
+                         "cpu: backward scratch (%d x %zu bytes) and panels (%lld slots x %lld "
+                         "floats)", nthreads, pl.scratch_bytes, (long long)pl.chunk_slots,
+                         (long long)pl.slot_floats);
+    }
 
-    cpu_bwd_preprocess(p, delta);
+    cpu_bwd_preprocess(p, pl.kern, delta);
 FMSA_CPU_OMP(omp parallel num_threads(nthreads))
     {
         char *mine = scratch + (size_t)fmsa_cpu_thread_num() * pl.scratch_bytes;
-        cpu_bwd_tiles t = cpu_bwd_carve(mine, &pl, p->head_dim, 1);
+        for (int64_t slot0 = 0; slot0 < pl.slots; slot0 += pl.chunk_slots) {
+            const int64_t nslots =
+                pl.slots - slot0 < pl.chunk_slots ? pl.slots - slot0 : pl.chunk_slots;
+            const int64_t jobs = pl.tiles_k + group * pl.tiles_q;
+            cpu_bwd_tiles t;
+            /* one thread orders the chunk's items while the others pack */
+FMSA_CPU_OMP(omp single nowait)
+            cpu_bwd_items(p, &pl, slot0, nslots, kv_items, &n_kv, q_items, &n_q);
 FMSA_CPU_OMP(omp for schedule(dynamic, 1))
-        for (int64_t it = 0; it < kv_items; ++it) {
-            const int64_t ktile = it % pl.tiles_k, bh = it / pl.tiles_k;
-            cpu_bwd_dkdv_item(p, &pl, bh / p->heads_kv, bh % p->heads_kv, ktile, delta, &t);
-        }
-        t = cpu_bwd_carve(mine, &pl, p->head_dim, 0);
+            for (int64_t it = 0; it < nslots * jobs; ++it) {
+                const cpu_bwd_panels x = cpu_bwd_slot(p, &pl, panels, it / jobs);
+                cpu_bwd_pack(p, &pl, slot0 + it / jobs, &x, it % jobs, delta);
+            }
+FMSA_CPU_OMP(omp barrier)
+            t = cpu_bwd_carve(mine, &pl, p->head_dim, 1);
 FMSA_CPU_OMP(omp for schedule(dynamic, 1))
-        for (int64_t it = 0; it < q_items; ++it) {
-            const int64_t qt = pl.tiles_q - 1 - it % pl.tiles_q, bh = it / pl.tiles_q;
-            cpu_bwd_dq_item(p, &pl, bh / p->heads_q, bh % p->heads_q, qt, delta, &t);
+            for (int64_t it = 0; it < n_kv; ++it) {
+                const cpu_bwd_panels x = cpu_bwd_slot(p, &pl, panels, kv_items[it].slot - slot0);
+                cpu_bwd_dkdv_item(p, &pl, kv_items[it].slot, &x, kv_items[it].tile, &t);
+            }
+            t = cpu_bwd_carve(mine, &pl, p->head_dim, 0);
+FMSA_CPU_OMP(omp for schedule(dynamic, 1))
+            for (int64_t it = 0; it < n_q; ++it) {
+                const cpu_bwd_panels x = cpu_bwd_slot(p, &pl, panels, q_items[it].slot - slot0);
+                cpu_bwd_dq_item(p, &pl, q_items[it].slot, &x, q_items[it].sub, q_items[it].tile,
+                                &t);
+            }
         }
     }
+    fmsa_cpu_aligned_free(q_items);
+    fmsa_cpu_aligned_free(kv_items);
+    fmsa_cpu_aligned_free(panels);
     fmsa_cpu_aligned_free(scratch);
     return FMSA_SUCCESS;
 }

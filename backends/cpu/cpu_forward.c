@@ -1,17 +1,21 @@
 /*
  * CPU forward: FlashAttention-2 tiling (Dao 2023, §3.1) over OpenMP.
  *
- * Work items are (sequence, query head, query tile[, key split]), scheduled
- * dynamically so causal, windowed and varlen problems balance; the heaviest
- * query tiles of a causal problem (the last ones) are handed out first.  Each
- * item keeps one online-softmax state per row (fmsa_softmax.h) and walks only
- * the key tiles its window can see.  With split-KV (decode shapes) each item
- * covers one chunk of keys and leaves its (m, l, acc) in the workspace; a
- * second parallel loop merges the chunks of every row in split order.
+ * For each chunk of (sequence, kv head) slots, K and V are first packed into
+ * fp32 panels (cpu_pack.h) in parallel; then the work items (query head of
+ * the GQA group, query tile[, key split]) of the chunk run heaviest first
+ * from a dynamic loop, all of them reading the shared panels.  Each item
+ * keeps one online-softmax state per row (fmsa_softmax.h), walks only the
+ * key tiles its window can see, and runs S = Q·Kᵀ and acc += P·V through
+ * the ISA's micro-kernels (cpu_kernels.h).  With split-KV (decode shapes)
+ * each item covers one range of keys and leaves its (m, l, acc) in the
+ * workspace; a last parallel loop merges the ranges of every row in split
+ * order.  Nothing an item computes depends on which thread runs it.
  */
 #include <stdint.h>
 
 #include "backends/cpu/cpu_internal.h"
+#include "backends/cpu/cpu_pack.h"
 #include "backends/cpu/cpu_tile.h"
 #include "common/error.h"
 #include "common/fmsa_score.h"
@@ -21,8 +25,6 @@
 typedef struct cpu_fwd_tiles {
     float *q;   ///< [block_m][D] query rows, scale folded in
     float *acc; ///< [block_m][D] unnormalised output rows
-    float *kt;  ///< [D][block_n] keys, transposed
-    float *v;   ///< [block_n][D] values
     float *s;   ///< [block_m][block_n] base-2 scores, then probabilities
     float *m;   ///< [block_m] running maxima
     float *l;   ///< [block_m] running sums
@@ -31,17 +33,12 @@ typedef struct cpu_fwd_tiles {
 static cpu_fwd_tiles cpu_fwd_carve(char *base, const fmsa_cpu_plan *pl, int64_t D) {
     cpu_fwd_tiles t;
     const size_t row_tile = fmsa_cpu_round64((size_t)pl->block_m * (size_t)D * sizeof(float));
-    const size_t key_tile = fmsa_cpu_round64((size_t)pl->block_n * (size_t)D * sizeof(float));
     const size_t score = fmsa_cpu_round64((size_t)pl->block_m * pl->block_n * sizeof(float));
     const size_t vec = fmsa_cpu_round64((size_t)pl->block_m * sizeof(float));
     t.q = (float *)base;
     base += row_tile;
     t.acc = (float *)base;
     base += row_tile;
-    t.kt = (float *)base;
-    base += key_tile;
-    t.v = (float *)base;
-    base += key_tile;
     t.s = (float *)base;
     base += score;
     t.m = (float *)base;
@@ -50,13 +47,36 @@ static cpu_fwd_tiles cpu_fwd_carve(char *base, const fmsa_cpu_plan *pl, int64_t 
     return t;
 }
 
-/// Folds one score tile (already in t->s, cols keys from j0) into the row states.
-static void cpu_fwd_update(cpu_fwd_tiles *t, int rows, int cols, int ld, int64_t D) {
+/// Panels of slot `slot` within the chunk buffer: Kᵀ tiles, then V rows.
+static float *cpu_fwd_kt(const fmsa_cpu_plan *pl, float *panels, int64_t slot_in_chunk) {
+    return panels + slot_in_chunk * pl->slot_floats;
+}
+static float *cpu_fwd_v(const fmsa_cpu_plan *pl, float *panels, int64_t slot_in_chunk,
+                        int64_t D) {
+    return cpu_fwd_kt(pl, panels, slot_in_chunk) + pl->tiles_k * pl->block_n * D;
+}
+
+/// Packs key tile kt of slot (b, hk) into the chunk's panels.
+static void cpu_fwd_pack(const fmsa_problem *p, const fmsa_cpu_plan *pl, int64_t slot,
+                         int64_t slot_in_chunk, int64_t ktile, float *panels) {
+    const int64_t D = p->head_dim, b = slot / p->heads_kv, hk = slot % p->heads_kv;
+    const fmsa_seq seq = fmsa_problem_seq(p, b);
+    const int64_t j0 = ktile * pl->block_n;
+    const int cols = (int)(seq.sk - j0 < pl->block_n ? seq.sk - j0 : pl->block_n);
+    float *v = cpu_fwd_v(pl, panels, slot_in_chunk, D) + j0 * D;
+    if (cols <= 0) return;
+    fmsa_cpu_pack_keys_t(p, &p->k, &seq, b, hk, j0, cols, pl->block_n,
+                         cpu_fwd_kt(pl, panels, slot_in_chunk) + ktile * D * pl->block_n);
+    fmsa_cpu_pack_rows(p, &p->v, &seq, b, hk, 1, j0, cols, 1.0f, v);
+}
+
+/// Folds one score tile (already in t->s, cols keys) into the row states.
+static void cpu_fwd_update(const fmsa_cpu_kernels *kern, cpu_fwd_tiles *t, int rows, int cols,
+                           int ld, const float *v, int64_t D) {
     for (int r = 0; r < rows; ++r) {
-        float *restrict sr = t->s + (int64_t)r * ld;
-        float *restrict accr = t->acc + (int64_t)r * D;
-        float tile_max = FMSA_NEG_INF, c, sum = 0.0f;
-        for (int j = 0; j < cols; ++j) tile_max = FMSA_FMAX(tile_max, sr[j]);
+        float *sr = t->s + (int64_t)r * ld;
+        const float tile_max = kern->row_max(sr, cols);
+        float c;
         if (tile_max == FMSA_NEG_INF) { /* every key of this row masked: no change */
             for (int j = 0; j < cols; ++j) sr[j] = 0.0f;
             continue;
@@ -64,51 +84,37 @@ static void cpu_fwd_update(cpu_fwd_tiles *t, int rows, int cols, int ld, int64_t
         c = fmsa_softmax_update(&t->m[r], tile_max);
         if (c != 1.0f) {
             t->l[r] *= c;
-            for (int64_t d = 0; d < D; ++d) accr[d] *= c;
+            kern->row_scale(t->acc + (int64_t)r * D, (int)D, c);
         }
-        for (int j = 0; j < cols; ++j) {
-            float pj = fmsa_softmax_p(sr[j], t->m[r]);
-            sr[j] = pj;
-            sum += pj;
-        }
-        t->l[r] += sum;
+        t->l[r] += kern->row_exp2_sum(sr, cols, t->m[r]);
     }
-    fmsa_cpu_mm_wb_acc(t->s, rows, cols, ld, t->v, D, t->acc);
+    kern->gemm(rows, (int)D, cols, t->s, ld, 1, v, D, t->acc, D, 1); /* acc += P·V */
 }
 
 /// Runs keys [k_begin, k_end) of query rows [i0, i0+rows) into t's states.
 static void cpu_fwd_rows(const fmsa_problem *p, const fmsa_cpu_plan *pl, const fmsa_seq *seq,
                          int64_t b, int64_t h, int64_t i0, int rows, int64_t k_begin,
-                         int64_t k_end, cpu_fwd_tiles *t) {
+                         int64_t k_end, const float *kt, const float *v, cpu_fwd_tiles *t) {
     const int64_t D = p->head_dim;
-    const int64_t hk = fmsa_problem_kv_head(p, h);
     const int ld = pl->block_n;
-    const char *qb = fmsa_view4_host(&p->q), *kb = fmsa_view4_host(&p->k);
-    const char *vb = fmsa_view4_host(&p->v);
     /* Without softcap, scale * log2(e) is folded into Q so S is already base 2;
      * softcap needs the natural-unit score inside tanh, so only scale is folded. */
     const float q_scale = p->softcap > 0.0f ? p->softmax_scale : p->softmax_scale * FMSA_LOG2E;
     fmsa_cpu_score sc;
 
     fmsa_cpu_score_init(&sc, p, seq, b, h, 1.0f);
-    for (int r = 0; r < rows; ++r) {
-        fmsa_softmax_init(&t->m[r], &t->l[r]);
-        fmsa_cpu_row_load(qb, p->dtype, fmsa_problem_q_offset(&p->q, seq, i0 + r, h), D, q_scale,
-                          t->q + (int64_t)r * D);
-    }
+    for (int r = 0; r < rows; ++r) fmsa_softmax_init(&t->m[r], &t->l[r]);
+    fmsa_cpu_pack_rows(p, &p->q, seq, b, h, 0, i0, rows, q_scale, t->q);
     fmsa_cpu_zero(t->acc, (int64_t)rows * D);
 
-    for (int64_t j0 = k_begin; j0 < k_end; j0 += pl->block_n) {
-        const int cols = (int)(k_end - j0 < pl->block_n ? k_end - j0 : pl->block_n);
+    /* whole packed key tiles; keys of a tile outside [k_begin, k_end) are
+     * outside every row's window and come out of the score tile as -inf */
+    for (int64_t j0 = k_begin / ld * ld; j0 < k_end; j0 += ld) {
+        const int cols = (int)(seq->sk - j0 < ld ? seq->sk - j0 : ld);
         if (!fmsa_cpu_tile_visible(&sc, i0, rows, j0, cols)) continue;
-        for (int c = 0; c < cols; ++c) {
-            fmsa_cpu_row_load_t(kb, p->dtype, fmsa_problem_k_offset(p, &p->k, seq, b, j0 + c, hk),
-                                D, ld, c, t->kt);
-            fmsa_cpu_row_load(vb, p->dtype, fmsa_problem_k_offset(p, &p->v, seq, b, j0 + c, hk), D,
-                              1.0f, t->v + (int64_t)c * D);
-        }
-        fmsa_cpu_score_tile(&sc, t->q, rows, i0, t->kt, cols, j0, ld, t->s, NULL);
-        cpu_fwd_update(t, rows, cols, ld, D);
+        fmsa_cpu_score_tile(pl->kern, &sc, t->q, rows, i0, kt + (j0 / ld) * D * ld, cols, j0, ld,
+                            t->s, NULL);
+        cpu_fwd_update(pl->kern, t, rows, cols, ld, v + j0 * D, D);
     }
 }
 
@@ -128,26 +134,33 @@ static void cpu_fwd_store(const fmsa_problem *p, const fmsa_seq *seq, int64_t h,
     }
 }
 
-/// One work item: (b, h, query tile qt, key split s).
-static void cpu_fwd_item(const fmsa_problem *p, const fmsa_cpu_plan *pl, int64_t b, int64_t h,
-                         int64_t qt, int64_t s, cpu_fwd_tiles *t, float *partials) {
-    const int64_t D = p->head_dim;
-    const fmsa_seq seq = fmsa_problem_seq(p, b);
-    const int64_t i0 = qt * pl->block_m;
-    int rows;
-    int64_t k_begin, k_end;
-
-    if (i0 >= seq.sq) return;
-    rows = (int)(seq.sq - i0 < pl->block_m ? seq.sq - i0 : pl->block_m);
-    k_begin = fmsa_window_key_begin(i0, seq.sq, seq.sk, p->window_left);
-    k_end = fmsa_window_key_end(i0 + rows, seq.sq, seq.sk, p->window_right);
+/// Key range [*k_begin, *k_end) of query rows [i0, i0+rows) within split s.
+static void cpu_fwd_keys(const fmsa_problem *p, const fmsa_cpu_plan *pl, const fmsa_seq *seq,
+                         int64_t i0, int rows, int64_t s, int64_t *k_begin, int64_t *k_end) {
+    *k_begin = fmsa_window_key_begin(i0, seq->sq, seq->sk, p->window_left);
+    *k_end = fmsa_window_key_end(i0 + rows, seq->sq, seq->sk, p->window_right);
     if (pl->num_splits > 1) {
         const int64_t c0 = s * pl->split_keys, c1 = c0 + pl->split_keys;
-        if (c0 > k_begin) k_begin = c0;
-        if (c1 < k_end) k_end = c1;
+        if (c0 > *k_begin) *k_begin = c0;
+        if (c1 < *k_end) *k_end = c1;
     }
-    cpu_fwd_rows(p, pl, &seq, b, h, i0, rows, k_begin, k_end, t);
+}
 
+/// One work item: query head `sub` of the slot's group, query tile, key split.
+static void cpu_fwd_item(const fmsa_problem *p, const fmsa_cpu_plan *pl, const fmsa_cpu_item *it,
+                         int64_t slot_in_chunk, float *panels, cpu_fwd_tiles *t,
+                         float *partials) {
+    const int64_t D = p->head_dim, b = it->slot / p->heads_kv;
+    const int64_t h = (it->slot % p->heads_kv) * (p->heads_q / p->heads_kv) + it->sub;
+    const fmsa_seq seq = fmsa_problem_seq(p, b);
+    const int64_t i0 = it->tile * pl->block_m, s = it->split;
+    const int rows = (int)(seq.sq - i0 < pl->block_m ? seq.sq - i0 : pl->block_m);
+    int64_t k_begin, k_end;
+
+    cpu_fwd_keys(p, pl, &seq, i0, rows, s, &k_begin, &k_end);
+    cpu_fwd_rows(p, pl, &seq, b, h, i0, rows, k_begin, k_end,
+                 cpu_fwd_kt(pl, panels, slot_in_chunk), cpu_fwd_v(pl, panels, slot_in_chunk, D),
+                 t);
     if (pl->num_splits == 1) {
         cpu_fwd_store(p, &seq, h, i0, rows, t->m, t->l, t->acc);
         return;
@@ -160,6 +173,33 @@ static void cpu_fwd_item(const fmsa_problem *p, const fmsa_cpu_plan *pl, int64_t
         rec[1] = t->l[r];
         for (int64_t d = 0; d < D; ++d) rec[2 + d] = t->acc[(int64_t)r * D + d];
     }
+}
+
+/// The work items of slots [slot0, slot0 + nslots), heaviest first; returns the count.
+static int64_t cpu_fwd_items(const fmsa_problem *p, const fmsa_cpu_plan *pl, int64_t slot0,
+                             int64_t nslots, fmsa_cpu_item *items) {
+    const int64_t group = p->heads_q / p->heads_kv;
+    int64_t n = 0;
+    for (int64_t slot = slot0; slot < slot0 + nslots; ++slot) {
+        const fmsa_seq seq = fmsa_problem_seq(p, slot / p->heads_kv);
+        for (int64_t g = 0; g < group; ++g)
+            for (int64_t qt = 0; qt * pl->block_m < seq.sq; ++qt)
+                for (int64_t s = 0; s < pl->num_splits; ++s) {
+                    const int64_t i0 = qt * pl->block_m;
+                    const int rows = (int)(seq.sq - i0 < pl->block_m ? seq.sq - i0 : pl->block_m);
+                    int64_t kb, ke;
+                    cpu_fwd_keys(p, pl, &seq, i0, rows, s, &kb, &ke);
+                    /* an empty split still writes its (empty) state for the merge */
+                    items[n].slot = slot;
+                    items[n].sub = g;
+                    items[n].tile = qt;
+                    items[n].split = s;
+                    items[n].cost = (ke > kb ? ke - kb : 0) + 1;
+                    ++n;
+                }
+    }
+    fmsa_cpu_items_sort(items, n);
+    return n;
 }
 
 /// Merges the split states of row i of (b, h) in split order and stores it.
@@ -185,7 +225,9 @@ fmsa_status fmsa_cpu_forward(void *state, const fmsa_problem *p, void *workspace
     fmsa_cpu_plan pl;
     int nthreads;
     char *scratch;
-    int64_t items;
+    float *panels;
+    fmsa_cpu_item *items;
+    int64_t max_items, n_items = 0; /* n_items: shared, written by one thread per chunk */
     float *partials = (float *)workspace;
     (void)stream; /* the CPU runs synchronously */
 
@@ -195,31 +237,44 @@ fmsa_status fmsa_cpu_forward(void *state, const fmsa_problem *p, void *workspace
                          "cpu: forward needs %zu bytes of workspace, got %zu", pl.workspace_bytes,
                          workspace ? workspace_bytes : (size_t)0);
     FMSA_TRY(fmsa_cpu_check_sequences(p));
-    items = p->batch * p->heads_q * pl.tiles_q * pl.num_splits;
-    if (items == 0) return FMSA_SUCCESS;
+    if (p->batch * p->heads_q * pl.tiles_q == 0) return FMSA_SUCCESS;
 
     nthreads = fmsa_cpu_max_threads();
+    max_items = pl.chunk_slots * (p->heads_q / p->heads_kv) * pl.tiles_q * pl.num_splits;
     scratch = (char *)fmsa_cpu_aligned_alloc((size_t)nthreads * pl.scratch_bytes);
-    if (!scratch)
-        return fmsa_fail(FMSA_ERR_OUT_OF_MEMORY, "cpu: forward scratch of %d x %zu bytes",
-                         nthreads, pl.scratch_bytes);
+    panels = (float *)fmsa_cpu_aligned_alloc((size_t)(pl.chunk_slots * pl.slot_floats) *
+                                             sizeof(float));
+    items = (fmsa_cpu_item *)fmsa_cpu_aligned_alloc((size_t)max_items * sizeof *items);
+    if (!scratch || !panels || !items) {
+        fmsa_cpu_aligned_free(scratch);
+        fmsa_cpu_aligned_free(panels);
+        fmsa_cpu_aligned_free(items);
+        return fmsa_fail(FMSA_ERR_OUT_OF_MEMORY,
+                         "cpu: forward scratch (%d x %zu bytes) and panels (%lld slots x %lld "
+                         "floats)", nthreads, pl.scratch_bytes, (long long)pl.chunk_slots,
+                         (long long)pl.slot_floats);
+    }
 
 FMSA_CPU_OMP(omp parallel num_threads(nthreads))
     {
         cpu_fwd_tiles t =
             cpu_fwd_carve(scratch + (size_t)fmsa_cpu_thread_num() * pl.scratch_bytes, &pl,
                           p->head_dim);
+        for (int64_t slot0 = 0; slot0 < pl.slots; slot0 += pl.chunk_slots) {
+            const int64_t nslots =
+                pl.slots - slot0 < pl.chunk_slots ? pl.slots - slot0 : pl.chunk_slots;
+            const int64_t packs = nslots * pl.tiles_k;
+            /* one thread orders the chunk's items while the others pack */
+FMSA_CPU_OMP(omp single nowait)
+            n_items = cpu_fwd_items(p, &pl, slot0, nslots, items);
 FMSA_CPU_OMP(omp for schedule(dynamic, 1))
-        for (int64_t it = 0; it < items; ++it) {
-            int64_t rest = it;
-            const int64_t s = rest % pl.num_splits;
-            int64_t qt, h, b;
-            rest /= pl.num_splits;
-            qt = pl.tiles_q - 1 - rest % pl.tiles_q; /* heaviest causal tiles first */
-            rest /= pl.tiles_q;
-            h = rest % p->heads_q;
-            b = rest / p->heads_q;
-            cpu_fwd_item(p, &pl, b, h, qt, s, &t, partials);
+            for (int64_t it = 0; it < packs; ++it)
+                cpu_fwd_pack(p, &pl, slot0 + it / pl.tiles_k, it / pl.tiles_k, it % pl.tiles_k,
+                             panels);
+FMSA_CPU_OMP(omp barrier)
+FMSA_CPU_OMP(omp for schedule(dynamic, 1))
+            for (int64_t it = 0; it < n_items; ++it)
+                cpu_fwd_item(p, &pl, &items[it], items[it].slot - slot0, panels, &t, partials);
         }
         if (pl.num_splits > 1) {
             const int64_t rows = p->batch * p->heads_q * p->seqlen_q;
@@ -231,6 +286,8 @@ FMSA_CPU_OMP(omp for schedule(static))
             }
         }
     }
+    fmsa_cpu_aligned_free(items);
+    fmsa_cpu_aligned_free(panels);
     fmsa_cpu_aligned_free(scratch);
     return FMSA_SUCCESS;
 }

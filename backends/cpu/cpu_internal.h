@@ -16,6 +16,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "backends/cpu/cpu_kernels.h"
 #include "common/backend.h"
 
 #ifdef _OPENMP
@@ -46,6 +47,10 @@ typedef struct fmsa_cpu_plan {
     int64_t split_keys;     ///< forward with splits: keys per split, a multiple of block_n
     size_t workspace_bytes; ///< caller-owned workspace the pass uses (see cpu_plan.c)
     size_t scratch_bytes;   ///< per-thread fp32 tiles, malloc'ed inside the call
+    int64_t slot_floats;    ///< packed panels of one (sequence, kv head) slot (cpu_pack.h)
+    int64_t slots;          ///< batch * heads_kv
+    int64_t chunk_slots;    ///< slots packed at a time (FMSA_CPU_PANEL_BUDGET, >= 1)
+    const fmsa_cpu_kernels *kern; ///< the micro-kernel path (cpu_dispatch.c)
 } fmsa_cpu_plan;
 
 /// Fills info for the host CPU (index must be 0).

@@ -10,14 +10,20 @@
  *                              record index ((b * Hq + h) * seqlen_q + i) * splits + s
  *   backward                 : D_i = rowsum(dO_i * O_i), one float per q row, indexed
  *                              like lse: (q_batch * Hq + h) * total_q + q_row
- * Per-thread scratch tiles (Q, K, V, S, accumulators) are not in the
- * workspace: they are malloc'ed for max_threads at the start of each call, so
- * the workspace size does not depend on OMP_NUM_THREADS.
+ * Per-thread scratch tiles (Q, S, accumulators) and the packed K/V panels
+ * (cpu_pack.h) are not in the workspace: they are malloc'ed at the start of
+ * each call, so the workspace size does not depend on OMP_NUM_THREADS.
+ *
+ * Packed panels of one (sequence, kv head) slot, fp32, tiles_k key tiles:
+ *   forward  : Kᵀ tiles [tiles_k][D][Bc] | V rows [tiles_k * Bc][D]
+ *   backward : Kᵀ tiles | Vᵀ tiles | K rows, then per query head of the group
+ *              Q rows, dO rows [tiles_q * Br][D] and lse2, delta [tiles_q * Br]
  */
 #include <stdint.h>
 
 #include "backends/cpu/cpu_internal.h"
 #include "common/error.h"
+#include "backends/cpu/cpu_pack.h"
 #include "common/planner.h"
 
 /// A nominal core count given to the split-KV heuristic instead of the real
@@ -37,23 +43,25 @@ static unsigned cpu_plan_features(const fmsa_problem *p) {
     return f;
 }
 
-/// Bytes of one thread's fp32 tiles for block sizes (bm, bn) and head dim D;
-/// the largest of the forward and the two backward stages, each tile rounded
-/// to a cache line.
+/// Bytes of one thread's fp32 tiles for block sizes (bm, bn) and head dim D,
+/// each tile rounded to a cache line (K and V live in the shared panels).
 static size_t cpu_scratch_bytes(fmsa_pass pass, int bm, int bn, int64_t D) {
     const size_t row_tile = fmsa_cpu_round64((size_t)bm * (size_t)D * sizeof(float));
     const size_t key_tile = fmsa_cpu_round64((size_t)bn * (size_t)D * sizeof(float));
     const size_t score = fmsa_cpu_round64((size_t)bm * (size_t)bn * sizeof(float));
     const size_t vec = fmsa_cpu_round64((size_t)bm * sizeof(float));
-    if (pass == FMSA_PASS_FORWARD) /* q, acc | kt, v | s | m, l */
-        return 2 * row_tile + 2 * key_tile + score + 2 * vec;
-    /* dK/dV stage: q, do | kt, vt, dk, dv | s, dp, g | lse2, delta;
-     * dQ stage:    q, do, dq | kt, k, vt | s, dp, g | lse2, delta  (the larger wins) */
-    {
-        size_t kv_stage = 2 * row_tile + 4 * key_tile + 3 * score + 2 * vec;
-        size_t q_stage = 3 * row_tile + 3 * key_tile + 3 * score + 2 * vec;
-        return kv_stage > q_stage ? kv_stage : q_stage;
-    }
+    if (pass == FMSA_PASS_FORWARD) /* q, acc | s | m, l */
+        return 2 * row_tile + score + 2 * vec;
+    /* dK/dV stage: dk, dv | s, dp, g;  dQ stage: dq | s, dp, g  (the larger wins) */
+    return (2 * key_tile > row_tile ? 2 * key_tile : row_tile) + 3 * score;
+}
+
+/// Floats of one slot's packed panels (layout in the header comment).
+static int64_t cpu_slot_floats(const fmsa_problem *p, int bm, int bn, int64_t tiles_q,
+                               int64_t tiles_k) {
+    const int64_t D = p->head_dim, keys = tiles_k * bn, rows = tiles_q * bm;
+    if (p->pass == FMSA_PASS_FORWARD) return 2 * keys * D;
+    return 3 * keys * D + (p->heads_q / p->heads_kv) * (2 * rows * D + 2 * rows);
 }
 
 fmsa_status fmsa_cpu_plan_make(const fmsa_cpu_state *st, const fmsa_problem *p,
@@ -71,6 +79,7 @@ fmsa_status fmsa_cpu_plan_make(const fmsa_cpu_state *st, const fmsa_problem *p,
         return fmsa_fail(FMSA_ERR_NOT_SUPPORTED,
                          "cpu: head_dim %lld outside [1, %d] is not supported by the CPU backend",
                          (long long)D, FMSA_CPU_MAX_HEAD_DIM);
+    FMSA_TRY(fmsa_cpu_kernels_get(&plan->kern));
     if (st) {
         dev = st->info;
     } else {
@@ -98,6 +107,13 @@ fmsa_status fmsa_cpu_plan_make(const fmsa_cpu_state *st, const fmsa_problem *p,
     plan->split_keys = p->seqlen_k;
     plan->workspace_bytes = 0;
     plan->scratch_bytes = cpu_scratch_bytes(p->pass, tiles.block_m, tiles.block_n, D);
+    plan->slot_floats = cpu_slot_floats(p, tiles.block_m, tiles.block_n, plan->tiles_q,
+                                        plan->tiles_k);
+    plan->slots = p->batch * p->heads_kv;
+    plan->chunk_slots = (int64_t)(FMSA_CPU_PANEL_BUDGET /
+                                  ((size_t)plan->slot_floats * sizeof(float) + 1));
+    if (plan->chunk_slots < 1) plan->chunk_slots = 1;
+    if (plan->chunk_slots > plan->slots) plan->chunk_slots = plan->slots > 0 ? plan->slots : 1;
 
     if (p->pass == FMSA_PASS_FORWARD) {
         int64_t splits = 1;

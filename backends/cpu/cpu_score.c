@@ -75,12 +75,13 @@ int fmsa_cpu_tile_visible(const fmsa_cpu_score *sc, int64_t i0, int rows, int64_
     return 0;
 }
 
-void fmsa_cpu_score_tile(const fmsa_cpu_score *sc, const float *q, int rows, int64_t i0,
-                         const float *kt, int cols, int64_t j0, int ld, float *s, float *g) {
+void fmsa_cpu_score_tile(const fmsa_cpu_kernels *kern, const fmsa_cpu_score *sc, const float *q,
+                         int rows, int64_t i0, const float *kt, int cols, int64_t j0, int ld,
+                         float *s, float *g) {
     const float softcap = sc->softcap;
     const float dot_scale = sc->dot_scale;
 
-    fmsa_cpu_mm_abt(q, rows, sc->head_dim, kt, cols, ld, s);
+    kern->gemm(rows, cols, (int)sc->head_dim, q, sc->head_dim, 1, kt, ld, s, ld, 0);
     for (int r = 0; r < rows; ++r) {
         const int64_t i = i0 + r;
         float *restrict sr = s + (int64_t)r * ld;

@@ -1,21 +1,20 @@
 /*
- * fp32 tile kernels of the CPU backend: row loads/stores with dtype
- * conversion, the score tile (scale -> softcap -> ALiBi -> masks, exactly as
- * flashmsa.h defines it, through the shared fmsa_score.h helpers) and the
- * three small matrix products attention needs.
+ * fp32 tile helpers of the CPU backend: row loads/stores with dtype
+ * conversion and the score tile (scale -> softcap -> ALiBi -> masks, exactly
+ * as flashmsa.h defines it, through the shared fmsa_score.h helpers).  The
+ * matrix products themselves are the per-ISA micro-kernels of cpu_kernels.h.
  *
  * Tiles are dense row-major fp32 with a leading dimension of block_n for
  * score-shaped tiles ([rows][ld]) and head_dim for row tiles ([rows][D]).  K
- * and V are also kept transposed ([D][ld]) where a product would otherwise be
- * a dot-product reduction: with the transposed operand every inner loop is a
- * unit-stride axpy that -O2/-O3 vectorises without reassociating the sum, so
- * results do not depend on the compiler's vector width choices.
+ * is kept transposed ([D][ld]) so S = Q·Kᵀ is a plain A·B product whose B
+ * rows are unit-stride vectors.
  */
 #ifndef FMSA_CPU_TILE_H
 #define FMSA_CPU_TILE_H
 
 #include <stdint.h>
 
+#include "backends/cpu/cpu_kernels.h"
 #include "common/problem.h"
 
 /// Everything the score transform needs for one (sequence, query head).
@@ -42,24 +41,12 @@ void fmsa_cpu_score_init(fmsa_cpu_score *sc, const fmsa_problem *p, const fmsa_s
 int fmsa_cpu_tile_visible(const fmsa_cpu_score *sc, int64_t i0, int rows, int64_t j0, int cols);
 
 /// s[r][c] = base-2 score of query i0+r against key j0+c (-inf where masked),
-/// from the Q row tile q ([rows][D]) and the transposed K tile kt ([D][ld]).
-/// With g != NULL, also g[r][c] = d softcap / d s (0 where masked, 1 without softcap).
-void fmsa_cpu_score_tile(const fmsa_cpu_score *sc, const float *q, int rows, int64_t i0,
-                         const float *kt, int cols, int64_t j0, int ld, float *s, float *g);
-
-/// c[r][0:cols] = a[r][:] · bt[:][0:cols]  (a is [rows][D], bt is [D][ld], c is [rows][ld]).
-void fmsa_cpu_mm_abt(const float *a, int rows, int64_t D, const float *bt, int cols, int ld,
-                     float *c);
-
-/// c[r][:] += sum_col w[r][col] * b[col][:]  (w is [rows][ld], b is [cols][D], c is [rows][D]):
-/// P·V and dS·K.  Zero weights (masked keys) are skipped.
-void fmsa_cpu_mm_wb_acc(const float *w, int rows, int cols, int ld, const float *b, int64_t D,
-                        float *c);
-
-/// c[col][:] += sum_r w[r][col] * a[r][:]  (w is [rows][ld], a is [rows][D], c is [cols][D]):
-/// Pᵀ·dO and dSᵀ·Q, summed over r in ascending order.
-void fmsa_cpu_mm_wta_acc(const float *w, int rows, int cols, int ld, const float *a, int64_t D,
-                         float *c);
+/// from the Q row tile q ([rows][D]) and the transposed K tile kt ([D][ld]),
+/// the product through kern->gemm.  With g != NULL, also g[r][c] = d softcap /
+/// d s (0 where masked, 1 without softcap).
+void fmsa_cpu_score_tile(const fmsa_cpu_kernels *kern, const fmsa_cpu_score *sc, const float *q,
+                         int rows, int64_t i0, const float *kt, int cols, int64_t j0, int ld,
+                         float *s, float *g);
 
 /// dst[0:D] = scale * row (converted to fp32) of the dtype buffer base at element offset off.
 void fmsa_cpu_row_load(const char *base, fmsa_dtype dtype, int64_t off, int64_t D, float scale,

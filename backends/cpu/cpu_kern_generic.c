@@ -1,0 +1,85 @@
+/*
+ * The portable kernel path: plain C loops whose innermost loop is unit-stride
+ * over a restrict-qualified row, which GCC and Clang vectorise for whatever
+ * the baseline target is (SSE2 on x86-64, NEON on aarch64), without
+ * reassociating any sum.  Compiled a second time with auto-vectorisation off
+ * as the "scalar" path (cpu_kern_scalar.c): the plain scalar tiled baseline
+ * that `flashmsa bench` reports beside the SIMD paths.
+ */
+#include <math.h>
+
+#include "backends/cpu/cpu_exp2.h"
+#include "backends/cpu/cpu_kernels.h"
+
+#ifdef FMSA_CPU_KERN_SCALAR
+#define CPU_KERN(name) cpu_scalar_##name ///< the scalar copy's symbols
+#else
+#define CPU_KERN(name) cpu_generic_##name
+#endif /* FMSA_CPU_KERN_SCALAR */
+
+static void CPU_KERN(gemm)(int m, int n, int k, const float *a, int64_t rsa, int64_t csa,
+                           const float *b, int64_t ldb, float *c, int64_t ldc, int accumulate) {
+    for (int i = 0; i < m; ++i) {
+        float *restrict ci = c + (int64_t)i * ldc;
+        const float *ai = a + (int64_t)i * rsa;
+        if (!accumulate)
+            for (int j = 0; j < n; ++j) ci[j] = 0.0f;
+        for (int p = 0; p < k; ++p) {
+            const float x = ai[(int64_t)p * csa];
+            const float *restrict bp = b + (int64_t)p * ldb;
+            for (int j = 0; j < n; ++j) ci[j] += x * bp[j];
+        }
+    }
+}
+
+static float CPU_KERN(row_max)(const float *x, int n) {
+    float mx = -INFINITY;
+    for (int j = 0; j < n; ++j) mx = x[j] > mx ? x[j] : mx;
+    return mx;
+}
+
+static float CPU_KERN(row_exp2_sum)(float *restrict x, int n, float m) {
+    float sum = 0.0f;
+    for (int j = 0; j < n; ++j) x[j] = fmsa_cpu_exp2(x[j] - m); /* vectorised */
+    for (int j = 0; j < n; ++j) sum += x[j];                    /* in order */
+    return sum;
+}
+
+static void CPU_KERN(row_scale)(float *restrict x, int n, float c) {
+    for (int j = 0; j < n; ++j) x[j] *= c;
+}
+
+static void CPU_KERN(row_bwd_ds)(float *restrict s, float *restrict dp, const float *restrict g,
+                                 int n, float lse2, float delta) {
+    for (int j = 0; j < n; ++j) {
+        const float p = fmsa_cpu_exp2(s[j] - lse2);
+        const float ds = p * (dp[j] - delta) * (g ? g[j] : 1.0f);
+        s[j] = p;
+        dp[j] = p == 0.0f ? 0.0f : ds; /* masked key: dS = 0 even if dP is not finite */
+    }
+}
+
+static const fmsa_cpu_kernels CPU_KERN(table) = {
+#ifdef FMSA_CPU_KERN_SCALAR
+    .name = "scalar",               /* FLASHMSA_CPU_KERNEL=scalar */
+    .isa = FMSA_CPU_ISA_SCALAR,
+    .lanes = 1,                     /* auto-vectorisation off */
+#else
+    .name = "generic",              /* FLASHMSA_CPU_KERNEL=generic */
+    .isa = FMSA_CPU_ISA_GENERIC,
+    .lanes = 4,                     /* SSE2 / NEON baseline */
+#endif /* FMSA_CPU_KERN_SCALAR */
+    .gemm = CPU_KERN(gemm),
+    .row_max = CPU_KERN(row_max),
+    .row_exp2_sum = CPU_KERN(row_exp2_sum),
+    .row_scale = CPU_KERN(row_scale),
+    .row_bwd_ds = CPU_KERN(row_bwd_ds),
+    .gemm_b16 = NULL,               /* bf16/fp16 inputs are staged in fp32 */
+    .pack_b16 = NULL,
+};
+
+#ifdef FMSA_CPU_KERN_SCALAR
+const fmsa_cpu_kernels *fmsa_cpu_kernels_scalar(void) { return &CPU_KERN(table); }
+#else
+const fmsa_cpu_kernels *fmsa_cpu_kernels_generic(void) { return &CPU_KERN(table); }
+#endif /* FMSA_CPU_KERN_SCALAR */

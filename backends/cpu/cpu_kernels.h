@@ -1,0 +1,97 @@
+/*
+ * The CPU micro-kernel seam: one const table of function pointers per ISA
+ * (BLIS's "context" of kernels, reduced to what attention needs).  The passes
+ * (cpu_forward.c, cpu_backward.c) only ever call through the table chosen
+ * once per process by fmsa_cpu_kernels_get() (cpu_dispatch.c), so adding an
+ * ISA (aarch64 NEON/SVE, AVX10, ...) is one new cpu_kern_<isa>.c that fills
+ * a table plus one line in the dispatcher.
+ *
+ * Every kernel sums in an order fixed by its arguments alone (never by the
+ * thread count), so results are bit-identical for any OMP_NUM_THREADS.  They
+ * differ between ISAs (vector widths change the order of the few horizontal
+ * reductions and the exp2 polynomial), which is why every path is checked on
+ * its own against the fp64 reference (FLASHMSA_CPU_KERNEL).
+ */
+#ifndef FMSA_CPU_KERNELS_H
+#define FMSA_CPU_KERNELS_H
+
+#include <stdint.h>
+
+#include "flashmsa/flashmsa.h"
+
+/// The kernel paths, in preference order of the dispatcher (best first).
+typedef enum fmsa_cpu_isa {
+    FMSA_CPU_ISA_AMX = 0,    ///< AVX-512 fp32 kernels + AMX tdpbf16ps for bf16/fp16 inputs
+    FMSA_CPU_ISA_AVX512 = 1, ///< AVX-512F fp32 (+ AVX512-BF16 vdpbf16ps for bf16/fp16 inputs)
+    FMSA_CPU_ISA_AVX2 = 2,   ///< AVX2 + FMA fp32
+    FMSA_CPU_ISA_GENERIC = 3,///< portable C the compiler auto-vectorises (any CPU)
+    FMSA_CPU_ISA_SCALAR = 4, ///< the same C with auto-vectorisation off: the scalar baseline
+    FMSA_CPU_ISA_COUNT = 5
+} fmsa_cpu_isa;
+
+/// One ISA's kernels.  Matrices are fp32 and row-major unless said otherwise.
+typedef struct fmsa_cpu_kernels {
+    const char *name;    ///< FLASHMSA_CPU_KERNEL value selecting it ("avx2", ...)
+    fmsa_cpu_isa isa;    ///< which path this is
+    int lanes;           ///< fp32 SIMD lanes (1 scalar, 4 generic, 8 AVX2, 16 AVX-512)
+
+    /// C[m][n] = (accumulate ? C : 0) + A·B, where A(i, p) = a[i * rsa + p * csa]
+    /// (so Aᵀ is the same call with the strides swapped), B(p, j) = b[p * ldb + j]
+    /// and C(i, j) = c[i * ldc + j].  Each C element is one sequential sum over
+    /// p = 0 .. k-1 starting from C (or 0): the order never depends on m or n.
+    /// Any m, n >= 0 (tails are masked); k >= 0.
+    void (*gemm)(int m, int n, int k, const float *a, int64_t rsa, int64_t csa, const float *b,
+                 int64_t ldb, float *c, int64_t ldc, int accumulate);
+
+    /// max(x[0:n]) (-inf for n == 0 or all -inf).
+    float (*row_max)(const float *x, int n);
+
+    /// x[j] = exp2(x[j] - m) for j < n (exactly 0 where x[j] = -inf), returns
+    /// sum_j x[j] in a fixed order.  m is finite.
+    float (*row_exp2_sum)(float *x, int n, float m);
+
+    /// x[j] *= c for j < n.
+    void (*row_scale)(float *x, int n, float c);
+
+    /// Backward: p = exp2(s[j] - lse2) (0 where s = -inf), s[j] = p and
+    /// dp[j] = p * (dp[j] - delta) * (g ? g[j] : 1), with dp[j] = 0 where p = 0.
+    /// lse2 is finite (the caller handles fully masked rows).
+    void (*row_bwd_ds)(float *s, float *dp, const float *g, int n, float lse2, float delta);
+
+    /// Optional (NULL = fp32 staging for every dtype): 16-bit products for
+    /// bf16/fp16 inputs.  C[m][n] (+)= A·B with A a bf16 row-major tile
+    /// (lda elements per row) and B a bf16 panel packed by pack_b16 for k rows
+    /// and n columns; k a multiple of 2.  fp32 accumulation in fixed order.
+    void (*gemm_b16)(int m, int n, int k, const uint16_t *a, int64_t lda, const uint16_t *bp,
+                     float *c, int64_t ldc, int accumulate);
+    /// Packs B(p, j) = b[p * ldb + j] (fp32, k x n) as bf16 into dst in the
+    /// layout gemm_b16 reads; returns nothing.  dst holds b16_panel_elems(k, n).
+    void (*pack_b16)(int k, int n, const float *b, int64_t ldb, uint16_t *dst);
+} fmsa_cpu_kernels;
+
+/// uint16 elements pack_b16 writes for a k x n panel (k rounded up to 32, n to 16).
+static inline int64_t fmsa_cpu_b16_panel_elems(int k, int n) {
+    return (int64_t)((k + 31) / 32 * 32) * (int64_t)((n + 15) / 16 * 16);
+}
+
+/// The per-ISA tables (NULL where this build or architecture lacks the path).
+const fmsa_cpu_kernels *fmsa_cpu_kernels_generic(void);
+const fmsa_cpu_kernels *fmsa_cpu_kernels_scalar(void);
+const fmsa_cpu_kernels *fmsa_cpu_kernels_avx2(void);
+const fmsa_cpu_kernels *fmsa_cpu_kernels_avx512(void);
+const fmsa_cpu_kernels *fmsa_cpu_kernels_amx(void);
+
+/// The kernels this process runs: the best path the CPU supports, or the one
+/// FLASHMSA_CPU_KERNEL=amx|avx512|avx2|generic|scalar names.  Decided once
+/// (pthread_once) and logged at INFO.  Fails with FMSA_ERR_NOT_SUPPORTED,
+/// naming the path, when the variable asks for one this CPU or build lacks,
+/// and with FMSA_ERR_INVALID_ARGUMENT for an unknown name.
+fmsa_status fmsa_cpu_kernels_get(const fmsa_cpu_kernels **out);
+
+/// 1 when this CPU (and OS, for AMX tile state) can run path isa.
+int fmsa_cpu_isa_usable(fmsa_cpu_isa isa);
+
+/// Name of a path ("amx", ..., "scalar").
+const char *fmsa_cpu_isa_name(fmsa_cpu_isa isa);
+
+#endif /* FMSA_CPU_KERNELS_H */

@@ -1,0 +1,59 @@
+/*
+ * Panel packing (dtype conversion + layout) and the heaviest-first ordering
+ * of work items; see cpu_pack.h.
+ */
+#include "backends/cpu/cpu_pack.h"
+
+#include <stdlib.h>
+
+#include "backends/cpu/cpu_internal.h"
+#include "backends/cpu/cpu_tile.h"
+
+static int cpu_item_cmp(const void *pa, const void *pb) {
+    const fmsa_cpu_item *a = (const fmsa_cpu_item *)pa, *b = (const fmsa_cpu_item *)pb;
+    if (a->cost != b->cost) return a->cost > b->cost ? -1 : 1;
+    /* equal costs: the construction order, encoded in (slot, sub, tile, split) */
+    if (a->slot != b->slot) return a->slot < b->slot ? -1 : 1;
+    if (a->sub != b->sub) return a->sub < b->sub ? -1 : 1;
+    if (a->tile != b->tile) return a->tile < b->tile ? -1 : 1;
+    return a->split < b->split ? -1 : (a->split > b->split);
+}
+
+void fmsa_cpu_items_sort(fmsa_cpu_item *items, int64_t n) {
+    if (n > 1) qsort(items, (size_t)n, sizeof *items, cpu_item_cmp);
+}
+
+void fmsa_cpu_pack_rows(const fmsa_problem *p, const fmsa_view4 *v, const fmsa_seq *seq,
+                        int64_t b, int64_t h, int is_key, int64_t row0, int n, float scale,
+                        float *dst) {
+    const int64_t D = p->head_dim;
+    const char *base = fmsa_view4_host(v);
+    for (int r = 0; r < n; ++r) {
+        const int64_t off = is_key ? fmsa_problem_k_offset(p, v, seq, b, row0 + r, h)
+                                   : fmsa_problem_q_offset(v, seq, row0 + r, h);
+        fmsa_cpu_row_load(base, p->dtype, off, D, scale, dst + (int64_t)r * D);
+    }
+}
+
+void fmsa_cpu_pack_keys_t(const fmsa_problem *p, const fmsa_view4 *v, const fmsa_seq *seq,
+                          int64_t b, int64_t hk, int64_t row0, int n, int ld, float *dst) {
+    const int64_t D = p->head_dim;
+    const char *base = fmsa_view4_host(v);
+    /* 8 keys at a time through a small row buffer: each source row is read
+     * contiguously and each destination row gets 8 adjacent floats (one
+     * 32-byte run) instead of D scattered single stores per key */
+    float rowbuf[8][FMSA_CPU_MAX_HEAD_DIM];
+    for (int c0 = 0; c0 < n; c0 += 8) {
+        const int nc = n - c0 < 8 ? n - c0 : 8;
+        for (int c = 0; c < nc; ++c)
+            fmsa_cpu_row_load(base, p->dtype,
+                              fmsa_problem_k_offset(p, v, seq, b, row0 + c0 + c, hk), D, 1.0f,
+                              rowbuf[c]);
+        for (int64_t d = 0; d < D; ++d) {
+            float *out = dst + d * ld + c0;
+            for (int c = 0; c < nc; ++c) out[c] = rowbuf[c][d];
+        }
+    }
+    for (int64_t d = 0; d < D; ++d)
+        for (int c = n; c < ld; ++c) dst[d * ld + c] = 0.0f;
+}
