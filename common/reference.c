@@ -14,6 +14,10 @@
  *   key j visible iff inside the bottom-right aligned window and its mask bit is 1.
  * Fully masked rows give O = 0, LSE = -inf and contribute zero gradients.
  *
+ * Nothing here comes from the kernels' shared headers (fmsa_score.h,
+ * fmsa_softmax.h): the visibility rule, ALiBi and softcap are transcribed
+ * from flashmsa.h so that a mistake there cannot cancel out.
+ *
  * Work is organised per (sequence b, query head h): the key and value rows of
  * that sequence's kv head are gathered once into dense double matrices, then
  * every query row is handled on its own (row functions below).  Memory is
@@ -27,7 +31,6 @@
 
 #include "common/error.h"
 #include "common/fmsa_half.h"
-#include "common/fmsa_score.h"
 
 /* ------------------------------------------------------------------------ */
 /* Reading inputs                                                           */
@@ -79,17 +82,20 @@ static fmsa_status ref_kv_load(const fmsa_problem *p, const fmsa_seq *s, int64_t
 /* Scores and probabilities of one query row                                */
 /* ------------------------------------------------------------------------ */
 
-/// True when key j is visible to query row i of sequence b, head h: inside the
-/// window (fmsa_score.h, the same integer predicate the kernels use) and, with
-/// a mask, its bit is set.  The mask is indexed by sequence, query head and the
-/// row within the sequence; stride 0 broadcasts.
+/// True when key j is visible to query row i of sequence b, head h, written
+/// out from the definition in flashmsa.h rather than taken from fmsa_score.h:
+/// the kernels share that header, so an oracle built on it could not see a
+/// mistake in it.  The mask is indexed by sequence, query head and the row
+/// within the sequence; stride 0 broadcasts.
 static int ref_visible(const fmsa_problem *p, const fmsa_seq *s, int64_t b, int64_t h, int64_t i,
                        int64_t j) {
-    if (!fmsa_window_visible(i, j, s->sq, s->sk, p->window_left, p->window_right)) return 0;
+    const int64_t diag = i + s->sk - s->sq; /* bottom-right aligned diagonal */
+    if (p->window_left >= 0 && j < diag - p->window_left) return 0;
+    if (p->window_right >= 0 && j > diag + p->window_right) return 0;
     if (p->has_mask) {
         const unsigned char *row = (const unsigned char *)fmsa_viewn_host(&p->mask) +
                                    b * p->mask.s0 + h * p->mask.s1 + i * p->mask.s2;
-        if (!FMSA_MASK_BIT(row, j)) return 0;
+        if (((row[j / 8] >> (j % 8)) & 1) == 0) return 0;
     }
     return 1;
 }

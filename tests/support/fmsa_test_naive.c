@@ -5,7 +5,6 @@
 #include <string.h>
 
 #include "common/fmsa_half.h"
-#include "common/fmsa_score.h"
 
 /// Rounds an fp32 value to the problem dtype and back (identity for f32).
 static float nv_round(const fmsa_problem *p, float x) {
@@ -14,6 +13,29 @@ static float nv_round(const fmsa_problem *p, float x) {
     case FMSA_DTYPE_BF16: return fmsa_bf16_to_f32(fmsa_f32_to_bf16(x));
     default: return x;
     }
+}
+
+/*
+ * Score transforms and visibility, written out here in fp32 from flashmsa.h
+ * instead of taken from the kernels' fmsa_score.h: if the naive shared a
+ * mistake with a backend, its own error would be large and the tolerance
+ * derived from it would hide the backend's.
+ */
+static int nv_visible(int64_t i, int64_t j, int64_t sq, int64_t sk, int64_t wl, int64_t wr) {
+    const int64_t diag = i + sk - sq;
+    return (wl < 0 || j >= diag - wl) && (wr < 0 || j <= diag + wr);
+}
+
+static float nv_softcap(float x, float cap) { return cap > 0.0f ? cap * tanhf(x / cap) : x; }
+
+static float nv_alibi(float slope, int64_t i, int64_t j, int64_t sq, int64_t sk) {
+    int64_t dist = i + sk - sq - j;
+    return -slope * (float)(dist < 0 ? -dist : dist);
+}
+
+/// d softcap(x) / dx through the capped value c: 1 - (c / cap)^2.
+static float nv_softcap_grad(float c, float cap) {
+    return cap > 0.0f ? 1.0f - (c / cap) * (c / cap) : 1.0f;
 }
 
 /// The matrices of one (sequence, query head), all fp32 holding dtype values.
@@ -96,13 +118,13 @@ static int nv_head_forward(const fmsa_problem *p, const fmsa_seq *sq, int64_t b,
             float acc = 0.0f, x;
             crow[j] = 0.0f;
             srow[j] = -INFINITY;
-            if (!fmsa_window_visible(i, j, w->sq, w->sk, p->window_left, p->window_right)) continue;
-            if (mrow && !FMSA_MASK_BIT(mrow, j)) continue;
+            if (!nv_visible(i, j, w->sq, w->sk, p->window_left, p->window_right)) continue;
+            if (mrow && ((mrow[j / 8] >> (j % 8)) & 1) == 0) continue;
             for (int64_t d = 0; d < D; ++d) acc += w->q[i * D + d] * w->k[j * D + d];
             x = acc * scale;
-            crow[j] = fmsa_softcap_apply(x, cap);
+            crow[j] = nv_softcap(x, cap);
             x = crow[j];
-            if (p->has_alibi) x += fmsa_alibi_bias(slope, i, j, w->sq, w->sk);
+            if (p->has_alibi) x += nv_alibi(slope, i, j, w->sq, w->sk);
             srow[j] = nv_round(p, x);
             if (srow[j] > m) m = srow[j];
         }
@@ -185,7 +207,7 @@ static void nv_head_dscores(const fmsa_problem *p, nv_head *w) {
         }
         for (int64_t j = 0; j < w->sk; ++j) {
             ds[j] = nv_round(p, prow[j] * (ds[j] - di));
-            if (cap > 0.0f) ds[j] = nv_round(p, ds[j] * fmsa_softcap_grad(w->c[i * w->sk + j], cap));
+            if (cap > 0.0f) ds[j] = nv_round(p, ds[j] * nv_softcap_grad(w->c[i * w->sk + j], cap));
         }
     }
 }
