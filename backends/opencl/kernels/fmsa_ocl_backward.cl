@@ -31,10 +31,18 @@ __kernel void fmsa_ocl_bwd_preprocess(__global const elem_t *o, long4 ov,
     if (row >= rows) return;
     const long oo = ov.x + b * ov.y + row * ov.z + h * ov.w;
     const long od = dv.x + b * dv.y + row * dv.z + h * dv.w;
-    float4 sum = (float4)(0.0f);
-    for (int c = 0; c < D4; ++c)
-        sum = fma(FMSA_LOAD4(o, oo + 4 * c), FMSA_LOAD4(dout, od + 4 * c), sum);
-    ws[(b * heads + h) * rows + row] = (sum.x + sum.y) + (sum.z + sum.w);
+    /* The same fma chain, in the same order, as dP = dO V^T in fmsa_mm_nt:
+     * where O equals V (a single visible key) dP - D is then exactly 0, as
+     * it is mathematically, instead of a rounding residue. */
+    float sum = 0.0f;
+    for (int c = 0; c < D4; ++c) {
+        const float4 a = FMSA_LOAD4(dout, od + 4 * c), x = FMSA_LOAD4(o, oo + 4 * c);
+        sum = fma(a.x, x.x, sum);
+        sum = fma(a.y, x.y, sum);
+        sum = fma(a.z, x.z, sum);
+        sum = fma(a.w, x.w, sum);
+    }
+    ws[(b * heads + h) * rows + row] = sum;
 }
 #endif /* FMSA_KERNEL_BWD_PRE */
 
