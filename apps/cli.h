@@ -26,6 +26,10 @@ int cmd_devices(int argc, char **argv);
 int cmd_run(int argc, char **argv);
 /// `flashmsa bench`: the standard sweep, timed, each shape spot-checked.
 int cmd_bench(int argc, char **argv);
+/// `flashmsa peak`: the CPU's measured multiply-add peak per kernel path.
+int cmd_peak(int argc, char **argv);
+/// The CPU backend's kernel path ("avx2", ...) when info is a CPU device, else "-".
+const char *cli_cpu_kernel_name(const fmsa_device_info *info);
 
 /// Prints "flashmsa: <what>: <status>: <detail>" to stderr when st != success;
 /// returns st so callers can write `if (cli_report(...)) goto out;`.

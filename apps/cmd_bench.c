@@ -262,6 +262,7 @@ static void cli_bench_print(const cli_bench_opts *o, const fmsa_device_info *inf
         cli_json_string(info->name);
         printf(",\"arch\":");
         cli_json_string(info->arch);
+        printf(",\"kernel\":\"%s\"", cli_cpu_kernel_name(info));
         printf(",\"dtype\":\"%s\",\"pass\":\"%s\",\"causal\":%s,\"batch\":%lld,\"seqlen\":%lld,"
                "\"heads\":%lld,\"dim\":%lld,\"flops\":%.6e,\"time_ms\":%.6g,\"gflops\":%.6g,"
                "\"runs\":%d,\"check_rows\":%d,\"check\":{",
@@ -278,8 +279,8 @@ static void cli_bench_print(const cli_bench_opts *o, const fmsa_device_info *inf
         }
         printf("},\"ok\":%s}\n", ok ? "true" : "false");
     } else {
-        printf("%5lld %6lld %5lld %4lld %-6s %-4s %11.3f %10.2f %5d  %-3s %9.2e %9.2e  %s\n",
-               (long long)s->head_dim, (long long)s->seqlen_q, (long long)s->batch,
+        printf("%-7s %5lld %6lld %5lld %4lld %-6s %-4s %11.3f %10.2f %5d  %-3s %9.2e %9.2e  %s\n",
+               cli_cpu_kernel_name(info), (long long)s->head_dim, (long long)s->seqlen_q, (long long)s->batch,
                (long long)s->heads_q, s->causal ? "yes" : "no",
                pass == FMSA_PASS_FORWARD ? "fwd" : "bwd", sec * 1e3, flops / sec * 1e-9, runs,
                worst != NULL ? worst->name : "-", worst != NULL ? worst->err : 0.0,
@@ -297,7 +298,7 @@ static void cli_bench_skip(const cli_bench_opts *o, const cli_shape *s, const ch
         cli_json_string(why);
         printf("}\n");
     } else {
-        printf("%5lld %6lld %5lld %4lld %-6s skipped: %s\n", (long long)s->head_dim,
+        printf("%-7s %5lld %6lld %5lld %4lld %-6s skipped: %s\n", "-", (long long)s->head_dim,
                (long long)s->seqlen_q, (long long)s->batch, (long long)s->heads_q,
                s->causal ? "yes" : "no", why);
     }
@@ -367,7 +368,8 @@ int cmd_bench(int argc, char **argv) {
         printf("# GFLOP/s: fwd 4*b*h*s*s*d (causal /2), bwd 2.5x; check: %d sampled rows vs "
                "fp64 (err/tol of the worst tensor)\n",
                o.check_rows);
-        printf("%5s %6s %5s %4s %-6s %-4s %11s %10s %5s  %-3s %9s %9s  %s\n", "dim", "seqlen",
+        printf("%-7s %5s %6s %5s %4s %-6s %-4s %11s %10s %5s  %-3s %9s %9s  %s\n", "kernel",
+               "dim", "seqlen",
                "batch", "head", "causal", "pass", "time_ms", "GFLOP/s", "runs", "chk", "err",
                "tol", "check");
         fflush(stdout);

@@ -68,6 +68,7 @@ static void cli_usage(FILE *f) {
             "            seqlen 1024, dim 128, causal, forward + backward), time it and\n"
             "            check O, LSE, dQ, dK, dV against the fp64 reference\n"
             "  bench     sweep the standard benchmark shapes (GFLOP/s + sampled check)\n"
+            "  peak      the CPU's measured multiply-add peak per kernel path\n"
             "  version   print the library version\n"
             "\n"
             "Run 'flashmsa <command> --help' for the options of a command.\n"
@@ -77,6 +78,7 @@ static void cli_usage(FILE *f) {
             "  FLASHMSA_DEVICE   device index used with --backend auto\n"
             "                    (an explicit --backend/--device wins over both)\n"
             "  FLASHMSA_LOG      error|warn|info|debug  library log level (stderr)\n"
+            "  FLASHMSA_CPU_KERNEL  amx|avx512|avx2|generic|scalar: force a CPU kernel path\n"
             "\n"
             "exit status: 0 success/PASS, 1 a check failed, 2 usage or library error\n",
             v / 10000, v / 100 % 100, v % 100);
@@ -93,6 +95,7 @@ int main(int argc, char **argv) {
     if (strcmp(cmd, "devices") == 0) return cmd_devices(argc, argv);
     if (strcmp(cmd, "run") == 0) return cmd_run(argc, argv);
     if (strcmp(cmd, "bench") == 0) return cmd_bench(argc, argv);
+    if (strcmp(cmd, "peak") == 0) return cmd_peak(argc, argv);
     if (strcmp(cmd, "version") == 0 || strcmp(cmd, "--version") == 0) {
         int v = fmsa_version();
         printf("flashmsa %d.%d.%d\n", v / 10000, v / 100 % 100, v % 100);

@@ -58,8 +58,9 @@ typedef struct fmsa_cpu_kernels {
     /// lse2 is finite (the caller handles fully masked rows).
     void (*row_bwd_ds)(float *s, float *dp, const float *g, int n, float lse2, float delta);
 
-    /// Optional (NULL = fp32 staging for every dtype): 16-bit products for
-    /// bf16/fp16 inputs.  C[m][n] (+)= A·B with A a bf16 row-major tile
+    /// Optional (NULL = fp32 staging for every dtype), and not yet called by
+    /// the passes: the seam for 16-bit products (AVX512-BF16, AMX) for bf16
+    /// inputs.  C[m][n] (+)= A·B with A a bf16 row-major tile
     /// (lda elements per row) and B a bf16 panel packed by pack_b16 for k rows
     /// and n columns; k a multiple of 2.  fp32 accumulation in fixed order.
     void (*gemm_b16)(int m, int n, int k, const uint16_t *a, int64_t lda, const uint16_t *bp,

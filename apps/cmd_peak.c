@@ -1,0 +1,90 @@
+/*
+ * `flashmsa peak`: the CPU's measured multiply-add peak per kernel path
+ * (backends/cpu/cpu_peak.h), so CPU speed figures can be read as a fraction
+ * of what this machine does on this many threads.  Also names the kernel
+ * path the CPU backend runs (cli_cpu_kernel_name, used by `flashmsa bench`).
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "apps/cli.h"
+#include "apps/cli_options.h"
+#include "backends/cpu/cpu_peak.h"
+
+#define CLI_PEAK_MAX_THREADS 16 ///< entries of --threads LIST
+
+const char *cli_cpu_kernel_name(const fmsa_device_info *info) {
+    const fmsa_cpu_kernels *k;
+    if (info->backend != FMSA_BACKEND_CPU || fmsa_cpu_kernels_get(&k) != FMSA_SUCCESS) return "-";
+    return k->name;
+}
+
+static void cli_peak_help(void) {
+    printf("usage: flashmsa peak [options]\n"
+           "\n"
+           "Measures the CPU's multiply-add peak (GFLOP/s, a multiply-add = 2 flops) with a\n"
+           "register-resident loop of 12 independent chains per thread, for every kernel\n"
+           "path this CPU can run (amx, avx512, avx2, generic, scalar): fp32, and bf16\n"
+           "dot products where the path has them (vdpbf16ps, AMX tdpbf16ps).  The path\n"
+           "the CPU backend runs (FLASHMSA_CPU_KERNEL or the best) is marked with '*'.\n"
+           "\n"
+           "  --threads LIST    comma-separated thread counts (default: all threads)\n"
+           "  --seconds S       seconds per measurement (default 0.3)\n"
+           "  --json            one JSON object per line instead of the table\n");
+}
+
+int cmd_peak(int argc, char **argv) {
+    cli_args a = cli_args_begin(argc, argv, 2);
+    int64_t threads[CLI_PEAK_MAX_THREADS] = {0};
+    int n_threads = 1, json = 0, rc = CLI_EXIT_OK;
+    float seconds = 0.3f;
+    const fmsa_cpu_kernels *current = NULL;
+    fmsa_device_info info;
+
+    while (cli_args_next(&a)) {
+        if (cli_flag(&a, "--help") || cli_flag(&a, "-h")) {
+            cli_peak_help();
+            return CLI_EXIT_OK;
+        } else if (cli_flag(&a, "--json")) {
+            json = 1;
+        } else if (cli_value(&a, "--threads")) {
+            if (cli_parse_i64_list("--threads", a.value, 1, 4096, threads, CLI_PEAK_MAX_THREADS,
+                                   &n_threads))
+                return CLI_EXIT_ERROR;
+        } else if (cli_value(&a, "--seconds")) {
+            if (cli_parse_float("--seconds", a.value, 0.01f, 60.0f, &seconds)) return CLI_EXIT_ERROR;
+        } else if (!a.error) {
+            return cli_unknown(&a, "peak") ? CLI_EXIT_ERROR : CLI_EXIT_ERROR;
+        }
+    }
+    if (a.error) return CLI_EXIT_ERROR;
+    if (fmsa_cpu_kernels_get(&current) != FMSA_SUCCESS) current = NULL; /* bad env: still measure */
+    if (fmsa_device_get(0, &info) != FMSA_SUCCESS || info.backend != FMSA_BACKEND_CPU)
+        strcpy(info.name, "CPU");
+    if (!json) {
+        printf("# flashmsa peak: %s, multiply-add peak per kernel path (GFLOP/s)\n", info.name);
+        printf("%-8s %-5s %7s %10s\n", "path", "kind", "threads", "GFLOP/s");
+    }
+    for (int isa = 0; isa < FMSA_CPU_ISA_COUNT; ++isa) {
+        if (!fmsa_cpu_isa_usable((fmsa_cpu_isa)isa)) continue;
+        for (int kind = 0; kind < 2; ++kind)
+            for (int t = 0; t < n_threads; ++t) {
+                double gf = 0.0;
+                const char *name = fmsa_cpu_isa_name((fmsa_cpu_isa)isa);
+                const int mark = current && current->isa == (fmsa_cpu_isa)isa;
+                if (fmsa_cpu_peak_measure((fmsa_cpu_isa)isa, (fmsa_cpu_peak_kind)kind,
+                                          (int)threads[t], seconds, &gf) != FMSA_SUCCESS)
+                    continue; /* no bf16 on this path */
+                if (json)
+                    printf("{\"path\":\"%s\",\"kind\":\"%s\",\"threads\":%lld,\"gflops\":%.6g,"
+                           "\"selected\":%s}\n",
+                           name, kind ? "bf16" : "fp32", (long long)threads[t], gf,
+                           mark ? "true" : "false");
+                else
+                    printf("%-8s %-5s %7lld %10.1f%s\n", name, kind ? "bf16" : "fp32",
+                           (long long)threads[t], gf, mark ? "  *" : "");
+                fflush(stdout);
+            }
+    }
+    return rc;
+}

@@ -1,0 +1,270 @@
+#!/usr/bin/env python3
+"""flashmsa's CPU backend beside PyTorch's CPU SDPA, in one process, same threads.
+
+Loads the flashmsa shared library with ctypes and runs, for each shape, the
+flashmsa CPU forward/backward and torch.nn.functional.scaled_dot_product_attention
+(backward through autograd) on the same CPU tensors with the same thread count
+(OMP_NUM_THREADS for both OpenMP runtimes, torch.set_num_threads).  Reports
+GFLOP/s (forward 4*b*h*s*s*d, halved when causal; backward 2.5x the forward),
+the fraction of the fp32 FMA peak measured by `flashmsa peak` on the same
+threads, and the error of both against an fp64 reference on sampled query rows
+(O forward, dQ backward).  flashmsa passes when its error is at most 2x (3x for
+gradients) torch's same-precision error plus 4 units of roundoff of max|ref|.
+
+Usage (thread count is fixed per process, so run once per count):
+  python3 bench/cpu_vs_torch.py --lib build/libflashmsa.so --cli build/apps/flashmsa \
+      --threads 16 [--dtypes fp32,bf16] [--dims 64,128] [--seqlens 512,2048,8192] \
+      [--budget 240] [--json out.jsonl]
+"""
+import argparse
+import ctypes as C
+import json
+import math
+import os
+import subprocess
+import sys
+import time
+
+
+def parse_args():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    ap.add_argument("--lib", default="build/libflashmsa.so")
+    ap.add_argument("--cli", default="build/apps/flashmsa", help="for `flashmsa peak`")
+    ap.add_argument("--threads", type=int, default=os.cpu_count())
+    ap.add_argument("--dtypes", default="fp32,bf16")
+    ap.add_argument("--dims", default="64,128")
+    ap.add_argument("--seqlens", default="512,2048,8192")
+    ap.add_argument("--masks", default="none,causal")
+    ap.add_argument("--tokens", type=int, default=8192, help="batch*seqlen")
+    ap.add_argument("--heads", type=int, default=0,
+                    help="query heads (0: max(2, threads) so every thread has work)")
+    ap.add_argument("--no-backward", action="store_true")
+    ap.add_argument("--min-time", type=float, default=0.5, help="seconds of timed runs per pass")
+    ap.add_argument("--max-runs", type=int, default=5)
+    ap.add_argument("--check-rows", type=int, default=32)
+    ap.add_argument("--budget", type=float, default=0.0,
+                    help="stop starting new shapes after this many seconds (0 = no limit)")
+    ap.add_argument("--json", default="", help="append one JSON object per result to this file")
+    return ap.parse_args()
+
+
+ARGS = parse_args()
+# Both OpenMP runtimes (torch's bundled one and the system libgomp flashmsa
+# uses) read this when they start, which is why it is set before importing torch.
+os.environ["OMP_NUM_THREADS"] = str(ARGS.threads)
+import torch  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
+
+torch.set_num_threads(ARGS.threads)
+
+# ---------------------------------------------------------------- ctypes API
+FMSA_BACKEND_CPU = 1
+TORCH_DTYPE = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
+UNIT_ROUNDOFF = {"fp32": 2.0 ** -24, "fp16": 2.0 ** -11, "bf16": 2.0 ** -8}
+
+
+class Tensor(C.Structure):
+    _fields_ = [("data", C.c_void_p), ("byte_offset", C.c_int64), ("dtype", C.c_int),
+                ("ndim", C.c_int32), ("shape", C.c_int64 * 4), ("strides", C.c_int64 * 4)]
+
+
+class Desc(C.Structure):
+    _fields_ = [("softmax_scale", C.c_float), ("causal", C.c_int), ("window_left", C.c_int64),
+                ("window_right", C.c_int64), ("softcap", C.c_float), ("alibi_slopes", Tensor),
+                ("mask", Tensor), ("cu_seqlens_q", Tensor), ("cu_seqlens_k", Tensor),
+                ("max_seqlen_q", C.c_int64), ("max_seqlen_k", C.c_int64),
+                ("block_table", Tensor), ("page_size", C.c_int64), ("seqused_k", Tensor),
+                ("deterministic", C.c_int)]
+
+
+LIB = C.CDLL(os.path.abspath(ARGS.lib))
+LIB.fmsa_attention_desc_init.restype = Desc
+LIB.fmsa_attention_desc_init.argtypes = [C.c_int64]
+LIB.fmsa_last_error.restype = C.c_char_p
+LIB.fmsa_context_create.argtypes = [C.c_int, C.c_int, C.POINTER(C.c_void_p)]
+LIB.fmsa_workspace_size.argtypes = [C.c_void_p, C.c_int, C.POINTER(Desc)] + \
+    [C.POINTER(Tensor)] * 3 + [C.POINTER(C.c_size_t)]
+LIB.fmsa_forward.argtypes = [C.c_void_p, C.POINTER(Desc)] + [C.POINTER(Tensor)] * 5 + \
+    [C.c_void_p, C.c_size_t, C.c_void_p]
+LIB.fmsa_backward.argtypes = [C.c_void_p, C.POINTER(Desc)] + [C.POINTER(Tensor)] * 9 + \
+    [C.c_void_p, C.c_size_t, C.c_void_p]
+
+
+def check(status, what):
+    if status != 0:
+        raise RuntimeError(f"{what}: status {status}: {LIB.fmsa_last_error().decode()}")
+
+
+def as_tensor(t):
+    """A flashmsa descriptor of torch tensor t (strides in elements)."""
+    d = Tensor()
+    d.data = t.data_ptr()
+    d.byte_offset = 0
+    d.dtype = {torch.float32: 1, torch.float16: 2, torch.bfloat16: 3}[t.dtype]
+    d.ndim = t.dim()
+    for i in range(t.dim()):
+        d.shape[i] = t.shape[i]
+        d.strides[i] = t.stride(i)
+    return d
+
+
+CTX = C.c_void_p()
+check(LIB.fmsa_context_create(FMSA_BACKEND_CPU, 0, C.byref(CTX)), "fmsa_context_create")
+
+
+# ---------------------------------------------------------------- helpers
+def timed(fn):
+    """Median seconds of fn over timed runs after one warm-up run."""
+    fn()
+    times = []
+    while len(times) < ARGS.max_runs and (sum(times) < ARGS.min_time or len(times) < 1):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+        if times[-1] > 5.0:
+            break
+    times.sort()
+    return times[len(times) // 2], len(times)
+
+
+def measure_peak():
+    """fp32 (and bf16 where present) peak of the selected kernel path on ARGS.threads."""
+    out = {"fp32": float("nan"), "bf16": float("nan"), "path": "?"}
+    try:
+        res = subprocess.run([ARGS.cli, "peak", "--json", "--threads", str(ARGS.threads)],
+                             capture_output=True, text=True, timeout=120)
+        for line in res.stdout.splitlines():
+            r = json.loads(line)
+            if r.get("selected"):
+                out[r["kind"]] = r["gflops"]
+                out["path"] = r["path"]
+    except (OSError, subprocess.SubprocessError, ValueError) as e:
+        print(f"# peak: {e}", file=sys.stderr)
+    return out
+
+
+def reference_rows(q, k, v, do, rows, scale, causal):
+    """fp64 O and dQ of the sampled query rows of batch 0, every head ([B,S,H,D] inputs)."""
+    q64, k64, v64, do64 = (x[0].double().transpose(0, 1) for x in (q, k, v, do))  # [H,S,D]
+    s = q64[:, rows] @ k64.transpose(1, 2) * scale                                  # [H,r,S]
+    if causal:
+        keys = torch.arange(k64.shape[1])
+        s = s.masked_fill(keys[None, None, :] > rows[None, :, None], float("-inf"))
+    p = torch.softmax(s, dim=-1)
+    o = p @ v64                                                                      # [H,r,D]
+    dp = do64[:, rows] @ v64.transpose(1, 2)
+    delta = (do64[:, rows] * o).sum(-1, keepdim=True)
+    dq = (p * (dp - delta)) @ k64 * scale
+    return o.transpose(0, 1), dq.transpose(0, 1)                                     # [r,H,D]
+
+
+def max_err(x, ref):
+    x = x.double()
+    if torch.isnan(x).any():
+        return float("inf")
+    return (x - ref).abs().max().item()
+
+
+def run_shape(dt, d, s, causal, peak):
+    b = max(1, ARGS.tokens // s)
+    h = ARGS.heads or max(2, ARGS.threads)
+    tdt = TORCH_DTYPE[dt]
+    scale = 1.0 / math.sqrt(d)
+    g = torch.Generator().manual_seed(1000 * d + s + causal)
+    q, k, v, do = (torch.randn(b, s, h, d, generator=g).to(tdt) for _ in range(4))
+    o = torch.empty_like(q)
+    lse = torch.empty(b, h, s, dtype=torch.float32)
+    dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
+    T = {n: as_tensor(x) for n, x in
+         dict(q=q, k=k, v=v, o=o, do=do, dq=dq, dk=dk, dv=dv, lse=lse).items()}
+    desc = LIB.fmsa_attention_desc_init(d)
+    desc.causal = int(causal)
+    fwd_flops = 4.0 * b * h * s * s * d / (2.0 if causal else 1.0)
+    ws_f, ws_b = C.c_size_t(), C.c_size_t()
+    check(LIB.fmsa_workspace_size(CTX, 0, desc, T["q"], T["k"], T["v"], C.byref(ws_f)), "ws fwd")
+    check(LIB.fmsa_workspace_size(CTX, 1, desc, T["q"], T["k"], T["v"], C.byref(ws_b)), "ws bwd")
+    ws = torch.empty(max(ws_f.value, ws_b.value, 1), dtype=torch.uint8)
+
+    def fmsa_fwd():
+        check(LIB.fmsa_forward(CTX, desc, T["q"], T["k"], T["v"], T["o"], T["lse"],
+                               C.c_void_p(ws.data_ptr()), ws_f.value, None), "fmsa_forward")
+
+    def fmsa_bwd():
+        check(LIB.fmsa_backward(CTX, desc, T["q"], T["k"], T["v"], T["o"], T["do"], T["lse"],
+                                T["dq"], T["dk"], T["dv"], C.c_void_p(ws.data_ptr()),
+                                ws_b.value, None), "fmsa_backward")
+
+    # torch wants [B, H, S, D]; contiguous copies so its kernels see their best layout
+    tq, tk, tv, tdo = (x.transpose(1, 2).contiguous() for x in (q, k, v, do))
+    tq.requires_grad_(True)
+    tk.requires_grad_(True)
+    tv.requires_grad_(True)
+    results = []
+    rows = torch.unique(torch.randint(0, s, (ARGS.check_rows,), generator=g))
+    ref_o, ref_dq = reference_rows(q, k, v, do, rows, scale, causal)
+
+    # forward
+    sec_f, n_f = timed(fmsa_fwd)
+    with torch.no_grad():
+        sec_t, n_t = timed(lambda: F.scaled_dot_product_attention(tq, tk, tv, is_causal=causal))
+        t_out = F.scaled_dot_product_attention(tq, tk, tv, is_causal=causal)
+    u = UNIT_ROUNDOFF[dt]
+    floor = 4 * u * ref_o.abs().max().item()
+    e_f = max_err(o[0, rows], ref_o)
+    e_t = max_err(t_out.transpose(1, 2)[0, rows], ref_o)
+    results.append(("fwd", fwd_flops, sec_f, n_f, sec_t, n_t, e_f, e_t, e_f <= 2 * e_t + floor))
+
+    if not ARGS.no_backward:
+        sec_fb, n_fb = timed(fmsa_bwd)
+        out = F.scaled_dot_product_attention(tq, tk, tv, is_causal=causal)
+        sec_tb, n_tb = timed(lambda: torch.autograd.grad(out, (tq, tk, tv), tdo, retain_graph=True))
+        t_dq = torch.autograd.grad(out, (tq,), tdo, retain_graph=True)[0]
+        floor = 4 * u * ref_dq.abs().max().item()
+        e_f = max_err(dq[0, rows], ref_dq)
+        e_t = max_err(t_dq.transpose(1, 2)[0, rows], ref_dq)
+        results.append(("bwd", 2.5 * fwd_flops, sec_fb, n_fb, sec_tb, n_tb, e_f, e_t,
+                        e_f <= 3 * e_t + floor))
+
+    for (ps, flops, sf, nf, st, nt, ef, et, ok) in results:
+        gf, gt = flops / sf * 1e-9, flops / st * 1e-9
+        rec = dict(threads=ARGS.threads, path=peak["path"], dtype=dt, dim=d, seqlen=s, batch=b,
+                   heads=h, causal=causal, pass_=ps, flops=flops, fmsa_gflops=gf,
+                   torch_gflops=gt, speedup=gf / gt, fmsa_peak_frac=gf / peak["fp32"],
+                   torch_peak_frac=gt / peak["fp32"], fmsa_err=ef, torch_err=et, ok=bool(ok),
+                   fmsa_runs=nf, torch_runs=nt)
+        print(f"{ARGS.threads:3d} {dt:5s} {d:4d} {s:6d} {b:3d} {h:3d} {'yes' if causal else 'no':6s} "
+              f"{ps:4s} {gf:9.1f} {gt:9.1f} {gf / gt:6.2f}x {100 * gf / peak['fp32']:6.1f}% "
+              f"{100 * gt / peak['fp32']:6.1f}%  {ef:9.2e} {et:9.2e}  {'ok' if ok else 'FAIL'}",
+              flush=True)
+        if ARGS.json:
+            with open(ARGS.json, "a") as f:
+                f.write(json.dumps({k.rstrip("_"): v for k, v in rec.items()}) + "\n")
+    return all(r[-1] for r in results)
+
+
+def main():
+    peak = measure_peak()
+    print(f"# cpu_vs_torch: {ARGS.threads} threads, torch {torch.__version__}, flashmsa path "
+          f"{peak['path']}, measured peak fp32 {peak['fp32']:.1f} GFLOP/s, bf16 {peak['bf16']:.1f}")
+    print("# GFLOP/s: fwd 4*b*h*s*s*d (causal /2), bwd 2.5x; peak% of the fp32 FMA peak; "
+          "err: max|x - fp64| on sampled rows (O fwd, dQ bwd)")
+    print("thr dtype  dim seqlen   b   h causal pass fmsa_GF/s torch_GF/s speedup fmsa%  torch%"
+          "   fmsa_err torch_err  check")
+    t0 = time.perf_counter()
+    ok_all = True
+    for dt in ARGS.dtypes.split(","):
+        for d in (int(x) for x in ARGS.dims.split(",")):
+            for s in (int(x) for x in ARGS.seqlens.split(",")):
+                for mask in ARGS.masks.split(","):
+                    if ARGS.budget and time.perf_counter() - t0 > ARGS.budget:
+                        print(f"# budget: skipped {dt} d{d} s{s} {mask}", flush=True)
+                        continue
+                    print(f"# [{time.perf_counter() - t0:5.0f}s] {dt} d{d} s{s} {mask}",
+                          file=sys.stderr, flush=True)
+                    ok_all &= run_shape(dt, d, s, mask == "causal", peak)
+    print(f"# done in {time.perf_counter() - t0:.0f} s: {'all checks passed' if ok_all else 'CHECK FAILED'}")
+    return 0 if ok_all else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
