@@ -54,7 +54,8 @@ int cmd_peak(int argc, char **argv) {
         } else if (cli_value(&a, "--seconds")) {
             if (cli_parse_float("--seconds", a.value, 0.01f, 60.0f, &seconds)) return CLI_EXIT_ERROR;
         } else if (!a.error) {
-            return cli_unknown(&a, "peak") ? CLI_EXIT_ERROR : CLI_EXIT_ERROR;
+            cli_unknown(&a, "peak");
+            return CLI_EXIT_ERROR;
         }
     }
     if (a.error) return CLI_EXIT_ERROR;

@@ -42,9 +42,10 @@ static void cli_run_help(void) {
         "  --heads N         query heads\n"
         "  --heads-kv N      key/value heads, divides --heads (GQA/MQA; default = heads)\n"
         "  --dim N           head dim, multiple of 8 in [8, 256]\n"
-        "  --causal          causal mask, bottom-right aligned (default)\n"
+        "  --causal          causal mask, bottom-right aligned (default unless --window)\n"
         "  --no-causal       no causal mask\n"
-        "  --window L,R      sliding window, -1 = unlimited on that side\n"
+        "  --window L,R      sliding window, -1 = unlimited on that side; replaces the\n"
+        "                    default causal mask (with --causal too, R must be 0 or -1)\n"
         "  --softcap X       tanh soft-capping of scores (0 = off)\n"
         "  --no-backward     forward only\n"
         "  --seed N          input seed (default 1)\n"
@@ -73,6 +74,7 @@ typedef struct cli_run_opts {
 static int cli_run_parse(int argc, char **argv, cli_run_opts *o) {
     cli_args a = cli_args_begin(argc, argv, 2);
     int64_t v, sq = -1, sk = -1, hkv = -1;
+    int causal_given = 0, window_given = 0;
     cli_shape *s = &o->shape;
 
     memset(o, 0, sizeof *o);
@@ -98,8 +100,10 @@ static int cli_run_parse(int argc, char **argv, cli_run_opts *o) {
             return 0;
         } else if (cli_flag(&a, "--causal")) {
             s->causal = 1;
+            causal_given = 1;
         } else if (cli_flag(&a, "--no-causal")) {
             s->causal = 0;
+            causal_given = 1;
         } else if (cli_flag(&a, "--no-backward")) {
             s->backward = 0;
         } else if (cli_flag(&a, "--full-check")) {
@@ -126,6 +130,7 @@ static int cli_run_parse(int argc, char **argv, cli_run_opts *o) {
             if (a.error ||
                 cli_parse_window("--window", a.value, &s->window_left, &s->window_right))
                 return -1;
+            window_given = 1;
         } else if (cli_value(&a, "--softcap")) {
             if (a.error || cli_parse_float("--softcap", a.value, 0.0f, 1e6f, &s->softcap))
                 return -1;
@@ -147,6 +152,9 @@ static int cli_run_parse(int argc, char **argv, cli_run_opts *o) {
         }
     }
     if (a.error) return -1;
+    /* A window is a mask of its own: it replaces the default causal mask
+     * unless --causal was asked for too (then window_right must be 0 or -1). */
+    if (window_given && !causal_given) s->causal = 0;
     s->seqlen_q = sq;
     s->seqlen_k = sk;
     s->heads_kv = hkv > 0 ? hkv : s->heads_q;
