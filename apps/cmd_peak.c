@@ -7,6 +7,10 @@
 #include <stdio.h>
 #include <string.h>
 
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
 #include "apps/cli.h"
 #include "apps/cli_options.h"
 #include "backends/cpu/cpu_peak.h"
@@ -59,6 +63,11 @@ int cmd_peak(int argc, char **argv) {
         }
     }
     if (a.error) return CLI_EXIT_ERROR;
+#ifdef _OPENMP
+    /* 0 = all threads: print the number it stands for */
+    for (int t = 0; t < n_threads; ++t)
+        if (threads[t] == 0) threads[t] = omp_get_max_threads();
+#endif
     if (fmsa_cpu_kernels_get(&current) != FMSA_SUCCESS) current = NULL; /* bad env: still measure */
     if (fmsa_device_get(0, &info) != FMSA_SUCCESS || info.backend != FMSA_BACKEND_CPU)
         strcpy(info.name, "CPU");
