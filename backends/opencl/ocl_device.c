@@ -76,6 +76,12 @@ static void fmsa_ocl_add_device(const fmsa_ocl_api *cl, cl_platform_id plat, cl_
     cl->clGetDeviceInfo(dev, CL_DEVICE_NAME, sizeof d->info.name - 1, d->info.name, NULL);
     d->max_work_group = max_wg ? max_wg : 1;
     d->info.backend = FMSA_BACKEND_OPENCL;
+    {
+        cl_device_type type = 0;
+        cl->clGetDeviceInfo(dev, CL_DEVICE_TYPE, sizeof type, &type, NULL);
+        /* AUTO prefers the CPU backend over OpenCL CPU devices (PoCL). */
+        d->info.kind = (type & CL_DEVICE_TYPE_GPU) ? FMSA_DEVICE_KIND_GPU : FMSA_DEVICE_KIND_OTHER;
+    }
     d->info.index = fmsa_ocl_dev_count;
     snprintf(d->info.arch, sizeof d->info.arch, "opencl");
     d->info.sram_per_block = (size_t)local;

@@ -50,10 +50,10 @@ __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void fmsa_ocl_forward(
     }
 
     fmsa_load_q(Qs, q, qv, &s, m0, h, lid);
-    if (lid < BM) {
+    for (int r = lid; r < BM; r += WG) { /* WG may be smaller than BM */
         float m, l;
         fmsa_softmax_init(&m, &l);
-        rowm[lid] = m;
+        rowm[r] = m;
     }
     float4 acc[O_TM][O_TD];
     float lsum[O_TM];
@@ -90,11 +90,11 @@ __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void fmsa_ocl_forward(
         barrier(CLK_LOCAL_MEM_FENCE);
 
         fmsa_load_kv(KVs, BN, v, vv, &s, b, n0, ke, hk, bt, bv, lid);
-        if (lid < BM) {
-            float mx = -INFINITY, m = rowm[lid];
-            for (int x = 0; x < S_NX; ++x) mx = fmax(mx, pmax[lid * S_NX + x]);
-            rowc[lid] = fmsa_softmax_update(&m, mx);
-            rowm[lid] = m;
+        for (int r = lid; r < BM; r += WG) {
+            float mx = -INFINITY, m = rowm[r];
+            for (int x = 0; x < S_NX; ++x) mx = fmax(mx, pmax[r * S_NX + x]);
+            rowc[r] = fmsa_softmax_update(&m, mx);
+            rowm[r] = m;
         }
         barrier(CLK_LOCAL_MEM_FENCE);
 
