@@ -10,24 +10,12 @@
 #include <string.h>
 
 #include "apps/cli_naive.h"
+#include "common/check_rule.h"
 #include "common/error.h"
 #include "common/fmsa_half.h"
 #include "common/reference.h"
 
 static const char *const cli_err_names[CLI_ERR_COUNT] = {"O", "LSE", "dQ", "dK", "dV"};
-
-/* Unit roundoff of the stored output.  The floor is four of them at the
- * tensor's largest magnitude, the same constant and derivation as the test
- * suites' rule (tests/support/fmsa_test_check.h): the final rounding, one
- * rounded intermediate, and a different accumulation order. */
-#define CLI_FLOOR_UNITS 4.0
-static double cli_unit_roundoff(fmsa_dtype dt) {
-    switch (dt) {
-    case FMSA_DTYPE_F16: return ldexp(1.0, -11);
-    case FMSA_DTYPE_BF16: return ldexp(1.0, -8);
-    default: return ldexp(1.0, -24);
-    }
-}
 
 static void cli_err_reset(cli_err err[CLI_ERR_COUNT]) {
     int i;
@@ -57,18 +45,25 @@ static void cli_err_add(cli_err *e, double got, double naive, double ref) {
     if (d > e->naive) e->naive = d;
 }
 
-static void cli_err_finish(cli_err *e, double mult, fmsa_dtype stored) {
-    e->tol = mult * e->naive + CLI_FLOOR_UNITS * cli_unit_roundoff(stored) * e->ref_max;
+static void cli_err_finish(cli_err *e, double mult, const fmsa_rule_floor_spec *f) {
+    e->tol = mult * e->naive + fmsa_rule_floor(f, e->ref_max);
     e->ok = e->checked > 0 && e->nan_count == 0 && e->err <= e->tol;
 }
 
+/* The rule of common/check_rule.h per tensor: factor 2 and the forward's
+ * softmax units for O and LSE, 3 and the backward's for the gradients; A is
+ * the largest finite reference LSE, which the LSE entry has just measured. */
 static void cli_finish_all(const fmsa_problem *p, cli_err err[CLI_ERR_COUNT]) {
     int i;
     for (i = 0; i < CLI_ERR_COUNT; i++) {
+        fmsa_rule_floor_spec f;
+        int fwd = i <= CLI_ERR_LSE;
         if (err[i].checked == 0) continue;
-        /* 2x for the forward outputs, 3x for gradients (ARCHITECTURE.md) */
-        cli_err_finish(&err[i], i <= CLI_ERR_LSE ? 2.0 : 3.0,
-                       i == CLI_ERR_LSE ? FMSA_DTYPE_F32 : p->dtype);
+        f.store_dtype = i == CLI_ERR_LSE ? FMSA_DTYPE_F32 : p->dtype;
+        f.softmax_units = fwd ? FMSA_RULE_SOFTMAX_UNITS_FWD : FMSA_RULE_SOFTMAX_UNITS_BWD;
+        f.lse_max = err[CLI_ERR_LSE].ref_max;
+        f.is_lse = i == CLI_ERR_LSE;
+        cli_err_finish(&err[i], fwd ? FMSA_RULE_FACTOR_FWD : FMSA_RULE_FACTOR_BWD, &f);
     }
 }
 

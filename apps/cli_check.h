@@ -7,12 +7,10 @@
  * where naive is a plain materialise-the-scores attention written here in the
  * same input precision (scores, probabilities, dP and dS rounded to the dtype
  * as a framework's unfused attention would round them; fp32 accumulation),
- * mult is 2 for O and LSE and 3 for gradients, and floor = 4 u max|ref| with
- * u the unit roundoff of the stored output (2^-24 fp32, 2^-11 fp16, 2^-8 bf16;
- * LSE is always fp32) covers tensors where the naive error happens to be
- * (nearly) zero.  The tolerance is derived from the naive error of the same
- * run, never tuned.  This is the test suites' rule (tests/support/
- * fmsa_test_check.h, same constants); the program has its own row-at-a-time
+ * mult is 2 for O and LSE and 3 for gradients, and the floor is the one
+ * derived in common/check_rule.h (shared with the test suites).  The
+ * tolerance is derived from the naive error of the same run, never tuned.
+ * The program has its own row-at-a-time
  * naive implementation because the suites' one materialises whole score
  * matrices and links cmocka, while the program must spot-check single rows
  * of benchmark shapes and build without the tests.

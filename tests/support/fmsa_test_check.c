@@ -3,31 +3,8 @@
 #include <math.h>
 #include <stdio.h>
 
-double fmsa_test_unit_roundoff(fmsa_dtype dtype) {
-    switch (dtype) {
-    case FMSA_DTYPE_F16: return ldexp(1.0, -11); /* 10 stored mantissa bits */
-    case FMSA_DTYPE_BF16: return ldexp(1.0, -8); /* 7 stored mantissa bits */
-    default: return ldexp(1.0, -24);             /* f32: 23 stored mantissa bits */
-    }
-}
-
-double fmsa_test_floor(const fmsa_test_floor_spec *f, double ref_max) {
-    const double u32 = fmsa_test_unit_roundoff(FMSA_DTYPE_F32);
-    double storage = (FMSA_TEST_FLOOR_UNITS * fmsa_test_unit_roundoff(f->store_dtype) +
-                      FMSA_TEST_FLOOR_F32_UNITS * u32) * ref_max;
-    double softmax = u32 * f->softmax_units * (1.0 + f->lse_max);
-    return storage + (f->is_lse ? softmax : softmax * ref_max);
-}
-
-double fmsa_test_lse_max(const double *lse, int64_t n) {
-    double a = 0.0;
-    for (int64_t i = 0; i < n; ++i)
-        if (isfinite(lse[i]) && fabs(lse[i]) > a) a = fabs(lse[i]);
-    return a;
-}
-
 void fmsa_test_compare(const double *got, const double *naive, const double *ref, int64_t n,
-                       double factor, const fmsa_test_floor_spec *f, fmsa_test_error *e) {
+                       double factor, const fmsa_rule_floor_spec *f, fmsa_test_error *e) {
     e->backend = e->naive = e->ref_max = 0.0;
     e->worst = e->first_bad = -1;
     e->nan = e->inf_bad = 0;
@@ -55,7 +32,7 @@ void fmsa_test_compare(const double *got, const double *naive, const double *ref
         if (isfinite(naive[i]) && fabs(naive[i] - ref[i]) > e->naive)
             e->naive = fabs(naive[i] - ref[i]);
     }
-    e->floor = fmsa_test_floor(f, e->ref_max);
+    e->floor = fmsa_rule_floor(f, e->ref_max);
     e->tol = factor * e->naive + e->floor;
     e->ok = e->nan == 0 && e->inf_bad == 0 && e->backend <= e->tol;
 }

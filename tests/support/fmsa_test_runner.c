@@ -129,15 +129,15 @@ static int run_compare(fmsa_context *ctx, const fmsa_test_problem *tp, const fms
                        run_arrays *a, const double *naive, const double *ref, char *msg,
                        size_t len) {
     fmsa_test_error e;
-    fmsa_test_floor_spec f;
+    fmsa_rule_floor_spec f;
     int bwd = tp->spec.pass == FMSA_PASS_BACKWARD;
-    double factor = bwd ? FMSA_TEST_FACTOR_BWD : FMSA_TEST_FACTOR_FWD;
+    double factor = bwd ? FMSA_RULE_FACTOR_BWD : FMSA_RULE_FACTOR_FWD;
     char line[320];
     if (fmsa_test_buf_download(ctx, b, a->image) != FMSA_SUCCESS) return -1;
     fmsa_test_buf_load(b, a->image, a->got);
     f.store_dtype = b->dtype;
-    f.softmax_units = bwd ? FMSA_TEST_SOFTMAX_UNITS_BWD : FMSA_TEST_SOFTMAX_UNITS_FWD;
-    f.lse_max = fmsa_test_lse_max(a->ref_lse, tp->n_lse);
+    f.softmax_units = bwd ? FMSA_RULE_SOFTMAX_UNITS_BWD : FMSA_RULE_SOFTMAX_UNITS_FWD;
+    f.lse_max = fmsa_rule_lse_max(a->ref_lse, tp->n_lse);
     f.is_lse = b == &tp->lse;
     fmsa_test_compare(a->got, naive, ref, b->count, factor, &f, &e);
     fmsa_test_error_format(b->name, &e, factor, line, sizeof line);

@@ -1,0 +1,76 @@
+/*
+ * The correctness rule (ARCHITECTURE.md, STYLE.md habit 11), in one place:
+ *
+ *   max |backend - ref|  <=  factor * max |naive - ref|  +  floor
+ *
+ * ref is the fp64 reference, naive the same-precision naive implementation
+ * (tests/support/fmsa_test_naive.h for whole tensors, apps/cli_naive.h row by row), factor 2 for forward outputs (O, LSE) and 3 for
+ * gradients (FlashAttention's rule: a fused kernel may be a little worse than
+ * the unfused one, not an order of magnitude).  Any NaN fails; where the
+ * reference is infinite (the -inf LSE of a fully masked row) the backend must
+ * produce exactly that value.
+ *
+ * The floor (derived, not tuned) has two parts, both in units of the unit
+ * roundoff u (2^-24 f32, 2^-11 f16, 2^-8 bf16):
+ *
+ * (a) storage: (2 u(stored dtype) + 2 u_f32) * max |ref|.  For cases where
+ *     the naive error is a poor estimate because it is (nearly) zero -- d = 8,
+ *     values that happen to round exactly -- while a correct backend still
+ *     carries 1 u(dtype) for the final rounding of its result, 1 u(dtype) for
+ *     one more dtype rounding of an intermediate (P or dS converted to
+ *     f16/bf16 for matrix units, as on GPUs), and 2 u_f32 for accumulating in
+ *     another order (tiles, split-KV merge, online rescale; accumulation is
+ *     fp32 by the API contract, so this part never scales with the dtype).
+ *
+ * (b) softmax argument: u_f32 * K * (1 + A) relative, A = max |LSE| of the
+ *     reference (>= the largest score that carries weight).  exp() turns an
+ *     absolute error e of its argument into a relative error e of P, and a
+ *     flash kernel's argument carries errors proportional to the size of the
+ *     scores, which the naive's does not: the naive forms s - max(s) with one
+ *     subtraction of nearby values (exact near the maximum, Sterbenz), and
+ *     with one visible key its P is exactly 1.  Counting fp32 roundings:
+ *       forward  (K = 3): s * (scale log2 e) -- the constant and the product,
+ *                2 u|s| -- and the running max subtracted, 1 u|s|;
+ *       backward (K = 6): the same 2 u|s| recomputing S, the LSE handed over
+ *                in fp32 (1 u|lse|) and multiplied by log2 e (1 u|lse|), the
+ *                subtraction (1 u), and exp2 itself (1 u).
+ *     Every output of the pass is a P-weighted sum, so this relative error
+ *     applies at the magnitude of the output (max |ref|); for the LSE it is
+ *     absolute (log of a sum of P-weighted terms).  It is negligible next to
+ *     the naive error for f16/bf16 and matters only for f32.
+ *
+ * Exactly zero outputs (fully masked rows) have ref = naive = 0 and a zero
+ * floor, so they must be exactly zero.
+ */
+#ifndef FMSA_COMMON_CHECK_RULE_H
+#define FMSA_COMMON_CHECK_RULE_H
+
+#include <stdint.h>
+
+#include "flashmsa/flashmsa.h"
+
+#define FMSA_RULE_FLOOR_UNITS 2.0       ///< (a) above: units of the stored dtype
+#define FMSA_RULE_FLOOR_F32_UNITS 2.0   ///< (a) above: units of fp32
+#define FMSA_RULE_SOFTMAX_UNITS_FWD 3.0 ///< K of (b) for the forward
+#define FMSA_RULE_SOFTMAX_UNITS_BWD 6.0 ///< K of (b) for the backward
+#define FMSA_RULE_FACTOR_FWD 2.0        ///< outputs: O, LSE
+#define FMSA_RULE_FACTOR_BWD 3.0        ///< gradients: dQ, dK, dV
+
+/// Unit roundoff of a float dtype: 2^-24 (f32), 2^-11 (f16), 2^-8 (bf16).
+double fmsa_rule_unit_roundoff(fmsa_dtype dtype);
+
+/// What the floor of one tensor depends on.
+typedef struct fmsa_rule_floor_spec {
+    fmsa_dtype store_dtype; ///< dtype the backend stores the tensor in (f32 for LSE)
+    double softmax_units;   ///< K: FMSA_RULE_SOFTMAX_UNITS_FWD or _BWD
+    double lse_max;         ///< A: max |LSE| of the reference over rows with a visible key
+    int is_lse;             ///< the tensor is the LSE: part (b) is absolute
+} fmsa_rule_floor_spec;
+
+/// The floor for a tensor whose largest reference magnitude is ref_max.
+double fmsa_rule_floor(const fmsa_rule_floor_spec *f, double ref_max);
+
+/// A = max |x| over the finite elements of a reference LSE (0 if none).
+double fmsa_rule_lse_max(const double *lse, int64_t n);
+
+#endif /* FMSA_COMMON_CHECK_RULE_H */
