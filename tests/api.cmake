@@ -1,2 +1,26 @@
 # tests of group api
 fmsa_add_test(test_api_bad_input LABELS api cpu SOURCES test_api_bad_input.c)
+
+# One binary for heterogeneous fleets: GPU backends load their runtimes
+# lazily, so the shared library must not depend on them at link level, and a
+# machine whose OpenCL loader finds no platform still runs on the CPU while an
+# explicit OpenCL request fails cleanly.
+find_program(FMSA_READELF readelf)
+if(FMSA_READELF)
+  add_test(NAME api_no_gpu_runtime_link_deps
+           COMMAND ${CMAKE_COMMAND} -DREADELF=${FMSA_READELF} -DLIB=$<TARGET_FILE:flashmsa>
+                   -P ${CMAKE_CURRENT_SOURCE_DIR}/check_link_deps.cmake)
+  set_tests_properties(api_no_gpu_runtime_link_deps PROPERTIES LABELS "api;cpu")
+endif()
+if(FLASHMSA_HAVE_OPENCL)
+  add_test(NAME api_cpu_without_opencl_platforms
+           COMMAND flashmsa_cli run --seqlen 64 --heads 2 --dim 32)
+  add_test(NAME api_opencl_unavailable_is_an_error
+           COMMAND flashmsa_cli run --backend opencl --seqlen 64 --heads 2 --dim 32)
+  set_tests_properties(api_cpu_without_opencl_platforms api_opencl_unavailable_is_an_error
+                       PROPERTIES LABELS "api;cpu" ENVIRONMENT "OCL_ICD_VENDORS=/nonexistent")
+  set_tests_properties(api_cpu_without_opencl_platforms PROPERTIES
+                       PASS_REGULAR_EXPRESSION "device +cpu:0.*\nPASS")
+  set_tests_properties(api_opencl_unavailable_is_an_error PROPERTIES
+                       WILL_FAIL FALSE PASS_REGULAR_EXPRESSION "BACKEND_UNAVAILABLE|backend unavailable")
+endif()

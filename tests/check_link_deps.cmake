@@ -1,0 +1,15 @@
+# Fails if the shared library links a GPU vendor runtime directly (they must
+# be dlopen'ed so the library loads on machines without them).
+execute_process(COMMAND ${READELF} -d ${LIB} OUTPUT_VARIABLE deps RESULT_VARIABLE rc)
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "readelf failed on ${LIB}")
+endif()
+foreach(runtime libOpenCL libcuda libcudart libamdhip64)
+  if(deps MATCHES "NEEDED[^\n]*${runtime}")
+    message(FATAL_ERROR "${LIB} links ${runtime} directly:\n${deps}")
+  endif()
+endforeach()
+if(NOT deps MATCHES "NEEDED")
+  message(FATAL_ERROR "readelf printed no NEEDED entries for ${LIB}; the check would be vacuous")
+endif()
+message(STATUS "no GPU runtime among the link dependencies of ${LIB}")
