@@ -7,6 +7,10 @@
  * buffer (inputs and outputs) with a snapshot taken before the call.  A
  * control case checks that the unbroken call succeeds and does write, so the
  * "nothing written" checks are not vacuous.
+ *
+ * Backend-neutral: every buffer, metadata included, is device memory made
+ * with fmsa_malloc and read back with fmsa_copy_to_host, so the same suite
+ * runs with --backend cpu|opencl|... (FLASHMSA_TEST_BACKEND).
  */
 #define _POSIX_C_SOURCE 200809L /* setenv */
 #include <math.h>
@@ -20,9 +24,11 @@
 #include <cmocka.h>
 
 #include "flashmsa/flashmsa.h"
+#include "support/fmsa_test_options.h"
 
 enum { B = 2, SQ = 16, SK = 24, HQ = 4, HKV = 2, D = 16 };
-enum { NBUF = 9 };
+enum { NBUF = 9, NMETA = 6, WS_BYTES = 1 << 16 };
+enum { META_CU_Q, META_CU_K, META_TABLE, META_SLOPES, META_MASK, META_WS };
 
 /* The arguments of one call, as the user would hold them. */
 typedef struct call {
@@ -35,16 +41,29 @@ typedef struct call {
 
 typedef struct fixture {
     fmsa_context *ctx;
-    void *buf[NBUF];        /* q k v o lse dout dq dk dv */
+    void *buf[NBUF];        /* device: q k v o lse dout dq dk dv */
     size_t bytes[NBUF];
-    unsigned char *snap[NBUF];
+    unsigned char *snap[NBUF], *now[NBUF];
+    void *meta[NMETA];      /* device copies of the host metadata below, and the workspace */
+    /* host metadata; cases edit these, expect_rejected uploads them */
     int32_t cu_q[B + 1], cu_k[B + 1], table[B * 2];
     float slopes[HQ];
     unsigned char mask[B * HQ * SQ * ((SK + 7) / 8)];
-    char ws[1 << 16];
 } fixture;
 
 static fixture F;
+static fmsa_test_options opts;
+
+static void *const meta_host[NMETA] = {F.cu_q, F.cu_k, F.table, F.slopes, F.mask, NULL};
+static const size_t meta_bytes[NMETA] = {sizeof F.cu_q, sizeof F.cu_k, sizeof F.table,
+                                         sizeof F.slopes, sizeof F.mask, WS_BYTES};
+
+static void upload_meta(void) {
+    for (int i = 0; i < NMETA; ++i)
+        if (meta_host[i])
+            assert_int_equal(fmsa_copy_to_device(F.ctx, F.meta[i], 0, meta_host[i], meta_bytes[i]),
+                             FMSA_SUCCESS);
+}
 
 static float frand(unsigned *s) {
     *s = *s * 1664525u + 1013904223u;
@@ -59,14 +78,20 @@ static int setup(void **state) {
     (void)qs;
     (void)ks;
     (void)ls;
-    assert_int_equal(fmsa_context_create(FMSA_BACKEND_CPU, 0, &F.ctx), FMSA_SUCCESS);
+    assert_int_equal(fmsa_test_context_create(&opts, &F.ctx), FMSA_SUCCESS);
     for (int i = 0; i < NBUF; ++i) {
         F.bytes[i] = n[i] * sizeof(float);
-        assert_int_equal(fmsa_malloc(F.ctx, F.bytes[i], &F.buf[i]), FMSA_SUCCESS);
-        for (size_t j = 0; j < n[i]; ++j) ((float *)F.buf[i])[j] = frand(&seed);
         F.snap[i] = malloc(F.bytes[i]);
+        F.now[i] = malloc(F.bytes[i]);
         assert_non_null(F.snap[i]);
+        assert_non_null(F.now[i]);
+        for (size_t j = 0; j < n[i]; ++j) ((float *)F.snap[i])[j] = frand(&seed);
+        assert_int_equal(fmsa_malloc(F.ctx, F.bytes[i], &F.buf[i]), FMSA_SUCCESS);
+        assert_int_equal(fmsa_copy_to_device(F.ctx, F.buf[i], 0, F.snap[i], F.bytes[i]),
+                         FMSA_SUCCESS);
     }
+    for (int i = 0; i < NMETA; ++i)
+        assert_int_equal(fmsa_malloc(F.ctx, meta_bytes[i], &F.meta[i]), FMSA_SUCCESS);
     *state = &F;
     return 0;
 }
@@ -76,7 +101,9 @@ static int teardown(void **state) {
     for (int i = 0; i < NBUF; ++i) {
         fmsa_free(F.ctx, F.buf[i]);
         free(F.snap[i]);
+        free(F.now[i]);
     }
+    for (int i = 0; i < NMETA; ++i) fmsa_free(F.ctx, F.meta[i]);
     fmsa_context_destroy(F.ctx);
     return 0;
 }
@@ -97,8 +124,8 @@ static call valid_call(void) {
     c.dq = fmsa_tensor_contiguous(F.buf[6], FMSA_DTYPE_F32, 4, qs);
     c.dk = fmsa_tensor_contiguous(F.buf[7], FMSA_DTYPE_F32, 4, ks);
     c.dv = fmsa_tensor_contiguous(F.buf[8], FMSA_DTYPE_F32, 4, ks);
-    c.ws = F.ws;
-    c.ws_bytes = sizeof F.ws;
+    c.ws = F.meta[META_WS];
+    c.ws_bytes = WS_BYTES;
     return c;
 }
 
@@ -108,8 +135,8 @@ static void make_varlen(call *c) {
     F.cu_q[0] = 0, F.cu_q[1] = 10, F.cu_q[2] = SQ;
     F.cu_k[0] = 0, F.cu_k[1] = SK, F.cu_k[2] = SK;
     int64_t n = B + 1, qs[4] = {1, SQ, HQ, D}, ks[4] = {1, SK, HKV, D}, ls[3] = {1, HQ, SQ};
-    c->desc.cu_seqlens_q = fmsa_tensor_contiguous(F.cu_q, FMSA_DTYPE_I32, 1, &n);
-    c->desc.cu_seqlens_k = fmsa_tensor_contiguous(F.cu_k, FMSA_DTYPE_I32, 1, &n);
+    c->desc.cu_seqlens_q = fmsa_tensor_contiguous(F.meta[META_CU_Q], FMSA_DTYPE_I32, 1, &n);
+    c->desc.cu_seqlens_k = fmsa_tensor_contiguous(F.meta[META_CU_K], FMSA_DTYPE_I32, 1, &n);
     c->q.shape[0] = c->o.shape[0] = c->dout.shape[0] = c->dq.shape[0] = 1;
     c->k.shape[0] = c->v.shape[0] = c->dk.shape[0] = c->dv.shape[0] = 1;
     c->q = fmsa_tensor_contiguous(c->q.data, FMSA_DTYPE_F32, 4, qs);
@@ -126,18 +153,27 @@ static void make_paged(call *c) {
     F.table[0] = 3, F.table[1] = 0, F.table[2] = 1, F.table[3] = 2;
     c->k = fmsa_tensor_contiguous(c->k.data, FMSA_DTYPE_F32, 4, ks);
     c->v = fmsa_tensor_contiguous(c->v.data, FMSA_DTYPE_F32, 4, ks);
-    c->desc.block_table = fmsa_tensor_contiguous(F.table, FMSA_DTYPE_I32, 2, ts);
+    c->desc.block_table = fmsa_tensor_contiguous(F.meta[META_TABLE], FMSA_DTYPE_I32, 2, ts);
     c->desc.page_size = 12;
 }
 
+/* Uploads the (possibly edited) metadata, then records every tensor. */
 static void snapshot(void) {
-    for (int i = 0; i < NBUF; ++i) memcpy(F.snap[i], F.buf[i], F.bytes[i]);
+    upload_meta();
+    for (int i = 0; i < NBUF; ++i)
+        assert_int_equal(fmsa_copy_to_host(F.ctx, F.snap[i], F.buf[i], 0, F.bytes[i]),
+                         FMSA_SUCCESS);
 }
 
 static int unchanged(void) {
-    for (int i = 0; i < NBUF; ++i)
-        if (memcmp(F.snap[i], F.buf[i], F.bytes[i])) return 0;
-    return 1;
+    int same = 1;
+    assert_int_equal(fmsa_synchronize(F.ctx, NULL), FMSA_SUCCESS);
+    for (int i = 0; i < NBUF; ++i) {
+        assert_int_equal(fmsa_copy_to_host(F.ctx, F.now[i], F.buf[i], 0, F.bytes[i]),
+                         FMSA_SUCCESS);
+        if (memcmp(F.snap[i], F.now[i], F.bytes[i])) same = 0;
+    }
+    return same;
 }
 
 typedef enum which { FWD, BWD, WS } which;
@@ -189,9 +225,11 @@ static void valid_calls_write(void **state) {
     assert_int_equal(run_call(BWD, &c, 0, 0), FMSA_SUCCESS);
     assert_false(unchanged());
     make_varlen(&c);
+    upload_meta();
     assert_int_equal(run_call(FWD, &c, 0, 0), FMSA_SUCCESS);
     c = valid_call();
     make_paged(&c);
+    upload_meta();
     assert_int_equal(run_call(FWD, &c, 0, 0), FMSA_SUCCESS);
 }
 
@@ -275,13 +313,13 @@ CASE(paged_page_out_of_range, make_paged(&c); F.table[1] = 4;
 CASE(paged_page_size_mismatch, make_paged(&c); c.desc.page_size = 8;
      expect_rejected(FWD, c, 0, 0, FMSA_ERR_INVALID_ARGUMENT, "page_size"))
 CASE(alibi_wrong_shape, int64_t n = HQ - 1;
-     c.desc.alibi_slopes = fmsa_tensor_contiguous(F.slopes, FMSA_DTYPE_F32, 1, &n);
+     c.desc.alibi_slopes = fmsa_tensor_contiguous(F.meta[META_SLOPES], FMSA_DTYPE_F32, 1, &n);
      expect_rejected(FWD, c, 0, 0, FMSA_ERR_INVALID_ARGUMENT, "alibi_slopes"))
 CASE(mask_too_small, int64_t ms[4] = {B, HQ, SQ, 1};
-     c.desc.mask = fmsa_tensor_contiguous(F.mask, FMSA_DTYPE_U8, 4, ms);
+     c.desc.mask = fmsa_tensor_contiguous(F.meta[META_MASK], FMSA_DTYPE_U8, 4, ms);
      expect_rejected(FWD, c, 0, 0, FMSA_ERR_INVALID_ARGUMENT, "desc.mask.shape"))
 CASE(mask_wrong_batch, int64_t ms[4] = {3, HQ, SQ, (SK + 7) / 8};
-     c.desc.mask = fmsa_tensor_contiguous(F.mask, FMSA_DTYPE_U8, 4, ms);
+     c.desc.mask = fmsa_tensor_contiguous(F.meta[META_MASK], FMSA_DTYPE_U8, 4, ms);
      expect_rejected(BWD, c, 0, 0, FMSA_ERR_INVALID_ARGUMENT, "desc.mask.shape[0]"))
 CASE(workspace_query_bad_heads, c.k.shape[2] = c.v.shape[2] = 3;
      expect_rejected(WS, c, 0, 0, FMSA_ERR_INVALID_ARGUMENT, "heads"))
@@ -294,7 +332,7 @@ static void workspace_too_small(void **state) {
     assert_int_equal(fmsa_workspace_size(c.ctx, FMSA_PASS_BACKWARD, &c.desc, &c.q, &c.k, &c.v,
                                          &need),
                      FMSA_SUCCESS);
-    /* the CPU backward keeps rowsum(dO*O) in the workspace, so need > 0 */
+    /* every backward keeps rowsum(dO*O) in the workspace, so need > 0 */
     assert_true(need > 0);
     c.ws_bytes = need - 1;
     expect_rejected(BWD, c, 0, 0, FMSA_ERR_INSUFFICIENT_WORKSPACE, "workspace_bytes");
@@ -327,7 +365,11 @@ static void context_errors(void **state) {
     unsetenv("FLASHMSA_BACKEND");
 }
 
-int main(void) {
+int main(int argc, char **argv) {
+    fmsa_context *probe = NULL;
+    if (fmsa_test_options_parse(argc, argv, &opts) != 0) return 2;
+    if (fmsa_test_context_create(&opts, &probe) != FMSA_SUCCESS) return FMSA_TEST_EXIT_SKIP;
+    fmsa_context_destroy(probe);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(valid_calls_write),
         cmocka_unit_test(null_q_tensor),
