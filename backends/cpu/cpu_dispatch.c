@@ -2,7 +2,7 @@
  * Run-time choice of the CPU micro-kernels, made once per process.
  *
  * The best path the CPU can run wins (AMX > AVX-512 > AVX2+FMA > generic C);
- * FLASHMSA_CPU_KERNEL=amx|avx512|avx2|generic|scalar forces one, which is how
+ * FLASHMSA_CPU_KERNEL=amx|avx512|avx2|generic|scalar|generic-bf16 forces one, which is how
  * the test grid checks every path on a machine that has them all.  Forcing a
  * path the CPU (or this build) lacks is an error naming the path, never a
  * silent fallback: a test that thinks it checked AVX-512 must have run it.
@@ -40,8 +40,8 @@ static INIT_ONCE cpu_once = INIT_ONCE_STATIC_INIT;
 static pthread_once_t cpu_once = PTHREAD_ONCE_INIT;
 #endif /* _WIN32 */
 
-static const char *const cpu_isa_names[FMSA_CPU_ISA_COUNT] = {"amx", "avx512", "avx2", "generic",
-                                                              "scalar"};
+static const char *const cpu_isa_names[FMSA_CPU_ISA_COUNT] = {
+    "amx", "avx512", "avx2", "generic", "scalar", "generic-bf16"};
 
 /// The decision, written once under the once-guard.
 static struct {
@@ -59,10 +59,17 @@ const char *fmsa_cpu_isa_name(fmsa_cpu_isa isa) {
 static const fmsa_cpu_kernels *cpu_table(fmsa_cpu_isa isa) {
     switch (isa) {
     case FMSA_CPU_ISA_AMX: return fmsa_cpu_kernels_amx();
-    case FMSA_CPU_ISA_AVX512: return fmsa_cpu_kernels_avx512();
+    case FMSA_CPU_ISA_AVX512: /* vdpbf16ps for bf16 inputs only where the CPU has AVX512-BF16 */
+#ifdef FMSA_CPU_DISPATCH_X86
+        return __builtin_cpu_supports("avx512bf16") ? fmsa_cpu_kernels_avx512()
+                                                    : fmsa_cpu_kernels_avx512_nobf16();
+#else
+        return fmsa_cpu_kernels_avx512();
+#endif /* FMSA_CPU_DISPATCH_X86 */
     case FMSA_CPU_ISA_AVX2: return fmsa_cpu_kernels_avx2();
     case FMSA_CPU_ISA_GENERIC: return fmsa_cpu_kernels_generic();
     case FMSA_CPU_ISA_SCALAR: return fmsa_cpu_kernels_scalar();
+    case FMSA_CPU_ISA_GENERIC_BF16: return fmsa_cpu_kernels_generic_bf16();
     default: return NULL;
     }
 }
@@ -82,6 +89,7 @@ static int cpu_amx_permission(void) {
 static void cpu_probe(void) {
     cpu_choice.usable[FMSA_CPU_ISA_GENERIC] = 1;
     cpu_choice.usable[FMSA_CPU_ISA_SCALAR] = 1;
+    cpu_choice.usable[FMSA_CPU_ISA_GENERIC_BF16] = 1;
 #ifdef FMSA_CPU_DISPATCH_X86
     __builtin_cpu_init();
     /* __builtin_cpu_supports also checks that the OS saves the ymm/zmm state */
@@ -98,8 +106,11 @@ static void cpu_probe(void) {
         int amx = 0;
         __asm__ volatile("cpuid" : "=a"(a), "=b"(b), "=c"(c), "=d"(d) : "a"(7u), "c"(0u));
         amx = ((d >> 22) & 1u) && ((d >> 24) & 1u);
-        cpu_choice.usable[FMSA_CPU_ISA_AMX] =
-            cpu_choice.usable[FMSA_CPU_ISA_AVX512] && amx && cpu_amx_permission();
+        /* the AMX table's softmax converts P with vcvtneps2bf16: AVX512-BF16 too
+         * (every AMX CPU has it) */
+        cpu_choice.usable[FMSA_CPU_ISA_AMX] = cpu_choice.usable[FMSA_CPU_ISA_AVX512] && amx &&
+                                              __builtin_cpu_supports("avx512bf16") &&
+                                              cpu_amx_permission();
     }
 #endif /* FMSA_CPU_DISPATCH_X86 */
     for (int i = 0; i < FMSA_CPU_ISA_COUNT; ++i)
@@ -116,7 +127,7 @@ static void cpu_decide(void) {
         if (isa < 0) {
             cpu_choice.status = FMSA_ERR_INVALID_ARGUMENT;
             strcpy(cpu_choice.why, "FLASHMSA_CPU_KERNEL: unknown kernel path (use amx, avx512, "
-                                   "avx2, generic or scalar)");
+                                   "avx2, generic, scalar or generic-bf16)");
             return;
         }
         if (!cpu_choice.usable[isa]) {
@@ -131,7 +142,7 @@ static void cpu_decide(void) {
                  cpu_choice.kernels->name);
         return;
     }
-    for (int i = 0; i < FMSA_CPU_ISA_COUNT; ++i)
+    for (int i = 0; i <= FMSA_CPU_ISA_GENERIC; ++i) /* scalar, generic-bf16: only when forced */
         if (cpu_choice.usable[i]) {
             cpu_choice.kernels = cpu_table((fmsa_cpu_isa)i);
             break;

@@ -56,14 +56,19 @@ static float *cpu_fwd_v(const fmsa_cpu_plan *pl, float *panels, int64_t slot_in_
     return cpu_fwd_kt(pl, panels, slot_in_chunk) + pl->tiles_k * pl->block_n * D;
 }
 
-/// Packs key tile kt of slot (b, hk) into the chunk's panels.
+/// Packs key tile kt of slot (b, hk) into the chunk's panels (stage: the
+/// calling thread's fp32 staging tile, used by the bf16 panels).
 static void cpu_fwd_pack(const fmsa_problem *p, const fmsa_cpu_plan *pl, int64_t slot,
-                         int64_t slot_in_chunk, int64_t ktile, float *panels) {
+                         int64_t slot_in_chunk, int64_t ktile, float *panels, float *stage) {
     const int64_t D = p->head_dim, b = slot / p->heads_kv, hk = slot % p->heads_kv;
     const fmsa_seq seq = fmsa_problem_seq(p, b);
     const int64_t j0 = ktile * pl->block_n;
     const int cols = (int)(seq.sk - j0 < pl->block_n ? seq.sk - j0 : pl->block_n);
     float *v = cpu_fwd_v(pl, panels, slot_in_chunk, D) + j0 * D;
+    if (pl->b16) {
+        fmsa_cpu_b16_pack(p, pl, slot, cpu_fwd_kt(pl, panels, slot_in_chunk), ktile, stage);
+        return;
+    }
     if (cols <= 0) return;
     fmsa_cpu_pack_keys_t(p, &p->k, &seq, b, hk, j0, cols, pl->block_n,
                          cpu_fwd_kt(pl, panels, slot_in_chunk) + ktile * D * pl->block_n);
@@ -120,7 +125,8 @@ static void cpu_fwd_rows(const fmsa_problem *p, const fmsa_cpu_plan *pl, const f
 
 /// Finalizes rows into O (output dtype) and LSE (fp32, natural log) when requested.
 static void cpu_fwd_store(const fmsa_problem *p, const fmsa_seq *seq, int64_t h, int64_t i0,
-                          int rows, const float *m, const float *l, const float *acc) {
+                          int rows, const float *m, const float *l, const float *acc,
+                          int64_t acc_ld) {
     const int64_t D = p->head_dim;
     char *ob = fmsa_view4_host(&p->o);
     float *lse_base = p->has_lse ? (float *)fmsa_viewn_host(&p->lse) : NULL;
@@ -129,7 +135,7 @@ static void cpu_fwd_store(const fmsa_problem *p, const fmsa_seq *seq, int64_t h,
         float inv_l = fmsa_softmax_finalize(m[r], l[r], &lse);
         /* a fully masked row has acc = 0 and inv_l = 0: O = 0, never NaN */
         fmsa_cpu_row_store(ob, p->dtype, fmsa_problem_q_offset(&p->o, seq, i0 + r, h), D, inv_l,
-                           acc + (int64_t)r * D);
+                           acc + (int64_t)r * acc_ld);
         if (lse_base) lse_base[fmsa_problem_lse_offset(p, seq, i0 + r, h)] = lse;
     }
 }
@@ -147,9 +153,10 @@ static void cpu_fwd_keys(const fmsa_problem *p, const fmsa_cpu_plan *pl, const f
 }
 
 /// One work item: query head `sub` of the slot's group, query tile, key split.
+/// t or (with pl->b16) bt are the calling thread's tiles.
 static void cpu_fwd_item(const fmsa_problem *p, const fmsa_cpu_plan *pl, const fmsa_cpu_item *it,
                          int64_t slot_in_chunk, float *panels, cpu_fwd_tiles *t,
-                         float *partials) {
+                         fmsa_cpu_b16_tiles *bt, float *partials) {
     const int64_t D = p->head_dim, b = it->slot / p->heads_kv;
     const int64_t h = (it->slot % p->heads_kv) * (p->heads_q / p->heads_kv) + it->sub;
     const fmsa_seq seq = fmsa_problem_seq(p, b);
@@ -157,21 +164,31 @@ static void cpu_fwd_item(const fmsa_problem *p, const fmsa_cpu_plan *pl, const f
     const int rows = (int)(seq.sq - i0 < pl->block_m ? seq.sq - i0 : pl->block_m);
     int64_t k_begin, k_end;
 
+    const float *m, *l, *acc;
+    int64_t acc_ld;
+
     cpu_fwd_keys(p, pl, &seq, i0, rows, s, &k_begin, &k_end);
-    cpu_fwd_rows(p, pl, &seq, b, h, i0, rows, k_begin, k_end,
-                 cpu_fwd_kt(pl, panels, slot_in_chunk), cpu_fwd_v(pl, panels, slot_in_chunk, D),
-                 t);
+    if (pl->b16) {
+        fmsa_cpu_b16_rows(p, pl, &seq, b, h, i0, rows, k_begin, k_end,
+                          cpu_fwd_kt(pl, panels, slot_in_chunk), bt);
+        m = bt->m, l = bt->l, acc = bt->acc, acc_ld = bt->acc_ld;
+    } else {
+        cpu_fwd_rows(p, pl, &seq, b, h, i0, rows, k_begin, k_end,
+                     cpu_fwd_kt(pl, panels, slot_in_chunk),
+                     cpu_fwd_v(pl, panels, slot_in_chunk, D), t);
+        m = t->m, l = t->l, acc = t->acc, acc_ld = D;
+    }
     if (pl->num_splits == 1) {
-        cpu_fwd_store(p, &seq, h, i0, rows, t->m, t->l, t->acc);
+        cpu_fwd_store(p, &seq, h, i0, rows, m, l, acc, acc_ld);
         return;
     }
     for (int r = 0; r < rows; ++r) { /* partial state record (m, l, acc) of (b, h, i, s) */
         float *rec =
             partials +
             (((b * p->heads_q + h) * p->seqlen_q + i0 + r) * pl->num_splits + s) * (D + 2);
-        rec[0] = t->m[r];
-        rec[1] = t->l[r];
-        for (int64_t d = 0; d < D; ++d) rec[2 + d] = t->acc[(int64_t)r * D + d];
+        rec[0] = m[r];
+        rec[1] = l[r];
+        for (int64_t d = 0; d < D; ++d) rec[2 + d] = acc[(int64_t)r * acc_ld + d];
     }
 }
 
@@ -217,7 +234,7 @@ static void cpu_fwd_merge_row(const fmsa_problem *p, const fmsa_cpu_plan *pl, in
         fmsa_softmax_merge(&m, &l, rec[0], rec[1], &ca, &cb);
         for (int64_t d = 0; d < D; ++d) acc[d] = ca * acc[d] + cb * rec[2 + d];
     }
-    cpu_fwd_store(p, &seq, h, i, 1, &m, &l, acc);
+    cpu_fwd_store(p, &seq, h, i, 1, &m, &l, acc, D);
 }
 
 fmsa_status fmsa_cpu_forward(void *state, const fmsa_problem *p, void *workspace,
@@ -257,9 +274,17 @@ fmsa_status fmsa_cpu_forward(void *state, const fmsa_problem *p, void *workspace
 
 FMSA_CPU_OMP(omp parallel num_threads(nthreads))
     {
-        cpu_fwd_tiles t =
-            cpu_fwd_carve(scratch + (size_t)fmsa_cpu_thread_num() * pl.scratch_bytes, &pl,
-                          p->head_dim);
+        char *mine = scratch + (size_t)fmsa_cpu_thread_num() * pl.scratch_bytes;
+        cpu_fwd_tiles t = {0};
+        fmsa_cpu_b16_tiles bt = {0};
+        float *merge_row; /* D floats for the split merge */
+        if (pl.b16) {
+            fmsa_cpu_b16_carve(mine, p->head_dim, &bt);
+            merge_row = bt.acc;
+        } else {
+            t = cpu_fwd_carve(mine, &pl, p->head_dim);
+            merge_row = t.acc;
+        }
         for (int64_t slot0 = 0; slot0 < pl.slots; slot0 += pl.chunk_slots) {
             const int64_t nslots =
                 pl.slots - slot0 < pl.chunk_slots ? pl.slots - slot0 : pl.chunk_slots;
@@ -270,11 +295,12 @@ FMSA_CPU_OMP(omp single nowait)
 FMSA_CPU_OMP(omp for schedule(dynamic, 1))
             for (int64_t it = 0; it < packs; ++it)
                 cpu_fwd_pack(p, &pl, slot0 + it / pl.tiles_k, it / pl.tiles_k, it % pl.tiles_k,
-                             panels);
+                             panels, bt.stage);
 FMSA_CPU_OMP(omp barrier)
 FMSA_CPU_OMP(omp for schedule(dynamic, 1))
             for (int64_t it = 0; it < n_items; ++it)
-                cpu_fwd_item(p, &pl, &items[it], items[it].slot - slot0, panels, &t, partials);
+                cpu_fwd_item(p, &pl, &items[it], items[it].slot - slot0, panels, &t, &bt,
+                             partials);
         }
         if (pl.num_splits > 1) {
             const int64_t rows = p->batch * p->heads_q * p->seqlen_q;
@@ -282,7 +308,8 @@ FMSA_CPU_OMP(omp for schedule(dynamic, 1))
 FMSA_CPU_OMP(omp for schedule(static))
             for (int64_t it = 0; it < rows; ++it) {
                 const int64_t i = it % p->seqlen_q, bh = it / p->seqlen_q;
-                cpu_fwd_merge_row(p, &pl, bh / p->heads_q, bh % p->heads_q, i, partials, t.acc);
+                cpu_fwd_merge_row(p, &pl, bh / p->heads_q, bh % p->heads_q, i, partials,
+                                  merge_row);
             }
         }
     }

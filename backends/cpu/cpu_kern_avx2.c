@@ -224,8 +224,9 @@ static const fmsa_cpu_kernels avx2_table = {
     .row_exp2_sum = avx2_row_exp2_sum,
     .row_scale = avx2_row_scale,
     .row_bwd_ds = avx2_row_bwd_ds,
+    .b16_begin = NULL,
     .gemm_b16 = NULL,        /* bf16/fp16 inputs are staged in fp32 */
-    .pack_b16 = NULL,
+    .row_exp2_b16 = NULL,
 };
 
 const fmsa_cpu_kernels *fmsa_cpu_kernels_avx2(void) { return &avx2_table; }

@@ -10,17 +10,24 @@
  * Column tails use AVX-512 write masks, so any n costs one masked block.
  * Each C element is one FMA chain over p = 0 .. k-1, as on every path.
  *
- * bf16/fp16 inputs are staged in fp32 like on every other path (the
- * vdpbf16ps / AMX products for bf16 are not written yet: gemm_b16 is NULL).
+ * bf16 inputs (forward) use vdpbf16ps (AVX512-BF16) where the CPU has it:
+ * an 8 x 32 block of fp32 accumulators, each step one 32-bit broadcast of an
+ * A pair and one zmm of B pairs per 16 columns (the panel layout of
+ * cpu_kernels.h), two products per lane per instruction.  Without
+ * AVX512-BF16 the dispatcher takes the _nobf16 table (bf16 staged in fp32).
+ * fp16 inputs always take the fp32 path: rounding fp16 Q/K to bf16 would
+ * lose 3 mantissa bits the naive fp16 implementation keeps.
  *
  * NOT RUN on the machine this was written on (AVX2 only): it compiles there,
  * and bench/cpu_device_run.sh checks it against fp64 on an AVX-512 CPU.
  */
 #include "backends/cpu/cpu_kernels.h"
+#include "backends/cpu/cpu_kern_x86.h"
 
-#if defined(__AVX512F__) && defined(__AVX512DQ__)
+#ifdef FMSA_CPU_HAVE_AVX512_KERNELS
 #include <immintrin.h>
 #include <math.h>
+#include <string.h>
 
 #include "backends/cpu/cpu_exp2.h"
 
@@ -105,7 +112,7 @@ AVX512_ROWS(2, 1)
 AVX512_ROWS(1, 0)
 AVX512_ROWS(1, 1)
 
-static void avx512_gemm(int m, int n, int k, const float *a, int64_t rsa, int64_t csa,
+void fmsa_cpu_avx512_gemm(int m, int n, int k, const float *a, int64_t rsa, int64_t csa,
                         const float *b, int64_t ldb, float *c, int64_t ldc, int accumulate) {
     /* column blocks outer: a 32-wide sliver of B stays in L1 while A streams */
     for (int j = 0; j < n; j += AVX512_NR) {
@@ -153,7 +160,7 @@ AVX512_INLINE float avx512_hsum(__m512 v) {
     return _mm_cvtss_f32(s);
 }
 
-static float avx512_row_max(const float *x, int n) {
+float fmsa_cpu_avx512_row_max(const float *x, int n) {
     __m512 mx = _mm512_set1_ps(-INFINITY);
     int j = 0;
     for (; j + 16 <= n; j += 16) mx = _mm512_max_ps(mx, _mm512_loadu_ps(x + j));
@@ -161,7 +168,7 @@ static float avx512_row_max(const float *x, int n) {
     return _mm512_reduce_max_ps(mx);
 }
 
-static float avx512_row_exp2_sum(float *x, int n, float m) {
+float fmsa_cpu_avx512_row_exp2_sum(float *x, int n, float m) {
     const __m512 vm = _mm512_set1_ps(m);
     __m512 sum = _mm512_setzero_ps();
     int j = 0;
@@ -180,7 +187,7 @@ static float avx512_row_exp2_sum(float *x, int n, float m) {
     return avx512_hsum(sum);
 }
 
-static void avx512_row_scale(float *x, int n, float c) {
+void fmsa_cpu_avx512_row_scale(float *x, int n, float c) {
     const __m512 vc = _mm512_set1_ps(c);
     int j = 0;
     for (; j + 16 <= n; j += 16) _mm512_storeu_ps(x + j, _mm512_mul_ps(_mm512_loadu_ps(x + j), vc));
@@ -190,7 +197,7 @@ static void avx512_row_scale(float *x, int n, float c) {
     }
 }
 
-static void avx512_row_bwd_ds(float *s, float *dp, const float *g, int n, float lse2,
+void fmsa_cpu_avx512_row_bwd_ds(float *s, float *dp, const float *g, int n, float lse2,
                               float delta) {
     const __m512 vl = _mm512_set1_ps(lse2), vd = _mm512_set1_ps(delta);
     for (int j = 0; j < n; j += 16) {
@@ -205,21 +212,105 @@ static void avx512_row_bwd_ds(float *s, float *dp, const float *g, int n, float 
     }
 }
 
+/// vdpbf16ps micro-kernel: 8 rows x nv (1 or 2) zmm of C, k/2 pair steps.
+AVX512_INLINE void avx512_b16_ukr(const int nv, int k, const uint16_t *a, int64_t lda,
+                                  const uint16_t *b0p, const uint16_t *b1p, float *c,
+                                  int64_t ldc, int accumulate) {
+    __m512 x0 = _mm512_setzero_ps(), y0 = x0, x1 = x0, y1 = x0, x2 = x0, y2 = x0, x3 = x0;
+    __m512 y3 = x0, x4 = x0, y4 = x0, x5 = x0, y5 = x0, x6 = x0, y6 = x0, x7 = x0, y7 = x0;
+#define B16_ALL(OP) OP(x0, y0, 0) OP(x1, y1, 1) OP(x2, y2, 2) OP(x3, y3, 3) OP(x4, y4, 4) \
+                    OP(x5, y5, 5) OP(x6, y6, 6) OP(x7, y7, 7)
+#define B16_LOADC(X, Y, I)                                                                     \
+    X = _mm512_loadu_ps(c + I * ldc);                                                          \
+    if (nv == 2) Y = _mm512_loadu_ps(c + I * ldc + 16);
+#define B16_DOT(X, Y, I)                                                                       \
+    {                                                                                          \
+        int32_t pair;                                                                          \
+        __m512i ai;                                                                            \
+        memcpy(&pair, a + I * lda + 2 * p2, sizeof pair);                                      \
+        ai = _mm512_set1_epi32(pair);                                                          \
+        X = _mm512_dpbf16_ps(X, (__m512bh)ai, (__m512bh)b0);                                   \
+        if (nv == 2) Y = _mm512_dpbf16_ps(Y, (__m512bh)ai, (__m512bh)b1);                      \
+    }
+#define B16_STOREC(X, Y, I)                                                                    \
+    _mm512_storeu_ps(c + I * ldc, X);                                                          \
+    if (nv == 2) _mm512_storeu_ps(c + I * ldc + 16, Y);
+    if (accumulate) {
+        B16_ALL(B16_LOADC)
+    }
+    for (int p2 = 0; p2 < k / 2; ++p2) {
+        const __m512i b0 = _mm512_loadu_si512(b0p + p2 * 32);
+        const __m512i b1 = nv == 2 ? _mm512_loadu_si512(b1p + p2 * 32) : b0;
+        B16_ALL(B16_DOT)
+    }
+    B16_ALL(B16_STOREC)
+#undef B16_STOREC
+#undef B16_DOT
+#undef B16_LOADC
+#undef B16_ALL
+}
+
+static void avx512_gemm_b16(int m, int n, int k, const uint16_t *a, int64_t lda,
+                            const uint16_t *bp, float *c, int64_t ldc, int accumulate) {
+    const int64_t half = k / 2; /* pair rows per 16-column block of the panel */
+    for (int j = 0; j < n; j += 32) {
+        const uint16_t *b0 = bp + (int64_t)(j / 16) * half * 32, *b1 = b0 + half * 32;
+        for (int i = 0; i < m; i += 8) {
+            if (n - j >= 32)
+                avx512_b16_ukr(2, k, a + i * lda, lda, b0, b1, c + i * ldc + j, ldc, accumulate);
+            else
+                avx512_b16_ukr(1, k, a + i * lda, lda, b0, b0, c + i * ldc + j, ldc, accumulate);
+        }
+    }
+}
+
+float fmsa_cpu_avx512_row_exp2_b16(const float *x, int n, float m, uint16_t *dst, int npad) {
+    const __m512 vm = _mm512_set1_ps(m);
+    __m512 sum = _mm512_setzero_ps();
+    for (int j = 0; j < npad; j += 16) {
+        const __mmask16 mk = avx512_mask(n - j), st = avx512_mask(npad - j);
+        const __m512 p = _mm512_maskz_mov_ps(
+            mk, avx512_exp2(_mm512_sub_ps(_mm512_maskz_loadu_ps(mk, x + j), vm)));
+        const __m256bh h = _mm512_cvtneps_pbh(p); /* round to nearest even */
+        _mm256_mask_storeu_epi16(dst + j, st, (__m256i)h);
+        sum = _mm512_add_ps(sum, p);
+    }
+    return avx512_hsum(sum);
+}
+
 static const fmsa_cpu_kernels avx512_table = {
     .name = "avx512",        /* FLASHMSA_CPU_KERNEL=avx512 */
     .isa = FMSA_CPU_ISA_AVX512,
     .lanes = 16,             /* zmm */
-    .gemm = avx512_gemm,
-    .row_max = avx512_row_max,
-    .row_exp2_sum = avx512_row_exp2_sum,
-    .row_scale = avx512_row_scale,
-    .row_bwd_ds = avx512_row_bwd_ds,
-    .gemm_b16 = NULL,        /* bf16/fp16 inputs are staged in fp32 */
-    .pack_b16 = NULL,
+    .gemm = fmsa_cpu_avx512_gemm,
+    .row_max = fmsa_cpu_avx512_row_max,
+    .row_exp2_sum = fmsa_cpu_avx512_row_exp2_sum,
+    .row_scale = fmsa_cpu_avx512_row_scale,
+    .row_bwd_ds = fmsa_cpu_avx512_row_bwd_ds,
+    .b16_begin = NULL,
+    .gemm_b16 = avx512_gemm_b16, /* vdpbf16ps for bf16 inputs */
+    .row_exp2_b16 = fmsa_cpu_avx512_row_exp2_b16,
+};
+
+/// The same without AVX512-BF16 (bf16 inputs staged in fp32).
+static const fmsa_cpu_kernels avx512_nobf16_table = {
+    .name = "avx512",        /* FLASHMSA_CPU_KERNEL=avx512 on a CPU without AVX512-BF16 */
+    .isa = FMSA_CPU_ISA_AVX512,
+    .lanes = 16,
+    .gemm = fmsa_cpu_avx512_gemm,
+    .row_max = fmsa_cpu_avx512_row_max,
+    .row_exp2_sum = fmsa_cpu_avx512_row_exp2_sum,
+    .row_scale = fmsa_cpu_avx512_row_scale,
+    .row_bwd_ds = fmsa_cpu_avx512_row_bwd_ds,
+    .b16_begin = NULL,
+    .gemm_b16 = NULL,
+    .row_exp2_b16 = NULL,
 };
 
 const fmsa_cpu_kernels *fmsa_cpu_kernels_avx512(void) { return &avx512_table; }
+const fmsa_cpu_kernels *fmsa_cpu_kernels_avx512_nobf16(void) { return &avx512_nobf16_table; }
 
 #else
 const fmsa_cpu_kernels *fmsa_cpu_kernels_avx512(void) { return NULL; } /* not x86-64 GNU */
-#endif /* __AVX512F__ && __AVX512DQ__ */
+const fmsa_cpu_kernels *fmsa_cpu_kernels_avx512_nobf16(void) { return NULL; }
+#endif /* FMSA_CPU_HAVE_AVX512_KERNELS */

@@ -10,6 +10,7 @@
 
 #include "backends/cpu/cpu_exp2.h"
 #include "backends/cpu/cpu_kernels.h"
+#include "common/fmsa_half.h"
 
 #ifdef FMSA_CPU_KERN_SCALAR
 #define CPU_KERN(name) cpu_scalar_##name ///< the scalar copy's symbols
@@ -59,6 +60,43 @@ static void CPU_KERN(row_bwd_ds)(float *restrict s, float *restrict dp, const fl
     }
 }
 
+#ifndef FMSA_CPU_KERN_SCALAR
+/* The 16-bit products in plain C, reading the same packed panels as AMX and
+ * AVX512-BF16 (cpu_kernels.h): the reference those paths are written against,
+ * and the only way to run the bf16 forward pass on a CPU without them. */
+static void cpu_generic_gemm_b16(int m, int n, int k, const uint16_t *a, int64_t lda,
+                                 const uint16_t *bp, float *c, int64_t ldc, int accumulate) {
+    const int64_t half = (int64_t)(k + 31) / 32 * 16; /* pair rows per 16-column block */
+    for (int i = 0; i < m; ++i) {
+        const uint16_t *ai = a + (int64_t)i * lda;
+        for (int jb = 0; jb < n / 16; ++jb) {
+            float acc[16];
+            float *ci = c + (int64_t)i * ldc + jb * 16;
+            for (int jj = 0; jj < 16; ++jj) acc[jj] = accumulate ? ci[jj] : 0.0f;
+            for (int p2 = 0; p2 < k / 2; ++p2) {
+                const float a0 = fmsa_bf16_to_f32(ai[2 * p2]), a1 = fmsa_bf16_to_f32(ai[2 * p2 + 1]);
+                const uint16_t *b = bp + (jb * half + p2) * 32;
+                for (int jj = 0; jj < 16; ++jj)
+                    acc[jj] = (acc[jj] + a0 * fmsa_bf16_to_f32(b[2 * jj])) +
+                              a1 * fmsa_bf16_to_f32(b[2 * jj + 1]);
+            }
+            for (int jj = 0; jj < 16; ++jj) ci[jj] = acc[jj];
+        }
+    }
+}
+
+static float cpu_generic_row_exp2_b16(const float *x, int n, float m, uint16_t *dst, int npad) {
+    float sum = 0.0f;
+    for (int j = 0; j < n; ++j) {
+        const float p = fmsa_cpu_exp2(x[j] - m);
+        sum += p;
+        dst[j] = fmsa_f32_to_bf16(p);
+    }
+    for (int j = n; j < npad; ++j) dst[j] = 0;
+    return sum;
+}
+#endif /* !FMSA_CPU_KERN_SCALAR */
+
 static const fmsa_cpu_kernels CPU_KERN(table) = {
 #ifdef FMSA_CPU_KERN_SCALAR
     .name = "scalar",               /* FLASHMSA_CPU_KERNEL=scalar */
@@ -74,12 +112,29 @@ static const fmsa_cpu_kernels CPU_KERN(table) = {
     .row_exp2_sum = CPU_KERN(row_exp2_sum),
     .row_scale = CPU_KERN(row_scale),
     .row_bwd_ds = CPU_KERN(row_bwd_ds),
+    .b16_begin = NULL,
     .gemm_b16 = NULL,               /* bf16/fp16 inputs are staged in fp32 */
-    .pack_b16 = NULL,
+    .row_exp2_b16 = NULL,
 };
 
 #ifdef FMSA_CPU_KERN_SCALAR
 const fmsa_cpu_kernels *fmsa_cpu_kernels_scalar(void) { return &CPU_KERN(table); }
 #else
 const fmsa_cpu_kernels *fmsa_cpu_kernels_generic(void) { return &CPU_KERN(table); }
+
+static const fmsa_cpu_kernels cpu_generic_bf16_table = {
+    .name = "generic-bf16",         /* FLASHMSA_CPU_KERNEL=generic-bf16 (never auto) */
+    .isa = FMSA_CPU_ISA_GENERIC_BF16,
+    .lanes = 4,
+    .gemm = cpu_generic_gemm,
+    .row_max = cpu_generic_row_max,
+    .row_exp2_sum = cpu_generic_row_exp2_sum,
+    .row_scale = cpu_generic_row_scale,
+    .row_bwd_ds = cpu_generic_row_bwd_ds,
+    .b16_begin = NULL,
+    .gemm_b16 = cpu_generic_gemm_b16, /* bf16 forward in the AMX panel layout */
+    .row_exp2_b16 = cpu_generic_row_exp2_b16,
+};
+
+const fmsa_cpu_kernels *fmsa_cpu_kernels_generic_bf16(void) { return &cpu_generic_bf16_table; }
 #endif /* FMSA_CPU_KERN_SCALAR */

@@ -26,7 +26,11 @@ typedef enum fmsa_cpu_isa {
     FMSA_CPU_ISA_AVX2 = 2,   ///< AVX2 + FMA fp32
     FMSA_CPU_ISA_GENERIC = 3,///< portable C the compiler auto-vectorises (any CPU)
     FMSA_CPU_ISA_SCALAR = 4, ///< the same C with auto-vectorisation off: the scalar baseline
-    FMSA_CPU_ISA_COUNT = 5
+    /// portable C bf16 products in the AMX / AVX512-BF16 panel layout: never
+    /// chosen by the dispatcher, only by FLASHMSA_CPU_KERNEL=generic-bf16, so
+    /// the 16-bit forward pass can be checked on any CPU
+    FMSA_CPU_ISA_GENERIC_BF16 = 5,
+    FMSA_CPU_ISA_COUNT = 6
 } fmsa_cpu_isa;
 
 /// One ISA's kernels.  Matrices are fp32 and row-major unless said otherwise.
@@ -58,22 +62,47 @@ typedef struct fmsa_cpu_kernels {
     /// lse2 is finite (the caller handles fully masked rows).
     void (*row_bwd_ds)(float *s, float *dp, const float *g, int n, float lse2, float delta);
 
-    /// Optional (NULL = fp32 staging for every dtype), and not yet called by
-    /// the passes: the seam for 16-bit products (AVX512-BF16, AMX) for bf16
-    /// inputs.  C[m][n] (+)= A·B with A a bf16 row-major tile
-    /// (lda elements per row) and B a bf16 panel packed by pack_b16 for k rows
-    /// and n columns; k a multiple of 2.  fp32 accumulation in fixed order.
+    /* ---- 16-bit products (optional: NULL = bf16 inputs are staged in fp32) ----
+     * The forward pass of bf16 inputs (cpu_forward_b16.c) runs S = Q·Kᵀ and
+     * acc += P·V as bf16 x bf16 -> fp32 products (AMX tdpbf16ps, AVX512-BF16
+     * vdpbf16ps).  Q, K, V are exact in bf16; P is rounded to bf16 before
+     * P·V, as the naive same-precision implementation rounds P. */
+
+    /// Called once at the start of every work item that uses gemm_b16 on this
+    /// thread (AMX: loads the tile configuration, which is per-thread state
+    /// another library in the process may have changed).  May be NULL.
+    void (*b16_begin)(void);
+
+    /// C[m][n] = (accumulate ? C : 0) + A·B in fp32, A bf16 row-major (a[i * lda
+    /// + p]), B a panel written by fmsa_cpu_pack_b16 for k rows and n columns.
+    /// m a multiple of 16, n a multiple of 16, k a multiple of 32 (callers pad
+    /// with zeros).  Each C element sums the k products in an order fixed by k.
     void (*gemm_b16)(int m, int n, int k, const uint16_t *a, int64_t lda, const uint16_t *bp,
                      float *c, int64_t ldc, int accumulate);
-    /// Packs B(p, j) = b[p * ldb + j] (fp32, k x n) as bf16 into dst in the
-    /// layout gemm_b16 reads; returns nothing.  dst holds b16_panel_elems(k, n).
-    void (*pack_b16)(int k, int n, const float *b, int64_t ldb, uint16_t *dst);
+
+    /// dst[j] = bf16(exp2(x[j] - m)) for j < n (0 where x[j] = -inf), dst[j] = 0
+    /// for n <= j < npad; returns the fp32 sum of the unrounded exp2 values in
+    /// a fixed order (the softmax denominator, as the naive implementation
+    /// normalises before rounding P).  m is finite.
+    float (*row_exp2_b16)(const float *x, int n, float m, uint16_t *dst, int npad);
 } fmsa_cpu_kernels;
 
-/// uint16 elements pack_b16 writes for a k x n panel (k rounded up to 32, n to 16).
+/*
+ * The bf16 B-panel layout shared by every gemm_b16 (the AMX "VNNI" layout):
+ * columns in blocks of 16, each block k/2 rows of 16 (even, odd) pairs,
+ *   dst[((j / 16) * kp / 2 + p / 2) * 32 + (j % 16) * 2 + p % 2] = bf16(B(p, j)),
+ * kp = k rounded up to 32, zero beyond k and n.  So one row of pairs is one
+ * zmm of vdpbf16ps, and 16 consecutive rows (1 KiB, contiguous) are one AMX
+ * B tile: tdpbf16ps multiplies A's (k, k+1) columns by exactly these pairs.
+ */
+/// uint16 elements fmsa_cpu_pack_b16 writes for a k x n panel (k rounded up to 32, n to 16).
 static inline int64_t fmsa_cpu_b16_panel_elems(int k, int n) {
     return (int64_t)((k + 31) / 32 * 32) * (int64_t)((n + 15) / 16 * 16);
 }
+
+/// Packs B(p, j) = b[p * rs + j * cs] (fp32, k x n, rounded to nearest even
+/// bf16: exact for values that came from bf16) into the layout above.
+void fmsa_cpu_pack_b16(int k, int n, const float *b, int64_t rs, int64_t cs, uint16_t *dst);
 
 /// The per-ISA tables (NULL where this build or architecture lacks the path).
 const fmsa_cpu_kernels *fmsa_cpu_kernels_generic(void);
@@ -81,9 +110,12 @@ const fmsa_cpu_kernels *fmsa_cpu_kernels_scalar(void);
 const fmsa_cpu_kernels *fmsa_cpu_kernels_avx2(void);
 const fmsa_cpu_kernels *fmsa_cpu_kernels_avx512(void);
 const fmsa_cpu_kernels *fmsa_cpu_kernels_amx(void);
+/// AVX-512F without the AVX512-BF16 products (Skylake-SP, Cascade Lake without BF16).
+const fmsa_cpu_kernels *fmsa_cpu_kernels_avx512_nobf16(void);
+const fmsa_cpu_kernels *fmsa_cpu_kernels_generic_bf16(void);
 
 /// The kernels this process runs: the best path the CPU supports, or the one
-/// FLASHMSA_CPU_KERNEL=amx|avx512|avx2|generic|scalar names.  Decided once
+/// FLASHMSA_CPU_KERNEL=amx|avx512|avx2|generic|scalar|generic-bf16 names.  Decided once
 /// (pthread_once) and logged at INFO.  Fails with FMSA_ERR_NOT_SUPPORTED,
 /// naming the path, when the variable asks for one this CPU or build lacks,
 /// and with FMSA_ERR_INVALID_ARGUMENT for an unknown name.

@@ -8,6 +8,7 @@
 
 #include "backends/cpu/cpu_internal.h"
 #include "backends/cpu/cpu_tile.h"
+#include "common/fmsa_half.h"
 
 static int cpu_item_cmp(const void *pa, const void *pb) {
     const fmsa_cpu_item *a = (const fmsa_cpu_item *)pa, *b = (const fmsa_cpu_item *)pb;
@@ -56,4 +57,21 @@ void fmsa_cpu_pack_keys_t(const fmsa_problem *p, const fmsa_view4 *v, const fmsa
     }
     for (int64_t d = 0; d < D; ++d)
         for (int c = n; c < ld; ++c) dst[d * ld + c] = 0.0f;
+}
+
+void fmsa_cpu_pack_b16(int k, int n, const float *b, int64_t rs, int64_t cs, uint16_t *dst) {
+    const int kp = (k + 31) / 32 * 32, np = (n + 15) / 16 * 16;
+    /* destination order: the panel is written once, sequentially; the source
+     * is a staged fp32 tile that sits in L1/L2 */
+    for (int jb = 0; jb < np / 16; ++jb)
+        for (int p = 0; p < kp; p += 2) {
+            uint16_t *out = dst + ((int64_t)jb * (kp / 2) + p / 2) * 32;
+            for (int jj = 0; jj < 16; ++jj) {
+                const int j = jb * 16 + jj;
+                const int in = j < n;
+                out[2 * jj] = in && p < k ? fmsa_f32_to_bf16(b[(int64_t)p * rs + j * cs]) : 0;
+                out[2 * jj + 1] =
+                    in && p + 1 < k ? fmsa_f32_to_bf16(b[(int64_t)(p + 1) * rs + j * cs]) : 0;
+            }
+        }
 }

@@ -99,6 +99,15 @@ fmsa_status fmsa_cpu_plan_make(const fmsa_cpu_state *st, const fmsa_problem *p,
         return fmsa_fail(FMSA_ERR_INTERNAL, "cpu: planner row %s gave tiles %d x %d",
                          tiles.table_row ? tiles.table_row : "?", tiles.block_m, tiles.block_n);
 
+    /* bf16 forward on 16-bit products: the tile the instructions want (see
+     * FMSA_CPU_B16_BLOCK_M); fp16 stays on fp32 staging, since rounding fp16
+     * Q/K to bf16 loses bits the naive fp16 implementation keeps */
+    plan->b16 = p->pass == FMSA_PASS_FORWARD && p->dtype == FMSA_DTYPE_BF16 &&
+                plan->kern->gemm_b16 != NULL;
+    if (plan->b16) {
+        tiles.block_m = FMSA_CPU_B16_BLOCK_M;
+        tiles.block_n = FMSA_CPU_B16_BLOCK_N;
+    }
     plan->block_m = tiles.block_m;
     plan->block_n = tiles.block_n;
     plan->tiles_q = fmsa_cpu_ceil_div(p->seqlen_q, tiles.block_m);
@@ -109,6 +118,10 @@ fmsa_status fmsa_cpu_plan_make(const fmsa_cpu_state *st, const fmsa_problem *p,
     plan->scratch_bytes = cpu_scratch_bytes(p->pass, tiles.block_m, tiles.block_n, D);
     plan->slot_floats = cpu_slot_floats(p, tiles.block_m, tiles.block_n, plan->tiles_q,
                                         plan->tiles_k);
+    if (plan->b16) {
+        plan->scratch_bytes = fmsa_cpu_b16_carve(NULL, D, NULL);
+        plan->slot_floats = fmsa_cpu_b16_slot_floats(D, plan->tiles_k);
+    }
     plan->slots = p->batch * p->heads_kv;
     plan->chunk_slots = (int64_t)(FMSA_CPU_PANEL_BUDGET /
                                   ((size_t)plan->slot_floats * sizeof(float) + 1));

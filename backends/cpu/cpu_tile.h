@@ -48,6 +48,12 @@ void fmsa_cpu_score_tile(const fmsa_cpu_kernels *kern, const fmsa_cpu_score *sc,
                          int rows, int64_t i0, const float *kt, int cols, int64_t j0, int ld,
                          float *s, float *g);
 
+/// The transform half of fmsa_cpu_score_tile: s[r][c] holds the raw products
+/// q·k of query i0+r and key j0+c and becomes the base-2 score (-inf where
+/// masked); g as there.
+void fmsa_cpu_score_apply(const fmsa_cpu_score *sc, int rows, int64_t i0, int cols, int64_t j0,
+                          int ld, float *s, float *g);
+
 /// dst[0:D] = scale * row (converted to fp32) of the dtype buffer base at element offset off.
 void fmsa_cpu_row_load(const char *base, fmsa_dtype dtype, int64_t off, int64_t D, float scale,
                        float *dst);

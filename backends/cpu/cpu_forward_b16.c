@@ -1,0 +1,142 @@
+/*
+ * The forward pass of bf16 inputs on 16-bit products (AMX tdpbf16ps,
+ * AVX512-BF16 vdpbf16ps, or their portable C twin): the same FlashAttention-2
+ * loop as cpu_forward.c, with
+ *   S = Q·Kᵀ   bf16 Q (exact: the input) x packed bf16 K panel -> fp32,
+ *              softmax scale applied to the fp32 S (not folded into Q, which
+ *              would round Q a second time);
+ *   P          exp2 in fp32, summed in fp32 for l, rounded to bf16;
+ *   acc += P·V bf16 P x packed bf16 V panel -> fp32.
+ * P is the only value rounded beyond what the naive same-precision
+ * implementation rounds (it rounds S, P and O to bf16), so the error stays
+ * inside the correctness rule.  fp16 inputs never come here (cpu_plan.c).
+ *
+ * K and V are packed once per (sequence, kv head) slot, key tile by key
+ * tile, into the panel layout of cpu_kernels.h: K as the B of S (k = D,
+ * n = keys), V as the B of P·V (k = keys, n = D).
+ */
+#include <string.h>
+
+#include "backends/cpu/cpu_internal.h"
+#include "backends/cpu/cpu_pack.h"
+#include "backends/cpu/cpu_tile.h"
+#include "common/fmsa_score.h"
+#include "common/fmsa_softmax.h"
+
+#define B16_BM FMSA_CPU_B16_BLOCK_M
+#define B16_BN FMSA_CPU_B16_BLOCK_N
+
+static int64_t b16_round(int64_t x, int64_t to) { return (x + to - 1) / to * to; }
+
+/// uint16 elements of one key tile's K panel and V panel.
+static int64_t b16_k_elems(int64_t D) { return fmsa_cpu_b16_panel_elems((int)D, B16_BN); }
+static int64_t b16_v_elems(int64_t D) { return fmsa_cpu_b16_panel_elems(B16_BN, (int)D); }
+
+int64_t fmsa_cpu_b16_slot_floats(int64_t D, int64_t tiles_k) {
+    return b16_round(tiles_k * (b16_k_elems(D) + b16_v_elems(D)), 32) / 2;
+}
+
+size_t fmsa_cpu_b16_carve(char *base, int64_t D, fmsa_cpu_b16_tiles *t) {
+    const int64_t dk = b16_round(D, 32), dn = b16_round(D, 16);
+    const size_t sizes[7] = {
+        fmsa_cpu_round64((size_t)(B16_BM * dk) * 2),    /* q */
+        fmsa_cpu_round64((size_t)(B16_BM * B16_BN) * 2), /* p */
+        fmsa_cpu_round64((size_t)(B16_BM * B16_BN) * 4), /* s */
+        fmsa_cpu_round64((size_t)(B16_BM * dn) * 4),    /* acc */
+        fmsa_cpu_round64((size_t)B16_BM * 4),           /* m */
+        fmsa_cpu_round64((size_t)B16_BM * 4),           /* l */
+        fmsa_cpu_round64((size_t)(B16_BN * D) * 4),     /* stage */
+    };
+    size_t total = 0;
+    for (int i = 0; i < 7; ++i) total += sizes[i];
+    if (base) {
+        t->q = (uint16_t *)base;
+        t->p = (uint16_t *)(base += sizes[0]);
+        t->s = (float *)(base += sizes[1]);
+        t->acc = (float *)(base += sizes[2]);
+        t->m = (float *)(base += sizes[3]);
+        t->l = (float *)(base += sizes[4]);
+        t->stage = (float *)(base += sizes[5]);
+        t->acc_ld = dn;
+    }
+    return total;
+}
+
+void fmsa_cpu_b16_pack(const fmsa_problem *p, const fmsa_cpu_plan *pl, int64_t slot,
+                       float *slot_panels, int64_t ktile, float *stage) {
+    const int64_t D = p->head_dim, b = slot / p->heads_kv, hk = slot % p->heads_kv;
+    const fmsa_seq seq = fmsa_problem_seq(p, b);
+    const int64_t j0 = ktile * B16_BN;
+    const int cols = (int)(seq.sk - j0 < B16_BN ? seq.sk - j0 : B16_BN);
+    uint16_t *kp = (uint16_t *)slot_panels + ktile * b16_k_elems(D);
+    uint16_t *vp = (uint16_t *)slot_panels + pl->tiles_k * b16_k_elems(D) + ktile * b16_v_elems(D);
+    if (cols <= 0) return;
+    fmsa_cpu_pack_rows(p, &p->k, &seq, b, hk, 1, j0, cols, 1.0f, stage);
+    fmsa_cpu_pack_b16((int)D, cols, stage, 1, D, kp); /* B(d, key) = K[key][d] */
+    fmsa_cpu_pack_rows(p, &p->v, &seq, b, hk, 1, j0, cols, 1.0f, stage);
+    fmsa_cpu_pack_b16(cols, (int)D, stage, D, 1, vp); /* B(key, d) = V[key][d] */
+}
+
+/// t->q rows [0, mp) = bf16 query rows i0.. of head h (zero beyond rows and D).
+static void b16_load_q(const fmsa_problem *p, const fmsa_seq *seq, int64_t h, int64_t i0,
+                       int rows, int mp, fmsa_cpu_b16_tiles *t) {
+    const int64_t D = p->head_dim, dk = b16_round(D, 32);
+    const uint16_t *qb = (const uint16_t *)fmsa_view4_host(&p->q);
+    for (int r = 0; r < mp; ++r) {
+        uint16_t *dst = t->q + (int64_t)r * dk;
+        int64_t d0 = 0;
+        if (r < rows) {
+            memcpy(dst, qb + fmsa_problem_q_offset(&p->q, seq, i0 + r, h), (size_t)D * 2);
+            d0 = D;
+        }
+        memset(dst + d0, 0, (size_t)(dk - d0) * 2);
+    }
+}
+
+void fmsa_cpu_b16_rows(const fmsa_problem *p, const fmsa_cpu_plan *pl, const fmsa_seq *seq,
+                       int64_t b, int64_t h, int64_t i0, int rows, int64_t k_begin,
+                       int64_t k_end, const float *slot_panels, fmsa_cpu_b16_tiles *t) {
+    const fmsa_cpu_kernels *kern = pl->kern;
+    const int64_t D = p->head_dim, dk = b16_round(D, 32), dn = t->acc_ld;
+    const int mp = (int)b16_round(rows, 16), ld = B16_BN;
+    const uint16_t *kpan = (const uint16_t *)slot_panels;
+    const uint16_t *vpan = kpan + pl->tiles_k * b16_k_elems(D);
+    /* S holds exact products q·k: scale (and log2 e without softcap) applied in fp32 */
+    const float dot_scale =
+        p->softcap > 0.0f ? p->softmax_scale : p->softmax_scale * FMSA_LOG2E;
+    fmsa_cpu_score sc;
+
+    fmsa_cpu_score_init(&sc, p, seq, b, h, dot_scale);
+    for (int r = 0; r < rows; ++r) fmsa_softmax_init(&t->m[r], &t->l[r]);
+    b16_load_q(p, seq, h, i0, rows, mp, t);
+    fmsa_cpu_zero(t->acc, (int64_t)mp * dn);
+    /* padding rows of P stay 0 (their acc rows are never stored) */
+    memset(t->p + (int64_t)rows * ld, 0, (size_t)(mp - rows) * ld * 2);
+    if (kern->b16_begin) kern->b16_begin();
+
+    for (int64_t j0 = k_begin / ld * ld; j0 < k_end; j0 += ld) {
+        const int cols = (int)(seq->sk - j0 < ld ? seq->sk - j0 : ld);
+        const int np = (int)b16_round(cols, 16), kp = (int)b16_round(cols, 32);
+        const int64_t tile = j0 / ld;
+        if (!fmsa_cpu_tile_visible(&sc, i0, rows, j0, cols)) continue;
+        kern->gemm_b16(mp, np, (int)dk, t->q, dk, kpan + tile * b16_k_elems(D), t->s, ld, 0);
+        fmsa_cpu_score_apply(&sc, rows, i0, cols, j0, ld, t->s, NULL);
+        for (int r = 0; r < rows; ++r) {
+            const float *sr = t->s + (int64_t)r * ld;
+            uint16_t *pr = t->p + (int64_t)r * ld;
+            const float tile_max = kern->row_max(sr, cols);
+            float c;
+            if (tile_max == FMSA_NEG_INF) { /* every key of this row masked: P = 0 */
+                memset(pr, 0, (size_t)kp * 2);
+                continue;
+            }
+            c = fmsa_softmax_update(&t->m[r], tile_max);
+            if (c != 1.0f) {
+                t->l[r] *= c;
+                kern->row_scale(t->acc + (int64_t)r * dn, (int)D, c);
+            }
+            t->l[r] += kern->row_exp2_b16(sr, cols, t->m[r], pr, kp);
+        }
+        kern->gemm_b16(mp, (int)dn, kp, t->p, ld, vpan + tile * b16_v_elems(D), t->acc, dn, 1);
+    }
+}
