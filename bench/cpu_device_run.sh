@@ -1,94 +1,138 @@
 #!/usr/bin/env bash
 # The CPU backend on the device machine's CPU (16-core Xeon with AVX-512 and
 # AMX), in one call of at most ~9 minutes:
-#   1. configure + build the library and the flashmsa program (no tests: the
-#      machine has no cmocka), OpenCL off;
-#   2. `flashmsa run` once per forced kernel path (FLASHMSA_CPU_KERNEL=amx,
-#      avx512, avx2, generic, scalar), fp32 and bf16, each checked element by
-#      element against the fp64 reference (PASS/FAIL; NOT_SUPPORTED when the
-#      path is absent from this CPU or build);
-#   3. `flashmsa peak` on 1, 2 and all threads;
-#   4. 1 -> 2 thread scaling of the forward (d=128, s=2048);
-#   5. bench/cpu_vs_torch.py (flashmsa vs torch SDPA, same process, same
+#   1. configure + build the library, the flashmsa program and (when cmocka is
+#      carried in .deps/cmocka, see ../shared/TOOLCHAINS.md) the test suites;
+#   2. the CPU test grid (ctest -L cpu) once per forced kernel path that only
+#      this CPU can run (FLASHMSA_CPU_KERNEL=amx, avx512, plus avx2);
+#   3. `flashmsa run --full-check` per forced path, fp32 and bf16, every
+#      element against the fp64 reference;
+#   4. `flashmsa peak` on 1, 2 and all threads;
+#   5. a perf profile (if perf exists) of the fp32 and bf16 forward on 2 threads;
+#   6. 1 -> 2 thread scaling of the forward (d=128, s=2048);
+#   7. bench/cpu_vs_torch.py (flashmsa vs torch SDPA, same process, same
 #      threads) on 2 and on all threads, each with a time budget;
-#   6. a compact summary.
+#   8. a compact summary.
 # Everything lands in $OUT (the device tool's output folder; ./cpu-device-out
 # when run by hand).  Run from the repository root:
-#   bash bench/cpu_device_run.sh
+#   bash bench/cpu_device_run.sh            (STAGES="grid run peak prof scale torch" to pick)
 set -u
 OUT=${OUT:-$PWD/cpu-device-out}
+STAGES=${STAGES:-"grid run peak prof scale torch"}
+TORCH_BUDGET=${TORCH_BUDGET:-130}
 mkdir -p "$OUT"
 T0=$(date +%s)
 log() { echo "[$(($(date +%s) - T0))s] $*"; }
+want() { case " $STAGES " in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
 NT=$(nproc)
 B=build-cpu-device
 CLI=$B/apps/flashmsa
+CM=$PWD/.deps/cmocka/usr/lib/x86_64-linux-gnu
 
-log "host: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2), $NT threads"
+log "host: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2), $NT threads, commit $(git rev-parse --short HEAD 2>/dev/null)"
 lscpu > "$OUT/lscpu.txt" 2>&1
 grep -m1 '^flags' /proc/cpuinfo | tr ' ' '\n' | grep -E 'avx512|amx|fma|avx2' | tr '\n' ' ' \
   > "$OUT/isa_flags.txt"
 log "isa: $(cat "$OUT/isa_flags.txt")"
 
 log "configure + build"
-if ! cmake -S . -B $B -G Ninja -DCMAKE_BUILD_TYPE=Release -DBUILD_TESTING=OFF \
-    -DFLASHMSA_OPENCL=OFF > "$OUT/cmake.log" 2>&1 ||
-   ! ninja -C $B flashmsa flashmsa_cli > "$OUT/build.log" 2>&1; then
+TESTS=OFF
+CMOCKA_ARGS=()
+if [ -f "$CM/cmake/cmocka/cmocka-config.cmake" ]; then
+  TESTS=ON; CMOCKA_ARGS=(-Dcmocka_DIR="$CM/cmake/cmocka"); export LD_LIBRARY_PATH="$CM:${LD_LIBRARY_PATH:-}"
+fi
+if ! cmake -S . -B $B -G Ninja -DCMAKE_BUILD_TYPE=Release -DBUILD_TESTING=$TESTS \
+    -DFLASHMSA_OPENCL=OFF "${CMOCKA_ARGS[@]}" > "$OUT/cmake.log" 2>&1 ||
+   ! ninja -C $B > "$OUT/build.log" 2>&1; then
   log "BUILD FAILED"; tail -30 "$OUT/build.log" "$OUT/cmake.log"; exit 2
 fi
 grep -i warning "$OUT/build.log" | head -20
 
-# ---- 2. correctness of every kernel path (full element check vs fp64) -------------
-: > "$OUT/paths.txt"
-for k in amx avx512 avx2 generic scalar; do
-  for dt in fp32 bf16; do
-    f="$OUT/run_${k}_${dt}.txt"
-    FLASHMSA_LOG=info FLASHMSA_CPU_KERNEL=$k timeout 120 $CLI run --backend cpu --threads "$NT" \
-      --dtype $dt --batch 2 --heads 8 --heads-kv 2 --seqlen 384 --dim 128 --full-check > "$f" 2>&1
-    rc=$?
-    f2="$OUT/run_${k}_${dt}_d64win.txt" # odd sizes, window + softcap, GQA, d=64
-    FLASHMSA_CPU_KERNEL=$k timeout 120 $CLI run --backend cpu --threads "$NT" --dtype $dt \
-      --batch 1 --heads 4 --heads-kv 1 --seqlen-q 200 --seqlen-k 333 --dim 72 --no-causal \
-      --window 50,20 --softcap 30 --full-check > "$f2" 2>&1
-    rc2=$?
-    if grep -q NOT_SUPPORTED "$f"; then res="not supported on this CPU/build"
-    elif [ $rc -eq 0 ] && [ $rc2 -eq 0 ]; then res="PASS"
-    else res="FAIL (rc $rc / $rc2)"; fi
-    fwd=$(awk '/^forward/ {print $4}' "$f"); bwd=$(awk '/^backward/ {print $4}' "$f")
-    printf '%-8s %-5s %-32s fwd %8s bwd %8s GFLOP/s (b2 h8/2 s384 d128 causal)\n' \
-      "$k" "$dt" "$res" "${fwd:--}" "${bwd:--}" | tee -a "$OUT/paths.txt"
+# ---- 2. the CPU test grid per forced path -------------------------------------------
+: > "$OUT/grid.txt"
+if want grid && [ $TESTS = ON ]; then
+  for k in amx avx512 avx2; do
+    log "ctest -L cpu with FLASHMSA_CPU_KERNEL=$k"
+    FLASHMSA_CPU_KERNEL=$k timeout 150 ctest --test-dir $B -L cpu --output-on-failure \
+      > "$OUT/ctest_$k.txt" 2>&1
+    echo "$k: $(grep -E 'tests passed|tests failed' "$OUT/ctest_$k.txt" | tail -1)" | tee -a "$OUT/grid.txt"
   done
-done
+fi
 
-# ---- 3. peak ---------------------------------------------------------------------
-log "peak"
-$CLI peak --threads "1,2,$NT" > "$OUT/peak.txt" 2>&1
-$CLI peak --threads "1,2,$NT" --json > "$OUT/peak.jsonl" 2>/dev/null
-cat "$OUT/peak.txt"
+# ---- 3. correctness of every kernel path (full element check vs fp64) -------------
+: > "$OUT/paths.txt"
+if want run; then
+  for k in amx avx512 avx2 generic; do
+    for dt in fp32 bf16; do
+      f="$OUT/run_${k}_${dt}.txt"
+      FLASHMSA_LOG=info FLASHMSA_CPU_KERNEL=$k timeout 120 $CLI run --backend cpu --threads "$NT" \
+        --dtype $dt --batch 2 --heads 8 --heads-kv 2 --seqlen 384 --dim 128 --full-check > "$f" 2>&1
+      rc=$?
+      f2="$OUT/run_${k}_${dt}_d72win.txt" # odd sizes, window + softcap, GQA, d=72
+      FLASHMSA_CPU_KERNEL=$k timeout 120 $CLI run --backend cpu --threads "$NT" --dtype $dt \
+        --batch 1 --heads 4 --heads-kv 1 --seqlen-q 200 --seqlen-k 333 --dim 72 --no-causal \
+        --window 50,20 --softcap 30 --full-check > "$f2" 2>&1
+      rc2=$?
+      if grep -q NOT_SUPPORTED "$f"; then res="not supported on this CPU/build"
+      elif [ $rc -eq 0 ] && [ $rc2 -eq 0 ]; then res="PASS"
+      else res="FAIL (rc $rc / $rc2)"; fi
+      fwd=$(awk '/^forward/ {print $4}' "$f"); bwd=$(awk '/^backward/ {print $4}' "$f")
+      printf '%-8s %-5s %-32s fwd %8s bwd %8s GFLOP/s (b2 h8/2 s384 d128 causal)\n' \
+        "$k" "$dt" "$res" "${fwd:--}" "${bwd:--}" | tee -a "$OUT/paths.txt"
+    done
+  done
+fi
 
-# ---- 4. scaling 1 -> 2 threads, forward fp32 d=128 s=2048 -------------------------
-log "scaling"
-for t in 1 2; do
-  $CLI run --backend cpu --threads $t --batch 1 --heads 4 --seqlen 2048 --dim 128 --no-causal \
-    --no-backward --repeat 3 --check-rows 8 > "$OUT/scale_t$t.txt" 2>&1
-done
-s1=$(awk '/^forward/ {print $4}' "$OUT/scale_t1.txt"); s2=$(awk '/^forward/ {print $4}' "$OUT/scale_t2.txt")
-log "fwd fp32 d128 s2048: 1 thread ${s1:-?} GFLOP/s, 2 threads ${s2:-?} GFLOP/s"
+# ---- 4. peak ---------------------------------------------------------------------
+if want peak; then
+  log "peak"
+  $CLI peak --threads "1,2,$NT" > "$OUT/peak.txt" 2>&1
+  cat "$OUT/peak.txt"
+fi
 
-# ---- 5. flashmsa vs torch --------------------------------------------------------
-for t in 2 "$NT"; do
-  log "cpu_vs_torch.py on $t threads (budget 150 s)"
-  timeout 240 python3 bench/cpu_vs_torch.py --lib $B/libflashmsa.so --cli $CLI --threads "$t" \
-    --dims 128,64 --seqlens 2048,8192,512 --min-time 0.3 --max-runs 3 --budget 150 \
-    --json "$OUT/torch.jsonl" > "$OUT/torch_t$t.txt" 2> "$OUT/torch_t$t.err"
-  echo "  rc $?"; tail -3 "$OUT/torch_t$t.err"
-done
+# ---- 5. profile ------------------------------------------------------------------
+if want prof && command -v perf > /dev/null; then
+  for dt in fp32 bf16; do
+    log "perf: forward $dt d128 s2048 on 2 threads"
+    perf record -q -o "$OUT/perf_$dt.data" -- $CLI run --backend cpu --threads 2 --dtype $dt \
+      --batch 1 --heads 2 --seqlen 2048 --dim 128 --no-causal --no-backward --repeat 5 \
+      --check-rows 4 > "$OUT/perf_run_$dt.txt" 2>&1
+    perf report -i "$OUT/perf_$dt.data" --stdio 2>/dev/null | grep -v '^#' | grep -v '^$' | head -25 \
+      > "$OUT/prof_$dt.txt"
+    rm -f "$OUT/perf_$dt.data"
+    grep forward "$OUT/perf_run_$dt.txt"; head -12 "$OUT/prof_$dt.txt"
+  done
+fi
 
-# ---- 6. summary ------------------------------------------------------------------
+# ---- 6. scaling 1 -> 2 threads, forward fp32 d=128 s=2048 -------------------------
+if want scale; then
+  log "scaling"
+  for t in 1 2; do
+    $CLI run --backend cpu --threads $t --batch 1 --heads 4 --seqlen 2048 --dim 128 --no-causal \
+      --no-backward --repeat 3 --check-rows 8 > "$OUT/scale_t$t.txt" 2>&1
+  done
+  s1=$(awk '/^forward/ {print $4}' "$OUT/scale_t1.txt"); s2=$(awk '/^forward/ {print $4}' "$OUT/scale_t2.txt")
+  log "fwd fp32 d128 s2048: 1 thread ${s1:-?} GFLOP/s, 2 threads ${s2:-?} GFLOP/s"
+fi
+
+# ---- 7. flashmsa vs torch --------------------------------------------------------
+if want torch; then
+  for t in 2 "$NT"; do
+    log "cpu_vs_torch.py on $t threads (budget $TORCH_BUDGET s)"
+    timeout $((TORCH_BUDGET + 90)) python3 bench/cpu_vs_torch.py --lib $B/libflashmsa.so --cli $CLI \
+      --threads "$t" --dtypes ${TORCH_DTYPES:-bf16,fp32} --dims ${TORCH_DIMS:-128} \
+      --seqlens ${TORCH_SEQLENS:-2048,8192} --min-time 0.3 --max-runs 3 --budget $TORCH_BUDGET \
+      --json "$OUT/torch.jsonl" > "$OUT/torch_t$t.txt" 2> "$OUT/torch_t$t.err"
+    echo "  rc $?"; tail -3 "$OUT/torch_t$t.err"
+  done
+fi
+
+# ---- 8. summary ------------------------------------------------------------------
 log "SUMMARY"
+echo "== test grid per forced path"; cat "$OUT/grid.txt"
 echo "== kernel paths (flashmsa run, every element vs fp64)"; cat "$OUT/paths.txt"
-echo "== peak (GFLOP/s)"; grep -v '^#' "$OUT/peak.txt"
+echo "== peak (GFLOP/s)"; grep -v '^#' "$OUT/peak.txt" 2>/dev/null
 echo "== scaling fwd fp32 d128 s2048: t1 ${s1:-?} t2 ${s2:-?} GFLOP/s"
 echo "== flashmsa vs torch SDPA (GFLOP/s, % of fp32 FMA peak, err vs fp64)"
-for t in 2 "$NT"; do grep -E '^#|^ *[0-9]' "$OUT/torch_t$t.txt" | grep -v '^# GFLOP'; done
+for t in 2 "$NT"; do grep -E '^#|^ *[0-9a-z]' "$OUT/torch_t$t.txt" 2>/dev/null | grep -v '^# GFLOP'; done
 log "done (outputs in $OUT)"
