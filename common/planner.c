@@ -6,6 +6,7 @@
  * sizing (which all call it) cannot disagree.
  */
 #include "common/planner.h"
+#include "common/problem.h"
 
 #include <string.h>
 
@@ -344,4 +345,15 @@ int fmsa_plan_num_splits(const fmsa_device_info *dev, int64_t batch_heads, int64
     if (key_tiles <= 1) return 1;
     if (dev->backend == FMSA_BACKEND_CPU) return fmsa_plan_cpu_splits(work, key_tiles);
     return fmsa_plan_gpu_splits(work, key_tiles, dev->multiprocessors);
+}
+
+unsigned fmsa_plan_features(const fmsa_problem *p) {
+    unsigned f = 0;
+    if (p->window_left >= 0 || p->window_right >= 0) f |= FMSA_FEAT_CAUSAL;
+    if (p->softcap > 0.0f) f |= FMSA_FEAT_SOFTCAP;
+    if (p->has_alibi) f |= FMSA_FEAT_ALIBI;
+    if (p->has_mask) f |= FMSA_FEAT_MASK;
+    if (p->is_varlen) f |= FMSA_FEAT_VARLEN;
+    if (p->is_paged) f |= FMSA_FEAT_PAGED;
+    return f;
 }

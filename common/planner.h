@@ -42,6 +42,11 @@ typedef struct fmsa_tile_plan {
     const char *table_row; ///< name of the table row that produced the plan (for logs/tests)
 } fmsa_tile_plan;
 
+struct fmsa_problem;
+/// The FMSA_FEAT_* bits of a validated problem (windows and causal count as
+/// FMSA_FEAT_CAUSAL), so every backend asks the planner the same question.
+unsigned fmsa_plan_features(const struct fmsa_problem *p);
+
 /// Plans tiles for one problem on one device.  FMSA_ERR_NOT_SUPPORTED when no
 /// row of the device's arch table fits its SRAM limit for this request.
 fmsa_status fmsa_plan_tiles(const fmsa_device_info *dev, const fmsa_plan_request *req,
