@@ -76,12 +76,20 @@ static void cpu_fwd_pack(const fmsa_problem *p, const fmsa_cpu_plan *pl, int64_t
 }
 
 /// Folds one score tile (already in t->s, cols keys) into the row states.
+/// next_kt / next_v: the next key tile's panels (NULL: none), fetched into L2
+/// a slice per row, since the shared panels come from L3.
 static void cpu_fwd_update(const fmsa_cpu_kernels *kern, cpu_fwd_tiles *t, int rows, int cols,
-                           int ld, const float *v, int64_t D) {
+                           int ld, const float *v, int64_t D, const float *next_kt,
+                           const float *next_v) {
+    const int64_t panel_bytes = (int64_t)ld * D * (int64_t)sizeof(float);
     for (int r = 0; r < rows; ++r) {
         float *sr = t->s + (int64_t)r * ld;
         const float tile_max = kern->row_max(sr, cols);
         float c;
+        if (next_kt) {
+            fmsa_cpu_prefetch_slice(next_kt, panel_bytes, r, rows);
+            fmsa_cpu_prefetch_slice(next_v, panel_bytes, r, rows);
+        }
         if (tile_max == FMSA_NEG_INF) { /* every key of this row masked: no change */
             for (int j = 0; j < cols; ++j) sr[j] = 0.0f;
             continue;
@@ -119,7 +127,9 @@ static void cpu_fwd_rows(const fmsa_problem *p, const fmsa_cpu_plan *pl, const f
         if (!fmsa_cpu_tile_visible(&sc, i0, rows, j0, cols)) continue;
         fmsa_cpu_score_tile(pl->kern, &sc, t->q, rows, i0, kt + (j0 / ld) * D * ld, cols, j0, ld,
                             t->s, NULL);
-        cpu_fwd_update(pl->kern, t, rows, cols, ld, v + j0 * D, D);
+        cpu_fwd_update(pl->kern, t, rows, cols, ld, v + j0 * D, D,
+                       j0 + ld < k_end ? kt + (j0 / ld + 1) * D * ld : NULL,
+                       j0 + ld < k_end ? v + (j0 + ld) * D : NULL);
     }
 }
 

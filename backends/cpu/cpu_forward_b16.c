@@ -101,12 +101,18 @@ void fmsa_cpu_b16_rows(const fmsa_problem *p, const fmsa_cpu_plan *pl, const fms
     const int mp = (int)b16_round(rows, 16), ld = B16_BN;
     const uint16_t *kpan = (const uint16_t *)slot_panels;
     const uint16_t *vpan = kpan + pl->tiles_k * b16_k_elems(D);
-    /* S holds exact products q·k: scale (and log2 e without softcap) applied in fp32 */
+    /* S holds exact products q·k: scale (and log2 e without softcap) applied in
+     * fp32.  Without softcap, ALiBi or a bit mask the transform is only that
+     * scale (and the window's -inf), so it rides on the exponent instead:
+     * max(scale * s) = scale * max(s) for scale > 0, and P = exp2(s * scale - m)
+     * in one fma (exp_scale), which saves a pass over S per key tile. */
     const float dot_scale =
         p->softcap > 0.0f ? p->softmax_scale : p->softmax_scale * FMSA_LOG2E;
+    const int fused = !(p->softcap > 0.0f) && !p->has_alibi && !p->has_mask;
+    const float exp_scale = fused ? dot_scale : 1.0f;
     fmsa_cpu_score sc;
 
-    fmsa_cpu_score_init(&sc, p, seq, b, h, dot_scale);
+    fmsa_cpu_score_init(&sc, p, seq, b, h, fused ? 1.0f : dot_scale);
     for (int r = 0; r < rows; ++r) fmsa_softmax_init(&t->m[r], &t->l[r]);
     b16_load_q(p, seq, h, i0, rows, mp, t);
     fmsa_cpu_zero(t->acc, (int64_t)mp * dn);
@@ -118,14 +124,26 @@ void fmsa_cpu_b16_rows(const fmsa_problem *p, const fmsa_cpu_plan *pl, const fms
         const int cols = (int)(seq->sk - j0 < ld ? seq->sk - j0 : ld);
         const int np = (int)b16_round(cols, 16), kp = (int)b16_round(cols, 32);
         const int64_t tile = j0 / ld;
+        /* the next key tile's panels (K and V: 64 KiB at d = 128), fetched into
+         * L2 a slice per row while this tile's softmax runs: the panels are
+         * shared by every thread and come from L3, and the tile loads of the
+         * products do not train the hardware prefetchers */
+        const int next = j0 + ld < k_end;
         if (!fmsa_cpu_tile_visible(&sc, i0, rows, j0, cols)) continue;
         kern->gemm_b16(mp, np, (int)dk, t->q, dk, kpan + tile * b16_k_elems(D), t->s, ld, 0);
         fmsa_cpu_score_apply(&sc, rows, i0, cols, j0, ld, t->s, NULL);
         for (int r = 0; r < rows; ++r) {
             const float *sr = t->s + (int64_t)r * ld;
             uint16_t *pr = t->p + (int64_t)r * ld;
-            const float tile_max = kern->row_max(sr, cols);
+            float tile_max = kern->row_max(sr, cols);
             float c;
+            if (next) {
+                fmsa_cpu_prefetch_slice(kpan + (tile + 1) * b16_k_elems(D), b16_k_elems(D) * 2, r,
+                                        rows);
+                fmsa_cpu_prefetch_slice(vpan + (tile + 1) * b16_v_elems(D), b16_v_elems(D) * 2, r,
+                                        rows);
+            }
+            tile_max *= exp_scale; /* -inf stays -inf */
             if (tile_max == FMSA_NEG_INF) { /* every key of this row masked: P = 0 */
                 memset(pr, 0, (size_t)kp * 2);
                 continue;
@@ -135,7 +153,7 @@ void fmsa_cpu_b16_rows(const fmsa_problem *p, const fmsa_cpu_plan *pl, const fms
                 t->l[r] *= c;
                 kern->row_scale(t->acc + (int64_t)r * dn, (int)D, c);
             }
-            t->l[r] += kern->row_exp2_b16(sr, cols, t->m[r], pr, kp);
+            t->l[r] += kern->row_exp2_b16(sr, cols, exp_scale, t->m[r], pr, kp);
         }
         kern->gemm_b16(mp, (int)dn, kp, t->p, ld, vpan + tile * b16_v_elems(D), t->acc, dn, 1);
     }

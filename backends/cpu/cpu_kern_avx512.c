@@ -264,13 +264,14 @@ static void avx512_gemm_b16(int m, int n, int k, const uint16_t *a, int64_t lda,
     }
 }
 
-float fmsa_cpu_avx512_row_exp2_b16(const float *x, int n, float m, uint16_t *dst, int npad) {
-    const __m512 vm = _mm512_set1_ps(m);
+float fmsa_cpu_avx512_row_exp2_b16(const float *x, int n, float scale, float m, uint16_t *dst,
+                                   int npad) {
+    const __m512 vm = _mm512_set1_ps(m), vs = _mm512_set1_ps(scale);
     __m512 sum = _mm512_setzero_ps();
     for (int j = 0; j < npad; j += 16) {
         const __mmask16 mk = avx512_mask(n - j), st = avx512_mask(npad - j);
         const __m512 p = _mm512_maskz_mov_ps(
-            mk, avx512_exp2(_mm512_sub_ps(_mm512_maskz_loadu_ps(mk, x + j), vm)));
+            mk, avx512_exp2(_mm512_fmsub_ps(_mm512_maskz_loadu_ps(mk, x + j), vs, vm)));
         const __m256bh h = _mm512_cvtneps_pbh(p); /* round to nearest even */
         _mm256_mask_storeu_epi16(dst + j, st, (__m256i)h);
         sum = _mm512_add_ps(sum, p);

@@ -85,10 +85,11 @@ static void cpu_generic_gemm_b16(int m, int n, int k, const uint16_t *a, int64_t
     }
 }
 
-static float cpu_generic_row_exp2_b16(const float *x, int n, float m, uint16_t *dst, int npad) {
+static float cpu_generic_row_exp2_b16(const float *x, int n, float scale, float m, uint16_t *dst,
+                                      int npad) {
     float sum = 0.0f;
     for (int j = 0; j < n; ++j) {
-        const float p = fmsa_cpu_exp2(x[j] - m);
+        const float p = fmsa_cpu_exp2(fmaf(x[j], scale, -m));
         sum += p;
         dst[j] = fmsa_f32_to_bf16(p);
     }

@@ -19,7 +19,8 @@ float fmsa_cpu_avx512_row_exp2_sum(float *x, int n, float m);
 void fmsa_cpu_avx512_row_scale(float *x, int n, float c);
 void fmsa_cpu_avx512_row_bwd_ds(float *s, float *dp, const float *g, int n, float lse2,
                                 float delta);
-float fmsa_cpu_avx512_row_exp2_b16(const float *x, int n, float m, uint16_t *dst, int npad);
+float fmsa_cpu_avx512_row_exp2_b16(const float *x, int n, float scale, float m, uint16_t *dst,
+                                   int npad);
 #endif /* AVX-512F + DQ + BF16 */
 
 #endif /* FMSA_CPU_KERN_X86_H */

@@ -80,11 +80,13 @@ typedef struct fmsa_cpu_kernels {
     void (*gemm_b16)(int m, int n, int k, const uint16_t *a, int64_t lda, const uint16_t *bp,
                      float *c, int64_t ldc, int accumulate);
 
-    /// dst[j] = bf16(exp2(x[j] - m)) for j < n (0 where x[j] = -inf), dst[j] = 0
-    /// for n <= j < npad; returns the fp32 sum of the unrounded exp2 values in
-    /// a fixed order (the softmax denominator, as the naive implementation
-    /// normalises before rounding P).  m is finite.
-    float (*row_exp2_b16)(const float *x, int n, float m, uint16_t *dst, int npad);
+    /// dst[j] = bf16(exp2(x[j] * scale - m)) for j < n (0 where x[j] = -inf; one
+    /// rounding for x * scale - m), dst[j] = 0 for n <= j < npad; returns the
+    /// fp32 sum of the unrounded exp2 values in a fixed order (the softmax
+    /// denominator, as the naive implementation normalises before rounding
+    /// P).  m is finite, scale > 0 (it lets the softmax scale ride on the
+    /// exponent instead of costing a pass over S).
+    float (*row_exp2_b16)(const float *x, int n, float scale, float m, uint16_t *dst, int npad);
 } fmsa_cpu_kernels;
 
 /*
