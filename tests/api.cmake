@@ -33,3 +33,4 @@ if(FLASHMSA_HAVE_OPENCL)
   set_tests_properties(api_opencl_unavailable_is_an_error PROPERTIES
                        WILL_FAIL FALSE PASS_REGULAR_EXPRESSION "BACKEND_UNAVAILABLE|backend unavailable")
 endif()
+fmsa_add_test(test_api_large_offsets LABELS api cpu SOURCES test_api_large_offsets.c)
