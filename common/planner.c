@@ -114,6 +114,16 @@ static size_t fmsa_plan_row_bytes(const fmsa_arch_table *t, const fmsa_tile_row 
     int64_t d = t->pad_head_dim ? r->max_head_dim : head_dim;
     int64_t st = r->stages;
     int64_t bytes = 0;
+    if (t->model == FMSA_SRAM_MODEL_CPU && r->dtypes == FMSA_PLAN_DTYPES_BF16_MMA) {
+        /* bf16 operands: fwd Q, K, V, P in bf16 + fp32 S, acc, (m, l);
+         * bwd Q, dO, K, V, P, dS in bf16 + fp32 S, dP, dK, dV, dQ, (lse, D) */
+        if (r->pass == FMSA_PASS_FORWARD)
+            bytes = 2 * (bm * d + 2 * bn * d + bm * bn) + 4 * (bm * bn + bm * d + 2 * bm);
+        else
+            bytes = 2 * (2 * bm * d + 2 * bn * d + 2 * bm * bn) +
+                    4 * (2 * bm * bn + 2 * bn * d + bm * d + 2 * bm);
+        return (size_t)bytes;
+    }
     if (t->model == FMSA_SRAM_MODEL_CPU) {
         if (r->pass == FMSA_PASS_FORWARD)
             bytes = 4 * (bm * d + 2 * bn * d + bm * bn + bm * d + 2 * bm);
@@ -144,6 +154,9 @@ static int fmsa_plan_row_applies(const fmsa_tile_row *r, const fmsa_plan_request
     if (req->head_dim > r->max_head_dim) return 0;
     if (r->dtypes == FMSA_PLAN_DTYPES_16BIT && !is16) return 0;
     if (r->dtypes == FMSA_PLAN_DTYPES_F32 && req->dtype != FMSA_DTYPE_F32) return 0;
+    if (r->dtypes == FMSA_PLAN_DTYPES_BF16_MMA &&
+        (req->dtype != FMSA_DTYPE_BF16 || !(req->caps & FMSA_PLAN_CAP_BF16_MMA)))
+        return 0;
     if (r->not_with & req->features) return 0;
     return 1;
 }
@@ -215,7 +228,8 @@ fmsa_status fmsa_plan_tiles(const fmsa_device_info *dev, const fmsa_plan_request
             fits_bytes = bytes;
         }
         if (t->model != FMSA_SRAM_MODEL_CPU ||
-            (size_t)(4 * bn * req->head_dim) <= fmsa_plan_cpu_l1(dev)) {
+            (size_t)((r->dtypes == FMSA_PLAN_DTYPES_BF16_MMA ? 2 : 4) * bn * req->head_dim) <=
+                fmsa_plan_cpu_l1(dev)) {
             best = r;
             best_m = bm;
             best_n = bn;
@@ -250,6 +264,7 @@ fmsa_status fmsa_plan_tiles(const fmsa_device_info *dev, const fmsa_plan_request
     plan->warps = best->warps;
     plan->sram_bytes = best_bytes;
     plan->table_row = best->name;
+    plan->dtypes = (int)best->dtypes;
     plan->num_splits = 1;
     if (req->pass == FMSA_PASS_FORWARD)
         plan->num_splits = fmsa_plan_num_splits(dev, req->batch_heads, req->seqlen_q,

@@ -20,6 +20,17 @@ enum {
     FMSA_FEAT_PAGED = 1u << 5,   ///< block-table indirection
 };
 
+/// Capability bits of the backend's kernels that open extra table rows
+/// (fmsa_plan_request.caps).  A row that needs a capability is a different
+/// kernel variant, not only a different shape, so the backend learns from
+/// fmsa_tile_plan.dtypes which variant the planner chose.
+enum {
+    /// bf16 x bf16 -> fp32 matrix products (CPU: AMX tdpbf16ps, AVX512-BF16
+    /// vdpbf16ps, or their portable twin): opens the FMSA_PLAN_DTYPES_BF16_MMA
+    /// rows for bf16 requests
+    FMSA_PLAN_CAP_BF16_MMA = 1u << 0,
+};
+
 /// What the planner is asked.
 typedef struct fmsa_plan_request {
     int64_t head_dim;   ///< D (multiple of 8, <= 256)
@@ -29,6 +40,7 @@ typedef struct fmsa_plan_request {
     int64_t seqlen_q;   ///< longest query sequence (for decode / split-KV)
     int64_t seqlen_k;   ///< longest key sequence
     int64_t batch_heads;///< batch * heads_q: independent row blocks of work
+    unsigned caps;      ///< FMSA_PLAN_CAP_* bits the backend's kernels have (0 = none)
 } fmsa_plan_request;
 
 /// What the planner answers.
@@ -39,6 +51,8 @@ typedef struct fmsa_tile_plan {
     int warps;          ///< warps / waves per block (1 on the CPU)
     size_t sram_bytes;  ///< on-chip bytes one block (or one CPU thread's working set) uses
     int num_splits;     ///< split-KV count for decode (1 = no split)
+    int dtypes;         ///< the row's fmsa_plan_dtypes: which kernel variant the plan is for
+                        ///< (an int beside num_splits, so the struct has no padding bytes)
     const char *table_row; ///< name of the table row that produced the plan (for logs/tests)
 } fmsa_tile_plan;
 
@@ -68,6 +82,10 @@ typedef enum fmsa_plan_dtypes {
     FMSA_PLAN_DTYPES_ANY = 0,   ///< f32, f16 and bf16
     FMSA_PLAN_DTYPES_16BIT = 1, ///< f16 and bf16 (tensor-core / MFMA paths)
     FMSA_PLAN_DTYPES_F32 = 2,   ///< f32 only (exact-fp32 paths: SIMT FMA, MFMA f32)
+    /// bf16 only, on bf16 matrix products, and only for requests with
+    /// FMSA_PLAN_CAP_BF16_MMA (CPU rows: the working set is costed with bf16
+    /// Q / K / V / P and the K tile against L1 at 2 bytes per element)
+    FMSA_PLAN_DTYPES_BF16_MMA = 3,
 } fmsa_plan_dtypes;
 
 /// What a GPU row keeps in on-chip memory besides the K/V stages (bit flags).

@@ -18,6 +18,8 @@
  *            + [P] (2*Br*Bc*e (P, dS) + stages*2*Br*4 (LSE, D)) + [DQ] Br*d*4
  *   CPU fwd: 4*(Br*d + 2*Bc*d + Br*Bc + Br*d + 2*Br)            (fp32 staging)
  *   CPU bwd: 4*(2*Br*d + 4*Bc*d + Br*d + 2*Br*Bc + 2*Br)
+ *   CPU fwd, bf16 products: 2*(Br*d + 2*Bc*d + Br*Bc) + 4*(Br*Bc + Br*d + 2*Br)
+ *   CPU bwd, bf16 products: 2*(2*Br*d + 2*Bc*d + 2*Br*Bc) + 4*(2*Br*Bc + 2*Bc*d + Br*d + 2*Br)
  * The KiB figures in the comments below are these formulas at the row's
  * max_head_dim and the row's dtype (16-bit unless the row is f32-only;
  * OpenCL rows give f16 / f32).
@@ -34,6 +36,7 @@
 #define ANY FMSA_PLAN_DTYPES_ANY
 #define H16 FMSA_PLAN_DTYPES_16BIT
 #define F32 FMSA_PLAN_DTYPES_F32
+#define B16 FMSA_PLAN_DTYPES_BF16_MMA
 #define Q FMSA_TILE_Q_SRAM
 #define P FMSA_TILE_P_SRAM
 #define DQ FMSA_TILE_DQ_SRAM
@@ -185,6 +188,16 @@ static const fmsa_tile_row fmsa_rows_opencl[] = {
  */
 static const fmsa_tile_row fmsa_rows_cpu[] = {
 /*   name                        pass maxD dtypes not_with  Br   Bc st  w  sram  KiB */
+    /* bf16 on bf16 products (request caps FMSA_PLAN_CAP_BF16_MMA: AMX,
+     * AVX512-BF16): K/V panels, Q and P in bf16, S and acc in fp32.  The
+     * instructions set the granularity: Br a multiple of 16 (the rows of an
+     * AMX tile of C), Bc a multiple of 32 (the k of one tdpbf16ps in P.V).  Bc =
+     * 128 gives P.V four k steps per load/store of the acc tiles; Br = 64
+     * reuses each K/V tile for 4 row tiles of 16.  Measured on the device
+     * machine's Xeon (bench/RESULTS.md): 64x128 at d = 128. */
+    {"cpu-fwd-b16-d128-64x128",  FWD, 128, B16,   0,        64, 128, 1, 1, 0},  /* 160.5 / 32 */
+    {"cpu-fwd-b16-d256-64x64",   FWD, 256, B16,   0,        64,  64, 1, 1, 0},  /* 184.5 / 32 */
+    {"cpu-fwd-b16-d256-32x32",   FWD, 256, B16,   0,        32,  32, 1, 1, 0},  /*  86.25 / 16: last resort */
     {"cpu-fwd-d64-64x128",       FWD,  64, ANY,   0,        64, 128, 1, 1, 0},  /* 128.5 / 32 */
     {"cpu-fwd-d64-64x64",        FWD,  64, ANY,   0,        64,  64, 1, 1, 0},  /*  80.5 / 16 */
     {"cpu-fwd-d128-64x64",       FWD, 128, ANY,   0,        64,  64, 1, 1, 0},  /* 144.5 / 32 */

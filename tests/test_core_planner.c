@@ -69,6 +69,12 @@ static size_t model_bytes(const fmsa_arch_table *t, const fmsa_tile_row *r, int6
     int64_t e = dt == FMSA_DTYPE_F32 ? 4 : 2;
     int64_t b = 0;
     unsigned f = r->sram;
+    if (t->model == FMSA_SRAM_MODEL_CPU && r->dtypes == FMSA_PLAN_DTYPES_BF16_MMA) {
+        if (r->pass == FMSA_PASS_FORWARD)
+            return (size_t)(2 * (bm * d + 2 * bn * d + bm * bn) + 4 * (bm * bn + bm * d + 2 * bm));
+        return (size_t)(2 * (2 * bm * d + 2 * bn * d + 2 * bm * bn) +
+                        4 * (2 * bm * bn + 2 * bn * d + bm * d + 2 * bm));
+    }
     if (t->model == FMSA_SRAM_MODEL_CPU) {
         if (r->pass == FMSA_PASS_FORWARD) return (size_t)(4 * (bm * d + 2 * bn * d + bm * bn + bm * d + 2 * bm));
         return (size_t)(4 * (2 * bm * d + 4 * bn * d + bm * d + 2 * bm * bn + 2 * bm));
@@ -90,6 +96,8 @@ static int applies(const fmsa_tile_row *r, const fmsa_plan_request *q) {
     return r->pass == q->pass && q->head_dim <= r->max_head_dim &&
            !(r->dtypes == FMSA_PLAN_DTYPES_16BIT && !is16) &&
            !(r->dtypes == FMSA_PLAN_DTYPES_F32 && q->dtype != FMSA_DTYPE_F32) &&
+           !(r->dtypes == FMSA_PLAN_DTYPES_BF16_MMA &&
+             (q->dtype != FMSA_DTYPE_BF16 || !(q->caps & FMSA_PLAN_CAP_BF16_MMA))) &&
            !(r->not_with & q->features);
 }
 
@@ -124,7 +132,8 @@ static expect model_plan(const fmsa_device_info *d, const fmsa_arch_table *t,
             fallback.bn = bn;
             fallback.bytes = by;
         }
-        if (t->model != FMSA_SRAM_MODEL_CPU || (size_t)(4 * bn * q->head_dim) <= l1) {
+        if (t->model != FMSA_SRAM_MODEL_CPU ||
+            (size_t)((r->dtypes == FMSA_PLAN_DTYPES_BF16_MMA ? 2 : 4) * bn * q->head_dim) <= l1) {
             e.row = r;
             e.bm = bm;
             e.bn = bn;
@@ -237,7 +246,14 @@ static void tables_are_well_formed(void **state) {
                 fail_msg("row name %s does not say %s / %s", row->name, bucket, dims);
             assert_true((strstr(row->name, "-f32-") != NULL) ==
                         (row->dtypes == FMSA_PLAN_DTYPES_F32));
-            assert_true(row->dtypes <= FMSA_PLAN_DTYPES_F32);
+            assert_true((strstr(row->name, "-b16-") != NULL) ==
+                        (row->dtypes == FMSA_PLAN_DTYPES_BF16_MMA));
+            /* bf16-product rows exist on the CPU only, with the instructions'
+             * granularity (16 rows of an AMX C tile, k = 32 of tdpbf16ps) */
+            assert_true(row->dtypes <= FMSA_PLAN_DTYPES_F32 ||
+                        (row->dtypes == FMSA_PLAN_DTYPES_BF16_MMA &&
+                         t[i].model == FMSA_SRAM_MODEL_CPU && row->block_m % 16 == 0 &&
+                         row->block_n % 32 == 0));
             assert_int_equal(row->not_with & ~0x3fu, 0);
             assert_int_equal(row->sram & ~0xfu, 0);
             if (row->pass == FMSA_PASS_FORWARD)
@@ -284,15 +300,20 @@ static void every_row_fits_its_flagship(void **state) {
     }
 }
 
-static void expect_row(const fmsa_device_info *d, int64_t D, fmsa_dtype dt, fmsa_pass pass,
-                       unsigned feat, const char *row, int bm, int bn) {
-    fmsa_plan_request q = {D, dt, pass, feat, 4096, 4096, 64};
+static void expect_row_caps(const fmsa_device_info *d, int64_t D, fmsa_dtype dt, fmsa_pass pass,
+                            unsigned feat, unsigned caps, const char *row, int bm, int bn) {
+    fmsa_plan_request q = {D, dt, pass, feat, 4096, 4096, 64, caps};
     fmsa_tile_plan p;
     memset(&p, 0, sizeof p);
     if (fmsa_plan_tiles(d, &q, &p) != FMSA_SUCCESS) fail_msg("%s: %s", row, fmsa_last_error());
     if (strcmp(p.table_row, row) != 0 || p.block_m != bm || p.block_n != bn)
         fail_msg("%s d=%lld feat %u: got %s %dx%d, want %s %dx%d", d->arch, (long long)D, feat,
                  p.table_row, p.block_m, p.block_n, row, bm, bn);
+}
+
+static void expect_row(const fmsa_device_info *d, int64_t D, fmsa_dtype dt, fmsa_pass pass,
+                       unsigned feat, const char *row, int bm, int bn) {
+    expect_row_caps(d, D, dt, pass, feat, 0, row, bm, bn);
 }
 
 /* The shapes the table comments promise on the real parts. */
@@ -319,6 +340,19 @@ static void flagship_shapes(void **state) {
     /* CPU: K tile (4*Bc*D bytes) in L1 decides between the d=256 rows */
     expect_row(&avx, 256, FMSA_DTYPE_F32, FMSA_PASS_FORWARD, 0, "cpu-fwd-d256-32x32", 32, 32);
     expect_row(&avx_bigl1, 256, FMSA_DTYPE_F32, FMSA_PASS_FORWARD, 0, "cpu-fwd-d256-32x64", 32, 64);
+    /* CPU bf16 products: only bf16 with the capability gets the bf16 rows
+     * (fp16 would lose mantissa bits in bf16; without the instructions the
+     * fp32-staged rows serve bf16 too) */
+    {
+        fmsa_device_info spr = flagship("cpu");
+        const unsigned mma = FMSA_PLAN_CAP_BF16_MMA;
+        expect_row_caps(&spr, 128, FMSA_DTYPE_BF16, FMSA_PASS_FORWARD, 0, mma, "cpu-fwd-b16-d128-64x128", 64, 128);
+        expect_row_caps(&spr, 64, FMSA_DTYPE_BF16, FMSA_PASS_FORWARD, FMSA_FEAT_CAUSAL, mma, "cpu-fwd-b16-d128-64x128", 64, 128);
+        expect_row_caps(&spr, 256, FMSA_DTYPE_BF16, FMSA_PASS_FORWARD, 0, mma, "cpu-fwd-b16-d256-64x64", 64, 64);
+        expect_row_caps(&spr, 128, FMSA_DTYPE_F16, FMSA_PASS_FORWARD, 0, mma, "cpu-fwd-d128-64x64", 64, 64);
+        expect_row_caps(&spr, 128, FMSA_DTYPE_BF16, FMSA_PASS_FORWARD, 0, 0, "cpu-fwd-d128-64x64", 64, 64);
+        expect_row_caps(&spr, 128, FMSA_DTYPE_F32, FMSA_PASS_FORWARD, 0, mma, "cpu-fwd-d128-64x64", 64, 64);
+    }
 }
 
 /* ------------------------------------------------------------------------ */
@@ -335,9 +369,9 @@ static void check_one(const fmsa_device_info *d, const fmsa_plan_request *q, swe
     fmsa_status s, s2;
     expect e;
     char ctx[200];
-    snprintf(ctx, sizeof ctx, "dev %s/%d sram %zu optin %zu warp %d | d %lld dtype %d pass %d feat %u",
+    snprintf(ctx, sizeof ctx, "dev %s/%d sram %zu optin %zu warp %d | d %lld dtype %d pass %d feat %u caps %u",
              d->arch, (int)d->backend, d->sram_per_block, d->sram_per_block_optin, d->warp_size,
-             (long long)q->head_dim, (int)q->dtype, (int)q->pass, q->features);
+             (long long)q->head_dim, (int)q->dtype, (int)q->pass, q->features, q->caps);
     if (!t) fail_msg("no table: %s", ctx);
     memset(&sentinel, 0xa5, sizeof sentinel);
     p = sentinel;
@@ -365,6 +399,7 @@ static void check_one(const fmsa_device_info *d, const fmsa_plan_request *q, swe
     if (p.block_m != e.bm || p.block_n != e.bn || p.stages != e.row->stages || p.warps != e.row->warps)
         fail_msg("shape %dx%d st %d w %d, want %lldx%lld: %s", p.block_m, p.block_n, p.stages, p.warps,
                  (long long)e.bm, (long long)e.bn, ctx);
+    if (p.dtypes != (int)e.row->dtypes) fail_msg("dtypes %d, want %d: %s", p.dtypes, (int)e.row->dtypes, ctx);
     if (p.sram_bytes != e.bytes) fail_msg("sram_bytes %zu, model %zu: %s", p.sram_bytes, e.bytes, ctx);
     if (p.sram_bytes > limit_of(d) || p.sram_bytes == 0)
         fail_msg("sram_bytes %zu vs limit %zu: %s", p.sram_bytes, limit_of(d), ctx);
@@ -388,10 +423,11 @@ static void sweep_devices(fmsa_device_info *devs, int ndev, sweep_stats *st) {
         for (int64_t D = 8; D <= 256; D += 8)
             for (int k = 0; k < 3; k++)
                 for (int pass = 0; pass < 2; pass++)
-                    for (size_t f = 0; f < sizeof feats / sizeof feats[0]; f++) {
-                        fmsa_plan_request q = {D, dts[k], (fmsa_pass)pass, feats[f], 1, 8192, 32};
-                        check_one(&devs[i], &q, st);
-                    }
+                    for (size_t f = 0; f < sizeof feats / sizeof feats[0]; f++)
+                        for (unsigned caps = 0; caps <= FMSA_PLAN_CAP_BF16_MMA; caps++) {
+                            fmsa_plan_request q = {D, dts[k], (fmsa_pass)pass, feats[f], 1, 8192, 32, caps};
+                            check_one(&devs[i], &q, st);
+                        }
 }
 
 static void sweep_every_arch(void **state) {

@@ -289,7 +289,7 @@ FMSA_CPU_OMP(omp parallel num_threads(nthreads))
         fmsa_cpu_b16_tiles bt = {0};
         float *merge_row; /* D floats for the split merge */
         if (pl.b16) {
-            fmsa_cpu_b16_carve(mine, p->head_dim, &bt);
+            fmsa_cpu_b16_carve(mine, pl.block_m, pl.block_n, p->head_dim, &bt);
             merge_row = bt.acc;
         } else {
             t = cpu_fwd_carve(mine, &pl, p->head_dim);

@@ -23,29 +23,26 @@
 #include "common/fmsa_score.h"
 #include "common/fmsa_softmax.h"
 
-#define B16_BM FMSA_CPU_B16_BLOCK_M
-#define B16_BN FMSA_CPU_B16_BLOCK_N
-
 static int64_t b16_round(int64_t x, int64_t to) { return (x + to - 1) / to * to; }
 
-/// uint16 elements of one key tile's K panel and V panel.
-static int64_t b16_k_elems(int64_t D) { return fmsa_cpu_b16_panel_elems((int)D, B16_BN); }
-static int64_t b16_v_elems(int64_t D) { return fmsa_cpu_b16_panel_elems(B16_BN, (int)D); }
+/// uint16 elements of one key tile's K panel and V panel (bn keys).
+static int64_t b16_k_elems(int64_t D, int bn) { return fmsa_cpu_b16_panel_elems((int)D, bn); }
+static int64_t b16_v_elems(int64_t D, int bn) { return fmsa_cpu_b16_panel_elems(bn, (int)D); }
 
-int64_t fmsa_cpu_b16_slot_floats(int64_t D, int64_t tiles_k) {
-    return b16_round(tiles_k * (b16_k_elems(D) + b16_v_elems(D)), 32) / 2;
+int64_t fmsa_cpu_b16_slot_floats(int64_t D, int bn, int64_t tiles_k) {
+    return b16_round(tiles_k * (b16_k_elems(D, bn) + b16_v_elems(D, bn)), 32) / 2;
 }
 
-size_t fmsa_cpu_b16_carve(char *base, int64_t D, fmsa_cpu_b16_tiles *t) {
+size_t fmsa_cpu_b16_carve(char *base, int bm, int bn, int64_t D, fmsa_cpu_b16_tiles *t) {
     const int64_t dk = b16_round(D, 32), dn = b16_round(D, 16);
     const size_t sizes[7] = {
-        fmsa_cpu_round64((size_t)(B16_BM * dk) * 2),    /* q */
-        fmsa_cpu_round64((size_t)(B16_BM * B16_BN) * 2), /* p */
-        fmsa_cpu_round64((size_t)(B16_BM * B16_BN) * 4), /* s */
-        fmsa_cpu_round64((size_t)(B16_BM * dn) * 4),    /* acc */
-        fmsa_cpu_round64((size_t)B16_BM * 4),           /* m */
-        fmsa_cpu_round64((size_t)B16_BM * 4),           /* l */
-        fmsa_cpu_round64((size_t)(B16_BN * D) * 4),     /* stage */
+        fmsa_cpu_round64((size_t)(bm * dk) * 2),        /* q */
+        fmsa_cpu_round64((size_t)bm * (size_t)bn * 2),  /* p */
+        fmsa_cpu_round64((size_t)bm * (size_t)bn * 4),  /* s */
+        fmsa_cpu_round64((size_t)(bm * dn) * 4),        /* acc */
+        fmsa_cpu_round64((size_t)bm * 4),               /* m */
+        fmsa_cpu_round64((size_t)bm * 4),               /* l */
+        fmsa_cpu_round64((size_t)bn * (size_t)D * 4),   /* stage */
     };
     size_t total = 0;
     for (int i = 0; i < 7; ++i) total += sizes[i];
@@ -66,10 +63,12 @@ void fmsa_cpu_b16_pack(const fmsa_problem *p, const fmsa_cpu_plan *pl, int64_t s
                        float *slot_panels, int64_t ktile, float *stage) {
     const int64_t D = p->head_dim, b = slot / p->heads_kv, hk = slot % p->heads_kv;
     const fmsa_seq seq = fmsa_problem_seq(p, b);
-    const int64_t j0 = ktile * B16_BN;
-    const int cols = (int)(seq.sk - j0 < B16_BN ? seq.sk - j0 : B16_BN);
-    uint16_t *kp = (uint16_t *)slot_panels + ktile * b16_k_elems(D);
-    uint16_t *vp = (uint16_t *)slot_panels + pl->tiles_k * b16_k_elems(D) + ktile * b16_v_elems(D);
+    const int bn = pl->block_n;
+    const int64_t j0 = ktile * bn;
+    const int cols = (int)(seq.sk - j0 < bn ? seq.sk - j0 : bn);
+    uint16_t *kp = (uint16_t *)slot_panels + ktile * b16_k_elems(D, bn);
+    uint16_t *vp =
+        (uint16_t *)slot_panels + pl->tiles_k * b16_k_elems(D, bn) + ktile * b16_v_elems(D, bn);
     if (cols <= 0) return;
     fmsa_cpu_pack_rows(p, &p->k, &seq, b, hk, 1, j0, cols, 1.0f, stage);
     fmsa_cpu_pack_b16((int)D, cols, stage, 1, D, kp); /* B(d, key) = K[key][d] */
@@ -98,9 +97,10 @@ void fmsa_cpu_b16_rows(const fmsa_problem *p, const fmsa_cpu_plan *pl, const fms
                        int64_t k_end, const float *slot_panels, fmsa_cpu_b16_tiles *t) {
     const fmsa_cpu_kernels *kern = pl->kern;
     const int64_t D = p->head_dim, dk = b16_round(D, 32), dn = t->acc_ld;
-    const int mp = (int)b16_round(rows, 16), ld = B16_BN;
+    const int mp = (int)b16_round(rows, 16), ld = pl->block_n;
+    const int64_t k_elems = b16_k_elems(D, ld), v_elems = b16_v_elems(D, ld);
     const uint16_t *kpan = (const uint16_t *)slot_panels;
-    const uint16_t *vpan = kpan + pl->tiles_k * b16_k_elems(D);
+    const uint16_t *vpan = kpan + pl->tiles_k * k_elems;
     /* S holds exact products q·k: scale (and log2 e without softcap) applied in
      * fp32.  Without softcap, ALiBi or a bit mask the transform is only that
      * scale (and the window's -inf), so it rides on the exponent instead:
@@ -130,7 +130,7 @@ void fmsa_cpu_b16_rows(const fmsa_problem *p, const fmsa_cpu_plan *pl, const fms
          * products do not train the hardware prefetchers */
         const int next = j0 + ld < k_end;
         if (!fmsa_cpu_tile_visible(&sc, i0, rows, j0, cols)) continue;
-        kern->gemm_b16(mp, np, (int)dk, t->q, dk, kpan + tile * b16_k_elems(D), t->s, ld, 0);
+        kern->gemm_b16(mp, np, (int)dk, t->q, dk, kpan + tile * k_elems, t->s, ld, 0);
         fmsa_cpu_score_apply(&sc, rows, i0, cols, j0, ld, t->s, NULL);
         for (int r = 0; r < rows; ++r) {
             const float *sr = t->s + (int64_t)r * ld;
@@ -138,9 +138,9 @@ void fmsa_cpu_b16_rows(const fmsa_problem *p, const fmsa_cpu_plan *pl, const fms
             float tile_max = kern->row_max(sr, cols);
             float c;
             if (next) {
-                fmsa_cpu_prefetch_slice(kpan + (tile + 1) * b16_k_elems(D), b16_k_elems(D) * 2, r,
+                fmsa_cpu_prefetch_slice(kpan + (tile + 1) * k_elems, k_elems * 2, r,
                                         rows);
-                fmsa_cpu_prefetch_slice(vpan + (tile + 1) * b16_v_elems(D), b16_v_elems(D) * 2, r,
+                fmsa_cpu_prefetch_slice(vpan + (tile + 1) * v_elems, v_elems * 2, r,
                                         rows);
             }
             tile_max *= exp_scale; /* -inf stays -inf */
@@ -155,6 +155,6 @@ void fmsa_cpu_b16_rows(const fmsa_problem *p, const fmsa_cpu_plan *pl, const fms
             }
             t->l[r] += kern->row_exp2_b16(sr, cols, exp_scale, t->m[r], pr, kp);
         }
-        kern->gemm_b16(mp, (int)dn, kp, t->p, ld, vpan + tile * b16_v_elems(D), t->acc, dn, 1);
+        kern->gemm_b16(mp, (int)dn, kp, t->p, ld, vpan + tile * v_elems, t->acc, dn, 1);
     }
 }

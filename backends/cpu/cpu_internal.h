@@ -51,21 +51,14 @@ typedef struct fmsa_cpu_plan {
     int64_t slots;          ///< batch * heads_kv
     int64_t chunk_slots;    ///< slots packed at a time (FMSA_CPU_PANEL_BUDGET, >= 1)
     const fmsa_cpu_kernels *kern; ///< the micro-kernel path (cpu_dispatch.c)
-    int b16;                ///< forward of bf16 inputs on kern->gemm_b16 (cpu_forward_b16.c)
+    int b16;                ///< the planner chose a bf16-product row (FMSA_PLAN_DTYPES_BF16_MMA):
+                            ///< forward of bf16 inputs on kern->gemm_b16 (cpu_forward_b16.c)
 } fmsa_cpu_plan;
-
-/// Tile of the bf16-product forward, fixed by the instructions rather than
-/// planned: Br a multiple of 32 (2 x 16-row AMX tiles), Bc a multiple of 32
-/// (the k of one tdpbf16ps in P·V) and long enough that the acc tiles'
-/// load/store per key tile costs little beside 4 k steps (Bc / 32 = 4).
-/// Working set at d = 128: Q 16 KiB + P 16 KiB + S 32 KiB + acc 32 KiB +
-/// K, V panels 2 x 32 KiB: in L2 on every AVX-512 / AMX part.
-#define FMSA_CPU_B16_BLOCK_M 64
-#define FMSA_CPU_B16_BLOCK_N 128
 
 /// One thread's tiles of the bf16-product forward.
 typedef struct fmsa_cpu_b16_tiles {
     uint16_t *q;    ///< [BM][Dk] query rows in bf16, Dk = D rounded up to 32, zero padded
+                    ///< (BM, BN: the plan's block_m, block_n)
     uint16_t *p;    ///< [BM][BN] probabilities in bf16 (the A of P·V)
     float *s;       ///< [BM][BN] scores
     float *acc;     ///< [BM][acc_ld] unnormalised output rows
@@ -74,11 +67,12 @@ typedef struct fmsa_cpu_b16_tiles {
     int64_t acc_ld; ///< D rounded up to 16 (the n of P·V)
 } fmsa_cpu_b16_tiles;
 
-/// Carves the tiles from base (NULL: only counts); returns the bytes used.
-size_t fmsa_cpu_b16_carve(char *base, int64_t D, fmsa_cpu_b16_tiles *t);
+/// Carves the tiles of a bm x bn plan from base (NULL: only counts); returns the bytes used.
+size_t fmsa_cpu_b16_carve(char *base, int bm, int bn, int64_t D, fmsa_cpu_b16_tiles *t);
 
-/// Floats (uint16 pairs, 64-byte multiples) of one slot's bf16 K and V panels.
-int64_t fmsa_cpu_b16_slot_floats(int64_t D, int64_t tiles_k);
+/// Floats (uint16 pairs, 64-byte multiples) of one slot's bf16 K and V panels
+/// (tiles_k key tiles of bn keys).
+int64_t fmsa_cpu_b16_slot_floats(int64_t D, int bn, int64_t tiles_k);
 
 /// Packs key tile ktile of slot `slot` into that slot's panels (cpu_forward_b16.c).
 void fmsa_cpu_b16_pack(const fmsa_problem *p, const fmsa_cpu_plan *pl, int64_t slot,

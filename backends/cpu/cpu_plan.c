@@ -32,17 +32,6 @@
 /// OMP_NUM_THREADS.  32 keeps a typical server socket busy on decode shapes.
 #define FMSA_CPU_PLAN_CORES 32
 
-static unsigned cpu_plan_features(const fmsa_problem *p) {
-    unsigned f = 0;
-    if (p->window_left >= 0 || p->window_right >= 0) f |= FMSA_FEAT_CAUSAL;
-    if (p->softcap > 0.0f) f |= FMSA_FEAT_SOFTCAP;
-    if (p->has_alibi) f |= FMSA_FEAT_ALIBI;
-    if (p->has_mask) f |= FMSA_FEAT_MASK;
-    if (p->is_varlen) f |= FMSA_FEAT_VARLEN;
-    if (p->is_paged) f |= FMSA_FEAT_PAGED;
-    return f;
-}
-
 /// Bytes of one thread's fp32 tiles for block sizes (bm, bn) and head dim D,
 /// each tile rounded to a cache line (K and V live in the shared panels).
 static size_t cpu_scratch_bytes(fmsa_pass pass, int bm, int bn, int64_t D) {
@@ -90,7 +79,15 @@ fmsa_status fmsa_cpu_plan_make(const fmsa_cpu_state *st, const fmsa_problem *p,
     req.head_dim = D;
     req.dtype = p->dtype;
     req.pass = p->pass;
-    req.features = cpu_plan_features(p);
+    req.features = fmsa_plan_features(p);
+    /* bf16 inputs may run on bf16 products where the kernel path has them:
+     * the planner then chooses between its bf16-product rows and the fp32-
+     * staged ones, and its answer (tiles.dtypes) decides the variant.  fp16
+     * never asks (the rows serve bf16 only): rounding fp16 Q/K to bf16 would
+     * lose bits the naive fp16 implementation keeps. */
+    req.caps = plan->kern->gemm_b16 != NULL && p->pass == FMSA_PASS_FORWARD
+                   ? FMSA_PLAN_CAP_BF16_MMA
+                   : 0u;
     req.seqlen_q = p->seqlen_q;
     req.seqlen_k = p->seqlen_k;
     req.batch_heads = p->batch * p->heads_q;
@@ -99,15 +96,16 @@ fmsa_status fmsa_cpu_plan_make(const fmsa_cpu_state *st, const fmsa_problem *p,
         return fmsa_fail(FMSA_ERR_INTERNAL, "cpu: planner row %s gave tiles %d x %d",
                          tiles.table_row ? tiles.table_row : "?", tiles.block_m, tiles.block_n);
 
-    /* bf16 forward on 16-bit products: the tile the instructions want (see
-     * FMSA_CPU_B16_BLOCK_M); fp16 stays on fp32 staging, since rounding fp16
-     * Q/K to bf16 loses bits the naive fp16 implementation keeps */
-    plan->b16 = p->pass == FMSA_PASS_FORWARD && p->dtype == FMSA_DTYPE_BF16 &&
-                plan->kern->gemm_b16 != NULL;
-    if (plan->b16) {
-        tiles.block_m = FMSA_CPU_B16_BLOCK_M;
-        tiles.block_n = FMSA_CPU_B16_BLOCK_N;
-    }
+    plan->b16 = tiles.dtypes == FMSA_PLAN_DTYPES_BF16_MMA;
+    if (plan->b16 && (tiles.block_m % 16 != 0 || tiles.block_n % 32 != 0))
+        return fmsa_fail(FMSA_ERR_INTERNAL,
+                         "cpu: planner row %s gave bf16-product tiles %d x %d (need multiples "
+                         "of 16 x 32)", tiles.table_row ? tiles.table_row : "?", tiles.block_m,
+                         tiles.block_n);
+    fmsa_log(FMSA_LOG_DEBUG, "cpu: %s plan from row %s: %d x %d on %s kernels%s",
+             p->pass == FMSA_PASS_FORWARD ? "forward" : "backward",
+             tiles.table_row ? tiles.table_row : "?", tiles.block_m, tiles.block_n,
+             plan->kern->name, plan->b16 ? " (bf16 products)" : "");
     plan->block_m = tiles.block_m;
     plan->block_n = tiles.block_n;
     plan->tiles_q = fmsa_cpu_ceil_div(p->seqlen_q, tiles.block_m);
@@ -119,8 +117,8 @@ fmsa_status fmsa_cpu_plan_make(const fmsa_cpu_state *st, const fmsa_problem *p,
     plan->slot_floats = cpu_slot_floats(p, tiles.block_m, tiles.block_n, plan->tiles_q,
                                         plan->tiles_k);
     if (plan->b16) {
-        plan->scratch_bytes = fmsa_cpu_b16_carve(NULL, D, NULL);
-        plan->slot_floats = fmsa_cpu_b16_slot_floats(D, plan->tiles_k);
+        plan->scratch_bytes = fmsa_cpu_b16_carve(NULL, tiles.block_m, tiles.block_n, D, NULL);
+        plan->slot_floats = fmsa_cpu_b16_slot_floats(D, tiles.block_n, plan->tiles_k);
     }
     plan->slots = p->batch * p->heads_kv;
     plan->chunk_slots = (int64_t)(FMSA_CPU_PANEL_BUDGET /
