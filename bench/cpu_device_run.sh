@@ -7,6 +7,8 @@
 #      this CPU can run (FLASHMSA_CPU_KERNEL=amx, avx512, plus avx2);
 #   3. `flashmsa run --full-check` per forced path, fp32 and bf16, every
 #      element against the fp64 reference;
+#   3b. determinism: bench/cpu_determinism.c hashes O, LSE, dQ, dK, dV per forced
+#      path and dtype at 1 and at all threads; the lines must be identical;
 #   4. `flashmsa peak` on 1, 2 and all threads;
 #   5. a perf profile (if perf exists) of the fp32 and bf16 forward on 2 threads;
 #   6. 1 -> 2 thread scaling of the forward (d=128, s=2048);
@@ -18,7 +20,7 @@
 #   bash bench/cpu_device_run.sh            (STAGES="grid run peak prof scale torch" to pick)
 set -u
 OUT=${OUT:-$PWD/cpu-device-out}
-STAGES=${STAGES:-"grid run peak prof scale torch"}
+STAGES=${STAGES:-"grid run det peak prof scale torch"}
 TORCH_BUDGET=${TORCH_BUDGET:-130}
 mkdir -p "$OUT"
 T0=$(date +%s)
@@ -83,6 +85,21 @@ if want run; then
   done
 fi
 
+# ---- 3b. bit-identical results at 1 and at all threads ------------------------------
+: > "$OUT/det.txt"
+if want det && cc -O2 -std=c11 -Iinclude bench/cpu_determinism.c -L$B -lflashmsa -lm \
+    -o $B/cpu_determinism > "$OUT/det_build.log" 2>&1; then
+  for k in amx avx512 avx2; do
+    for dt in fp32 bf16; do
+      h1=$(OMP_NUM_THREADS=1 LD_LIBRARY_PATH=$B FLASHMSA_CPU_KERNEL=$k timeout 60 $B/cpu_determinism $dt 2>&1)
+      hn=$(OMP_NUM_THREADS=$NT LD_LIBRARY_PATH=$B FLASHMSA_CPU_KERNEL=$k timeout 60 $B/cpu_determinism $dt 2>&1)
+      if [ -n "$h1" ] && [ "$h1" = "$hn" ]; then res="identical at 1 and $NT threads"; else res="DIFFER"; fi
+      echo "$k $dt: $res" | tee -a "$OUT/det.txt"
+      { echo "== $k $dt t1"; echo "$h1"; echo "== t$NT"; echo "$hn"; } >> "$OUT/det_hashes.txt"
+    done
+  done
+fi
+
 # ---- 4. peak ---------------------------------------------------------------------
 if want peak; then
   log "peak"
@@ -131,6 +148,7 @@ fi
 log "SUMMARY"
 echo "== test grid per forced path"; cat "$OUT/grid.txt"
 echo "== kernel paths (flashmsa run, every element vs fp64)"; cat "$OUT/paths.txt"
+echo "== determinism (hashes of every output, 1 vs $NT threads)"; cat "$OUT/det.txt"
 echo "== peak (GFLOP/s)"; grep -v '^#' "$OUT/peak.txt" 2>/dev/null
 echo "== scaling fwd fp32 d128 s2048: t1 ${s1:-?} t2 ${s2:-?} GFLOP/s"
 echo "== flashmsa vs torch SDPA (GFLOP/s, % of fp32 FMA peak, err vs fp64)"

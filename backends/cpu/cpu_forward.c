@@ -84,12 +84,16 @@ static void cpu_fwd_update(const fmsa_cpu_kernels *kern, cpu_fwd_tiles *t, int r
     const int64_t panel_bytes = (int64_t)ld * D * (int64_t)sizeof(float);
     for (int r = 0; r < rows; ++r) {
         float *sr = t->s + (int64_t)r * ld;
-        const float tile_max = kern->row_max(sr, cols);
-        float c;
+        float tile_max, c;
         if (next_kt) {
             fmsa_cpu_prefetch_slice(next_kt, panel_bytes, r, rows);
             fmsa_cpu_prefetch_slice(next_v, panel_bytes, r, rows);
         }
+        if (kern->row_softmax) { /* the same step in one SIMD call */
+            kern->row_softmax(sr, cols, &t->m[r], &t->l[r], t->acc + (int64_t)r * D, (int)D);
+            continue;
+        }
+        tile_max = kern->row_max(sr, cols);
         if (tile_max == FMSA_NEG_INF) { /* every key of this row masked: no change */
             for (int j = 0; j < cols; ++j) sr[j] = 0.0f;
             continue;

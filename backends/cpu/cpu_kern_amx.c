@@ -117,6 +117,7 @@ static const fmsa_cpu_kernels amx_table = {
     .row_max = fmsa_cpu_avx512_row_max,
     .row_exp2_sum = fmsa_cpu_avx512_row_exp2_sum,
     .row_scale = fmsa_cpu_avx512_row_scale,
+    .row_softmax = fmsa_cpu_avx512_row_softmax,
     .row_bwd_ds = fmsa_cpu_avx512_row_bwd_ds,
     .b16_begin = amx_begin,
     .gemm_b16 = amx_gemm_b16, /* tdpbf16ps */

@@ -19,6 +19,7 @@
 #include <math.h>
 
 #include "backends/cpu/cpu_exp2.h"
+#include "common/fmsa_softmax.h"
 
 #define AVX2_MR 6  ///< rows of C per micro-kernel call
 #define AVX2_NR 16 ///< columns of C per micro-kernel call (2 ymm)
@@ -155,7 +156,7 @@ AVX2_INLINE float avx2_hmax(__m256 v) {
     return _mm_cvtss_f32(s);
 }
 
-static float avx2_row_max(const float *x, int n) {
+AVX2_INLINE float avx2_row_max_inline(const float *x, int n) {
     const __m256 ninf = _mm256_set1_ps(-INFINITY);
     __m256 mx = ninf;
     int j = 0;
@@ -168,7 +169,7 @@ static float avx2_row_max(const float *x, int n) {
     return avx2_hmax(mx);
 }
 
-static float avx2_row_exp2_sum(float *x, int n, float m) {
+AVX2_INLINE float avx2_row_exp2_sum_inline(float *x, int n, float m) {
     const __m256 vm = _mm256_set1_ps(m);
     __m256 sum = _mm256_setzero_ps();
     int j = 0;
@@ -187,11 +188,31 @@ static float avx2_row_exp2_sum(float *x, int n, float m) {
     return avx2_hsum(sum);
 }
 
-static void avx2_row_scale(float *x, int n, float c) {
+AVX2_INLINE void avx2_row_scale_inline(float *x, int n, float c) {
     const __m256 vc = _mm256_set1_ps(c);
     int j = 0;
     for (; j + 8 <= n; j += 8) _mm256_storeu_ps(x + j, _mm256_mul_ps(_mm256_loadu_ps(x + j), vc));
     for (; j < n; ++j) x[j] *= c;
+}
+
+static float avx2_row_max(const float *x, int n) { return avx2_row_max_inline(x, n); }
+static float avx2_row_exp2_sum(float *x, int n, float m) { return avx2_row_exp2_sum_inline(x, n, m); }
+static void avx2_row_scale(float *x, int n, float c) { avx2_row_scale_inline(x, n, c); }
+
+/// row_max + softmax update + row_exp2_sum + row_scale in one call (cpu_kernels.h).
+static void avx2_row_softmax(float *x, int n, float *m, float *l, float *acc, int d) {
+    const float mx = avx2_row_max_inline(x, n);
+    float c;
+    if (mx == FMSA_NEG_INF) { /* every key of this row masked: no change */
+        for (int j = 0; j < n; ++j) x[j] = 0.0f;
+        return;
+    }
+    c = fmsa_softmax_update(m, mx);
+    if (c != 1.0f) {
+        *l *= c;
+        avx2_row_scale_inline(acc, d, c);
+    }
+    *l += avx2_row_exp2_sum_inline(x, n, *m);
 }
 
 static void avx2_row_bwd_ds(float *s, float *dp, const float *g, int n, float lse2, float delta) {
@@ -223,6 +244,7 @@ static const fmsa_cpu_kernels avx2_table = {
     .row_max = avx2_row_max,
     .row_exp2_sum = avx2_row_exp2_sum,
     .row_scale = avx2_row_scale,
+    .row_softmax = avx2_row_softmax,
     .row_bwd_ds = avx2_row_bwd_ds,
     .b16_begin = NULL,
     .gemm_b16 = NULL,        /* bf16/fp16 inputs are staged in fp32 */

@@ -17,6 +17,7 @@ void fmsa_cpu_avx512_gemm(int m, int n, int k, const float *a, int64_t rsa, int6
 float fmsa_cpu_avx512_row_max(const float *x, int n);
 float fmsa_cpu_avx512_row_exp2_sum(float *x, int n, float m);
 void fmsa_cpu_avx512_row_scale(float *x, int n, float c);
+void fmsa_cpu_avx512_row_softmax(float *x, int n, float *m, float *l, float *acc, int d);
 void fmsa_cpu_avx512_row_bwd_ds(float *s, float *dp, const float *g, int n, float lse2,
                                 float delta);
 float fmsa_cpu_avx512_row_exp2_b16(const float *x, int n, float scale, float m, uint16_t *dst,

@@ -57,6 +57,14 @@ typedef struct fmsa_cpu_kernels {
     /// x[j] *= c for j < n.
     void (*row_scale)(float *x, int n, float c);
 
+    /// Online-softmax step of one score row (optional: NULL = row_max,
+    /// row_exp2_sum and row_scale in turn, with the same results): mx =
+    /// max(x[0:n]); when mx = -inf, x[0:n] = 0 and (m, l, acc) stay; else c =
+    /// fmsa_softmax_update(m, mx), x[j] = exp2(x[j] - *m), *l = *l * c +
+    /// sum_j x[j] (same order as row_exp2_sum) and acc[0:d] *= c when c != 1.
+    /// One call per row instead of three, the row read twice from L1.
+    void (*row_softmax)(float *x, int n, float *m, float *l, float *acc, int d);
+
     /// Backward: p = exp2(s[j] - lse2) (0 where s = -inf), s[j] = p and
     /// dp[j] = p * (dp[j] - delta) * (g ? g[j] : 1), with dp[j] = 0 where p = 0.
     /// lse2 is finite (the caller handles fully masked rows).
