@@ -324,19 +324,39 @@ FMSA_CPU_OMP(omp single nowait)
             cpu_bwd_items(p, &pl, slot0, nslots, kv_items, &n_kv, q_items, &n_q);
 FMSA_CPU_OMP(omp for schedule(dynamic, 1))
             for (int64_t it = 0; it < nslots * jobs; ++it) {
-                const cpu_bwd_panels x = cpu_bwd_slot(p, &pl, panels, it / jobs);
-                cpu_bwd_pack(p, &pl, slot0 + it / jobs, &x, it % jobs, delta);
+                if (pl.b16) {
+                    fmsa_cpu_b16_bwd_pack(p, &pl, slot0 + it / jobs,
+                                          panels + (it / jobs) * pl.slot_floats, it % jobs, delta,
+                                          mine);
+                    continue;
+                }
+                {
+                    const cpu_bwd_panels x = cpu_bwd_slot(p, &pl, panels, it / jobs);
+                    cpu_bwd_pack(p, &pl, slot0 + it / jobs, &x, it % jobs, delta);
+                }
             }
 FMSA_CPU_OMP(omp barrier)
-            t = cpu_bwd_carve(mine, &pl, p->head_dim, 1);
+            if (!pl.b16) t = cpu_bwd_carve(mine, &pl, p->head_dim, 1);
 FMSA_CPU_OMP(omp for schedule(dynamic, 1))
             for (int64_t it = 0; it < n_kv; ++it) {
+                if (pl.b16) {
+                    fmsa_cpu_b16_bwd_dkdv(p, &pl, kv_items[it].slot,
+                                          panels + (kv_items[it].slot - slot0) * pl.slot_floats,
+                                          kv_items[it].tile, mine);
+                    continue;
+                }
                 const cpu_bwd_panels x = cpu_bwd_slot(p, &pl, panels, kv_items[it].slot - slot0);
                 cpu_bwd_dkdv_item(p, &pl, kv_items[it].slot, &x, kv_items[it].tile, &t);
             }
-            t = cpu_bwd_carve(mine, &pl, p->head_dim, 0);
+            if (!pl.b16) t = cpu_bwd_carve(mine, &pl, p->head_dim, 0);
 FMSA_CPU_OMP(omp for schedule(dynamic, 1))
             for (int64_t it = 0; it < n_q; ++it) {
+                if (pl.b16) {
+                    fmsa_cpu_b16_bwd_dq(p, &pl, q_items[it].slot,
+                                        panels + (q_items[it].slot - slot0) * pl.slot_floats,
+                                        q_items[it].sub, q_items[it].tile, mine);
+                    continue;
+                }
                 const cpu_bwd_panels x = cpu_bwd_slot(p, &pl, panels, q_items[it].slot - slot0);
                 cpu_bwd_dq_item(p, &pl, q_items[it].slot, &x, q_items[it].sub, q_items[it].tile,
                                 &t);

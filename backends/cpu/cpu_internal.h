@@ -52,7 +52,7 @@ typedef struct fmsa_cpu_plan {
     int64_t chunk_slots;    ///< slots packed at a time (FMSA_CPU_PANEL_BUDGET, >= 1)
     const fmsa_cpu_kernels *kern; ///< the micro-kernel path (cpu_dispatch.c)
     int b16;                ///< the planner chose a bf16-product row (FMSA_PLAN_DTYPES_BF16_MMA):
-                            ///< forward of bf16 inputs on kern->gemm_b16 (cpu_forward_b16.c)
+                            ///< bf16 inputs on kern->gemm_b16 (cpu_forward_b16.c, cpu_backward_b16.c)
 } fmsa_cpu_plan;
 
 /// One thread's tiles of the bf16-product forward.
@@ -83,6 +83,21 @@ void fmsa_cpu_b16_pack(const fmsa_problem *p, const fmsa_cpu_plan *pl, int64_t s
 void fmsa_cpu_b16_rows(const fmsa_problem *p, const fmsa_cpu_plan *pl, const fmsa_seq *seq,
                        int64_t b, int64_t h, int64_t i0, int rows, int64_t k_begin,
                        int64_t k_end, const float *slot_panels, fmsa_cpu_b16_tiles *t);
+
+/// The bf16-product backward (cpu_backward_b16.c): floats of one slot's
+/// panels, one thread's scratch bytes, pack job `job` of a slot (key tiles,
+/// then query tiles of every head of the group; delta_ws the preprocess's D),
+/// the dK/dV item of key tile kt and the dQ item of query tile qt of head sub.
+int64_t fmsa_cpu_b16_bwd_slot_floats(const fmsa_problem *p, int bm, int bn, int64_t tiles_q,
+                                     int64_t tiles_k);
+size_t fmsa_cpu_b16_bwd_scratch_bytes(const fmsa_problem *p, int bm, int bn);
+void fmsa_cpu_b16_bwd_pack(const fmsa_problem *p, const fmsa_cpu_plan *pl, int64_t slot,
+                           float *slot_panels, int64_t job, const float *delta_ws,
+                           char *scratch);
+void fmsa_cpu_b16_bwd_dkdv(const fmsa_problem *p, const fmsa_cpu_plan *pl, int64_t slot,
+                           float *slot_panels, int64_t kt, char *scratch);
+void fmsa_cpu_b16_bwd_dq(const fmsa_problem *p, const fmsa_cpu_plan *pl, int64_t slot,
+                         float *slot_panels, int64_t sub, int64_t qt, char *scratch);
 
 /// Fills info for the host CPU (index must be 0).
 fmsa_status fmsa_cpu_device_info(int index, fmsa_device_info *info);

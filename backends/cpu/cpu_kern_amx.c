@@ -1,6 +1,7 @@
 /*
  * AMX path (Sapphire Rapids and later Xeons): the AVX-512 kernels for every
- * fp32 product and the bf16 forward products on the tile unit (tdpbf16ps).
+ * fp32 product and the bf16 products of the forward and backward on the tile
+ * unit (tdpbf16ps).
  * Compiled with -mamx-tile -mamx-bf16 plus the AVX-512 flags (CMakeLists.txt);
  * called only after the dispatcher saw AMX-TILE, AMX-BF16, AVX512-BF16 in
  * cpuid and Linux granted the tile state (cpu_dispatch.c).
@@ -122,6 +123,8 @@ static const fmsa_cpu_kernels amx_table = {
     .b16_begin = amx_begin,
     .gemm_b16 = amx_gemm_b16, /* tdpbf16ps */
     .row_exp2_b16 = fmsa_cpu_avx512_row_exp2_b16,
+    .row_to_b16 = fmsa_cpu_avx512_row_to_b16,
+    .pack_b16_rows = fmsa_cpu_avx512_pack_b16_rows,
 };
 
 const fmsa_cpu_kernels *fmsa_cpu_kernels_amx(void) { return &amx_table; }

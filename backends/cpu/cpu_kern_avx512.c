@@ -304,6 +304,36 @@ float fmsa_cpu_avx512_row_exp2_b16(const float *x, int n, float scale, float m, 
     return avx512_hsum(sum);
 }
 
+void fmsa_cpu_avx512_row_to_b16(const float *x, int n, uint16_t *dst, int npad) {
+    for (int j = 0; j < npad; j += 16) {
+        const __mmask16 mk = avx512_mask(n - j), st = avx512_mask(npad - j);
+        const __m256bh h = _mm512_cvtneps_pbh(_mm512_maskz_loadu_ps(mk, x + j));
+        _mm256_mask_storeu_epi16(dst + j, st, (__m256i)h);
+    }
+}
+
+/// The panel layout of cpu_kernels.h from a row-major fp32 tile: per 16
+/// columns and pair of rows, one vcvtne2ps2bf16 (both rows, rounded to
+/// nearest even) and one vpermw that interleaves them into (even, odd) pairs.
+void fmsa_cpu_avx512_pack_b16_rows(int k, int n, const float *b, int64_t ldb, uint16_t *dst) {
+    static const uint16_t pairs[32] = {0, 16, 1, 17, 2,  18, 3,  19, 4,  20, 5,  21, 6,  22, 7,  23,
+                                       8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31};
+    const __m512i idx = _mm512_loadu_si512(pairs);
+    const int kp = (k + 31) / 32 * 32, np = (n + 15) / 16 * 16;
+    for (int jb = 0; jb < np / 16; ++jb) {
+        const __mmask16 mk = avx512_mask(n - jb * 16);
+        const float *col = b + jb * 16;
+        uint16_t *out = dst + (int64_t)jb * (kp / 2) * 32;
+        for (int p = 0; p < kp; p += 2, out += 32) {
+            const __m512 r0 = p < k ? _mm512_maskz_loadu_ps(mk, col + p * ldb) : _mm512_setzero_ps();
+            const __m512 r1 =
+                p + 1 < k ? _mm512_maskz_loadu_ps(mk, col + (p + 1) * ldb) : _mm512_setzero_ps();
+            const __m512bh h = _mm512_cvtne2ps_pbh(r1, r0); /* r0 in elements 0-15, r1 in 16-31 */
+            _mm512_storeu_si512(out, _mm512_permutexvar_epi16(idx, (__m512i)h));
+        }
+    }
+}
+
 static const fmsa_cpu_kernels avx512_table = {
     .name = "avx512",        /* FLASHMSA_CPU_KERNEL=avx512 */
     .isa = FMSA_CPU_ISA_AVX512,
@@ -317,6 +347,8 @@ static const fmsa_cpu_kernels avx512_table = {
     .b16_begin = NULL,
     .gemm_b16 = avx512_gemm_b16, /* vdpbf16ps for bf16 inputs */
     .row_exp2_b16 = fmsa_cpu_avx512_row_exp2_b16,
+    .row_to_b16 = fmsa_cpu_avx512_row_to_b16,
+    .pack_b16_rows = fmsa_cpu_avx512_pack_b16_rows,
 };
 
 /// The same without AVX512-BF16 (bf16 inputs staged in fp32).

@@ -20,6 +20,8 @@ void fmsa_cpu_avx512_row_scale(float *x, int n, float c);
 void fmsa_cpu_avx512_row_softmax(float *x, int n, float *m, float *l, float *acc, int d);
 void fmsa_cpu_avx512_row_bwd_ds(float *s, float *dp, const float *g, int n, float lse2,
                                 float delta);
+void fmsa_cpu_avx512_row_to_b16(const float *x, int n, uint16_t *dst, int npad);
+void fmsa_cpu_avx512_pack_b16_rows(int k, int n, const float *b, int64_t ldb, uint16_t *dst);
 float fmsa_cpu_avx512_row_exp2_b16(const float *x, int n, float scale, float m, uint16_t *dst,
                                    int npad);
 #endif /* AVX-512F + DQ + BF16 */

@@ -95,6 +95,14 @@ typedef struct fmsa_cpu_kernels {
     /// P).  m is finite, scale > 0 (it lets the softmax scale ride on the
     /// exponent instead of costing a pass over S).
     float (*row_exp2_b16)(const float *x, int n, float scale, float m, uint16_t *dst, int npad);
+
+    /// Backward on 16-bit products (cpu_backward_b16.c), both optional (NULL =
+    /// plain C): dst[j] = bf16(x[j]) (round to nearest even) for j < n, 0 for
+    /// n <= j < npad ...
+    void (*row_to_b16)(const float *x, int n, uint16_t *dst, int npad);
+    /// ... and fmsa_cpu_pack_b16(k, n, b, ldb, 1, dst): a row-major fp32 tile
+    /// (P or dS, k query rows x n keys) into the panel layout below.
+    void (*pack_b16_rows)(int k, int n, const float *b, int64_t ldb, uint16_t *dst);
 } fmsa_cpu_kernels;
 
 /*

@@ -85,9 +85,7 @@ fmsa_status fmsa_cpu_plan_make(const fmsa_cpu_state *st, const fmsa_problem *p,
      * staged ones, and its answer (tiles.dtypes) decides the variant.  fp16
      * never asks (the rows serve bf16 only): rounding fp16 Q/K to bf16 would
      * lose bits the naive fp16 implementation keeps. */
-    req.caps = plan->kern->gemm_b16 != NULL && p->pass == FMSA_PASS_FORWARD
-                   ? FMSA_PLAN_CAP_BF16_MMA
-                   : 0u;
+    req.caps = plan->kern->gemm_b16 != NULL ? FMSA_PLAN_CAP_BF16_MMA : 0u;
     req.seqlen_q = p->seqlen_q;
     req.seqlen_k = p->seqlen_k;
     req.batch_heads = p->batch * p->heads_q;
@@ -116,9 +114,13 @@ fmsa_status fmsa_cpu_plan_make(const fmsa_cpu_state *st, const fmsa_problem *p,
     plan->scratch_bytes = cpu_scratch_bytes(p->pass, tiles.block_m, tiles.block_n, D);
     plan->slot_floats = cpu_slot_floats(p, tiles.block_m, tiles.block_n, plan->tiles_q,
                                         plan->tiles_k);
-    if (plan->b16) {
+    if (plan->b16 && p->pass == FMSA_PASS_FORWARD) {
         plan->scratch_bytes = fmsa_cpu_b16_carve(NULL, tiles.block_m, tiles.block_n, D, NULL);
         plan->slot_floats = fmsa_cpu_b16_slot_floats(D, tiles.block_n, plan->tiles_k);
+    } else if (plan->b16) {
+        plan->scratch_bytes = fmsa_cpu_b16_bwd_scratch_bytes(p, tiles.block_m, tiles.block_n);
+        plan->slot_floats = fmsa_cpu_b16_bwd_slot_floats(p, tiles.block_m, tiles.block_n,
+                                                         plan->tiles_q, plan->tiles_k);
     }
     plan->slots = p->batch * p->heads_kv;
     plan->chunk_slots = (int64_t)(FMSA_CPU_PANEL_BUDGET /

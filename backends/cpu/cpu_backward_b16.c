@@ -1,0 +1,320 @@
+/*
+ * The backward pass of bf16 inputs on 16-bit products (AMX tdpbf16ps,
+ * AVX512-BF16 vdpbf16ps, or the portable twin), in the same two stages and
+ * work items as cpu_backward.c (dK/dV per key tile, dQ per query tile, no
+ * atomics), with every product bf16 x bf16 -> fp32:
+ *
+ *   S   = Q·Kᵀ      A = Q rows (bf16, exact)   B = K panel (k = D, n = keys)
+ *   dP  = dO·Vᵀ     A = dO rows                B = V panel (k = D, n = keys)
+ *   dVᵀ += dOᵀ·P    A = dOᵀ (packed per query tile)  B = P in the panel layout
+ *   dKᵀ += Qᵀ·dS    A = Qᵀ                     B = dS in the panel layout
+ *   dQ  += dS·K     A = dS rows (bf16)         B = K panel (k = keys, n = D)
+ *
+ * dK and dV are accumulated transposed ([D][keys], fp32) so that P and dS
+ * enter as the B operand, which the panel layout takes straight from their
+ * row-major fp32 tiles (pairs of query rows interleaved): no transpose of P
+ * or dS per tile, only one of the fp32 accumulators per key tile at the end.
+ *
+ * Rounding: Q, K, V, dO are exact in bf16 (the inputs); P and dS are rounded
+ * to bf16 before their products, as the naive same-precision implementation
+ * rounds them (it also rounds S, dP and every output); accumulation is fp32.
+ * fp16 inputs never come here (cpu_plan.c asks the planner for these rows
+ * with bf16 only).
+ */
+#include <string.h>
+
+#include "backends/cpu/cpu_internal.h"
+#include "backends/cpu/cpu_pack.h"
+#include "backends/cpu/cpu_tile.h"
+#include "common/fmsa_half.h"
+#include "common/fmsa_score.h"
+#include "common/fmsa_softmax.h"
+
+static int64_t b16b_round(int64_t x, int64_t to) { return (x + to - 1) / to * to; }
+
+/// Geometry of one plan's bf16 backward panels and tiles (uint16 element counts).
+typedef struct b16b_geo {
+    int64_t D, dk, dn, bm, bn, bm32; ///< head dim, D to 32, D to 16, Br, Bc, Br to 32
+    int64_t kbe, kre;                ///< K/V panel of a key tile as B of S / dP; K as B of dQ
+    int64_t rowa, rowt;              ///< Q or dO rows of a query tile (A of S / dP); transposed (A of dKᵀ / dVᵀ)
+    int64_t group, tiles_q, tiles_k;
+} b16b_geo;
+
+static b16b_geo b16b_geometry(const fmsa_problem *p, int bm, int bn, int64_t tiles_q,
+                              int64_t tiles_k) {
+    b16b_geo g;
+    g.D = p->head_dim;
+    g.dk = b16b_round(g.D, 32);
+    g.dn = b16b_round(g.D, 16);
+    g.bm = bm;
+    g.bn = bn;
+    g.bm32 = b16b_round(bm, 32);
+    g.kbe = fmsa_cpu_b16_panel_elems((int)g.D, bn);
+    g.kre = fmsa_cpu_b16_panel_elems(bn, (int)g.D);
+    g.rowa = (int64_t)bm * g.dk;
+    g.rowt = g.dn * g.bm32;
+    g.group = p->heads_q / p->heads_kv;
+    g.tiles_q = tiles_q;
+    g.tiles_k = tiles_k;
+    return g;
+}
+
+/// uint16 elements of a slot's bf16 part (rounded to 64 bytes).
+static int64_t b16b_u16(const b16b_geo *g) {
+    return b16b_round(g->tiles_k * (2 * g->kbe + g->kre) +
+                          g->group * g->tiles_q * (2 * g->rowa + 2 * g->rowt),
+                      32);
+}
+
+int64_t fmsa_cpu_b16_bwd_slot_floats(const fmsa_problem *p, int bm, int bn, int64_t tiles_q,
+                                     int64_t tiles_k) {
+    const b16b_geo g = b16b_geometry(p, bm, bn, tiles_q, tiles_k);
+    return b16b_u16(&g) / 2 + 2 * g.group * g.tiles_q * g.bm;
+}
+
+/// One slot's panels.
+typedef struct b16b_panels {
+    uint16_t *kb, *vb, *kr;         ///< per key tile: kbe, kbe, kre elements
+    uint16_t *qa, *doa, *qt, *dot;  ///< per (head of group, query tile): rowa, rowa, rowt, rowt
+    float *lse2, *delta;            ///< per (head of group, query row)
+} b16b_panels;
+
+static b16b_panels b16b_slot(const b16b_geo *g, float *slot_panels) {
+    b16b_panels x;
+    const int64_t heads_tiles = g->group * g->tiles_q;
+    x.kb = (uint16_t *)slot_panels;
+    x.vb = x.kb + g->tiles_k * g->kbe;
+    x.kr = x.vb + g->tiles_k * g->kbe;
+    x.qa = x.kr + g->tiles_k * g->kre;
+    x.doa = x.qa + heads_tiles * g->rowa;
+    x.qt = x.doa + heads_tiles * g->rowa;
+    x.dot = x.qt + heads_tiles * g->rowt;
+    x.lse2 = slot_panels + b16b_u16(g) / 2;
+    x.delta = x.lse2 + heads_tiles * g->bm;
+    return x;
+}
+
+/// One thread's tiles.
+typedef struct b16b_tiles {
+    float *stage;        ///< [max(Br, Bc)][D] fp32 staging (packing; a row when storing)
+    float *s, *dp, *gr;  ///< [Br][Bc] S -> P, dP -> dS, softcap derivative
+    uint16_t *pp, *dsp;  ///< P, dS in the panel layout (k = query rows, n = keys)
+    uint16_t *dsa;       ///< [Br][Bc] dS rows in bf16 (A of dQ)
+    float *dkt, *dvt;    ///< [dn][Bc] transposed dK, dV accumulators
+    float *dq;           ///< [Br][dn] dQ accumulator
+} b16b_tiles;
+
+static size_t b16b_carve(const b16b_geo *g, char *base, b16b_tiles *t) {
+    const int64_t rows = g->bm > g->bn ? g->bm : g->bn;
+    const size_t score = fmsa_cpu_round64((size_t)(g->bm * g->bn) * 4);
+    const size_t panel = fmsa_cpu_round64((size_t)fmsa_cpu_b16_panel_elems((int)g->bm, (int)g->bn) * 2);
+    const size_t sizes[10] = {
+        fmsa_cpu_round64((size_t)(rows * g->D) * 4), score, score, score, panel, panel,
+        fmsa_cpu_round64((size_t)(g->bm * g->bn) * 2),
+        fmsa_cpu_round64((size_t)(g->dn * g->bn) * 4), fmsa_cpu_round64((size_t)(g->dn * g->bn) * 4),
+        fmsa_cpu_round64((size_t)(b16b_round(g->bm, 16) * g->dn) * 4),
+    };
+    size_t total = 0;
+    for (int i = 0; i < 10; ++i) total += sizes[i];
+    if (base) {
+        void **f[10] = {(void **)&t->stage, (void **)&t->s, (void **)&t->dp, (void **)&t->gr,
+                        (void **)&t->pp, (void **)&t->dsp, (void **)&t->dsa, (void **)&t->dkt,
+                        (void **)&t->dvt, (void **)&t->dq};
+        for (int i = 0; i < 10; ++i) {
+            *f[i] = base;
+            base += sizes[i];
+        }
+    }
+    return total;
+}
+
+size_t fmsa_cpu_b16_bwd_scratch_bytes(const fmsa_problem *p, int bm, int bn) {
+    const b16b_geo g = b16b_geometry(p, bm, bn, 1, 1);
+    return b16b_carve(&g, NULL, NULL);
+}
+
+/// dst[0:npad] = bf16(x[0:n]), zeros beyond n (the kernel's, else in C).
+static void b16b_row_to_b16(const fmsa_cpu_kernels *kern, const float *x, int n, uint16_t *dst,
+                            int npad) {
+    if (kern->row_to_b16) {
+        kern->row_to_b16(x, n, dst, npad);
+        return;
+    }
+    for (int j = 0; j < n; ++j) dst[j] = fmsa_f32_to_bf16(x[j]);
+    for (int j = n; j < npad; ++j) dst[j] = 0;
+}
+
+/// The k x n row-major fp32 tile b (ld ldb) into the panel layout (the kernel's, else in C).
+static void b16b_pack_rows(const fmsa_cpu_kernels *kern, int k, int n, const float *b,
+                           int64_t ldb, uint16_t *dst) {
+    if (kern->pack_b16_rows) kern->pack_b16_rows(k, n, b, ldb, dst);
+    else fmsa_cpu_pack_b16(k, n, b, ldb, 1, dst);
+}
+
+/// Rows [0, rows) of stage ([rows][D] fp32) as A rows ([bm][dk], zero padded)
+/// and transposed ([dn][bm32], zero padded).
+static void b16b_pack_query(const b16b_geo *g, const float *stage, int rows, uint16_t *a,
+                            uint16_t *at) {
+    for (int64_t r = 0; r < g->bm; ++r) {
+        uint16_t *dst = a + r * g->dk;
+        int64_t d = 0;
+        if (r < rows)
+            for (; d < g->D; ++d) dst[d] = fmsa_f32_to_bf16(stage[r * g->D + d]);
+        for (; d < g->dk; ++d) dst[d] = 0;
+    }
+    for (int64_t d = 0; d < g->dn; ++d) {
+        uint16_t *dst = at + d * g->bm32;
+        for (int64_t i = 0; i < g->bm32; ++i)
+            dst[i] = d < g->D && i < rows ? fmsa_f32_to_bf16(stage[i * g->D + d]) : 0;
+    }
+}
+
+void fmsa_cpu_b16_bwd_pack(const fmsa_problem *p, const fmsa_cpu_plan *pl, int64_t slot,
+                           float *slot_panels, int64_t job, const float *delta_ws,
+                           char *scratch) {
+    const b16b_geo g = b16b_geometry(p, pl->block_m, pl->block_n, pl->tiles_q, pl->tiles_k);
+    const b16b_panels x = b16b_slot(&g, slot_panels);
+    const int64_t D = g.D, b = slot / p->heads_kv, hk = slot % p->heads_kv;
+    const fmsa_seq seq = fmsa_problem_seq(p, b);
+    b16b_tiles t;
+    b16b_carve(&g, scratch, &t);
+    if (job < g.tiles_k) {
+        const int64_t j0 = job * g.bn;
+        const int cols = (int)(seq.sk - j0 < g.bn ? seq.sk - j0 : g.bn);
+        if (cols <= 0) return;
+        fmsa_cpu_pack_rows(p, &p->k, &seq, b, hk, 1, j0, cols, 1.0f, t.stage);
+        fmsa_cpu_pack_b16((int)D, cols, t.stage, 1, D, x.kb + job * g.kbe); /* B(d, key) */
+        fmsa_cpu_pack_b16(cols, (int)D, t.stage, D, 1, x.kr + job * g.kre); /* B(key, d) */
+        fmsa_cpu_pack_rows(p, &p->v, &seq, b, hk, 1, j0, cols, 1.0f, t.stage);
+        fmsa_cpu_pack_b16((int)D, cols, t.stage, 1, D, x.vb + job * g.kbe);
+    } else {
+        const int64_t gi = (job - g.tiles_k) / g.tiles_q, qt = (job - g.tiles_k) % g.tiles_q;
+        const int64_t h = hk * g.group + gi, i0 = qt * g.bm, ht = gi * g.tiles_q + qt;
+        const int rows = (int)(seq.sq - i0 < g.bm ? seq.sq - i0 : g.bm);
+        const float *lse = (const float *)fmsa_viewn_host(&p->lse);
+        if (rows <= 0) return;
+        fmsa_cpu_pack_rows(p, &p->q, &seq, b, h, 0, i0, rows, 1.0f, t.stage);
+        b16b_pack_query(&g, t.stage, rows, x.qa + ht * g.rowa, x.qt + ht * g.rowt);
+        fmsa_cpu_pack_rows(p, &p->dout, &seq, b, h, 0, i0, rows, 1.0f, t.stage);
+        b16b_pack_query(&g, t.stage, rows, x.doa + ht * g.rowa, x.dot + ht * g.rowt);
+        for (int r = 0; r < rows; ++r) {
+            x.lse2[ht * g.bm + r] = lse[fmsa_problem_lse_offset(p, &seq, i0 + r, h)] * FMSA_LOG2E;
+            x.delta[ht * g.bm + r] =
+                delta_ws[(seq.q_batch * p->heads_q + h) * p->total_q + seq.q_row0 + i0 + r];
+        }
+    }
+}
+
+/// S -> P (t->s) and dP -> dS (t->dp) of query tile ht (rows from i0) against key tile kt.
+static void b16b_ds(const fmsa_cpu_plan *pl, const b16b_geo *g, const b16b_panels *x,
+                    const fmsa_cpu_score *sc, int64_t ht, int64_t i0, int rows, int64_t kt,
+                    int64_t j0, int cols, b16b_tiles *t) {
+    const fmsa_cpu_kernels *kern = pl->kern;
+    const int mp = (int)b16b_round(rows, 16), np = (int)b16b_round(cols, 16);
+    float *gr = sc->softcap > 0.0f ? t->gr : NULL;
+    kern->gemm_b16(mp, np, (int)g->dk, x->qa + ht * g->rowa, g->dk, x->kb + kt * g->kbe, t->s,
+                   g->bn, 0);
+    fmsa_cpu_score_apply(sc, rows, i0, cols, j0, (int)g->bn, t->s, gr);
+    kern->gemm_b16(mp, np, (int)g->dk, x->doa + ht * g->rowa, g->dk, x->vb + kt * g->kbe, t->dp,
+                   g->bn, 0);
+    for (int r = 0; r < rows; ++r) {
+        float *sr = t->s + r * g->bn, *dpr = t->dp + r * g->bn;
+        const float lse2 = x->lse2[ht * g->bm + r];
+        if (lse2 == FMSA_NEG_INF) { /* fully masked row: P = 0, dS = 0 */
+            for (int c = 0; c < cols; ++c) sr[c] = dpr[c] = 0.0f;
+            continue;
+        }
+        kern->row_bwd_ds(sr, dpr, gr ? gr + r * g->bn : NULL, cols, lse2,
+                         x->delta[ht * g->bm + r]);
+    }
+}
+
+void fmsa_cpu_b16_bwd_dkdv(const fmsa_problem *p, const fmsa_cpu_plan *pl, int64_t slot,
+                           float *slot_panels, int64_t kt, char *scratch) {
+    const b16b_geo g = b16b_geometry(p, pl->block_m, pl->block_n, pl->tiles_q, pl->tiles_k);
+    const b16b_panels x = b16b_slot(&g, slot_panels);
+    const fmsa_cpu_kernels *kern = pl->kern;
+    const int64_t D = g.D, b = slot / p->heads_kv, hk = slot % p->heads_kv;
+    const fmsa_seq seq = fmsa_problem_seq(p, b);
+    const int64_t j0 = kt * g.bn;
+    const float dot_scale = p->softcap > 0.0f ? p->softmax_scale : p->softmax_scale * FMSA_LOG2E;
+    b16b_tiles t;
+    int cols, np;
+    if (j0 >= seq.sk) return;
+    cols = (int)(seq.sk - j0 < g.bn ? seq.sk - j0 : g.bn);
+    np = (int)b16b_round(cols, 16);
+    b16b_carve(&g, scratch, &t);
+    if (kern->b16_begin) kern->b16_begin();
+    fmsa_cpu_zero(t.dkt, g.dn * g.bn);
+    fmsa_cpu_zero(t.dvt, g.dn * g.bn);
+    for (int64_t gi = 0; gi < g.group; ++gi) {
+        const int64_t h = hk * g.group + gi;
+        fmsa_cpu_score sc;
+        fmsa_cpu_score_init(&sc, p, &seq, b, h, dot_scale);
+        for (int64_t i0 = 0; i0 < seq.sq; i0 += g.bm) {
+            const int rows = (int)(seq.sq - i0 < g.bm ? seq.sq - i0 : g.bm);
+            const int kq = (int)b16b_round(rows, 32);
+            const int64_t kb = fmsa_window_key_begin(i0, seq.sq, seq.sk, p->window_left);
+            const int64_t ke = fmsa_window_key_end(i0 + rows, seq.sq, seq.sk, p->window_right);
+            const int64_t ht = gi * g.tiles_q + i0 / g.bm;
+            if (ke <= j0 || kb >= j0 + cols) continue;
+            if (!fmsa_cpu_tile_visible(&sc, i0, rows, j0, cols)) continue;
+            b16b_ds(pl, &g, &x, &sc, ht, i0, rows, kt, j0, cols, &t);
+            /* P, dS (rounded to bf16) as B: dVᵀ += dOᵀ·P, dKᵀ += Qᵀ·dS */
+            b16b_pack_rows(kern, rows, cols, t.s, g.bn, t.pp);
+            b16b_pack_rows(kern, rows, cols, t.dp, g.bn, t.dsp);
+            kern->gemm_b16((int)g.dn, np, kq, x.dot + ht * g.rowt, g.bm32, t.pp, t.dvt, g.bn, 1);
+            kern->gemm_b16((int)g.dn, np, kq, x.qt + ht * g.rowt, g.bm32, t.dsp, t.dkt, g.bn, 1);
+        }
+    }
+    for (int c = 0; c < cols; ++c) {
+        for (int64_t d = 0; d < D; ++d) t.stage[d] = t.dkt[d * g.bn + c];
+        fmsa_cpu_row_store(fmsa_view4_host(&p->dk), p->dtype,
+                           fmsa_problem_k_offset(p, &p->dk, &seq, b, j0 + c, hk), D,
+                           p->softmax_scale, t.stage);
+        for (int64_t d = 0; d < D; ++d) t.stage[d] = t.dvt[d * g.bn + c];
+        fmsa_cpu_row_store(fmsa_view4_host(&p->dv), p->dtype,
+                           fmsa_problem_k_offset(p, &p->dv, &seq, b, j0 + c, hk), D, 1.0f,
+                           t.stage);
+    }
+}
+
+void fmsa_cpu_b16_bwd_dq(const fmsa_problem *p, const fmsa_cpu_plan *pl, int64_t slot,
+                         float *slot_panels, int64_t sub, int64_t qt, char *scratch) {
+    const b16b_geo g = b16b_geometry(p, pl->block_m, pl->block_n, pl->tiles_q, pl->tiles_k);
+    const b16b_panels x = b16b_slot(&g, slot_panels);
+    const fmsa_cpu_kernels *kern = pl->kern;
+    const int64_t D = g.D, b = slot / p->heads_kv;
+    const int64_t h = (slot % p->heads_kv) * g.group + sub;
+    const fmsa_seq seq = fmsa_problem_seq(p, b);
+    const int64_t i0 = qt * g.bm, ht = sub * g.tiles_q + qt, ld = g.bn;
+    const float dot_scale = p->softcap > 0.0f ? p->softmax_scale : p->softmax_scale * FMSA_LOG2E;
+    fmsa_cpu_score sc;
+    b16b_tiles t;
+    int rows, mp;
+    int64_t kb, ke;
+    if (i0 >= seq.sq) return;
+    rows = (int)(seq.sq - i0 < g.bm ? seq.sq - i0 : g.bm);
+    mp = (int)b16b_round(rows, 16);
+    kb = fmsa_window_key_begin(i0, seq.sq, seq.sk, p->window_left);
+    ke = fmsa_window_key_end(i0 + rows, seq.sq, seq.sk, p->window_right);
+    b16b_carve(&g, scratch, &t);
+    if (kern->b16_begin) kern->b16_begin();
+    fmsa_cpu_score_init(&sc, p, &seq, b, h, dot_scale);
+    fmsa_cpu_zero(t.dq, (int64_t)mp * g.dn);
+    /* padding rows of the dS operand stay 0 (their dQ rows are never stored) */
+    memset(t.dsa + (int64_t)rows * ld, 0, (size_t)((mp - rows) * ld) * 2);
+    for (int64_t j0 = kb / ld * ld; j0 < ke; j0 += ld) {
+        const int cols = (int)(seq.sk - j0 < ld ? seq.sk - j0 : ld);
+        const int kc = (int)b16b_round(cols, 32);
+        if (!fmsa_cpu_tile_visible(&sc, i0, rows, j0, cols)) continue;
+        b16b_ds(pl, &g, &x, &sc, ht, i0, rows, j0 / ld, j0, cols, &t);
+        for (int r = 0; r < rows; ++r)
+            b16b_row_to_b16(kern, t.dp + r * ld, cols, t.dsa + r * ld, kc);
+        kern->gemm_b16(mp, (int)g.dn, kc, t.dsa, ld, x.kr + (j0 / ld) * g.kre, t.dq, g.dn, 1);
+    }
+    for (int r = 0; r < rows; ++r)
+        fmsa_cpu_row_store(fmsa_view4_host(&p->dq), p->dtype,
+                           fmsa_problem_q_offset(&p->dq, &seq, i0 + r, h), D, p->softmax_scale,
+                           t.dq + (int64_t)r * g.dn);
+}
