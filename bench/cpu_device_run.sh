@@ -55,7 +55,7 @@ grep -i warning "$OUT/build.log" | head -20
 if want grid && [ $TESTS = ON ]; then
   for k in amx avx512 avx2; do
     log "ctest -L cpu with FLASHMSA_CPU_KERNEL=$k"
-    FLASHMSA_CPU_KERNEL=$k timeout 150 ctest --test-dir $B -L cpu --output-on-failure \
+    FLASHMSA_CPU_KERNEL=$k timeout 150 ctest --test-dir $B -L cpu -j "$NT" --output-on-failure \
       > "$OUT/ctest_$k.txt" 2>&1
     echo "$k: $(grep -E 'tests passed|tests failed' "$OUT/ctest_$k.txt" | tail -1)" | tee -a "$OUT/grid.txt"
   done
