@@ -53,7 +53,7 @@ grep -i warning "$OUT/build.log" | head -20
 # ---- 2. the CPU test grid per forced path -------------------------------------------
 : > "$OUT/grid.txt"
 if want grid && [ $TESTS = ON ]; then
-  for k in amx avx512 avx2; do
+  for k in ${GRID_PATHS:-amx avx512 avx2}; do
     log "ctest -L cpu with FLASHMSA_CPU_KERNEL=$k"
     FLASHMSA_CPU_KERNEL=$k timeout 150 ctest --test-dir $B -L cpu -j "$NT" --output-on-failure \
       > "$OUT/ctest_$k.txt" 2>&1
@@ -89,7 +89,7 @@ fi
 : > "$OUT/det.txt"
 if want det && cc -O2 -std=c11 -Iinclude bench/cpu_determinism.c -L$B -lflashmsa -lm \
     -o $B/cpu_determinism > "$OUT/det_build.log" 2>&1; then
-  for k in amx avx512 avx2; do
+  for k in ${GRID_PATHS:-amx avx512 avx2}; do
     for dt in fp32 bf16; do
       h1=$(OMP_NUM_THREADS=1 LD_LIBRARY_PATH=$B FLASHMSA_CPU_KERNEL=$k timeout 60 $B/cpu_determinism $dt 2>&1)
       hn=$(OMP_NUM_THREADS=$NT LD_LIBRARY_PATH=$B FLASHMSA_CPU_KERNEL=$k timeout 60 $B/cpu_determinism $dt 2>&1)
