@@ -102,25 +102,27 @@ typedef struct b16b_tiles {
     uint16_t *dsa;       ///< [Br][Bc] dS rows in bf16 (A of dQ)
     float *dkt, *dvt;    ///< [dn][Bc] transposed dK, dV accumulators
     float *dq;           ///< [Br][dn] dQ accumulator
+    uint16_t *opan;      ///< O rows of a query tile as a B panel (k = D, n = rows): delta
 } b16b_tiles;
 
 static size_t b16b_carve(const b16b_geo *g, char *base, b16b_tiles *t) {
     const int64_t rows = g->bm > g->bn ? g->bm : g->bn;
     const size_t score = fmsa_cpu_round64((size_t)(g->bm * g->bn) * 4);
     const size_t panel = fmsa_cpu_round64((size_t)fmsa_cpu_b16_panel_elems((int)g->bm, (int)g->bn) * 2);
-    const size_t sizes[10] = {
+    const size_t sizes[11] = {
         fmsa_cpu_round64((size_t)(rows * g->D) * 4), score, score, score, panel, panel,
         fmsa_cpu_round64((size_t)(g->bm * g->bn) * 2),
         fmsa_cpu_round64((size_t)(g->dn * g->bn) * 4), fmsa_cpu_round64((size_t)(g->dn * g->bn) * 4),
         fmsa_cpu_round64((size_t)(b16b_round(g->bm, 16) * g->dn) * 4),
+        fmsa_cpu_round64((size_t)fmsa_cpu_b16_panel_elems((int)g->D, (int)g->bm) * 2),
     };
     size_t total = 0;
-    for (int i = 0; i < 10; ++i) total += sizes[i];
+    for (int i = 0; i < 11; ++i) total += sizes[i];
     if (base) {
-        void **f[10] = {(void **)&t->stage, (void **)&t->s, (void **)&t->dp, (void **)&t->gr,
+        void **f[11] = {(void **)&t->stage, (void **)&t->s, (void **)&t->dp, (void **)&t->gr,
                         (void **)&t->pp, (void **)&t->dsp, (void **)&t->dsa, (void **)&t->dkt,
-                        (void **)&t->dvt, (void **)&t->dq};
-        for (int i = 0; i < 10; ++i) {
+                        (void **)&t->dvt, (void **)&t->dq, (void **)&t->opan};
+        for (int i = 0; i < 11; ++i) {
             *f[i] = base;
             base += sizes[i];
         }
@@ -197,11 +199,23 @@ void fmsa_cpu_b16_bwd_pack(const fmsa_problem *p, const fmsa_cpu_plan *pl, int64
         b16b_pack_query(&g, t.stage, rows, x.qa + ht * g.rowa, x.qt + ht * g.rowt);
         fmsa_cpu_pack_rows(p, &p->dout, &seq, b, h, 0, i0, rows, 1.0f, t.stage);
         b16b_pack_query(&g, t.stage, rows, x.doa + ht * g.rowa, x.dot + ht * g.rowt);
-        for (int r = 0; r < rows; ++r) {
-            x.lse2[ht * g.bm + r] = lse[fmsa_problem_lse_offset(p, &seq, i0 + r, h)] * FMSA_LOG2E;
-            x.delta[ht * g.bm + r] =
-                delta_ws[(seq.q_batch * p->heads_q + h) * p->total_q + seq.q_row0 + i0 + r];
+        /* delta_i = dO_i · O_i through the very product that makes dP_ij =
+         * dO_i · V_j (same A rows, same panel layout, k = D from 0): where P
+         * is one-hot, O_i == V_j exactly and dS = P * (dP - delta) must come
+         * out exactly 0, as in the reference.  The diagonal of dO·Oᵀ, 16 rows
+         * at a time; the preprocess's fp32 value (delta_ws) is not used. */
+        (void)delta_ws;
+        fmsa_cpu_pack_rows(p, &p->o, &seq, b, h, 0, i0, rows, 1.0f, t.stage);
+        fmsa_cpu_pack_b16((int)D, rows, t.stage, 1, D, t.opan); /* B(d, i) = O[i][d] */
+        if (pl->kern->b16_begin) pl->kern->b16_begin();
+        for (int r0 = 0; r0 < rows; r0 += 16) {
+            pl->kern->gemm_b16(16, 16, (int)g.dk, x.doa + ht * g.rowa + r0 * g.dk, g.dk,
+                               t.opan + (int64_t)(r0 / 16) * g.dk * 16, t.dp, 16, 0);
+            for (int r = r0; r < rows && r < r0 + 16; ++r)
+                x.delta[ht * g.bm + r] = t.dp[(r - r0) * 16 + (r - r0)];
         }
+        for (int r = 0; r < rows; ++r)
+            x.lse2[ht * g.bm + r] = lse[fmsa_problem_lse_offset(p, &seq, i0 + r, h)] * FMSA_LOG2E;
     }
 }
 
