@@ -64,6 +64,15 @@ static void CPU_KERN(row_bwd_ds)(float *restrict s, float *restrict dp, const fl
 /* The 16-bit products in plain C, reading the same packed panels as AMX and
  * AVX512-BF16 (cpu_kernels.h): the reference those paths are written against,
  * and the only way to run the bf16 forward pass on a CPU without them. */
+/* Each pair is summed odd element first, as vdpbf16ps does (Intel SDM), so
+ * this twin rounds in a different order from the fp32 kernels' FMA chain,
+ * as the hardware paths do: a pass that silently relies on the two orders
+ * agreeing fails the grid here too (it caught the backward's delta).
+ * GCC 12.2 at -O3 miscompiles this loop (odd-first order) when it
+ * vectorises it, so its loop vectoriser is off for this function. */
+#if defined(__GNUC__) && !defined(__clang__)
+__attribute__((optimize("no-tree-loop-vectorize")))
+#endif /* GCC */
 static void cpu_generic_gemm_b16(int m, int n, int k, const uint16_t *a, int64_t lda,
                                  const uint16_t *bp, float *c, int64_t ldc, int accumulate) {
     const int64_t half = (int64_t)(k + 31) / 32 * 16; /* pair rows per 16-column block */
@@ -77,8 +86,8 @@ static void cpu_generic_gemm_b16(int m, int n, int k, const uint16_t *a, int64_t
                 const float a0 = fmsa_bf16_to_f32(ai[2 * p2]), a1 = fmsa_bf16_to_f32(ai[2 * p2 + 1]);
                 const uint16_t *b = bp + (jb * half + p2) * 32;
                 for (int jj = 0; jj < 16; ++jj)
-                    acc[jj] = (acc[jj] + a0 * fmsa_bf16_to_f32(b[2 * jj])) +
-                              a1 * fmsa_bf16_to_f32(b[2 * jj + 1]);
+                    acc[jj] = (acc[jj] + a1 * fmsa_bf16_to_f32(b[2 * jj + 1])) +
+                              a0 * fmsa_bf16_to_f32(b[2 * jj]);
             }
             for (int jj = 0; jj < 16; ++jj) ci[jj] = acc[jj];
         }
