@@ -178,7 +178,10 @@ static const fmsa_tile_row fmsa_rows_opencl[] = {
 /*
  * CPU (every ISA): a thread computes one Br x D block of O while streaming
  * K/V tiles, staging everything in fp32 (the kernels convert f16/bf16 on
- * load), so the dtype does not change the working set.  The whole working
+ * load), so the dtype does not change the working set -- except on the
+ * bf16-product rows (dtypes B16, only for bf16 requests whose backend has
+ * the instructions), which keep Q/K/V/P in bf16 and are costed so, and whose
+ * K tile counts 2 bytes per element against L1.  The whole working
  * set should stay in L2 (sram_per_block_optin) and one K or V tile, re-read
  * for every query row of the block, ideally in L1 (sram_per_block): the
  * planner prefers the first row meeting both, else the first meeting L2.
