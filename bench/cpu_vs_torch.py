@@ -156,11 +156,19 @@ def reference_rows(q, k, v, do, rows, scale, causal):
         keys = torch.arange(k64.shape[1])
         s = s.masked_fill(keys[None, None, :] > rows[None, :, None], float("-inf"))
     p = torch.softmax(s, dim=-1)
+    lse_max = torch.logsumexp(s, dim=-1).abs().max().item()
     o = p @ v64                                                                      # [H,r,D]
     dp = do64[:, rows] @ v64.transpose(1, 2)
     delta = (do64[:, rows] * o).sum(-1, keepdim=True)
     dq = (p * (dp - delta)) @ k64 * scale
-    return o.transpose(0, 1), dq.transpose(0, 1)                                     # [r,H,D]
+    return o.transpose(0, 1), dq.transpose(0, 1), lse_max                            # [r,H,D]
+
+
+def rule_floor(dt, ref_max, lse_max, softmax_units):
+    """The floor of common/check_rule.h (derivation there): storage
+    (2 u(dtype) + 2 u_f32) |ref| plus the softmax-argument term u_f32 K (1 + A) |ref|."""
+    u32 = UNIT_ROUNDOFF["fp32"]
+    return ((2 * UNIT_ROUNDOFF[dt] + 2 * u32) + u32 * softmax_units * (1 + lse_max)) * ref_max
 
 
 def naive_rows(q, k, v, do, rows, scale, causal, tdt):
@@ -232,7 +240,7 @@ def run_shape(dt, d, s, causal, peak):
     tv.requires_grad_(True)
     results = []
     rows = torch.unique(torch.randint(0, s, (ARGS.check_rows,), generator=g))
-    ref_o, ref_dq = reference_rows(q, k, v, do, rows, scale, causal)
+    ref_o, ref_dq, lse_max = reference_rows(q, k, v, do, rows, scale, causal)
     nv_o, nv_dq = naive_rows(q, k, v, do, rows, scale, causal, tdt)
 
     # forward
@@ -240,8 +248,7 @@ def run_shape(dt, d, s, causal, peak):
     with torch.no_grad():
         sec_t, n_t = timed(lambda: F.scaled_dot_product_attention(tq, tk, tv, is_causal=causal))
         t_out = F.scaled_dot_product_attention(tq, tk, tv, is_causal=causal)
-    u = UNIT_ROUNDOFF[dt]
-    floor = 4 * u * ref_o.abs().max().item()
+    floor = rule_floor(dt, ref_o.abs().max().item(), lse_max, 3)
     e_f = max_err(o[0, rows], ref_o)
     e_t = max_err(t_out.transpose(1, 2)[0, rows], ref_o)
     e_n = max_err(nv_o, ref_o)
@@ -253,7 +260,7 @@ def run_shape(dt, d, s, causal, peak):
         out = F.scaled_dot_product_attention(tq, tk, tv, is_causal=causal)
         sec_tb, n_tb = timed(lambda: torch.autograd.grad(out, (tq, tk, tv), tdo, retain_graph=True))
         t_dq = torch.autograd.grad(out, (tq,), tdo, retain_graph=True)[0]
-        floor = 4 * u * ref_dq.abs().max().item()
+        floor = rule_floor(dt, ref_dq.abs().max().item(), lse_max, 6)
         e_f = max_err(dq[0, rows], ref_dq)
         e_t = max_err(t_dq.transpose(1, 2)[0, rows], ref_dq)
         e_n = max_err(nv_dq, ref_dq)
@@ -284,7 +291,7 @@ def main():
           f"{peak['path']}, measured peak fp32 {peak['fp32']:.1f} GFLOP/s, bf16 {peak['bf16']:.1f}")
     print("# GFLOP/s: fwd 4*b*h*s*s*d (causal /2), bwd 2.5x; peak% of the fp32 FMA peak; "
           "err: max|x - fp64| on sampled rows (O fwd, dQ bwd); check: fmsa <= 2x (3x dQ) naive "
-          "+ 4u max|ref|")
+          "+ floor (common/check_rule.h)")
     print("thr dtype  dim seqlen   b   h causal pass fmsa_GF/s torch_GF/s speedup fmsa%  torch%"
           "   fmsa_err torch_err naive_err  check")
     t0 = time.perf_counter()
