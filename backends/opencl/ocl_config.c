@@ -6,6 +6,8 @@
  * blocking of the score tile and of the output tile.  supports(),
  * workspace_size(), forward() and backward() all call it, so they agree.
  */
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "backends/opencl/ocl_internal.h"
@@ -13,15 +15,19 @@
 #include "common/planner.h"
 
 /* Must mirror the __local declarations of the kernels (fmsa_ocl_*.cl):
- * head_dim tiles are float4 rows padded by one float4, score tiles have
+ * head_dim tiles are rows of D/4 vectors padded by one vector (float4, or
+ * uint2 = four raw 16-bit values when staged as 16-bit), score tiles have
  * BN + 4 floats per row. */
-size_t fmsa_ocl_local_bytes(int kernel, int bm, int bn, int64_t head_dim, int s_nx) {
-    size_t ld = (size_t)(head_dim / 4 + 1) * 16, ps = (size_t)(bn + 4) * 4;
+size_t fmsa_ocl_local_bytes(int kernel, const fmsa_ocl_kernel_config *kc, int64_t head_dim) {
+    const size_t bm = (size_t)kc->block_m, bn = (size_t)kc->block_n;
+    const size_t ldq = (size_t)(head_dim / 4 + 1) * (kc->qs16 ? 8 : 16);
+    const size_t ldk = (size_t)(head_dim / 4 + 1) * (kc->ks16 ? 8 : 16);
+    const size_t ps = (bn + 4) * 4;
     switch (kernel) {
     case FMSA_OCL_K_FORWARD:
-        return (size_t)(bm + bn) * ld + (size_t)bm * ps + (size_t)bm * s_nx * 4 + (size_t)bm * 8;
-    case FMSA_OCL_K_BWD_DKDV: return (size_t)(2 * bn + bm) * ld + 2 * (size_t)bm * ps;
-    case FMSA_OCL_K_BWD_DQ: return (size_t)(2 * bm + 2 * bn) * ld + (size_t)bm * ps;
+        return bm * ldq + bn * ldk + bm * ps + 2 * bm * (size_t)kc->s_nx * 4 + bm * 8;
+    case FMSA_OCL_K_BWD_DKDV: return 2 * bn * ldk + (kc->qdo2 ? 2 : 1) * bm * ldq + 2 * bm * ps;
+    case FMSA_OCL_K_BWD_DQ: return 2 * bm * ldq + 2 * bn * ldk + bm * ps;
     default: return 0;
     }
 }
@@ -85,34 +91,93 @@ static int fmsa_ocl_pick_wg(const fmsa_ocl_device *dev, int kernel, int bm, int 
     return fmsa_ocl_floor_pow2(want < 1 ? 1 : (int)want);
 }
 
-/* Fits one kernel: shape the work-group for the planned tile and, where its
- * __local footprint exceeds the device's, halve the tile (keys first: they
- * are the streamed dimension) until it fits.  The kernels stage fp32 tiles,
- * so f16/bf16 rows the planner costed at 2 bytes shrink here once. */
-static fmsa_status fmsa_ocl_fit(const fmsa_ocl_device *dev, int kernel, int bm, int bn,
-                                int64_t head_dim, fmsa_ocl_kernel_config *kc) {
-    const int d4 = (int)(head_dim / 4);
-    const size_t limit = dev->info.sram_per_block;
-    const int out_rows_is_bn = kernel == FMSA_OCL_K_BWD_DKDV;
-    for (;;) {
-        int wg = fmsa_ocl_pick_wg(dev, kernel, bm, bn, head_dim), s_nx = 0, o_nx = 0;
-        size_t need;
-        for (; wg >= 1; wg /= 2) {
-            s_nx = fmsa_ocl_split(wg, bm, bn, 1);
-            o_nx = fmsa_ocl_split(wg, out_rows_is_bn ? bn : bm, d4, 0);
-            if (s_nx && o_nx) break;
+/* A developer override of one kernel's launch shape, for tuning sweeps:
+ * FLASHMSA_OCL_TILES="fwd=64x32/128:k,dkdv=32x32/128:k2,dq=32x32/128"
+ * (BMxBN, optional /work-items, optional flags: k = K/V staged 16-bit,
+ * q = Q/dO staged 16-bit, 2 = separate Q and dO tiles in dK/dV).  A shape
+ * that does not fit is refused (NOT_SUPPORTED), never silently changed.
+ * Returns 1 when the variable names this kernel. */
+static int fmsa_ocl_override(int kernel, int *bm, int *bn, int *wg, int *qs16, int *ks16,
+                             int *qdo2) {
+    static const char *const keys[FMSA_OCL_K_COUNT] = {"fwd=", NULL, "dkdv=", "dq="};
+    const char *env = getenv("FLASHMSA_OCL_TILES"), *at;
+    if (!env || !keys[kernel] || !(at = strstr(env, keys[kernel]))) return 0;
+    at += strlen(keys[kernel]);
+    *wg = 0;
+    *qs16 = *ks16 = *qdo2 = 0;
+    if (sscanf(at, "%dx%d", bm, bn) != 2) return 0;
+    while (*at && *at != ',' && *at != '/' && *at != ':') ++at;
+    if (*at == '/') *wg = atoi(++at);
+    while (*at && *at != ',' && *at != ':') ++at;
+    if (*at == ':')
+        for (++at; *at && *at != ','; ++at) {
+            if (*at == 'k') *ks16 = 1;
+            if (*at == 'q') *qs16 = 1;
+            if (*at == '2') *qdo2 = 1;
         }
-        if (wg < 1)
-            return fmsa_fail(FMSA_ERR_INTERNAL, "opencl: no work-group shape for a %dx%d tile", bm, bn);
-        need = fmsa_ocl_local_bytes(kernel, bm, bn, head_dim, s_nx);
-        if (need <= limit) {
+    return 1;
+}
+
+/* Shapes the work-group for one tile and staging choice; 0 if impossible. */
+static int fmsa_ocl_shape(const fmsa_ocl_device *dev, int kernel, int64_t head_dim, int wg_want,
+                          fmsa_ocl_kernel_config *kc) {
+    const int d4 = (int)(head_dim / 4);
+    const int out_rows = kernel == FMSA_OCL_K_BWD_DKDV ? kc->block_n : kc->block_m;
+    int wg = wg_want > 0 ? wg_want
+                         : fmsa_ocl_pick_wg(dev, kernel, kc->block_m, kc->block_n, head_dim);
+    for (; wg >= 1; wg /= 2) {
+        kc->s_nx = fmsa_ocl_split(wg, kc->block_m, kc->block_n, 1);
+        kc->o_nx = fmsa_ocl_split(wg, out_rows, d4, 0);
+        if (kc->s_nx && kc->o_nx) break;
+        if (wg_want > 0) return 0; /* an explicit size is taken as is or refused */
+    }
+    if (wg < 1 || (size_t)wg > dev->max_work_group) return 0;
+    kc->wg = wg;
+    kc->local_bytes = fmsa_ocl_local_bytes(kernel, kc, head_dim);
+    return 1;
+}
+
+/* Fits one kernel: for the planned tile, tries the staging choices in order
+ * (fp32 tiles; K/V as 16-bit; Q/dO too; for dK/dV each with separate Q and
+ * dO tiles first) and takes the first whose __local footprint fits the
+ * device's; if none does, halves the tile (keys first: they are the
+ * streamed dimension) and tries again.  16-bit staging only for 16-bit
+ * dtypes. */
+static fmsa_status fmsa_ocl_fit(const fmsa_ocl_device *dev, const fmsa_problem *p, int kernel,
+                                int bm, int bn, fmsa_ocl_kernel_config *kc) {
+    const int64_t head_dim = p->head_dim;
+    const size_t limit = dev->info.sram_per_block;
+    const int half = p->dtype != FMSA_DTYPE_F32;
+    int wg = 0, qs16, ks16, qdo2;
+    memset(kc, 0, sizeof *kc);
+    if (fmsa_ocl_override(kernel, &bm, &bn, &wg, &qs16, &ks16, &qdo2)) {
+        kc->block_m = bm;
+        kc->block_n = bn;
+        kc->qs16 = half && qs16;
+        kc->ks16 = half && ks16;
+        kc->qdo2 = qdo2;
+        if (bm >= 8 && bn >= 8 && !(bm & (bm - 1)) && !(bn & (bn - 1)) &&
+            fmsa_ocl_shape(dev, kernel, head_dim, wg, kc) && kc->local_bytes <= limit)
+            return FMSA_SUCCESS;
+        return fmsa_fail(FMSA_ERR_NOT_SUPPORTED,
+                         "opencl: FLASHMSA_OCL_TILES shape %dx%d/%d does not fit (%zu bytes "
+                         "of local memory, the device has %zu)",
+                         bm, bn, wg, kc->local_bytes, limit);
+    }
+    for (;;) {
+        /* Q/dO staged as 16-bit (QS16) is left to the override: with bf16 it
+         * faulted on NVIDIA's OpenCL (driver 580, H200; not yet understood). */
+        static const int stages[4][3] = {{0, 0, 1}, {0, 0, 0}, {0, 1, 1}, {0, 1, 0}};
+        for (int c = 0; c < 4; ++c) {
+            if ((stages[c][0] || stages[c][1]) && !half) break;
+            if (stages[c][2] != (kernel == FMSA_OCL_K_BWD_DKDV) && stages[c][2]) continue;
             kc->block_m = bm;
             kc->block_n = bn;
-            kc->wg = wg;
-            kc->s_nx = s_nx;
-            kc->o_nx = o_nx;
-            kc->local_bytes = need;
-            return FMSA_SUCCESS;
+            kc->qs16 = stages[c][0];
+            kc->ks16 = stages[c][1];
+            kc->qdo2 = stages[c][2];
+            if (fmsa_ocl_shape(dev, kernel, head_dim, 0, kc) && kc->local_bytes <= limit)
+                return FMSA_SUCCESS;
         }
         if (bn > 8 && bn >= bm) bn /= 2;
         else if (bm > 8) bm /= 2;
@@ -120,7 +185,7 @@ static fmsa_status fmsa_ocl_fit(const fmsa_ocl_device *dev, int kernel, int bm, 
             return fmsa_fail(FMSA_ERR_NOT_SUPPORTED,
                              "opencl: head_dim %lld needs %zu bytes of local memory per "
                              "work-group; the device has %zu",
-                             (long long)head_dim, need, limit);
+                             (long long)head_dim, kc->local_bytes, limit);
     }
 }
 
@@ -157,15 +222,15 @@ fmsa_status fmsa_ocl_config_make(const fmsa_ocl_state *st, const fmsa_problem *p
                          plan.table_row ? plan.table_row : "?", plan.block_m, plan.block_n);
     cfg->table_row = plan.table_row;
     if (p->pass == FMSA_PASS_FORWARD) {
-        FMSA_TRY(fmsa_ocl_fit(st->dev, FMSA_OCL_K_FORWARD, plan.block_m, plan.block_n,
-                              p->head_dim, &cfg->kernel[FMSA_OCL_K_FORWARD]));
+        FMSA_TRY(fmsa_ocl_fit(st->dev, p, FMSA_OCL_K_FORWARD, plan.block_m, plan.block_n,
+                              &cfg->kernel[FMSA_OCL_K_FORWARD]));
         cfg->workspace_bytes = 0;
     } else {
         int64_t bq = p->is_varlen ? 1 : p->batch;
-        FMSA_TRY(fmsa_ocl_fit(st->dev, FMSA_OCL_K_BWD_DKDV, plan.block_m, plan.block_n,
-                              p->head_dim, &cfg->kernel[FMSA_OCL_K_BWD_DKDV]));
-        FMSA_TRY(fmsa_ocl_fit(st->dev, FMSA_OCL_K_BWD_DQ, plan.block_m, plan.block_n,
-                              p->head_dim, &cfg->kernel[FMSA_OCL_K_BWD_DQ]));
+        FMSA_TRY(fmsa_ocl_fit(st->dev, p, FMSA_OCL_K_BWD_DKDV, plan.block_m, plan.block_n,
+                              &cfg->kernel[FMSA_OCL_K_BWD_DKDV]));
+        FMSA_TRY(fmsa_ocl_fit(st->dev, p, FMSA_OCL_K_BWD_DQ, plan.block_m, plan.block_n,
+                              &cfg->kernel[FMSA_OCL_K_BWD_DQ]));
         /* D = rowsum(dO * O), one fp32 per (query row, head). */
         cfg->workspace_bytes = (size_t)(bq * p->heads_q * p->total_q) * sizeof(float);
     }

@@ -53,6 +53,9 @@ typedef struct fmsa_ocl_kernel_config {
     int wg;               ///< work-items per work-group
     int s_nx;             ///< work-items along the keys of the Br x Bc score tile
     int o_nx;             ///< work-items along head_dim/4 of the output tile (O, dQ, dK/dV)
+    int qs16;             ///< Q-shaped tiles (Q, dO) staged as raw 16-bit values (QS16)
+    int ks16;             ///< K-shaped tiles (K, V) staged as raw 16-bit values (KS16)
+    int qdo2;             ///< dK/dV kernel: separate Q and dO tiles (QDO2)
     size_t local_bytes;   ///< __local bytes the kernel declares
 } fmsa_ocl_kernel_config;
 
@@ -63,8 +66,9 @@ typedef struct fmsa_ocl_config {
     const char *table_row;                           ///< planner row (for logs)
 } fmsa_ocl_config;
 
-/// __local bytes of one kernel for a tile shape (mirrors the .cl declarations).
-size_t fmsa_ocl_local_bytes(int kernel, int bm, int bn, int64_t head_dim, int s_nx);
+/// __local bytes of one kernel for a launch shape (mirrors the .cl
+/// declarations; reads block_m, block_n, s_nx, qs16, ks16, qdo2 of kc).
+size_t fmsa_ocl_local_bytes(int kernel, const fmsa_ocl_kernel_config *kc, int64_t head_dim);
 
 /// FMSA_FEAT_* bits of a problem.
 unsigned fmsa_ocl_features(const fmsa_problem *p);

@@ -18,7 +18,7 @@ static void fmsa_ocl_options(const fmsa_problem *p, int which, const fmsa_ocl_ke
                              char *buf, size_t size) {
     /* The preprocess kernel has no tiles; the shared helpers still need a
      * consistent (unused) shape to compile. */
-    static const fmsa_ocl_kernel_config dummy = {8, 8, 16, 4, 4, 0};
+    static const fmsa_ocl_kernel_config dummy = {8, 8, 16, 4, 4, 0, 0, 0, 0};
     const fmsa_ocl_kernel_config *c = which == FMSA_OCL_K_BWD_PRE ? &dummy : kc;
     int windowed = p->window_left >= 0 || p->window_right >= 0;
     /* No -cl-fast-relaxed-math: masked scores are -inf and must stay so. */
@@ -27,13 +27,13 @@ static void fmsa_ocl_options(const fmsa_problem *p, int which, const fmsa_ocl_ke
              "-DFMSA_KERNEL_BWD_DKDV=%d -DFMSA_KERNEL_BWD_DQ=%d -DFMSA_DTYPE=%d -DHEAD_DIM=%lld "
              "-DBM=%d -DBN=%d -DWG=%d -DS_NX=%d -DO_NX=%d -DO_ROWS=%d -DFMSA_WINDOW=%d "
              "-DFMSA_SOFTCAP=%d -DFMSA_ALIBI=%d -DFMSA_MASK=%d -DFMSA_VARLEN=%d -DFMSA_PAGED=%d "
-             "-DFMSA_SEQUSED=%d -DFMSA_LSE=%d",
+             "-DFMSA_SEQUSED=%d -DFMSA_LSE=%d -DQS16=%d -DKS16=%d -DQDO2=%d",
              which == FMSA_OCL_K_FORWARD, which == FMSA_OCL_K_BWD_PRE,
              which == FMSA_OCL_K_BWD_DKDV, which == FMSA_OCL_K_BWD_DQ, (int)p->dtype,
              (long long)p->head_dim, c->block_m, c->block_n, c->wg, c->s_nx, c->o_nx,
              which == FMSA_OCL_K_BWD_DKDV ? c->block_n : c->block_m, windowed,
              p->softcap > 0.0f, p->has_alibi, p->has_mask, p->is_varlen, p->is_paged,
-             p->is_paged && p->has_seqused_k, p->has_lse);
+             p->is_paged && p->has_seqused_k, p->has_lse, c->qs16, c->ks16, c->qdo2);
 }
 
 static fmsa_status fmsa_ocl_build_failed(fmsa_ocl_state *st, cl_program prog, cl_int rc,

@@ -11,6 +11,10 @@
  * folded into the dQ kernel's store.  P = exp2(s2 - lse2) is recomputed from
  * the forward's LSE; a fully masked row (lse = -inf) gives P = 0 and so zero
  * gradients.
+ *
+ * QDO2 (dK/dV kernel): Q and dO get a __local tile each and are staged once
+ * per query tile (3 barriers); without it one tile holds Q, then dO, then Q
+ * again (6 barriers, less __local memory).
  */
 
 /* Softcap chain rule: ds/d(raw*scale) = 1 - (capped/softcap)^2. */
@@ -55,9 +59,14 @@ __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void fmsa_ocl_bwd_dkdv(
     __global const float *alibi, long4 av, __global const uchar *mask, long4 mv,
     __global const int *cuq, __global const int *cuk, long4 cv, long4 dims, long2 win,
     float4 fp) {
-    __local float4 Ks[BN * LD4];
-    __local float4 Vs[BN * LD4];
-    __local float4 Bs[BM * LD4]; /* Q, then dO, then Q again */
+    __local ktile_t Ks[BN * LD4];
+    __local ktile_t Vs[BN * LD4];
+#if QDO2
+    __local qtile_t Bs[BM * LD4]; /* Q */
+    __local qtile_t dOs[BM * LD4];
+#else
+    __local qtile_t Bs[BM * LD4]; /* Q, then dO, then Q again */
+#endif
     __local float Ps[BM * PS];
     __local float dSs[BM * PS];
 
@@ -112,6 +121,9 @@ __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void fmsa_ocl_bwd_dkdv(
 #endif
             }
             fmsa_load_q(Bs, q, qv, &s, m0, h, lid);
+#if QDO2
+            fmsa_load_q(dOs, dout, dov, &s, m0, h, lid);
+#endif
             barrier(CLK_LOCAL_MEM_FENCE);
 
             float sc[S_TM][S_TN], g[S_TM][S_TN];
@@ -130,6 +142,24 @@ __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void fmsa_ocl_bwd_dkdv(
                         fmsa_score2(sc[i][j], qi, kj, &s, fp, slope, win, mrow[i], full), lse2[i]);
                     Ps[(sy + i * S_NY) * PS + sx + j * S_NX] = sc[i][j];
                 }
+#if QDO2
+            float dp[S_TM][S_TN];
+#pragma unroll
+            for (int i = 0; i < S_TM; ++i)
+#pragma unroll
+                for (int j = 0; j < S_TN; ++j) dp[i][j] = 0.0f;
+            fmsa_mm_nt(dp, dOs, Vs, sy, sx);
+#pragma unroll
+            for (int i = 0; i < S_TM; ++i)
+#pragma unroll
+                for (int j = 0; j < S_TN; ++j)
+                    dSs[(sy + i * S_NY) * PS + sx + j * S_NX] =
+                        sc[i][j] * (dp[i][j] - dd[i]) * g[i][j];
+            barrier(CLK_LOCAL_MEM_FENCE);
+            fmsa_mm_tn(adv, Ps, dOs, oy, ox);
+            fmsa_mm_tn(adk, dSs, Bs, oy, ox);
+            barrier(CLK_LOCAL_MEM_FENCE);
+#else
             barrier(CLK_LOCAL_MEM_FENCE);
 
             fmsa_load_q(Bs, dout, dov, &s, m0, h, lid);
@@ -154,6 +184,7 @@ __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void fmsa_ocl_bwd_dkdv(
             barrier(CLK_LOCAL_MEM_FENCE);
             fmsa_mm_tn(adk, dSs, Bs, oy, ox);
             barrier(CLK_LOCAL_MEM_FENCE);
+#endif
         }
     }
 
@@ -183,10 +214,10 @@ __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void fmsa_ocl_bwd_dq(
     __global const float *ws, long ws_rows, __global const float *alibi, long4 av,
     __global const uchar *mask, long4 mv, __global const int *cuq, __global const int *cuk,
     long4 cv, long4 dims, long2 win, float4 fp) {
-    __local float4 Qs[BM * LD4];
-    __local float4 dOs[BM * LD4];
-    __local float4 Ks[BN * LD4];
-    __local float4 Vs[BN * LD4];
+    __local qtile_t Qs[BM * LD4];
+    __local qtile_t dOs[BM * LD4];
+    __local ktile_t Ks[BN * LD4];
+    __local ktile_t Vs[BN * LD4];
     __local float dSs[BM * PS];
 
     const int lid = get_local_id(0);

@@ -12,12 +12,17 @@
  *   O_ROWS              rows of the output-shaped tile (BM; BN for dK/dV)
  *   FMSA_WINDOW, FMSA_SOFTCAP, FMSA_ALIBI, FMSA_MASK, FMSA_VARLEN, FMSA_PAGED,
  *   FMSA_SEQUSED, FMSA_LSE   feature switches (0/1)
+ *   QS16, KS16          stage Q-shaped (Q, dO) / K-shaped (K, V) tiles in __local
+ *                       as their raw 16-bit values instead of fp32 (16-bit dtypes
+ *                       only): half the bytes, so bigger tiles fit, for one
+ *                       conversion per __local read
  *
  * Work-item (ty, tx) of the score tile owns rows ty + i*S_NY and keys
  * tx + j*S_NX: interleaving keeps the 16-byte __local reads of a warp on
  * distinct banks while every inner product is register-blocked S_TM x S_TN.
- * Tiles of head_dim width live in __local as float4 rows padded by one
- * float4 (LD4 = D/4 + 1) against bank conflicts.
+ * Tiles of head_dim width live in __local as rows of D4 four-element vectors
+ * (float4, or uint2 holding four 16-bit values) padded by one vector
+ * (LD4 = D4 + 1) against bank conflicts.
  */
 
 #define D4 (HEAD_DIM / 4)
@@ -54,15 +59,57 @@ inline ushort4 fmsa_bf16_round4(float4 x) {
 #error "FMSA_DTYPE must be 1 (f32), 2 (f16) or 3 (bf16)"
 #endif
 
+#if (QS16 || KS16) && FMSA_DTYPE == 1
+#error "16-bit staging needs a 16-bit dtype"
+#endif
+
+/* Four staged 16-bit values (raw bits) -> float4. */
+#if FMSA_DTYPE == 3
+inline float4 fmsa_get16(__local const uint2 *t, int i) {
+    const uint2 u = t[i];
+    return (float4)(as_float(u.x << 16), as_float(u.x & 0xffff0000u), as_float(u.y << 16),
+                    as_float(u.y & 0xffff0000u));
+}
+#else
+inline float4 fmsa_get16(__local const uint2 *t, int i) {
+    return vload_half4(i, (__local const half *)t);
+}
+#endif
+/* Raw copy of four 16-bit elements (no conversion, no cl_khr_fp16 needed). */
+#define FMSA_RAW4(p, i) as_uint2(vload4(0, (__global const ushort *)(p) + (i)))
+
+#if QS16
+typedef uint2 qtile_t;
+#define QGET(T, i) fmsa_get16((T), (i))
+#define QSTAGE(p, i) FMSA_RAW4(p, i)
+#define QZERO ((uint2)(0u))
+#else
+typedef float4 qtile_t;
+#define QGET(T, i) ((T)[i])
+#define QSTAGE(p, i) FMSA_LOAD4(p, i)
+#define QZERO ((float4)(0.0f))
+#endif
+#if KS16
+typedef uint2 ktile_t;
+#define KGET(T, i) fmsa_get16((T), (i))
+#define KSTAGE(p, i) FMSA_RAW4(p, i)
+#define KZERO ((uint2)(0u))
+#else
+typedef float4 ktile_t;
+#define KGET(T, i) ((T)[i])
+#define KSTAGE(p, i) FMSA_LOAD4(p, i)
+#define KZERO ((float4)(0.0f))
+#endif
+
 /* acc[i][j] += sum_k A[row_i][k] * B[col_j][k]: the S = Q K^T shape. */
-inline void fmsa_mm_nt(float acc[S_TM][S_TN], __local const float4 *A, __local const float4 *B,
+inline void fmsa_mm_nt(float acc[S_TM][S_TN], __local const qtile_t *A, __local const ktile_t *B,
                        int ty, int tx) {
     for (int k = 0; k < D4; ++k) {
         float4 a[S_TM], b[S_TN];
 #pragma unroll
-        for (int i = 0; i < S_TM; ++i) a[i] = A[(ty + i * S_NY) * LD4 + k];
+        for (int i = 0; i < S_TM; ++i) a[i] = QGET(A, (ty + i * S_NY) * LD4 + k);
 #pragma unroll
-        for (int j = 0; j < S_TN; ++j) b[j] = B[(tx + j * S_NX) * LD4 + k];
+        for (int j = 0; j < S_TN; ++j) b[j] = KGET(B, (tx + j * S_NX) * LD4 + k);
 #pragma unroll
         for (int i = 0; i < S_TM; ++i)
 #pragma unroll
@@ -79,7 +126,7 @@ inline void fmsa_mm_nt(float acc[S_TM][S_TN], __local const float4 *A, __local c
 
 /* acc[i][t] += sum_c P[row_i][c] * B[c][d4_t]: the O += P V and dQ += dS K
  * shape (P is BM x BN floats with row stride PS, B has BN rows). */
-inline void fmsa_mm_nn(float4 acc[O_TM][O_TD], __local const float *P, __local const float4 *B,
+inline void fmsa_mm_nn(float4 acc[O_TM][O_TD], __local const float *P, __local const ktile_t *B,
                        int ty, int tx) {
     for (int c4 = 0; c4 < BN / 4; ++c4) {
         float4 p[O_TM];
@@ -89,10 +136,10 @@ inline void fmsa_mm_nn(float4 acc[O_TM][O_TD], __local const float *P, __local c
 #pragma unroll
         for (int t = 0; t < O_TD; ++t) {
             int d4 = min(tx + t * O_NX, D4 - 1); /* clamped columns are never stored */
-            float4 b0 = B[(c4 * 4 + 0) * LD4 + d4];
-            float4 b1 = B[(c4 * 4 + 1) * LD4 + d4];
-            float4 b2 = B[(c4 * 4 + 2) * LD4 + d4];
-            float4 b3 = B[(c4 * 4 + 3) * LD4 + d4];
+            float4 b0 = KGET(B, (c4 * 4 + 0) * LD4 + d4);
+            float4 b1 = KGET(B, (c4 * 4 + 1) * LD4 + d4);
+            float4 b2 = KGET(B, (c4 * 4 + 2) * LD4 + d4);
+            float4 b3 = KGET(B, (c4 * 4 + 3) * LD4 + d4);
 #pragma unroll
             for (int i = 0; i < O_TM; ++i) {
                 float4 s = acc[i][t];
@@ -108,7 +155,7 @@ inline void fmsa_mm_nn(float4 acc[O_TM][O_TD], __local const float *P, __local c
 
 /* acc[i][t] += sum_r P[r][key_i] * B[r][d4_t]: the dV += P^T dO and
  * dK += dS^T Q shape (P is BM x BN, B has BM rows, output rows are keys). */
-inline void fmsa_mm_tn(float4 acc[O_TM][O_TD], __local const float *P, __local const float4 *B,
+inline void fmsa_mm_tn(float4 acc[O_TM][O_TD], __local const float *P, __local const qtile_t *B,
                        int ty, int tx) {
     for (int r = 0; r < BM; ++r) {
         float p[O_TM];
@@ -116,7 +163,7 @@ inline void fmsa_mm_tn(float4 acc[O_TM][O_TD], __local const float *P, __local c
         for (int i = 0; i < O_TM; ++i) p[i] = P[r * PS + ty + i * O_NY];
 #pragma unroll
         for (int t = 0; t < O_TD; ++t) {
-            float4 b = B[r * LD4 + min(tx + t * O_NX, D4 - 1)];
+            float4 b = QGET(B, r * LD4 + min(tx + t * O_NX, D4 - 1));
 #pragma unroll
             for (int i = 0; i < O_TM; ++i) acc[i][t] = fma((float4)(p[i]), b, acc[i][t]);
         }
@@ -168,28 +215,49 @@ inline long fmsa_kv_row(long4 kv, const fmsa_seq_dev *s, long b, long j, long hk
 #endif
 }
 
-/* Copies `rows` head_dim rows starting at key n0 into a __local tile,
- * converting to fp32; rows past n_valid are zero. */
-inline void fmsa_load_kv(__local float4 *dst, int rows, __global const elem_t *src, long4 kv,
+/* Copies `rows` head_dim rows starting at key n0 into a __local K-shaped
+ * tile (fp32 or raw 16-bit, see KS16); rows past n_valid are zero.  When WG
+ * is a multiple of D4 each work-item keeps one column and steps over rows,
+ * so a row address is one multiply-add (this runs for every key tile). */
+inline void fmsa_load_kv(__local ktile_t *dst, int rows, __global const elem_t *src, long4 kv,
                          const fmsa_seq_dev *s, long b, long n0, long n_valid, long hk,
                          __global const int *bt, long4 bv, int lid) {
+#if !FMSA_PAGED
+    const long base = kv.x + s->k_batch * kv.y + (s->k_row0 + n0) * kv.z + hk * kv.w;
+#endif
+#if (WG % D4) == 0
+    const int c = lid % D4;
+    for (int r = lid / D4; r < rows; r += WG / D4) {
+#else
     for (int idx = lid; idx < rows * D4; idx += WG) {
-        int r = idx / D4, c = idx - (idx / D4) * D4;
-        float4 x = (float4)(0.0f);
-        if (n0 + r < n_valid) x = FMSA_LOAD4(src, fmsa_kv_row(kv, s, b, n0 + r, hk, bt, bv) + 4 * c);
+        const int r = idx / D4, c = idx - (idx / D4) * D4;
+#endif
+        ktile_t x = KZERO;
+        if (n0 + r < n_valid) {
+#if FMSA_PAGED
+            const long off = fmsa_kv_row(kv, s, b, n0 + r, hk, bt, bv);
+#else
+            const long off = base + r * kv.z;
+#endif
+            x = KSTAGE(src, off + 4 * c);
+        }
         dst[r * LD4 + c] = x;
     }
 }
 
-/* Same for query-shaped rows (q, o, dout) of head h starting at row m0. */
-inline void fmsa_load_q(__local float4 *dst, __global const elem_t *src, long4 qv,
+/* Same for Q-shaped rows (q, o, dout) of head h starting at row m0. */
+inline void fmsa_load_q(__local qtile_t *dst, __global const elem_t *src, long4 qv,
                         const fmsa_seq_dev *s, long m0, long h, int lid) {
+    const long base = qv.x + s->q_batch * qv.y + (s->q_row0 + m0) * qv.z + h * qv.w;
+#if (WG % D4) == 0
+    const int c = lid % D4;
+    for (int r = lid / D4; r < BM; r += WG / D4) {
+#else
     for (int idx = lid; idx < BM * D4; idx += WG) {
-        int r = idx / D4, c = idx - (idx / D4) * D4;
-        float4 x = (float4)(0.0f);
-        if (m0 + r < s->sq)
-            x = FMSA_LOAD4(src, qv.x + s->q_batch * qv.y + (s->q_row0 + m0 + r) * qv.z + h * qv.w +
-                                    4 * c);
+        const int r = idx / D4, c = idx - (idx / D4) * D4;
+#endif
+        qtile_t x = QZERO;
+        if (m0 + r < s->sq) x = QSTAGE(src, base + r * qv.z + 4 * c);
         dst[r * LD4 + c] = x;
     }
 }

@@ -4,6 +4,15 @@
  * tile is register-blocked in the "S" layout, P goes through __local to the
  * "O" layout that owns the output accumulator (FlashAttention-2 §3.1 loop
  * order: the work-group owns its rows, so no cross-group reduction exists).
+ *
+ * Four barriers per key tile: (A) K staged; (B) per-item row maxima posted;
+ * every item then reduces the maxima of its own rows itself (the same inputs
+ * in the same order, so all items of a row agree bit for bit), writes P and
+ * keeps its share of the row sum, while V is staged; (C) P and the rescale
+ * factors posted; O += P V; (D) tile done.  Each item also posts its share
+ * of the row sum and the row maximum every tile, so after the loop they are
+ * read without another barrier (a barrier right after the loop made PoCL 3.1
+ * drop the row guard of the final stores).
  */
 #if FMSA_KERNEL_FORWARD
 
@@ -13,10 +22,11 @@ __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void fmsa_ocl_forward(
     long4 lv, __global const float *alibi, long4 av, __global const uchar *mask, long4 mv,
     __global const int *cuq, __global const int *cuk, long4 cv, __global const int *bt, long4 bv,
     __global const int *sused, long2 uv, long4 dims, long2 win, float4 fp) {
-    __local float4 Qs[BM * LD4];
-    __local float4 KVs[BN * LD4];
+    __local qtile_t Qs[BM * LD4];
+    __local ktile_t KVs[BN * LD4];
     __local float Ps[BM * PS];
     __local float pmax[BM * S_NX];
+    __local float lsh[BM * S_NX]; /* per-item shares of the row sums */
     __local float rowm[BM], rowc[BM];
 
     const int lid = get_local_id(0);
@@ -50,24 +60,19 @@ __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void fmsa_ocl_forward(
     }
 
     fmsa_load_q(Qs, q, qv, &s, m0, h, lid);
-    for (int r = lid; r < BM; r += WG) { /* WG may be smaller than BM */
-        float m, l;
-        fmsa_softmax_init(&m, &l);
-        rowm[r] = m;
-    }
-    float4 acc[O_TM][O_TD];
-    float lsum[O_TM];
+    float rm[S_TM], lpart[S_TM]; /* running max of my rows (S layout), my share of l */
 #pragma unroll
-    for (int i = 0; i < O_TM; ++i) {
-        lsum[i] = 0.0f;
+    for (int i = 0; i < S_TM; ++i) fmsa_softmax_init(&rm[i], &lpart[i]);
+    float4 acc[O_TM][O_TD];
+#pragma unroll
+    for (int i = 0; i < O_TM; ++i)
 #pragma unroll
         for (int t = 0; t < O_TD; ++t) acc[i][t] = (float4)(0.0f);
-    }
 
     for (long n0 = kb; n0 < ke; n0 += BN) {
         const int full = fmsa_tile_full(m0, n0, &s, win);
         fmsa_load_kv(KVs, BN, k, kv, &s, b, n0, ke, hk, bt, bv, lid);
-        barrier(CLK_LOCAL_MEM_FENCE);
+        barrier(CLK_LOCAL_MEM_FENCE); /* (A) */
 
         float sc[S_TM][S_TN];
 #pragma unroll
@@ -87,58 +92,65 @@ __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void fmsa_ocl_forward(
             }
             pmax[(sy + i * S_NY) * S_NX + sx] = mx;
         }
-        barrier(CLK_LOCAL_MEM_FENCE);
+        barrier(CLK_LOCAL_MEM_FENCE); /* (B) */
 
         fmsa_load_kv(KVs, BN, v, vv, &s, b, n0, ke, hk, bt, bv, lid);
-        for (int r = lid; r < BM; r += WG) {
-            float mx = -INFINITY, m = rowm[r];
-            for (int x = 0; x < S_NX; ++x) mx = fmax(mx, pmax[r * S_NX + x]);
-            rowc[r] = fmsa_softmax_update(&m, mx);
-            rowm[r] = m;
-        }
-        barrier(CLK_LOCAL_MEM_FENCE);
-
 #pragma unroll
         for (int i = 0; i < S_TM; ++i) {
             const int r = sy + i * S_NY;
-            const float m = rowm[r];
+            float mx = -INFINITY, rs = 0.0f;
+            for (int x = 0; x < S_NX; ++x) mx = fmax(mx, pmax[r * S_NX + x]);
+            const float c = fmsa_softmax_update(&rm[i], mx);
 #pragma unroll
-            for (int j = 0; j < S_TN; ++j) Ps[r * PS + sx + j * S_NX] = fmsa_softmax_p(sc[i][j], m);
+            for (int j = 0; j < S_TN; ++j) {
+                const float pj = fmsa_softmax_p(sc[i][j], rm[i]);
+                Ps[r * PS + sx + j * S_NX] = pj;
+                rs += pj;
+            }
+            lpart[i] = lpart[i] * c + rs;
+            lsh[r * S_NX + sx] = lpart[i];
+            if (sx == 0) {
+                rowc[r] = c;
+                rowm[r] = rm[i];
+            }
         }
-        barrier(CLK_LOCAL_MEM_FENCE);
+        barrier(CLK_LOCAL_MEM_FENCE); /* (C) */
 
 #pragma unroll
         for (int i = 0; i < O_TM; ++i) {
-            const int r = oy + i * O_NY;
-            const float c = rowc[r];
-            float rs = 0.0f;
-            for (int x = 0; x < BN / 4; ++x) {
-                float4 p4 = ((__local const float4 *)Ps)[r * PS4 + x];
-                rs += (p4.x + p4.y) + (p4.z + p4.w);
-            }
-            lsum[i] = lsum[i] * c + rs;
+            const float c = rowc[oy + i * O_NY];
 #pragma unroll
             for (int t = 0; t < O_TD; ++t) acc[i][t] *= c;
         }
         fmsa_mm_nn(acc, Ps, KVs, oy, ox);
-        barrier(CLK_LOCAL_MEM_FENCE);
+        barrier(CLK_LOCAL_MEM_FENCE); /* (D) */
     }
 
+    /* Row sums: the S_NX shares of a row in a fixed order.  No key tile at
+     * all (kb >= ke) leaves lsh/rowm unwritten: every row is empty. */
+    float inv[O_TM], row_lse[O_TM];
 #pragma unroll
     for (int i = 0; i < O_TM; ++i) {
-        const long r = oy + i * O_NY;
-        const long qi = m0 + r;
-        if (qi >= s.sq) continue;
-        float row_lse;
-        const float inv = fmsa_softmax_finalize(rowm[r], lsum[i], &row_lse);
+        const int r = oy + i * O_NY;
+        float l = 0.0f, m = -INFINITY;
+        if (kb < ke) {
+            for (int x = 0; x < S_NX; ++x) l += lsh[r * S_NX + x];
+            m = rowm[r];
+        }
+        inv[i] = fmsa_softmax_finalize(m, l, &row_lse[i]);
+    }
+#pragma unroll
+    for (int i = 0; i < O_TM; ++i) {
+        const long qi = m0 + oy + i * O_NY;
+        if (qi >= m_end) continue;
         const long base = ov.x + s.q_batch * ov.y + (s.q_row0 + qi) * ov.z + h * ov.w;
 #pragma unroll
         for (int t = 0; t < O_TD; ++t) {
             const int d4 = ox + t * O_NX;
-            if (d4 < D4) FMSA_STORE4(acc[i][t] * inv, o, base + 4 * d4);
+            if (d4 < D4) FMSA_STORE4(acc[i][t] * inv[i], o, base + 4 * d4);
         }
 #if FMSA_LSE
-        if (ox == 0) lse[lv.x + s.q_batch * lv.y + h * lv.z + (s.q_row0 + qi) * lv.w] = row_lse;
+        if (ox == 0) lse[lv.x + s.q_batch * lv.y + h * lv.z + (s.q_row0 + qi) * lv.w] = row_lse[i];
 #endif
     }
 }
