@@ -88,10 +88,15 @@ void fmsa_log(fmsa_log_level level, const char *fmt, ...) {
 }
 
 fmsa_status fmsa_fail(fmsa_status status, const char *fmt, ...) {
+    /* Formatted into a local buffer first: callers wrap a backend's failure
+     * by passing fmsa_last_error() as an argument, and vsnprintf into the
+     * very buffer it reads from is undefined behaviour (restrict). */
+    char message[sizeof fmsa_error_message];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(fmsa_error_message, sizeof fmsa_error_message, fmt, ap);
+    vsnprintf(message, sizeof message, fmt, ap);
     va_end(ap);
+    memcpy(fmsa_error_message, message, sizeof message);
     fmsa_log(FMSA_LOG_ERROR, "%s: %s", fmsa_status_string(status), fmsa_error_message);
     return status;
 }

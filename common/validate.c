@@ -21,10 +21,18 @@
 /* Largest element offset a view can reach, with overflow detection: a tensor
  * whose extent does not fit int64 bytes cannot be addressed by any kernel. */
 static fmsa_status fmsa_check_extent(const char *name, const fmsa_tensor *t) {
-    int64_t last = 0, bytes;
+    int64_t last = 0, bytes, count = 1;
+    for (int32_t i = 0; i < t->ndim; ++i)
+        if (t->shape[i] == 0) return FMSA_SUCCESS; /* empty: nothing is addressed */
+    /* The element count must fit int64 too: with broadcast (stride 0)
+     * dimensions the extent stays small while kernels still iterate over
+     * (and index by) every element. */
+    for (int32_t i = 0; i < t->ndim; ++i)
+        if (__builtin_mul_overflow(count, t->shape[i], &count))
+            return fmsa_fail(FMSA_ERR_INVALID_ARGUMENT,
+                             "%s: shape product overflows int64 (dimension %d)", name, (int)i);
     for (int32_t i = 0; i < t->ndim; ++i) {
         int64_t step;
-        if (t->shape[i] == 0) return FMSA_SUCCESS; /* empty: nothing is addressed */
         if (__builtin_mul_overflow(t->shape[i] - 1, t->strides[i], &step) ||
             __builtin_add_overflow(last, step, &last))
             return fmsa_fail(FMSA_ERR_INVALID_ARGUMENT,
@@ -158,7 +166,13 @@ static fmsa_status fmsa_check_cu_seqlens(const char *name, const fmsa_tensor *t,
 static fmsa_status fmsa_check_paged(fmsa_problem *p, const fmsa_attention_desc *desc,
                                     fmsa_meta_reader reader, void *state) {
     const fmsa_tensor *bt = &desc->block_table;
-    int64_t cap = p->max_pages * p->page_size;
+    int64_t cap;
+    /* max_pages and page_size are each bounded only by their tensors' extents,
+     * which broadcast strides leave unbounded: their product may not fit. */
+    if (__builtin_mul_overflow(p->max_pages, p->page_size, &cap))
+        return fmsa_fail(FMSA_ERR_INVALID_ARGUMENT,
+                         "desc.block_table.shape[1] = %lld x desc.page_size = %lld overflows int64",
+                         (long long)p->max_pages, (long long)p->page_size);
     p->seqlen_k = p->has_seqused_k ? 0 : cap;
     for (int64_t b = 0; b < p->batch; ++b) {
         int64_t used = cap;
@@ -432,6 +446,21 @@ static fmsa_status fmsa_check_like(const char *name, const fmsa_tensor *t, const
     return fmsa_check_shape(name, t, like->shape, fmsa_qdims);
 }
 
+/* An output may not broadcast: a zero stride over an extent > 1 makes several
+ * results land on one element, written concurrently by different threads or
+ * work-groups (a race), so only the documented inputs (mask) may use it. */
+static fmsa_status fmsa_check_output(const char *name, const fmsa_tensor *t) {
+    for (int32_t i = 0; i < t->ndim; ++i)
+        if (t->shape[i] == 0) return FMSA_SUCCESS; /* empty: nothing is written */
+    for (int32_t i = 0; i < t->ndim; ++i)
+        if (t->strides[i] == 0 && t->shape[i] > 1)
+            return fmsa_fail(FMSA_ERR_INVALID_ARGUMENT,
+                             "%s.strides[%d] = 0 with shape[%d] = %lld: an output cannot "
+                             "broadcast",
+                             name, (int)i, (int)i, (long long)t->shape[i]);
+    return FMSA_SUCCESS;
+}
+
 static fmsa_status fmsa_check_lse(fmsa_problem *p, const fmsa_tensor *lse) {
     int64_t want[3];
     FMSA_TRY(fmsa_check_tensor("lse", lse, 3, 0));
@@ -453,8 +482,12 @@ static fmsa_status fmsa_check_lse(fmsa_problem *p, const fmsa_tensor *lse) {
 static fmsa_status fmsa_check_pass_tensors(fmsa_problem *p, const fmsa_call_tensors *t) {
     if (p->pass == FMSA_PASS_FORWARD) {
         FMSA_TRY(fmsa_check_like("o", t->o, t->q, "q"));
+        FMSA_TRY(fmsa_check_output("o", t->o));
         p->o = fmsa_view4_of(t->o);
-        if (fmsa_present(t->lse)) FMSA_TRY(fmsa_check_lse(p, t->lse));
+        if (fmsa_present(t->lse)) {
+            FMSA_TRY(fmsa_check_lse(p, t->lse));
+            FMSA_TRY(fmsa_check_output("lse", t->lse));
+        }
         return FMSA_SUCCESS;
     }
     FMSA_TRY(fmsa_check_like("o", t->o, t->q, "q"));
@@ -462,6 +495,9 @@ static fmsa_status fmsa_check_pass_tensors(fmsa_problem *p, const fmsa_call_tens
     FMSA_TRY(fmsa_check_like("dq", t->dq, t->q, "q"));
     FMSA_TRY(fmsa_check_like("dk", t->dk, t->k, "k"));
     FMSA_TRY(fmsa_check_like("dv", t->dv, t->k, "k"));
+    FMSA_TRY(fmsa_check_output("dq", t->dq));
+    FMSA_TRY(fmsa_check_output("dk", t->dk));
+    FMSA_TRY(fmsa_check_output("dv", t->dv));
     if (!fmsa_present(t->lse))
         return fmsa_fail(FMSA_ERR_INVALID_ARGUMENT,
                          "lse: the backward needs the forward's log-sum-exp (lse.data is NULL)");

@@ -294,6 +294,19 @@ CASE(backward_without_lse, c.lse.data = NULL;
      expect_rejected(BWD, c, 0, 0, FMSA_ERR_INVALID_ARGUMENT, "lse"))
 CASE(shape_overflow, c.k.shape[1] = c.v.shape[1] = (int64_t)1 << 62;
      expect_rejected(FWD, c, 0, 0, FMSA_ERR_INVALID_ARGUMENT, "overflow"))
+/* Broadcast (stride 0) dimensions keep the extent small, not the element count. */
+CASE(shape_product_overflow, c.q.shape[1] = c.o.shape[1] = (int64_t)1 << 62;
+     c.q.strides[0] = c.q.strides[1] = 0;
+     expect_rejected(FWD, c, 0, 0, FMSA_ERR_INVALID_ARGUMENT, "q: shape product"))
+CASE(output_broadcast_stride, c.o.strides[1] = 0;
+     expect_rejected(FWD, c, 0, 0, FMSA_ERR_INVALID_ARGUMENT, "o.strides[1]"))
+CASE(dk_broadcast_stride, c.dk.strides[2] = 0;
+     expect_rejected(BWD, c, 0, 0, FMSA_ERR_INVALID_ARGUMENT, "dk.strides[2]"))
+CASE(paged_capacity_overflow, make_paged(&c);
+     c.k.shape[1] = c.v.shape[1] = (int64_t)1 << 40; c.k.strides[1] = c.v.strides[1] = 0;
+     c.desc.page_size = (int64_t)1 << 40; c.desc.block_table.shape[1] = (int64_t)1 << 30;
+     c.desc.block_table.strides[1] = 0;
+     expect_rejected(FWD, c, 0, 0, FMSA_ERR_INVALID_ARGUMENT, "page_size"))
 CASE(cu_seqlens_only_q, make_varlen(&c); c.desc.cu_seqlens_k.data = NULL;
      expect_rejected(FWD, c, 0, 0, FMSA_ERR_INVALID_ARGUMENT, "cu_seqlens"))
 CASE(cu_seqlens_not_zero_based, make_varlen(&c); F.cu_q[0] = 1;
@@ -406,6 +419,10 @@ int main(int argc, char **argv) {
         cmocka_unit_test(lse_wrong_shape),
         cmocka_unit_test(backward_without_lse),
         cmocka_unit_test(shape_overflow),
+        cmocka_unit_test(shape_product_overflow),
+        cmocka_unit_test(output_broadcast_stride),
+        cmocka_unit_test(dk_broadcast_stride),
+        cmocka_unit_test(paged_capacity_overflow),
         cmocka_unit_test(cu_seqlens_only_q),
         cmocka_unit_test(cu_seqlens_not_zero_based),
         cmocka_unit_test(cu_seqlens_decreasing),
