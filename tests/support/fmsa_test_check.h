@@ -21,7 +21,7 @@ typedef struct fmsa_test_error {
     double floor;     ///< (a) + (b) of the derivation above
     double tol;       ///< factor * naive + floor
     int64_t worst;    ///< dense index of the largest backend error (-1: none)
-    int64_t nan;      ///< NaN elements in the backend's output
+    int64_t nan;      ///< elements where the backend output or the reference is NaN
     int64_t inf_bad;  ///< elements where ref is infinite and the backend differs
     int64_t first_bad;///< dense index of the first NaN / infinity mismatch (-1: none)
     int ok;           ///< the rule holds
