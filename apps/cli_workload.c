@@ -66,6 +66,18 @@ static fmsa_status cli_alloc_pair(cli_workload *w, size_t bytes, void **host, vo
     return cli_report(st, "fmsa_malloc");
 }
 
+/* es * a * b * c * d bytes, 0 when the product overflows size_t or int64. */
+static int cli_bytes(size_t es, int64_t a, int64_t b, int64_t c, int64_t d, size_t *out) {
+    int64_t n;
+    size_t bytes;
+    if (__builtin_mul_overflow(a, b, &n) || __builtin_mul_overflow(n, c, &n) ||
+        __builtin_mul_overflow(n, d, &n) || n < 0 ||
+        __builtin_mul_overflow((size_t)n, es, &bytes))
+        return 0;
+    *out = bytes;
+    return 1;
+}
+
 static fmsa_tensor cli_tensor4(void *data, fmsa_dtype dt, int64_t b, int64_t s, int64_t h,
                                int64_t d) {
     int64_t shape[4];
@@ -109,9 +121,15 @@ fmsa_status cli_workload_create(fmsa_context *ctx, const cli_shape *shape, uint6
     memset(w, 0, sizeof *w);
     w->shape = *shape;
     w->ctx = ctx;
-    w->q_bytes = (size_t)(s->batch * s->seqlen_q * s->heads_q * s->head_dim) * es;
-    w->kv_bytes = (size_t)(s->batch * s->seqlen_k * s->heads_kv * s->head_dim) * es;
-    w->lse_bytes = (size_t)(s->batch * s->heads_q * s->seqlen_q) * sizeof(float);
+    /* The option limits allow products past int64 (batch 2^20 x seqlen 2^26 x
+     * heads 2^16 x dim 2^12): refuse them instead of wrapping into a small,
+     * wrong allocation. */
+    if (!cli_bytes(es, s->batch, s->seqlen_q, s->heads_q, s->head_dim, &w->q_bytes) ||
+        !cli_bytes(es, s->batch, s->seqlen_k, s->heads_kv, s->head_dim, &w->kv_bytes) ||
+        !cli_bytes(sizeof(float), s->batch, s->heads_q, s->seqlen_q, 1, &w->lse_bytes)) {
+        fprintf(stderr, "flashmsa: the problem's tensors do not fit in memory (size overflows)\n");
+        return FMSA_ERR_INVALID_ARGUMENT;
+    }
 
     w->desc = fmsa_attention_desc_init(s->head_dim);
     w->desc.causal = s->causal;
