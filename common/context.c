@@ -76,6 +76,9 @@ fmsa_status fmsa_context_create(fmsa_backend backend, int device, fmsa_context *
         return fmsa_fail(FMSA_ERR_INVALID_ARGUMENT, "backend = %d is not an fmsa_backend",
                          (int)backend);
     if (backend == FMSA_BACKEND_AUTO) FMSA_TRY(fmsa_env_overrides(&backend, &device));
+    /* a negative index is a malformed call, not a missing backend/device */
+    if (device < 0)
+        return fmsa_fail(FMSA_ERR_INVALID_ARGUMENT, "device = %d: must be >= 0", device);
     FMSA_TRY(fmsa_pick_device(backend, device, &info));
     vt = fmsa_registry_find(info.backend);
     c = (fmsa_context *)calloc(1, sizeof *c);

@@ -365,6 +365,9 @@ static void context_errors(void **state) {
                      FMSA_ERR_BACKEND_UNAVAILABLE);
     assert_non_null(strstr(fmsa_last_error(), "cuda"));
     assert_int_equal(fmsa_context_create(FMSA_BACKEND_CPU, 5, &ctx), FMSA_ERR_BACKEND_UNAVAILABLE);
+    assert_int_equal(fmsa_context_create(FMSA_BACKEND_CPU, -1, &ctx), FMSA_ERR_INVALID_ARGUMENT);
+    assert_non_null(strstr(fmsa_last_error(), "device"));
+    assert_null(ctx);
     setenv("FLASHMSA_BACKEND", "bogus", 1);
     assert_int_equal(fmsa_context_create(FMSA_BACKEND_AUTO, 0, &ctx), FMSA_ERR_INVALID_ARGUMENT);
     assert_non_null(strstr(fmsa_last_error(), "FLASHMSA_BACKEND"));
