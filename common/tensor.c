@@ -46,7 +46,10 @@ fmsa_tensor fmsa_tensor_contiguous(void *data, fmsa_dtype dtype, int32_t ndim,
     for (int32_t i = ndim - 1; i >= 0; --i) {
         t.shape[i] = shape[i];
         t.strides[i] = stride;
-        stride *= shape[i] > 0 ? shape[i] : 1;
+        /* saturate instead of wrapping (signed overflow is UB): validation
+         * then reports "shape x strides overflows int64" for this tensor */
+        if (__builtin_mul_overflow(stride, shape[i] > 0 ? shape[i] : 1, &stride))
+            stride = INT64_MAX;
     }
     return t;
 }
