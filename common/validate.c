@@ -342,8 +342,12 @@ static fmsa_status fmsa_check_sequences(fmsa_problem *p, const fmsa_attention_de
             return fmsa_fail(FMSA_ERR_INVALID_ARGUMENT,
                              "desc.max_seqlen_k = %lld: the longest key sequence has %lld rows",
                              (long long)desc->max_seqlen_k, (long long)maxk);
-        p->seqlen_q = desc->max_seqlen_q > 0 ? desc->max_seqlen_q : maxq;
-        p->seqlen_k = desc->max_seqlen_k > 0 ? desc->max_seqlen_k : maxk;
+        /* The measured maxima, not the caller's bounds: a generous bound
+         * (say 2^40) would size tiles, items and split-KV workspace by it,
+         * and overflow their int64 products; the measured ones are <= the
+         * int32 packed totals. */
+        p->seqlen_q = maxq;
+        p->seqlen_k = maxk;
         p->cu_seqlens_q = fmsa_viewn_of(&desc->cu_seqlens_q);
         p->cu_seqlens_k = fmsa_viewn_of(&desc->cu_seqlens_k);
         p->cu_seqlens_q.s0 = desc->cu_seqlens_q.strides[0];

@@ -227,6 +227,10 @@ static void valid_calls_write(void **state) {
     make_varlen(&c);
     upload_meta();
     assert_int_equal(run_call(FWD, &c, 0, 0), FMSA_SUCCESS);
+    /* max_seqlen is only a bound: a generous one must not size the work */
+    c.desc.max_seqlen_q = c.desc.max_seqlen_k = (int64_t)1 << 40;
+    assert_int_equal(run_call(FWD, &c, 0, 0), FMSA_SUCCESS);
+    assert_int_equal(run_call(BWD, &c, 0, 0), FMSA_SUCCESS);
     c = valid_call();
     make_paged(&c);
     upload_meta();
