@@ -237,7 +237,7 @@ static void valid_calls_write(void **state) {
     assert_int_equal(run_call(FWD, &c, 0, 0), FMSA_SUCCESS);
 }
 
-CASE(null_q_tensor, expect_rejected(FWD, c, 1, 0, FMSA_ERR_INVALID_ARGUMENT, "q"))
+CASE(null_q_tensor, expect_rejected(FWD, c, 1, 0, FMSA_ERR_INVALID_ARGUMENT, "q: tensor pointer"))
 CASE(null_desc, expect_rejected(BWD, c, 0, 1, FMSA_ERR_INVALID_ARGUMENT, "desc"))
 CASE(null_ctx, c.ctx = NULL; expect_rejected(FWD, c, 0, 0, FMSA_ERR_INVALID_ARGUMENT, "ctx"))
 CASE(null_k_data, c.k.data = NULL; expect_rejected(FWD, c, 0, 0, FMSA_ERR_INVALID_ARGUMENT, "k.data"))
