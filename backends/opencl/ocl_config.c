@@ -189,17 +189,6 @@ static fmsa_status fmsa_ocl_fit(const fmsa_ocl_device *dev, const fmsa_problem *
     }
 }
 
-unsigned fmsa_ocl_features(const fmsa_problem *p) {
-    unsigned f = 0;
-    if (p->window_left >= 0 || p->window_right >= 0) f |= FMSA_FEAT_CAUSAL;
-    if (p->softcap > 0.0f) f |= FMSA_FEAT_SOFTCAP;
-    if (p->has_alibi) f |= FMSA_FEAT_ALIBI;
-    if (p->has_mask) f |= FMSA_FEAT_MASK;
-    if (p->is_varlen) f |= FMSA_FEAT_VARLEN;
-    if (p->is_paged) f |= FMSA_FEAT_PAGED;
-    return f;
-}
-
 fmsa_status fmsa_ocl_config_make(const fmsa_ocl_state *st, const fmsa_problem *p,
                                  fmsa_ocl_config *cfg) {
     fmsa_plan_request req;
@@ -210,7 +199,7 @@ fmsa_status fmsa_ocl_config_make(const fmsa_ocl_state *st, const fmsa_problem *p
     req.head_dim = p->head_dim;
     req.dtype = p->dtype;
     req.pass = p->pass;
-    req.features = fmsa_ocl_features(p);
+    req.features = fmsa_plan_features(p);
     req.seqlen_q = p->seqlen_q;
     req.seqlen_k = p->seqlen_k;
     req.batch_heads = p->batch * p->heads_q;

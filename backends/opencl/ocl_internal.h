@@ -70,8 +70,6 @@ typedef struct fmsa_ocl_config {
 /// declarations; reads block_m, block_n, s_nx, qs16, ks16, qdo2 of kc).
 size_t fmsa_ocl_local_bytes(int kernel, const fmsa_ocl_kernel_config *kc, int64_t head_dim);
 
-/// FMSA_FEAT_* bits of a problem.
-unsigned fmsa_ocl_features(const fmsa_problem *p);
 
 /// Enumerates once; returns the device list (count may be 0).
 const fmsa_ocl_device *fmsa_ocl_devices(int *count);
