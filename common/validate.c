@@ -123,18 +123,49 @@ static fmsa_viewn fmsa_viewn_of(const fmsa_tensor *t) {
 
 static int fmsa_present(const fmsa_tensor *t) { return t && t->data; }
 
-/* Copies an int32 metadata vector to a host array (through the backend when
- * it lives in device memory).  Strided vectors are read element by element. */
-static fmsa_status fmsa_read_i32(const char *name, const fmsa_tensor *t, int64_t index,
-                                 fmsa_meta_reader reader, void *state, int32_t *out) {
-    size_t off = (size_t)t->byte_offset + (size_t)(index * t->strides[0]) * sizeof(int32_t);
-    if (!reader) {
-        memcpy(out, (const char *)t->data + off, sizeof *out);
-        return FMSA_SUCCESS;
+/* Copies count int32 elements, `stride` apart, starting byte_offset bytes into
+ * data, to a dense host array (malloc'ed; the caller frees it).  Metadata can
+ * live in device memory, where every read is a synchronous copy, so the whole
+ * span is read at once; only a span much sparser than the elements it holds
+ * (a huge stride) is read element by element instead. */
+static fmsa_status fmsa_read_i32_vec(const char *name, const void *data, int64_t byte_offset,
+                                     int64_t count, int64_t stride, fmsa_meta_reader reader,
+                                     void *state, int32_t **out) {
+    const int64_t span = count > 0 ? (count - 1) * stride + 1 : 0;
+    const int sparse = span > 16 * count;
+    int32_t *dense = (int32_t *)malloc((size_t)(count > 0 ? count : 1) * sizeof *dense);
+    int32_t *raw = dense;
+    fmsa_status st = FMSA_SUCCESS;
+    *out = NULL;
+    if (!dense) return fmsa_fail(FMSA_ERR_OUT_OF_MEMORY, "%s: host copy of %lld entries", name,
+                                 (long long)count);
+    if (count > 0 && !sparse && stride != 1) {
+        raw = (int32_t *)malloc((size_t)span * sizeof *raw);
+        if (!raw) {
+            free(dense);
+            return fmsa_fail(FMSA_ERR_OUT_OF_MEMORY, "%s: host copy of %lld entries", name,
+                             (long long)span);
+        }
     }
-    if (reader(state, out, t->data, off, sizeof *out) != FMSA_SUCCESS)
-        return fmsa_fail(FMSA_ERR_DEVICE, "%s: reading it from device memory failed (%s)", name,
-                         fmsa_last_error());
+    for (int64_t i = 0; i < (sparse ? count : (count > 0 ? 1 : 0)) && st == FMSA_SUCCESS; ++i) {
+        /* dense span: one read of everything; sparse: one read per element */
+        const size_t off = (size_t)byte_offset + (size_t)(sparse ? i * stride : 0) * sizeof *raw;
+        const size_t bytes = (size_t)(sparse ? 1 : span) * sizeof *raw;
+        int32_t *dst = sparse ? dense + i : raw;
+        if (!reader) memcpy(dst, (const char *)data + off, bytes);
+        else if (reader(state, dst, data, off, bytes) != FMSA_SUCCESS)
+            st = fmsa_fail(FMSA_ERR_DEVICE, "%s: reading it from device memory failed (%s)", name,
+                           fmsa_last_error());
+    }
+    if (raw != dense) {
+        for (int64_t i = 0; i < count; ++i) dense[i] = raw[i * stride];
+        free(raw);
+    }
+    if (st != FMSA_SUCCESS) {
+        free(dense);
+        return st;
+    }
+    *out = dense;
     return FMSA_SUCCESS;
 }
 
@@ -142,30 +173,35 @@ static fmsa_status fmsa_read_i32(const char *name, const fmsa_tensor *t, int64_t
 static fmsa_status fmsa_check_cu_seqlens(const char *name, const fmsa_tensor *t, int64_t batch,
                                          int64_t total, fmsa_meta_reader reader, void *state,
                                          int64_t *max_len) {
-    int32_t prev = 0, cur;
+    int32_t prev = 0, cur, *cu;
+    fmsa_status st = FMSA_SUCCESS;
     *max_len = 0;
-    for (int64_t b = 0; b <= batch; ++b) {
-        FMSA_TRY(fmsa_read_i32(name, t, b, reader, state, &cur));
+    FMSA_TRY(fmsa_read_i32_vec(name, t->data, t->byte_offset, batch + 1, t->strides[0], reader,
+                               state, &cu));
+    for (int64_t b = 0; b <= batch && st == FMSA_SUCCESS; ++b) {
+        cur = cu[b];
         if (b == 0 && cur != 0)
-            return fmsa_fail(FMSA_ERR_INVALID_ARGUMENT, "%s[0] = %d: must be 0", name, (int)cur);
-        if (cur < prev)
-            return fmsa_fail(FMSA_ERR_INVALID_ARGUMENT,
-                             "%s[%lld] = %d < %s[%lld] = %d: must be non-decreasing", name,
-                             (long long)b, (int)cur, name, (long long)(b - 1), (int)prev);
+            st = fmsa_fail(FMSA_ERR_INVALID_ARGUMENT, "%s[0] = %d: must be 0", name, (int)cur);
+        else if (cur < prev)
+            st = fmsa_fail(FMSA_ERR_INVALID_ARGUMENT,
+                           "%s[%lld] = %d < %s[%lld] = %d: must be non-decreasing", name,
+                           (long long)b, (int)cur, name, (long long)(b - 1), (int)prev);
         if (cur - prev > *max_len) *max_len = cur - prev;
         prev = cur;
     }
-    if (prev != total)
-        return fmsa_fail(FMSA_ERR_INVALID_ARGUMENT,
-                         "%s[%lld] = %d: must equal the packed length %lld", name,
-                         (long long)batch, (int)prev, (long long)total);
-    return FMSA_SUCCESS;
+    free(cu);
+    if (st == FMSA_SUCCESS && prev != total)
+        st = fmsa_fail(FMSA_ERR_INVALID_ARGUMENT, "%s[%lld] = %d: must equal the packed length %lld",
+                       name, (long long)batch, (int)prev, (long long)total);
+    return st;
 }
 
 /* Paged KV: every page a used key lives in must exist in the pool. */
 static fmsa_status fmsa_check_paged(fmsa_problem *p, const fmsa_attention_desc *desc,
                                     fmsa_meta_reader reader, void *state) {
     const fmsa_tensor *bt = &desc->block_table;
+    int32_t *used_k = NULL;
+    fmsa_status st = FMSA_SUCCESS;
     int64_t cap;
     /* max_pages and page_size are each bounded only by their tensors' extents,
      * which broadcast strides leave unbounded: their product may not fit. */
@@ -174,35 +210,39 @@ static fmsa_status fmsa_check_paged(fmsa_problem *p, const fmsa_attention_desc *
                          "desc.block_table.shape[1] = %lld x desc.page_size = %lld overflows int64",
                          (long long)p->max_pages, (long long)p->page_size);
     p->seqlen_k = p->has_seqused_k ? 0 : cap;
-    for (int64_t b = 0; b < p->batch; ++b) {
-        int64_t used = cap;
+    if (p->has_seqused_k)
+        FMSA_TRY(fmsa_read_i32_vec("desc.seqused_k", desc->seqused_k.data,
+                                   desc->seqused_k.byte_offset, p->batch,
+                                   desc->seqused_k.strides[0], reader, state, &used_k));
+    for (int64_t b = 0; b < p->batch && st == FMSA_SUCCESS; ++b) {
+        int64_t used = cap, pages;
+        int32_t *row;
         if (p->has_seqused_k) {
-            int32_t u;
-            FMSA_TRY(fmsa_read_i32("desc.seqused_k", &desc->seqused_k, b, reader, state, &u));
-            if (u < 0 || u > cap)
-                return fmsa_fail(FMSA_ERR_INVALID_ARGUMENT,
-                                 "desc.seqused_k[%lld] = %d: must be in [0, max_pages * page_size "
-                                 "= %lld]",
-                                 (long long)b, (int)u, (long long)cap);
-            used = u;
+            if (used_k[b] < 0 || used_k[b] > cap) {
+                st = fmsa_fail(FMSA_ERR_INVALID_ARGUMENT,
+                               "desc.seqused_k[%lld] = %d: must be in [0, max_pages * page_size "
+                               "= %lld]",
+                               (long long)b, (int)used_k[b], (long long)cap);
+                break;
+            }
+            used = used_k[b];
             if (used > p->seqlen_k) p->seqlen_k = used;
         }
-        for (int64_t pg = 0; pg * p->page_size < used; ++pg) {
-            int32_t page;
-            size_t off = (size_t)bt->byte_offset +
-                         (size_t)(b * bt->strides[0] + pg * bt->strides[1]) * sizeof(int32_t);
-            if (!reader) memcpy(&page, (const char *)bt->data + off, sizeof page);
-            else if (reader(state, &page, bt->data, off, sizeof page) != FMSA_SUCCESS)
-                return fmsa_fail(FMSA_ERR_DEVICE, "desc.block_table: device read failed (%s)",
-                                 fmsa_last_error());
-            if (page < 0 || page >= p->num_pages)
-                return fmsa_fail(FMSA_ERR_INVALID_ARGUMENT,
-                                 "desc.block_table[%lld][%lld] = %d: must be a page index in "
-                                 "[0, %lld)",
-                                 (long long)b, (long long)pg, (int)page, (long long)p->num_pages);
-        }
+        /* only the pages this sequence's keys live in must be valid: one read per row */
+        pages = (used + p->page_size - 1) / p->page_size;
+        st = fmsa_read_i32_vec("desc.block_table", bt->data,
+                               bt->byte_offset + b * bt->strides[0] * (int64_t)sizeof(int32_t),
+                               pages, bt->strides[1], reader, state, &row);
+        for (int64_t pg = 0; pg < pages && st == FMSA_SUCCESS; ++pg)
+            if (row[pg] < 0 || row[pg] >= p->num_pages)
+                st = fmsa_fail(FMSA_ERR_INVALID_ARGUMENT,
+                               "desc.block_table[%lld][%lld] = %d: must be a page index in "
+                               "[0, %lld)",
+                               (long long)b, (long long)pg, (int)row[pg], (long long)p->num_pages);
+        free(row);
     }
-    return FMSA_SUCCESS;
+    free(used_k);
+    return st;
 }
 
 /* The scalar fields of the description. */
