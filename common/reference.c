@@ -273,16 +273,25 @@ fmsa_status fmsa_reference_forward(const fmsa_problem *p, double *o, double *lse
     return FMSA_SUCCESS;
 }
 
-fmsa_status fmsa_reference_forward_row(const fmsa_problem *p, int64_t b, int64_t h, int64_t i,
-                                       double *o_row, double *lse) {
-    fmsa_seq s = fmsa_problem_seq(p, b);
-    ref_kv kv;
-    ref_scratch w;
-    FMSA_TRY(ref_kv_load(p, &s, b, fmsa_problem_kv_head(p, h), &kv));
-    if (ref_scratch_alloc(p, s.sk, &w) != FMSA_SUCCESS) {
-        ref_kv_free(&kv);
+/* The keys/values and scratch one row of sequence b, head h needs (the row
+ * functions' common setup); on failure nothing is left allocated. */
+static fmsa_status ref_row_begin(const fmsa_problem *p, int64_t b, int64_t h, fmsa_seq *s,
+                                 ref_kv *kv, ref_scratch *w) {
+    *s = fmsa_problem_seq(p, b);
+    FMSA_TRY(ref_kv_load(p, s, b, fmsa_problem_kv_head(p, h), kv));
+    if (ref_scratch_alloc(p, s->sk, w) != FMSA_SUCCESS) {
+        ref_kv_free(kv);
         return FMSA_ERR_OUT_OF_MEMORY;
     }
+    return FMSA_SUCCESS;
+}
+
+fmsa_status fmsa_reference_forward_row(const fmsa_problem *p, int64_t b, int64_t h, int64_t i,
+                                       double *o_row, double *lse) {
+    fmsa_seq s;
+    ref_kv kv;
+    ref_scratch w;
+    FMSA_TRY(ref_row_begin(p, b, h, &s, &kv, &w));
     ref_load_row(p, &p->q, fmsa_problem_q_offset(&p->q, &s, i, h), w.q);
     ref_row_softmax(p, &s, b, h, i, w.q, &kv, &w.row);
     ref_row_output(p, &s, &kv, &w.row, o_row);
@@ -401,14 +410,10 @@ fmsa_status fmsa_reference_backward(const fmsa_problem *p, double *dq, double *d
 
 fmsa_status fmsa_reference_backward_dq_row(const fmsa_problem *p, int64_t b, int64_t h,
                                            int64_t i, double *dq_row) {
-    fmsa_seq s = fmsa_problem_seq(p, b);
+    fmsa_seq s;
     ref_kv kv;
     ref_scratch w;
-    FMSA_TRY(ref_kv_load(p, &s, b, fmsa_problem_kv_head(p, h), &kv));
-    if (ref_scratch_alloc(p, s.sk, &w) != FMSA_SUCCESS) {
-        ref_kv_free(&kv);
-        return FMSA_ERR_OUT_OF_MEMORY;
-    }
+    FMSA_TRY(ref_row_begin(p, b, h, &s, &kv, &w));
     ref_row_backward(p, &s, b, h, i, &kv, &w);
     ref_row_dq(p, &s, &kv, &w, dq_row); /* all zero for a fully masked row */
     ref_scratch_free(&w);
