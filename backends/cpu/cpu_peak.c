@@ -48,6 +48,13 @@ static double peak_generic(int64_t iters, float seed) {
 #define PEAK_STEP12(OP)                                                                        \
     r0 = OP(r0); r1 = OP(r1); r2 = OP(r2); r3 = OP(r3); r4 = OP(r4); r5 = OP(r5);          \
     r6 = OP(r6); r7 = OP(r7); r8 = OP(r8); r9 = OP(r9); r10 = OP(r10); r11 = OP(r11)
+/* An empty asm that claims to change every accumulator: without it GCC sees
+ * twelve chains with the same start and the same operation, merges them into
+ * one, and the loop runs at the FMA latency while being counted as twelve
+ * chains (the probe then reported 1.5x the real peak). */
+#define PEAK_OPAQUE12(C)                                                                       \
+    __asm__ volatile("" : "+" C(r0), "+" C(r1), "+" C(r2), "+" C(r3), "+" C(r4), "+" C(r5),   \
+                     "+" C(r6), "+" C(r7), "+" C(r8), "+" C(r9), "+" C(r10), "+" C(r11))
 #define PEAK_SUM12(ADD) ADD(ADD(ADD(ADD(r0, r1), ADD(r2, r3)), ADD(ADD(r4, r5), ADD(r6, r7))), \
                             ADD(ADD(r8, r9), ADD(r10, r11)))
 
@@ -57,6 +64,7 @@ __attribute__((target("avx2,fma"))) static double peak_avx2(int64_t iters, float
 #define PEAK_FMA256(x) _mm256_fmadd_ps((x), m, c)
     for (int64_t it = 0; it < iters; ++it) {
         PEAK_STEP12(PEAK_FMA256);
+        PEAK_OPAQUE12("x");
     }
     {
         __m256 s = PEAK_SUM12(_mm256_add_ps);
@@ -72,6 +80,7 @@ __attribute__((target("avx512f"))) static double peak_avx512(int64_t iters, floa
 #define PEAK_FMA512(x) _mm512_fmadd_ps((x), m, c)
     for (int64_t it = 0; it < iters; ++it) {
         PEAK_STEP12(PEAK_FMA512);
+        PEAK_OPAQUE12("v");
     }
     return _mm512_reduce_add_ps(PEAK_SUM12(_mm512_add_ps));
 }
@@ -83,6 +92,7 @@ __attribute__((target("avx512f,avx512bf16"))) static double peak_avx512_bf16(int
 #define PEAK_DP512(x) _mm512_dpbf16_ps((x), a, b)
     for (int64_t it = 0; it < iters; ++it) {
         PEAK_STEP12(PEAK_DP512);
+        PEAK_OPAQUE12("v");
     }
     return _mm512_reduce_add_ps(PEAK_SUM12(_mm512_add_ps));
 }
