@@ -10,7 +10,9 @@
 #   3b. determinism: bench/cpu_determinism.c hashes O, LSE, dQ, dK, dV per forced
 #      path and dtype at 1 and at all threads; the lines must be identical;
 #   4. `flashmsa peak` on 1, 2 and all threads;
-#   5. a perf profile (if perf exists) of the fp32 and bf16 forward on 2 threads;
+#   5. a perf profile (if perf exists) of the fp32 and bf16 forward and backward
+#      on 2 threads, with the hottest instructions of the top symbol;
+#   5b. bench/cpu_kernel_bench: each micro-kernel alone, one thread;
 #   6. 1 -> 2 thread scaling of the forward (d=128, s=2048);
 #   7. bench/cpu_vs_torch.py (flashmsa vs torch SDPA, same process, same
 #      threads) on 2 and on all threads, each with a time budget;
@@ -20,7 +22,7 @@
 #   bash bench/cpu_device_run.sh            (STAGES="grid run peak prof scale torch" to pick)
 set -u
 OUT=${OUT:-$PWD/cpu-device-out}
-STAGES=${STAGES:-"grid run det peak prof scale torch"}
+STAGES=${STAGES:-"grid run det peak prof kbench scale torch"}
 TORCH_BUDGET=${TORCH_BUDGET:-130}
 mkdir -p "$OUT"
 T0=$(date +%s)
@@ -108,17 +110,33 @@ if want peak; then
 fi
 
 # ---- 5. profile ------------------------------------------------------------------
+# top symbols of each pass, then the hottest instructions of the top symbol
 if want prof && command -v perf > /dev/null; then
   for dt in fp32 bf16; do
-    log "perf: forward $dt d128 s2048 on 2 threads"
-    perf record -q -o "$OUT/perf_$dt.data" -- $CLI run --backend cpu --threads 2 --dtype $dt \
-      --batch 1 --heads 2 --seqlen 2048 --dim 128 --no-causal --no-backward --repeat 5 \
-      --check-rows 4 > "$OUT/perf_run_$dt.txt" 2>&1
-    perf report -i "$OUT/perf_$dt.data" --stdio 2>/dev/null | grep -v '^#' | grep -v '^$' | head -25 \
-      > "$OUT/prof_$dt.txt"
-    rm -f "$OUT/perf_$dt.data"
-    grep forward "$OUT/perf_run_$dt.txt"; head -12 "$OUT/prof_$dt.txt"
+    for pass in fwd bwd; do
+      nb=--no-backward; [ $pass = bwd ] && nb=
+      log "perf: $pass $dt d128 s2048 on 2 threads"
+      perf record -q -o "$OUT/perf.data" -- $CLI run --backend cpu --threads 2 --dtype $dt \
+        --batch 1 --heads 2 --seqlen 2048 --dim 128 --no-causal $nb --repeat 5 \
+        --check-rows 4 > "$OUT/perf_run_${dt}_$pass.txt" 2>&1
+      perf report -i "$OUT/perf.data" --stdio 2>/dev/null | grep -v '^#' | grep -v '^$' | head -25 \
+        > "$OUT/prof_${dt}_$pass.txt"
+      top=$(awk 'NR==1 {print $NF}' "$OUT/prof_${dt}_$pass.txt")
+      perf annotate -i "$OUT/perf.data" --stdio -s "$top" 2>/dev/null | grep -E '^ +[0-9]+\.[0-9]+ +:' \
+        | sort -rn | head -30 > "$OUT/annot_${dt}_$pass.txt"
+      rm -f "$OUT/perf.data"
+      grep -E '^(forward|backward)' "$OUT/perf_run_${dt}_$pass.txt"; head -8 "$OUT/prof_${dt}_$pass.txt"
+    done
   done
+fi
+
+# ---- 5b. micro-kernels on their own (bench/cpu_kernel_bench.c), one thread -------
+if want kbench && [ -x $B/bench/cpu_kernel_bench ]; then
+  for k in ${GRID_PATHS:-amx avx512 avx2}; do
+    for shape in "64 64 128 0" "64 64 128 16" "64 128 128 16" "64 64 64 0"; do
+      FLASHMSA_CPU_KERNEL=$k $B/bench/cpu_kernel_bench $shape
+    done
+  done 2>&1 | tee "$OUT/kbench.txt"
 fi
 
 # ---- 6. scaling 1 -> 2 threads, forward fp32 d=128 s=2048 -------------------------
@@ -150,6 +168,7 @@ echo "== test grid per forced path"; cat "$OUT/grid.txt"
 echo "== kernel paths (flashmsa run, every element vs fp64)"; cat "$OUT/paths.txt"
 echo "== determinism (hashes of every output, 1 vs $NT threads)"; cat "$OUT/det.txt"
 echo "== peak (GFLOP/s)"; grep -v '^#' "$OUT/peak.txt" 2>/dev/null
+echo "== micro-kernels alone (1 thread)"; grep -E "^#|of peak|ns/score" "$OUT/kbench.txt" 2>/dev/null
 echo "== scaling fwd fp32 d128 s2048: t1 ${s1:-?} t2 ${s2:-?} GFLOP/s"
 echo "== flashmsa vs torch SDPA (GFLOP/s, % of fp32 FMA peak, err vs fp64)"
 for t in 2 "$NT"; do grep -E '^#|^ *[0-9a-z]' "$OUT/torch_t$t.txt" 2>/dev/null | grep -v '^# GFLOP'; done

@@ -5,6 +5,7 @@
 #include "backends/cpu/cpu_pack.h"
 
 #include <stdlib.h>
+#include <string.h>
 
 #include "backends/cpu/cpu_internal.h"
 #include "backends/cpu/cpu_tile.h"
@@ -74,4 +75,49 @@ void fmsa_cpu_pack_b16(int k, int n, const float *b, int64_t rs, int64_t cs, uin
                     in && p + 1 < k ? fmsa_f32_to_bf16(b[(int64_t)(p + 1) * rs + j * cs]) : 0;
             }
         }
+}
+
+/// Source row r (key row0 + r of view v) as bf16, or NULL past n.
+static const uint16_t *cpu_b16_src_row(const fmsa_problem *p, const fmsa_view4 *v,
+                                       const fmsa_seq *seq, int64_t b, int64_t hk, int64_t row0,
+                                       int r, int n) {
+    if (r >= n) return NULL;
+    return (const uint16_t *)fmsa_view4_host(v) + fmsa_problem_k_offset(p, v, seq, b, row0 + r, hk);
+}
+
+void fmsa_cpu_pack_b16_keys_as_cols(const fmsa_problem *p, const fmsa_view4 *v,
+                                    const fmsa_seq *seq, int64_t b, int64_t hk, int64_t row0,
+                                    int n, uint16_t *dst) {
+    const int D = (int)p->head_dim, kp = (D + 31) / 32 * 32, np = (n + 15) / 16 * 16;
+    /* B(d, j) = row j's element d: the (d, d+1) pair of a key is one 32-bit
+     * word of its source row, so a 16-key block is a transpose of words */
+    for (int jb = 0; jb < np / 16; ++jb) {
+        uint32_t *out = (uint32_t *)(dst + (int64_t)jb * (kp / 2) * 32);
+        for (int jj = 0; jj < 16; ++jj) {
+            const uint16_t *src = cpu_b16_src_row(p, v, seq, b, hk, row0, jb * 16 + jj, n);
+            int p2 = 0;
+            if (src)
+                for (; p2 < D / 2; ++p2) memcpy(&out[p2 * 16 + jj], src + 2 * p2, 4);
+            for (; p2 < kp / 2; ++p2) out[p2 * 16 + jj] = 0;
+        }
+    }
+}
+
+void fmsa_cpu_pack_b16_keys_as_rows(const fmsa_problem *p, const fmsa_view4 *v,
+                                    const fmsa_seq *seq, int64_t b, int64_t hk, int64_t row0,
+                                    int n, uint16_t *dst) {
+    const int D = (int)p->head_dim, kp = (n + 31) / 32 * 32, np = (D + 15) / 16 * 16;
+    /* B(r, d) = row r's element d: pair row r / 2 interleaves rows r and r + 1 */
+    for (int r2 = 0; r2 < kp / 2; ++r2) {
+        const uint16_t *s0 = cpu_b16_src_row(p, v, seq, b, hk, row0, 2 * r2, n);
+        const uint16_t *s1 = cpu_b16_src_row(p, v, seq, b, hk, row0, 2 * r2 + 1, n);
+        for (int db = 0; db < np / 16; ++db) {
+            uint16_t *out = dst + ((int64_t)db * (kp / 2) + r2) * 32;
+            for (int dd = 0; dd < 16; ++dd) {
+                const int d = db * 16 + dd;
+                out[2 * dd] = s0 && d < D ? s0[d] : 0;
+                out[2 * dd + 1] = s1 && d < D ? s1[d] : 0;
+            }
+        }
+    }
 }

@@ -48,4 +48,18 @@ void fmsa_cpu_pack_rows(const fmsa_problem *p, const fmsa_view4 *v, const fmsa_s
 void fmsa_cpu_pack_keys_t(const fmsa_problem *p, const fmsa_view4 *v, const fmsa_seq *seq,
                           int64_t b, int64_t hk, int64_t row0, int n, int ld, float *dst);
 
+/*
+ * bf16 inputs straight into the 16-bit panel layout of cpu_kernels.h (no fp32
+ * staging, no rounding: the values are copied).  Rows row0 .. row0 + n - 1 of
+ * key-shaped view v (K or V: block table and varlen followed), p->dtype bf16.
+ */
+/// ... as the columns of B: B(d, j) = row j (k = D, n keys), as S = Q·Kᵀ reads K.
+void fmsa_cpu_pack_b16_keys_as_cols(const fmsa_problem *p, const fmsa_view4 *v,
+                                    const fmsa_seq *seq, int64_t b, int64_t hk, int64_t row0,
+                                    int n, uint16_t *dst);
+/// ... as the rows of B: B(j, d) = row j (k = n keys, n = D), as P·V reads V.
+void fmsa_cpu_pack_b16_keys_as_rows(const fmsa_problem *p, const fmsa_view4 *v,
+                                    const fmsa_seq *seq, int64_t b, int64_t hk, int64_t row0,
+                                    int n, uint16_t *dst);
+
 #endif /* FMSA_CPU_PACK_H */
