@@ -7,7 +7,14 @@
 #          ../shared/TOOLCHAINS.md)
 #   test   ctest -L opencl: the four correctness grids with --backend opencl
 #   sweep  (only if listed) flashmsa bench d=128 (and 64), s=4096 under launch
-#          shapes from FLASHMSA_OCL_TILES (ocl_config.c), to tune the defaults
+#          shapes from FLASHMSA_OCL_TILES (ocl_config.c), to tune the defaults;
+#          SWEEP_PROFILE=1 also times each backward kernel alone
+#          (FLASHMSA_OCL_PROFILE) and logs the kernels' ptxas register report
+#          (-cl-nv-verbose) into sweep_profile.txt
+#   check  (only if listed) `flashmsa run --full-check` (every element of O,
+#          LSE, dQ, dK, dV vs fp64) on small shapes under the launch shapes of
+#          CHECK_TILES (';'-separated), for variants the grids do not select
+#   causal d=128, s=4096 and 16384, causal, bf16 + fp32: flashmsa bench and torch
 #   grid   flashmsa bench --backend opencl, d in {64,128}, s in {1024,4096,16384},
 #          fwd + bwd, bf16 and fp32 (every shape checked against fp64)
 #   cpu    the same grid on the CPU backend (the machine's Xeon, all threads)
@@ -67,21 +74,64 @@ if want sweep; then
   # One line per run: dtype pass FLASHMSA_OCL_TILES ("-" = the defaults), d=128 s=4096;
   # SWEEP_FILE names another list.  A shape that does not fit is skipped by bench.
   log "sweep of launch shapes (FLASHMSA_OCL_TILES)"
-  : > "$OUT/sweep.jsonl"
+  : > "$OUT/sweep.jsonl"; : > "$OUT/sweep_profile.txt"
   while read -r dt pass t; do
     case "$dt" in ''|'#'*) continue ;; esac
     [ "$t" = - ] && tt= || tt=$t
     extra=(); [ "$pass" = fwd ] && extra=(--fwd-only)
-    FLASHMSA_OCL_TILES=$tt timeout 60 $CLI bench --backend opencl --dtype "$dt" --dims 128 \
-      --seqlens 4096 --masks none --tokens 16384 --min-time 0.3 "${extra[@]}" --json 2>/dev/null |
-      grep "\"$pass\"" | sed "s|^{|{\"tiles\":\"$t\",|" >> "$OUT/sweep.jsonl"
+    prof=(); perr=/dev/null
+    if [ "${SWEEP_PROFILE:-0}" = 1 ] && [ "$pass" = bwd ]; then
+      # kernel times in the log (a finish around each launch: ~0.1% slower)
+      prof=(env FLASHMSA_OCL_PROFILE=1 FLASHMSA_LOG=info FLASHMSA_OCL_BUILD_FLAGS=-cl-nv-verbose)
+      perr=/tmp/fmsa_sweep_err.txt
+    fi
+    FLASHMSA_OCL_TILES=$tt timeout 60 "${prof[@]}" $CLI bench --backend opencl --dtype "$dt" \
+      --dims 128 --seqlens 4096 --masks none --tokens 16384 --min-time 0.3 "${extra[@]}" \
+      --json 2>$perr | grep "\"$pass\"" | sed "s|^{|{\"tiles\":\"$t\",|" >> "$OUT/sweep.jsonl"
+    if [ "$perr" != /dev/null ]; then
+      echo "### $dt $t" >> "$OUT/sweep_profile.txt"
+      grep -E 'opencl profile: fmsa_ocl_bwd|ptxas|Used|spill|entry|build log' $perr | cut -c1-300 >> "$OUT/sweep_profile.txt"
+    fi
   done < "${SWEEP_FILE:-bench/opencl_sweep.txt}"
-  python3 - "$OUT/sweep.jsonl" <<'PY'
-import json, sys
+  python3 - "$OUT/sweep.jsonl" "$OUT/sweep_profile.txt" <<'PY'
+import json, re, statistics, sys
+prof, cur = {}, None
+for l in open(sys.argv[2]):
+    if l.startswith("### "):
+        cur = l[4:].strip(); prof[cur] = {}
+    m = re.search(r"opencl profile: (fmsa_ocl_bwd_\w+) ([0-9.]+) ms", l)
+    if m and cur:
+        prof[cur].setdefault(m.group(1), []).append(float(m.group(2)))
 for l in open(sys.argv[1]):
     r = json.loads(l)
-    print(f"{r['tiles']:<40} {r['dtype']:<5} {r['pass']:<4} {r['gflops']/1e3:7.2f} TFLOP/s {'ok' if r['ok'] else 'FAIL'}")
+    p = prof.get(f"{r['dtype']} {r['tiles']}", {})
+    ks = " ".join(f"{k[9:]} {statistics.median(v):.2f}" for k, v in sorted(p.items()))
+    print(f"{r['tiles']:<40} {r['dtype']:<5} {r['pass']:<4} {r['gflops']/1e3:7.2f} TFLOP/s {'ok' if r['ok'] else 'FAIL'}  {ks}")
 PY
+fi
+
+if want check; then
+  # Every element of O, LSE, dQ, dK, dV against fp64 (flashmsa run --full-check)
+  # under forced launch shapes: the PF / KV1 / QDO2 variants the defaults may not pick.
+  log "full checks under forced launch shapes"
+  : > "$OUT/check.txt"
+  IFS=';' read -r -a CT <<< "${CHECK_TILES:-dkdv=16x32/64:p,dq=32x16/64:1p;dkdv=16x16/64:2p,dq=16x16/64:p;dkdv=16x16/64:2,dq=32x16/64:1}"
+  nfail=0
+  for t in "${CT[@]}"; do
+    for dt in fp32 bf16; do
+      for shape in "--dim 128 --seqlen-q 300 --seqlen-k 333 --no-causal" \
+                   "--dim 64 --seqlen 257 --causal --heads 4 --heads-kv 2" \
+                   "--dim 128 --seqlen 200 --window 40,7 --softcap 30"; do
+        r=$(FLASHMSA_OCL_TILES=$t timeout 60 $CLI run --backend opencl --dtype $dt --batch 2 \
+              --heads 4 $shape --full-check 2>&1)
+        st=$(echo "$r" | tail -1)
+        [ "$st" = PASS ] || nfail=$((nfail + 1))
+        echo "$t $dt $shape: $st" >> "$OUT/check.txt"
+        [ "$st" = PASS ] || echo "$r" >> "$OUT/check.txt"
+      done
+    done
+  done
+  log "checks: $(grep -c ': PASS' "$OUT/check.txt") PASS, $nfail not PASS"
 fi
 
 if want grid; then
@@ -93,6 +143,19 @@ if want grid; then
       --json >> "$OUT/opencl_grid.jsonl" 2>> "$OUT/errors.txt"
     log "opencl $dt: rc $? ($(grep -c '"ok":true' "$OUT/opencl_grid.jsonl") ok lines so far)"
   done
+fi
+
+if want causal; then
+  log "causal: flashmsa bench --backend opencl d=128 s=4096,16384 + torch"
+  for dt in bf16 fp32; do
+    timeout ${CAUSAL_BUDGET:-100} $CLI bench --backend opencl --dtype $dt --dims 128 \
+      --seqlens 4096,16384 --masks causal --tokens 16384 --min-time "${MIN_TIME:-0.5}" \
+      --json >> "$OUT/opencl_grid.jsonl" 2>> "$OUT/errors.txt"
+    log "opencl causal $dt: rc $?"
+  done
+  PYTHONUNBUFFERED=1 timeout ${TORCH_BUDGET:-150} python3 bench/opencl_torch_peer.py \
+    --dims 128 --seqlens 4096,16384 --masks causal > "$OUT/torch_causal.jsonl" 2>> "$OUT/errors.txt"
+  log "torch causal: rc $?"
 fi
 
 if want cpu; then
@@ -120,7 +183,7 @@ out = sys.argv[1]
 def rd(name):
     p = os.path.join(out, name)
     return [json.loads(l) for l in open(p) if l.startswith("{")] if os.path.exists(p) else []
-ocl, cpu, tor = rd("opencl_grid.jsonl"), rd("cpu_grid.jsonl"), rd("torch.jsonl")
+ocl, cpu, tor = rd("opencl_grid.jsonl"), rd("cpu_grid.jsonl"), rd("torch.jsonl") + rd("torch_causal.jsonl")
 key = lambda r: (r["dtype"], r["dim"], r["seqlen"], r["causal"])
 def fl(rows, k, p):
     for r in rows:

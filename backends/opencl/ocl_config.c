@@ -27,7 +27,7 @@ size_t fmsa_ocl_local_bytes(int kernel, const fmsa_ocl_kernel_config *kc, int64_
     case FMSA_OCL_K_FORWARD:
         return bm * ldq + bn * ldk + bm * ps + 2 * bm * (size_t)kc->s_nx * 4 + bm * 8;
     case FMSA_OCL_K_BWD_DKDV: return 2 * bn * ldk + (kc->qdo2 ? 2 : 1) * bm * ldq + 2 * bm * ps;
-    case FMSA_OCL_K_BWD_DQ: return 2 * bm * ldq + 2 * bn * ldk + bm * ps;
+    case FMSA_OCL_K_BWD_DQ: return 2 * bm * ldq + (kc->kv1 ? 1 : 2) * bn * ldk + bm * ps;
     default: return 0;
     }
 }
@@ -94,17 +94,19 @@ static int fmsa_ocl_pick_wg(const fmsa_ocl_device *dev, int kernel, int bm, int 
 /* A developer override of one kernel's launch shape, for tuning sweeps:
  * FLASHMSA_OCL_TILES="fwd=64x32/128:k,dkdv=32x32/128:k2,dq=32x32/128"
  * (BMxBN, optional /work-items, optional flags: k = K/V staged 16-bit,
- * q = Q/dO staged 16-bit, 2 = separate Q and dO tiles in dK/dV).  A shape
+ * q = Q/dO staged 16-bit, 2 = separate Q and dO tiles in dK/dV, p = the
+ * backward kernels' register prefetch PF; without p an override runs
+ * without it; 1 = dQ kernel with one K/V tile, KV1).  A shape
  * that does not fit is refused (NOT_SUPPORTED), never silently changed.
  * Returns 1 when the variable names this kernel. */
 static int fmsa_ocl_override(int kernel, int *bm, int *bn, int *wg, int *qs16, int *ks16,
-                             int *qdo2) {
+                             int *qdo2, int *pf, int *kv1) {
     static const char *const keys[FMSA_OCL_K_COUNT] = {"fwd=", NULL, "dkdv=", "dq="};
     const char *env = getenv("FLASHMSA_OCL_TILES"), *at;
     if (!env || !keys[kernel] || !(at = strstr(env, keys[kernel]))) return 0;
     at += strlen(keys[kernel]);
     *wg = 0;
-    *qs16 = *ks16 = *qdo2 = 0;
+    *qs16 = *ks16 = *qdo2 = *pf = *kv1 = 0;
     if (sscanf(at, "%dx%d", bm, bn) != 2) return 0;
     while (*at && *at != ',' && *at != '/' && *at != ':') ++at;
     if (*at == '/') *wg = atoi(++at);
@@ -114,6 +116,8 @@ static int fmsa_ocl_override(int kernel, int *bm, int *bn, int *wg, int *qs16, i
             if (*at == 'k') *ks16 = 1;
             if (*at == 'q') *qs16 = 1;
             if (*at == '2') *qdo2 = 1;
+            if (*at == 'p') *pf = 1;
+            if (*at == '1') *kv1 = 1;
         }
     return 1;
 }
@@ -148,14 +152,19 @@ static fmsa_status fmsa_ocl_fit(const fmsa_ocl_device *dev, const fmsa_problem *
     const int64_t head_dim = p->head_dim;
     const size_t limit = dev->info.sram_per_block;
     const int half = p->dtype != FMSA_DTYPE_F32;
-    int wg = 0, qs16, ks16, qdo2;
+    /* PF: GPUs only.  A CPU runtime keeps every private array live across
+     * barriers in per-item memory, so the prefetch buffers only add copies. */
+    const int pf_default = kernel != FMSA_OCL_K_FORWARD && dev->info.kind == FMSA_DEVICE_KIND_GPU;
+    int wg = 0, qs16, ks16, qdo2, pf, kv1;
     memset(kc, 0, sizeof *kc);
-    if (fmsa_ocl_override(kernel, &bm, &bn, &wg, &qs16, &ks16, &qdo2)) {
+    if (fmsa_ocl_override(kernel, &bm, &bn, &wg, &qs16, &ks16, &qdo2, &pf, &kv1)) {
         kc->block_m = bm;
         kc->block_n = bn;
         kc->qs16 = half && qs16;
         kc->ks16 = half && ks16;
         kc->qdo2 = qdo2;
+        kc->pf = pf && kernel != FMSA_OCL_K_FORWARD;
+        kc->kv1 = kv1 && kernel == FMSA_OCL_K_BWD_DQ;
         if (bm >= 8 && bn >= 8 && !(bm & (bm - 1)) && !(bn & (bn - 1)) &&
             fmsa_ocl_shape(dev, kernel, head_dim, wg, kc) && kc->local_bytes <= limit)
             return FMSA_SUCCESS;
@@ -176,6 +185,7 @@ static fmsa_status fmsa_ocl_fit(const fmsa_ocl_device *dev, const fmsa_problem *
             kc->qs16 = stages[c][0];
             kc->ks16 = stages[c][1];
             kc->qdo2 = stages[c][2];
+            kc->pf = pf_default;
             if (fmsa_ocl_shape(dev, kernel, head_dim, 0, kc) && kc->local_bytes <= limit)
                 return FMSA_SUCCESS;
         }

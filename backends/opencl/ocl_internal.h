@@ -56,6 +56,8 @@ typedef struct fmsa_ocl_kernel_config {
     int qs16;             ///< Q-shaped tiles (Q, dO) staged as raw 16-bit values (QS16)
     int ks16;             ///< K-shaped tiles (K, V) staged as raw 16-bit values (KS16)
     int qdo2;             ///< dK/dV kernel: separate Q and dO tiles (QDO2)
+    int pf;               ///< backward kernels: next streamed tile fetched into registers (PF)
+    int kv1;              ///< dQ kernel: one __local tile for V then K (KV1)
     size_t local_bytes;   ///< __local bytes the kernel declares
 } fmsa_ocl_kernel_config;
 
@@ -67,7 +69,7 @@ typedef struct fmsa_ocl_config {
 } fmsa_ocl_config;
 
 /// __local bytes of one kernel for a launch shape (mirrors the .cl
-/// declarations; reads block_m, block_n, s_nx, qs16, ks16, qdo2 of kc).
+/// declarations; reads block_m, block_n, s_nx, qs16, ks16, qdo2, kv1 of kc).
 size_t fmsa_ocl_local_bytes(int kernel, const fmsa_ocl_kernel_config *kc, int64_t head_dim);
 
 

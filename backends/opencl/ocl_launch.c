@@ -5,10 +5,28 @@
  * because their feature switch is off.  Everything is enqueued on one
  * in-order queue, so the backward's three stages need no events.
  */
+#define _POSIX_C_SOURCE 199309L /* clock_gettime(CLOCK_MONOTONIC) for FLASHMSA_OCL_PROFILE */
+#include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "backends/opencl/ocl_internal.h"
 #include "common/error.h"
+
+/* Developers: FLASHMSA_OCL_PROFILE set = finish the queue around every
+ * launch and log its wall time at info level (tuning: which backward kernel
+ * costs what).  Slows everything down; never set in a timed comparison. */
+static int fmsa_ocl_profiling(void) {
+    static int on = -1;
+    if (on < 0) on = getenv("FLASHMSA_OCL_PROFILE") != NULL;
+    return on;
+}
+
+static double fmsa_ocl_now_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec * 1e-6;
+}
 
 typedef struct fmsa_ocl_args {
     const fmsa_ocl_api *cl;
@@ -85,6 +103,18 @@ static fmsa_status fmsa_ocl_enqueue(fmsa_ocl_state *st, cl_command_queue queue,
         return fmsa_fail(FMSA_ERR_DEVICE, "opencl: clSetKernelArg failed for %s: %s (%d)", what,
                          fmsa_ocl_error_name(a->rc), (int)a->rc);
     if (!groups0 || !dim1 || !dim2) return FMSA_SUCCESS;
+    if (fmsa_ocl_profiling()) {
+        double t0;
+        FMSA_OCL_CHECK("clFinish", st->cl->clFinish(queue));
+        t0 = fmsa_ocl_now_ms();
+        FMSA_OCL_CHECK("clEnqueueNDRangeKernel",
+                       st->cl->clEnqueueNDRangeKernel(queue, a->kernel, 3, NULL, global, local,
+                                                      0, NULL, NULL));
+        FMSA_OCL_CHECK("clFinish", st->cl->clFinish(queue));
+        fmsa_log(FMSA_LOG_INFO, "opencl profile: %s %.3f ms (%zu x %zu x %zu groups of %zu)",
+                 what, fmsa_ocl_now_ms() - t0, groups0, dim1, dim2, wg);
+        return FMSA_SUCCESS;
+    }
     FMSA_OCL_CHECK("clEnqueueNDRangeKernel",
                    st->cl->clEnqueueNDRangeKernel(queue, a->kernel, 3, NULL, global, local, 0,
                                                   NULL, NULL));

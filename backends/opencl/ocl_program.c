@@ -18,22 +18,26 @@ static void fmsa_ocl_options(const fmsa_problem *p, int which, const fmsa_ocl_ke
                              char *buf, size_t size) {
     /* The preprocess kernel has no tiles; the shared helpers still need a
      * consistent (unused) shape to compile. */
-    static const fmsa_ocl_kernel_config dummy = {8, 8, 16, 4, 4, 0, 0, 0, 0};
+    static const fmsa_ocl_kernel_config dummy = {8, 8, 16, 4, 4, 0, 0, 0, 0, 0, 0};
     const fmsa_ocl_kernel_config *c = which == FMSA_OCL_K_BWD_PRE ? &dummy : kc;
     int windowed = p->window_left >= 0 || p->window_right >= 0;
+    /* Developers: extra compiler options, e.g. "-cl-nv-verbose" (NVIDIA puts
+     * ptxas's register / spill report in the build log, logged at info). */
+    const char *extra = getenv("FLASHMSA_OCL_BUILD_FLAGS");
     /* No -cl-fast-relaxed-math: masked scores are -inf and must stay so. */
     snprintf(buf, size,
              "-cl-std=CL1.2 -DFMSA_KERNEL_FORWARD=%d -DFMSA_KERNEL_BWD_PRE=%d "
              "-DFMSA_KERNEL_BWD_DKDV=%d -DFMSA_KERNEL_BWD_DQ=%d -DFMSA_DTYPE=%d -DHEAD_DIM=%lld "
              "-DBM=%d -DBN=%d -DWG=%d -DS_NX=%d -DO_NX=%d -DO_ROWS=%d -DFMSA_WINDOW=%d "
              "-DFMSA_SOFTCAP=%d -DFMSA_ALIBI=%d -DFMSA_MASK=%d -DFMSA_VARLEN=%d -DFMSA_PAGED=%d "
-             "-DFMSA_SEQUSED=%d -DFMSA_LSE=%d -DQS16=%d -DKS16=%d -DQDO2=%d",
+             "-DFMSA_SEQUSED=%d -DFMSA_LSE=%d -DQS16=%d -DKS16=%d -DQDO2=%d -DPF=%d -DKV1=%d%s%s",
              which == FMSA_OCL_K_FORWARD, which == FMSA_OCL_K_BWD_PRE,
              which == FMSA_OCL_K_BWD_DKDV, which == FMSA_OCL_K_BWD_DQ, (int)p->dtype,
              (long long)p->head_dim, c->block_m, c->block_n, c->wg, c->s_nx, c->o_nx,
              which == FMSA_OCL_K_BWD_DKDV ? c->block_n : c->block_m, windowed,
              p->softcap > 0.0f, p->has_alibi, p->has_mask, p->is_varlen, p->is_paged,
-             p->is_paged && p->has_seqused_k, p->has_lse, c->qs16, c->ks16, c->qdo2);
+             p->is_paged && p->has_seqused_k, p->has_lse, c->qs16, c->ks16, c->qdo2, c->pf, c->kv1,
+             extra ? " " : "", extra ? extra : "");
 }
 
 static fmsa_status fmsa_ocl_build_failed(fmsa_ocl_state *st, cl_program prog, cl_int rc,
@@ -98,6 +102,16 @@ fmsa_status fmsa_ocl_kernel_get(fmsa_ocl_state *st, const fmsa_problem *p, int w
     }
     fmsa_log(FMSA_LOG_DEBUG, "opencl: built %s on %s: %s", fmsa_ocl_kernel_names[which],
              st->dev->info.name, options);
+    if (getenv("FLASHMSA_OCL_BUILD_FLAGS")) {
+        char log[4096];
+        size_t n = 0;
+        if (st->cl->clGetProgramBuildInfo(e->program, st->dev->id, CL_PROGRAM_BUILD_LOG,
+                                          sizeof log - 1, log, &n) != CL_SUCCESS)
+            n = 0;
+        log[n < sizeof log ? n : sizeof log - 1] = '\0';
+        fmsa_log(FMSA_LOG_INFO, "opencl: build log of %s: %s (options %s)",
+                 fmsa_ocl_kernel_names[which], log, options);
+    }
     e->next = st->programs;
     st->programs = e;
     *out = e->kernel;

@@ -7,6 +7,9 @@
  *               element has exactly one writer, so no atomics are needed
  *   dQ          one work-group per (query tile, query head, sequence)
  *               recomputes P and dS over the key tiles and writes dQ
+ *               (KV1: one __local tile holds V, then K, per key tile:
+ *               5 barriers instead of 2, half the K/V bytes, so twice
+ *               the query rows fit)
  * The "postprocess" of an atomic-accumulator design (fp32 dQ -> dtype) is
  * folded into the dQ kernel's store.  P = exp2(s2 - lse2) is recomputed from
  * the forward's LSE; a fully masked row (lse = -inf) gives P = 0 and so zero
@@ -15,7 +18,22 @@
  * QDO2 (dK/dV kernel): Q and dO get a __local tile each and are staged once
  * per query tile (3 barriers); without it one tile holds Q, then dO, then Q
  * again (6 barriers, less __local memory).
+ *
+ * PF (both kernels, GPUs): software pipelining through registers.  The next
+ * streamed tile (dK/dV: the next Q / dO stage; dQ: the next K and V tiles) is
+ * read from global memory into registers right after the barrier that makes
+ * the current tile visible, and written to __local only after the barrier
+ * that ends its last use, so the global latency overlaps the tile products
+ * instead of stalling every work-item at each barrier.  Same barriers, same
+ * __local memory, same arithmetic in the same order: only the loads move.
  */
+
+/* Work-item lid's share of a rows x D4 tile in registers: element i is
+ * (row, col) = ((lid + i*WG) / D4, (lid + i*WG) % D4); rows past `rows` are
+ * not touched, rows past the sequence are zero (as fmsa_load_q/_kv). */
+#define PF_N(rows) (((rows) * D4 + WG - 1) / WG)
+#define PF_NQ PF_N(BM)
+#define PF_NK PF_N(BN)
 
 /* Softcap chain rule: ds/d(raw*scale) = 1 - (capped/softcap)^2. */
 inline float fmsa_bwd_grad_factor(float raw, float4 fp) {
@@ -25,6 +43,52 @@ inline float fmsa_bwd_grad_factor(float raw, float4 fp) {
     return 1.0f;
 #endif
 }
+
+
+#if PF
+/* Q-shaped rows (q or dout) of head h from row m0 into registers. */
+inline void fmsa_fetch_q(qtile_t r[PF_NQ], __global const elem_t *src, long4 qv,
+                         const fmsa_seq_dev *s, long m0, long h, int lid) {
+    const long base = qv.x + s->q_batch * qv.y + (s->q_row0 + m0) * qv.z + h * qv.w;
+#pragma unroll
+    for (int i = 0; i < PF_NQ; ++i) {
+        const int idx = lid + i * WG, row = idx / D4, c = idx - (idx / D4) * D4;
+        qtile_t x = QZERO;
+        if (row < BM && m0 + row < s->sq) x = QSTAGE(src, base + row * qv.z + 4 * c);
+        r[i] = x;
+    }
+}
+
+inline void fmsa_put_q(__local qtile_t *dst, const qtile_t r[PF_NQ], int lid) {
+#pragma unroll
+    for (int i = 0; i < PF_NQ; ++i) {
+        const int idx = lid + i * WG, row = idx / D4, c = idx - (idx / D4) * D4;
+        if (row < BM) dst[row * LD4 + c] = r[i];
+    }
+}
+
+/* K-shaped rows (k or v) of kv head hk from key n0 into registers (the
+ * backward never runs paged: validation rejects it; rows >= n_valid are zero). */
+inline void fmsa_fetch_kv(ktile_t r[PF_NK], __global const elem_t *src, long4 kv,
+                          const fmsa_seq_dev *s, long n0, long n_valid, long hk, int lid) {
+    const long base = kv.x + s->k_batch * kv.y + (s->k_row0 + n0) * kv.z + hk * kv.w;
+#pragma unroll
+    for (int i = 0; i < PF_NK; ++i) {
+        const int idx = lid + i * WG, row = idx / D4, c = idx - (idx / D4) * D4;
+        ktile_t x = KZERO;
+        if (row < BN && n0 + row < n_valid) x = KSTAGE(src, base + row * kv.z + 4 * c);
+        r[i] = x;
+    }
+}
+
+inline void fmsa_put_kv(__local ktile_t *dst, const ktile_t r[PF_NK], int lid) {
+#pragma unroll
+    for (int i = 0; i < PF_NK; ++i) {
+        const int idx = lid + i * WG, row = idx / D4, c = idx - (idx / D4) * D4;
+        if (row < BN) dst[row * LD4 + c] = r[i];
+    }
+}
+#endif /* PF */
 
 #if FMSA_KERNEL_BWD_PRE
 /* ws[(q_batch * Hq + h) * rows + row] = sum_d dO * O; global size (rows, Hq, Bq). */
@@ -103,6 +167,16 @@ __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void fmsa_ocl_bwd_dkdv(
 #if FMSA_ALIBI
         slope = alibi[av.x + b * av.y + h * av.z];
 #endif
+#if PF
+        /* The first stage of this head's first query tile (Q, and dO with
+         * QDO2); every later stage is fetched one stage ahead. */
+        qtile_t rq[PF_NQ];
+#if QDO2
+        qtile_t rd[PF_NQ];
+        if (qb < qe) fmsa_fetch_q(rd, dout, dov, &s, qb, h, lid);
+#endif
+        if (qb < qe) fmsa_fetch_q(rq, q, qv, &s, qb, h, lid);
+#endif
         for (long m0 = qb; m0 < qe; m0 += BM) {
             const int full = fmsa_tile_full(m0, n0, &s, win);
             float lse2[S_TM], dd[S_TM];
@@ -120,11 +194,30 @@ __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void fmsa_ocl_bwd_dkdv(
                 mrow[i] = mask;
 #endif
             }
+#if PF
+            fmsa_put_q(Bs, rq, lid);
+#if QDO2
+            fmsa_put_q(dOs, rd, lid);
+#endif
+#else
             fmsa_load_q(Bs, q, qv, &s, m0, h, lid);
 #if QDO2
             fmsa_load_q(dOs, dout, dov, &s, m0, h, lid);
 #endif
+#endif
             barrier(CLK_LOCAL_MEM_FENCE);
+#if PF
+            /* Next stage: QDO2 the next tile's Q and dO, otherwise this
+             * tile's dO. */
+#if QDO2
+            if (m0 + BM < qe) {
+                fmsa_fetch_q(rq, q, qv, &s, m0 + BM, h, lid);
+                fmsa_fetch_q(rd, dout, dov, &s, m0 + BM, h, lid);
+            }
+#else
+            fmsa_fetch_q(rq, dout, dov, &s, m0, h, lid);
+#endif
+#endif
 
             float sc[S_TM][S_TN], g[S_TM][S_TN];
 #pragma unroll
@@ -162,8 +255,14 @@ __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void fmsa_ocl_bwd_dkdv(
 #else
             barrier(CLK_LOCAL_MEM_FENCE);
 
+#if PF
+            fmsa_put_q(Bs, rq, lid);
+            barrier(CLK_LOCAL_MEM_FENCE);
+            fmsa_fetch_q(rq, q, qv, &s, m0, h, lid); /* Q again, for dK */
+#else
             fmsa_load_q(Bs, dout, dov, &s, m0, h, lid);
             barrier(CLK_LOCAL_MEM_FENCE);
+#endif
 
             fmsa_mm_tn(adv, Ps, Bs, oy, ox);
             float dp[S_TM][S_TN];
@@ -180,8 +279,14 @@ __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void fmsa_ocl_bwd_dkdv(
                         sc[i][j] * (dp[i][j] - dd[i]) * g[i][j];
             barrier(CLK_LOCAL_MEM_FENCE);
 
+#if PF
+            fmsa_put_q(Bs, rq, lid);
+            barrier(CLK_LOCAL_MEM_FENCE);
+            if (m0 + BM < qe) fmsa_fetch_q(rq, q, qv, &s, m0 + BM, h, lid);
+#else
             fmsa_load_q(Bs, q, qv, &s, m0, h, lid);
             barrier(CLK_LOCAL_MEM_FENCE);
+#endif
             fmsa_mm_tn(adk, dSs, Bs, oy, ox);
             barrier(CLK_LOCAL_MEM_FENCE);
 #endif
@@ -217,7 +322,9 @@ __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void fmsa_ocl_bwd_dq(
     __local qtile_t Qs[BM * LD4];
     __local qtile_t dOs[BM * LD4];
     __local ktile_t Ks[BN * LD4];
+#if !KV1
     __local ktile_t Vs[BN * LD4];
+#endif
     __local float dSs[BM * PS];
 
     const int lid = get_local_id(0);
@@ -265,19 +372,68 @@ __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void fmsa_ocl_bwd_dq(
 #pragma unroll
         for (int t = 0; t < O_TD; ++t) acc[i][t] = (float4)(0.0f);
 
+#if KV1
+    /* One __local tile holds V (for dP), then K (for S and dQ += dS K). */
+#define Vs Ks
+#endif
+#if PF
+    /* The next stage's K / V rows are read into registers while the current
+     * one is used, and written to __local after its last barrier. */
+    ktile_t rk[PF_NK];
+#if KV1
+    if (kb < ke) fmsa_fetch_kv(rk, v, vv, &s, kb, ke, hk, lid);
+#else
+    ktile_t rv[PF_NK];
+    if (kb < ke) {
+        fmsa_fetch_kv(rk, k, kv, &s, kb, ke, hk, lid);
+        fmsa_fetch_kv(rv, v, vv, &s, kb, ke, hk, lid);
+    }
+#endif
+#endif
     for (long n0 = kb; n0 < ke; n0 += BN) {
         const int full = fmsa_tile_full(m0, n0, &s, win);
-        fmsa_load_kv(Ks, BN, k, kv, &s, b, n0, ke, hk, (__global const int *)0, bv0, lid);
-        fmsa_load_kv(Vs, BN, v, vv, &s, b, n0, ke, hk, (__global const int *)0, bv0, lid);
-        barrier(CLK_LOCAL_MEM_FENCE);
-
         float sc[S_TM][S_TN], dp[S_TM][S_TN];
 #pragma unroll
         for (int i = 0; i < S_TM; ++i)
 #pragma unroll
             for (int j = 0; j < S_TN; ++j) sc[i][j] = dp[i][j] = 0.0f;
+#if KV1
+#if PF
+        fmsa_put_kv(Ks, rk, lid); /* V */
+        barrier(CLK_LOCAL_MEM_FENCE);
+        fmsa_fetch_kv(rk, k, kv, &s, n0, ke, hk, lid);
+#else
+        fmsa_load_kv(Ks, BN, v, vv, &s, b, n0, ke, hk, (__global const int *)0, bv0, lid);
+        barrier(CLK_LOCAL_MEM_FENCE);
+#endif
+        fmsa_mm_nt(dp, dOs, Vs, sy, sx);
+        barrier(CLK_LOCAL_MEM_FENCE);
+#if PF
+        fmsa_put_kv(Ks, rk, lid); /* K */
+        barrier(CLK_LOCAL_MEM_FENCE);
+        if (n0 + BN < ke) fmsa_fetch_kv(rk, v, vv, &s, n0 + BN, ke, hk, lid);
+#else
+        fmsa_load_kv(Ks, BN, k, kv, &s, b, n0, ke, hk, (__global const int *)0, bv0, lid);
+        barrier(CLK_LOCAL_MEM_FENCE);
+#endif
+        fmsa_mm_nt(sc, Qs, Ks, sy, sx);
+#else /* !KV1 */
+#if PF
+        fmsa_put_kv(Ks, rk, lid);
+        fmsa_put_kv(Vs, rv, lid);
+        barrier(CLK_LOCAL_MEM_FENCE);
+        if (n0 + BN < ke) {
+            fmsa_fetch_kv(rk, k, kv, &s, n0 + BN, ke, hk, lid);
+            fmsa_fetch_kv(rv, v, vv, &s, n0 + BN, ke, hk, lid);
+        }
+#else
+        fmsa_load_kv(Ks, BN, k, kv, &s, b, n0, ke, hk, (__global const int *)0, bv0, lid);
+        fmsa_load_kv(Vs, BN, v, vv, &s, b, n0, ke, hk, (__global const int *)0, bv0, lid);
+        barrier(CLK_LOCAL_MEM_FENCE);
+#endif
         fmsa_mm_nt(sc, Qs, Ks, sy, sx);
         fmsa_mm_nt(dp, dOs, Vs, sy, sx);
+#endif /* KV1 */
 #pragma unroll
         for (int i = 0; i < S_TM; ++i)
 #pragma unroll
@@ -292,6 +448,9 @@ __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void fmsa_ocl_bwd_dq(
         fmsa_mm_nn(acc, dSs, Ks, oy, ox);
         barrier(CLK_LOCAL_MEM_FENCE);
     }
+#if KV1
+#undef Vs
+#endif
 
 #pragma unroll
     for (int i = 0; i < O_TM; ++i) {
