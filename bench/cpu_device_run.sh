@@ -130,10 +130,26 @@ if want prof && command -v perf > /dev/null; then
   done
 fi
 
+# ---- 5a. gprof (no perf on the device machine): a -pg build, one thread -----------
+if want gprof && command -v gprof > /dev/null; then
+  G=build-cpu-gprof
+  cmake -S . -B $G -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_C_FLAGS=-pg -DBUILD_TESTING=OFF \
+    -DFLASHMSA_OPENCL=OFF > "$OUT/gprof_cmake.log" 2>&1 && ninja -C $G > "$OUT/gprof_build.log" 2>&1
+  for spec in "fp32 --no-causal --no-backward" "bf16 --no-causal --no-backward" "fp32 --causal" "bf16 --causal"; do
+    set -- $spec; dt=$1; shift
+    tag="${dt}_$(echo "$*" | tr -d ' -')"
+    ( cd $G && ./apps/flashmsa run --backend cpu --threads 1 --dtype $dt --batch 1 --heads 2 \
+        --seqlen 2048 --dim 128 "$@" --repeat 10 --check-rows 2 > "$OUT/gprof_run_$tag.txt" 2>&1 &&
+      gprof -b -p ./apps/flashmsa gmon.out 2>/dev/null | head -22 > "$OUT/gprof_$tag.txt"; rm -f gmon.out )
+    echo "== gprof $dt $*"; grep -E '^(forward|backward)' "$OUT/gprof_run_$tag.txt"; sed -n 5,20p "$OUT/gprof_$tag.txt"
+  done
+fi
+
 # ---- 5b. micro-kernels on their own (bench/cpu_kernel_bench.c), one thread -------
 if want kbench && [ -x $B/bench/cpu_kernel_bench ]; then
   for k in ${GRID_PATHS:-amx avx512 avx2}; do
-    for shape in "64 64 128 0" "64 64 128 16" "64 128 128 16" "64 64 64 0"; do
+    IFS=, read -r -a shapes <<< "${KB_SHAPES:-64 64 128 0,64 128 128 0,32 128 128 0,64 64 64 0}"
+    for shape in "${shapes[@]}"; do
       FLASHMSA_CPU_KERNEL=$k $B/bench/cpu_kernel_bench $shape
     done
   done 2>&1 | tee "$OUT/kbench.txt"

@@ -6,7 +6,8 @@
  * whole forward pass reaches much less, the time goes to softmax, packing or
  * cache traffic, not to the micro-kernel.
  *
- *   cpu_kernel_bench [block_m block_n head_dim [pad]]      (default 64 64 128 0)
+ *   cpu_kernel_bench [block_m block_n head_dim [pad [fp32|b16|both]]]
+ *                                         (default 64 64 128 0 both)
  *
  * The kernel path is the dispatcher's (FLASHMSA_CPU_KERNEL picks another).
  * pad adds floats to every leading dimension (K panel, V rows, Q, S, acc):
@@ -42,26 +43,34 @@ static void kb_b16(const fmsa_cpu_kernels *kern, int bm, int bn, int d, double p
     uint16_t *kpan = (uint16_t *)fmsa_cpu_aligned_alloc((size_t)tiles * (size_t)ke * 2);
     uint16_t *vpan = (uint16_t *)fmsa_cpu_aligned_alloc((size_t)tiles * (size_t)ve * 2);
     float *stage = kb_alloc((size_t)bn * d, 1e-2f), *s = kb_alloc((size_t)bm * bn, 0.0f);
-    float *acc = kb_alloc((size_t)bm * dn, 0.0f), m[1024], l[1024];
+    float *acc = kb_alloc((size_t)bm * dn, 0.0f), m[1024], l[1024], tmax[FMSA_CPU_SOFTMAX_BATCH];
     double t[3] = {0, 0, 0}, t0, flops = 2.0 * bm * bn * d;
     int reps = (int)(2e10 / flops) + 1;
-    if (!q || !pp || !kpan || !vpan || !stage || !s || !acc) return;
-    for (int i = 0; i < bm * dk; ++i) q[i] = (uint16_t)(0x3c00 + i % 97); /* bf16 ~ 0.008.. */
+    if (!q || !pp || !kpan || !vpan || !stage || !s || !acc)
+        return;
+    for (int i = 0; i < bm * dk; ++i)
+        q[i] = (uint16_t)(0x3c00 + i % 97); /* bf16 ~ 0.008.. */
     for (int t16 = 0; t16 < tiles; ++t16) {
         fmsa_cpu_pack_b16(d, bn, stage, 1, d, kpan + t16 * ke);
         fmsa_cpu_pack_b16(bn, d, stage, d, 1, vpan + t16 * ve);
     }
-    for (int i = 0; i < bm; ++i) m[i] = -1e30f, l[i] = 0.0f;
-    if (kern->b16_begin) kern->b16_begin();
+    for (int i = 0; i < bm; ++i)
+        m[i] = -1e30f, l[i] = 0.0f;
+    if (kern->b16_begin)
+        kern->b16_begin();
     for (int r = 0; r < reps; ++r) {
         const int tile = r % tiles;
         t0 = kb_now();
         kern->gemm_b16(bm, bn, dk, q, dk, kpan + tile * ke, s, bn, 0);
         t[0] += kb_now() - t0;
         t0 = kb_now();
-        for (int i = 0; i < bm; ++i) {
+        for (int i = 0; i < bm; ++i) { /* as fmsa_cpu_b16_rows */
             const float *row = s + (size_t)i * bn;
-            const float mx = kern->row_max(row, bn) * 0.125f;
+            float mx;
+            if (i % FMSA_CPU_SOFTMAX_BATCH == 0)
+                for (int j = i; j < bm && j < i + FMSA_CPU_SOFTMAX_BATCH; ++j)
+                    tmax[j - i] = kern->row_max(s + (size_t)j * bn, bn);
+            mx = tmax[i % FMSA_CPU_SOFTMAX_BATCH] * 0.125f;
             const float c = fmsa_softmax_update(&m[i], mx);
             if (c != 1.0f) {
                 l[i] *= c;
@@ -74,12 +83,16 @@ static void kb_b16(const fmsa_cpu_kernels *kern, int bm, int bn, int d, double p
         kern->gemm_b16(bm, dn, kp, pp, bn, vpan + tile * ve, acc, dn, 1);
         t[2] += kb_now() - t0;
     }
-    printf("b16 S = Q.K^T  %8.1f GFLOP/s  %5.1f%% of the 16-bit peak  %7.3f us/tile\n",
-           flops * reps / t[0] * 1e-9, 100.0 * flops * reps / t[0] * 1e-9 / peak16, t[0] / reps * 1e6);
+    printf("b16 S = Q.K^T  %8.1f GFLOP/s  %5.1f%% of the 16-bit peak  %7.3f "
+           "us/tile\n",
+           flops * reps / t[0] * 1e-9, 100.0 * flops * reps / t[0] * 1e-9 / peak16,
+           t[0] / reps * 1e6);
     printf("b16 softmax    %8.3f ns/score  %7.3f us/tile\n", t[1] / reps / (bm * bn) * 1e9,
            t[1] / reps * 1e6);
-    printf("b16 acc += P.V %8.1f GFLOP/s  %5.1f%% of the 16-bit peak  %7.3f us/tile\n",
-           flops * reps / t[2] * 1e-9, 100.0 * flops * reps / t[2] * 1e-9 / peak16, t[2] / reps * 1e6);
+    printf("b16 acc += P.V %8.1f GFLOP/s  %5.1f%% of the 16-bit peak  %7.3f "
+           "us/tile\n",
+           flops * reps / t[2] * 1e-9, 100.0 * flops * reps / t[2] * 1e-9 / peak16,
+           t[2] / reps * 1e6);
     printf("b16 tile total %8.1f GFLOP/s\n", 2.0 * flops * reps / (t[0] + t[1] + t[2]) * 1e-9);
     fmsa_cpu_aligned_free(q);
     fmsa_cpu_aligned_free(pp);
@@ -92,20 +105,26 @@ static void kb_b16(const fmsa_cpu_kernels *kern, int bm, int bn, int d, double p
 
 static float *kb_alloc(size_t n, float fill) {
     float *x = (float *)fmsa_cpu_aligned_alloc(n * sizeof(float));
-    for (size_t i = 0; x && i < n; ++i) x[i] = fill * (float)(int)(i % 13) - 0.01f;
+    for (size_t i = 0; x && i < n; ++i)
+        x[i] = fill * (float)(int)(i % 13) - 0.01f;
     return x;
 }
 
 int main(int argc, char **argv) {
     const int bm = argc > 1 ? atoi(argv[1]) : 64, bn = argc > 2 ? atoi(argv[2]) : 64;
     const int d = argc > 3 ? atoi(argv[3]) : 128, pad = argc > 4 ? atoi(argv[4]) : 0;
+    /* the 16-bit part runs AMX, which lowers the core's clock for a while:
+     * time fp32 and b16 in separate processes when comparing them */
+    const char *what = argc > 5 ? argv[5] : "both";
+    const int do_fp32 = strcmp(what, "b16") != 0, do_b16 = strcmp(what, "fp32") != 0;
     const int tiles = 16, ldk = bn + pad, lds = bn + pad, ldd = d + pad;
     const fmsa_cpu_kernels *kern;
-    double peak = 0.0, t0, t_qk, t_pv, t_sm, flops;
+    double peak = 0.0, t0, t_qk, t_pv, t_sm, t_fused = 0.0, flops;
     float *q, *kt, *v, *s, *acc, m[1024], l[1024];
     int reps;
     if (bm < 1 || bn < 1 || d < 8 || bm > 1024 || pad < 0) {
-        fprintf(stderr, "usage: cpu_kernel_bench [block_m block_n head_dim [pad]]\n");
+        fprintf(stderr, "usage: cpu_kernel_bench [block_m block_n head_dim [pad "
+                        "[fp32|b16|both]]]\n");
         return 2;
     }
     if (fmsa_cpu_kernels_get(&kern) != FMSA_SUCCESS) {
@@ -118,39 +137,75 @@ int main(int argc, char **argv) {
     v = kb_alloc((size_t)tiles * bn * ldd, 1e-2f);
     s = kb_alloc((size_t)bm * lds, 0.0f);
     acc = kb_alloc((size_t)bm * ldd, 0.0f);
-    if (!q || !kt || !v || !s || !acc) return 1;
+    if (!q || !kt || !v || !s || !acc)
+        return 1;
     flops = 2.0 * bm * bn * d;
     reps = (int)(4e9 / flops) + 1;
 
-    t0 = kb_now();
-    for (int r = 0; r < reps; ++r)
-        kern->gemm(bm, bn, d, q, ldd, 1, kt + (size_t)(r % tiles) * d * ldk, ldk, s, lds, 0);
-    t_qk = kb_now() - t0;
-    t0 = kb_now();
-    for (int r = 0; r < reps; ++r)
-        kern->gemm(bm, d, bn, s, lds, 1, v + (size_t)(r % tiles) * bn * ldd, ldd, acc, ldd, 1);
-    t_pv = kb_now() - t0;
-    for (int i = 0; i < bm; ++i) m[i] = -1e30f, l[i] = 0.0f;
-    t0 = kb_now();
-    for (int r = 0; r < reps; ++r)
-        for (int i = 0; i < bm; ++i) {
-            float *row = s + (size_t)i * lds;
-            if (kern->row_softmax) kern->row_softmax(row, bn, &m[i], &l[i], acc + (size_t)i * ldd, d);
-            else l[i] += kern->row_exp2_sum(row, bn, kern->row_max(row, bn));
-            row[i % bn] -= 1.0f; /* keep the max moving a little */
+    if (do_fp32) {
+        t0 = kb_now();
+        for (int r = 0; r < reps; ++r)
+            kern->gemm(bm, bn, d, q, ldd, 1, kt + (size_t)(r % tiles) * d * ldk, ldk, s, lds, 0);
+        t_qk = kb_now() - t0;
+        t0 = kb_now();
+        for (int r = 0; r < reps; ++r)
+            kern->gemm(bm, d, bn, s, lds, 1, v + (size_t)(r % tiles) * bn * ldd, ldd, acc, ldd, 1);
+        t_pv = kb_now() - t0;
+        for (int i = 0; i < bm; ++i)
+            m[i] = -1e30f, l[i] = 0.0f;
+        t0 = kb_now();
+        for (int r = 0; r < reps; ++r)
+            for (int i0 = 0; i0 < bm; i0 += FMSA_CPU_SOFTMAX_BATCH) { /* as cpu_fwd_update */
+                const int nr = bm - i0 < FMSA_CPU_SOFTMAX_BATCH ? bm - i0 : FMSA_CPU_SOFTMAX_BATCH;
+                float mx[FMSA_CPU_SOFTMAX_BATCH];
+                for (int i = 0; i < nr; ++i)
+                    mx[i] = kern->row_max(s + (size_t)(i0 + i) * lds, bn);
+                for (int i = i0; i < i0 + nr; ++i) {
+                    float *row = s + (size_t)i * lds;
+                    const float c = fmsa_softmax_update(&m[i], mx[i - i0]);
+                    if (c != 1.0f) {
+                        l[i] *= c;
+                        kern->row_scale(acc + (size_t)i * ldd, d, c);
+                    }
+                    l[i] += kern->row_exp2_sum(row, bn, m[i]);
+                    row[i % bn] -= 1.0f; /* keep the max moving a little */
+                }
+            }
+        t_sm = kb_now() - t0;
+        if (kern->row_softmax) { /* the fused one-row-at-a-time step, for comparison
+                                  */
+            for (int i = 0; i < bm; ++i)
+                m[i] = -1e30f, l[i] = 0.0f;
+            t0 = kb_now();
+            for (int r = 0; r < reps; ++r)
+                for (int i = 0; i < bm; ++i) {
+                    float *row = s + (size_t)i * lds;
+                    kern->row_softmax(row, bn, &m[i], &l[i], acc + (size_t)i * ldd, d);
+                    row[i % bn] -= 1.0f;
+                }
+            t_fused = kb_now() - t0;
         }
-    t_sm = kb_now() - t0;
-    printf("# cpu_kernel_bench: path %s, tile %d x %d, d %d, pad %d, 1 thread, peak %.1f GFLOP/s\n",
-           kern->name, bm, bn, d, pad, peak);
-    printf("S = Q.K^T   %8.1f GFLOP/s  %5.1f%% of peak  %7.3f us/tile\n", flops * reps / t_qk * 1e-9,
-           100.0 * flops * reps / t_qk * 1e-9 / peak, t_qk / reps * 1e6);
-    printf("acc += P.V  %8.1f GFLOP/s  %5.1f%% of peak  %7.3f us/tile\n", flops * reps / t_pv * 1e-9,
-           100.0 * flops * reps / t_pv * 1e-9 / peak, t_pv / reps * 1e6);
-    printf("softmax     %8.3f ns/score  %7.3f us/tile (%.1f%% of the two products)\n",
-           t_sm / reps / (bm * bn) * 1e9, t_sm / reps * 1e6, 100.0 * t_sm / (t_qk + t_pv));
-    printf("tile total  %8.1f GFLOP/s  %5.1f%% of peak\n", 2.0 * flops * reps / (t_qk + t_pv + t_sm) * 1e-9,
-           100.0 * 2.0 * flops * reps / (t_qk + t_pv + t_sm) * 1e-9 / peak);
-    if (kern->gemm_b16 && kern->row_exp2_b16 && bm % 16 == 0 && bn % 32 == 0) {
+        printf("# cpu_kernel_bench: path %s, tile %d x %d, d %d, pad %d, 1 thread, "
+               "peak %.1f GFLOP/s\n",
+               kern->name, bm, bn, d, pad, peak);
+        printf("S = Q.K^T   %8.1f GFLOP/s  %5.1f%% of peak  %7.3f us/tile\n",
+               flops * reps / t_qk * 1e-9, 100.0 * flops * reps / t_qk * 1e-9 / peak,
+               t_qk / reps * 1e6);
+        printf("acc += P.V  %8.1f GFLOP/s  %5.1f%% of peak  %7.3f us/tile\n",
+               flops * reps / t_pv * 1e-9, 100.0 * flops * reps / t_pv * 1e-9 / peak,
+               t_pv / reps * 1e6);
+        printf("softmax     %8.3f ns/score  %7.3f us/tile (%.1f%% of the two "
+               "products)\n",
+               t_sm / reps / (bm * bn) * 1e9, t_sm / reps * 1e6, 100.0 * t_sm / (t_qk + t_pv));
+        if (t_fused > 0.0)
+            printf("softmax 1row %8.3f ns/score  %7.3f us/tile (row_softmax, one row "
+                   "at a time)\n",
+                   t_fused / reps / (bm * bn) * 1e9, t_fused / reps * 1e6);
+        printf("tile total  %8.1f GFLOP/s  %5.1f%% of peak\n",
+               2.0 * flops * reps / (t_qk + t_pv + t_sm) * 1e-9,
+               100.0 * 2.0 * flops * reps / (t_qk + t_pv + t_sm) * 1e-9 / peak);
+    }
+    if (do_b16 && kern->gemm_b16 && kern->row_exp2_b16 && bm % 16 == 0 && bn % 32 == 0) {
         double peak16 = 0.0;
         fmsa_cpu_peak_measure(kern->isa, FMSA_CPU_PEAK_BF16, 1, 0.2, &peak16);
         printf("# bf16 products, 16-bit peak %.1f GFLOP/s\n", peak16);

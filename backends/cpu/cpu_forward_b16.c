@@ -115,6 +115,7 @@ void fmsa_cpu_b16_rows(const fmsa_problem *p, const fmsa_cpu_plan *pl, const fms
         p->softcap > 0.0f ? p->softmax_scale : p->softmax_scale * FMSA_LOG2E;
     const int fused = !(p->softcap > 0.0f) && !p->has_alibi && !p->has_mask;
     const float exp_scale = fused ? dot_scale : 1.0f;
+    float tmax[FMSA_CPU_SOFTMAX_BATCH];
     fmsa_cpu_score sc;
 
     fmsa_cpu_score_init(&sc, p, seq, b, h, fused ? 1.0f : dot_scale);
@@ -140,8 +141,13 @@ void fmsa_cpu_b16_rows(const fmsa_problem *p, const fmsa_cpu_plan *pl, const fms
         for (int r = 0; r < rows; ++r) {
             const float *sr = t->s + (int64_t)r * ld;
             uint16_t *pr = t->p + (int64_t)r * ld;
-            float tile_max = kern->row_max(sr, cols);
-            float c;
+            float tile_max, c;
+            /* the maxima of a batch of rows first (independent chains the
+             * core overlaps; see FMSA_CPU_SOFTMAX_BATCH in cpu_forward.c) */
+            if (r % FMSA_CPU_SOFTMAX_BATCH == 0)
+                for (int i = r; i < rows && i < r + FMSA_CPU_SOFTMAX_BATCH; ++i)
+                    tmax[i - r] = kern->row_max(t->s + (int64_t)i * ld, cols);
+            tile_max = tmax[r % FMSA_CPU_SOFTMAX_BATCH];
             if (next) {
                 fmsa_cpu_prefetch_slice(kpan + (tile + 1) * k_elems, k_elems * 2, r,
                                         rows);

@@ -135,12 +135,14 @@ void fmsa_cpu_avx512_gemm(int m, int n, int k, const float *a, int64_t rsa, int6
 /// form).  The power of two is applied with vscalefps, p * 2^n in one
 /// rounding, which equals the scalar form's multiply by the constructed 2^n
 /// for every n >= -126; below that (and for -inf, whose n - n is NaN) the
-/// lane is zeroed by the x < -126 mask, as the scalar form returns 0 there.
-/// 11 vector operations instead of 16 (no integer exponent arithmetic).
+/// lane is zeroed by the mask of the same vscalefps, as the scalar form
+/// returns 0 there.  The mask is "not less than -126", true for NaN, so a NaN
+/// input stays NaN.  Every caller passes x <= ~0 (a score minus its row's
+/// maximum or log-sum-exp), so the scalar form's clamp at +127 is not needed.
+/// 10 vector operations.
 AVX512_INLINE __m512 avx512_exp2(__m512 x) {
-    const __m512 xc = _mm512_min_ps(_mm512_set1_ps(FMSA_CPU_EXP2_HI), x); /* NaN stays NaN */
-    const __m512 n = _mm512_roundscale_ps(xc, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    const __m512 f = _mm512_sub_ps(xc, n);
+    const __m512 n = _mm512_roundscale_ps(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    const __m512 f = _mm512_sub_ps(x, n);
     __m512 p = _mm512_set1_ps(FMSA_CPU_EXP2_C6);
     p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(FMSA_CPU_EXP2_C5));
     p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(FMSA_CPU_EXP2_C4));
@@ -148,10 +150,8 @@ AVX512_INLINE __m512 avx512_exp2(__m512 x) {
     p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(FMSA_CPU_EXP2_C2));
     p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(FMSA_CPU_EXP2_C1));
     p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(1.0f));
-    p = _mm512_scalef_ps(p, n);
-    /* -inf and tiny -> 0 */
-    return _mm512_maskz_mov_ps(~_mm512_cmp_ps_mask(x, _mm512_set1_ps(FMSA_CPU_EXP2_LO), _CMP_LT_OQ),
-                               p);
+    return _mm512_maskz_scalef_ps(
+        _mm512_cmp_ps_mask(x, _mm512_set1_ps(FMSA_CPU_EXP2_LO), _CMP_NLT_UQ), p, n);
 }
 
 /// Horizontal sum in a fixed order (halves, then the AVX2 path's 8-lane order).
@@ -164,8 +164,14 @@ AVX512_INLINE float avx512_hsum(__m512 v) {
 }
 
 AVX512_INLINE float avx512_row_max(const float *x, int n) {
-    __m512 mx = _mm512_set1_ps(-INFINITY);
+    /* two chains (max is exact, so the split changes nothing but latency) */
+    __m512 mx = _mm512_set1_ps(-INFINITY), m2 = mx;
     int j = 0;
+    for (; j + 32 <= n; j += 32) {
+        mx = _mm512_max_ps(mx, _mm512_loadu_ps(x + j));
+        m2 = _mm512_max_ps(m2, _mm512_loadu_ps(x + j + 16));
+    }
+    mx = _mm512_max_ps(mx, m2);
     for (; j + 16 <= n; j += 16) mx = _mm512_max_ps(mx, _mm512_loadu_ps(x + j));
     if (j < n) mx = _mm512_mask_max_ps(mx, avx512_mask(n - j), mx, _mm512_maskz_loadu_ps(avx512_mask(n - j), x + j));
     return _mm512_reduce_max_ps(mx);
@@ -293,10 +299,12 @@ float fmsa_cpu_avx512_row_exp2_b16(const float *x, int n, float scale, float m, 
                                    int npad) {
     const __m512 vm = _mm512_set1_ps(m), vs = _mm512_set1_ps(scale);
     __m512 sum = _mm512_setzero_ps();
+    const __m512 ninf = _mm512_set1_ps(-INFINITY);
     for (int j = 0; j < npad; j += 16) {
         const __mmask16 mk = avx512_mask(n - j), st = avx512_mask(npad - j);
-        const __m512 p = _mm512_maskz_mov_ps(
-            mk, avx512_exp2(_mm512_fmsub_ps(_mm512_maskz_loadu_ps(mk, x + j), vs, vm)));
+        /* lanes past n load as -inf, so their exp2 is 0 */
+        const __m512 p =
+            avx512_exp2(_mm512_fmsub_ps(_mm512_mask_loadu_ps(ninf, mk, x + j), vs, vm));
         const __m256bh h = _mm512_cvtneps_pbh(p); /* round to nearest even */
         _mm256_mask_storeu_epi16(dst + j, st, (__m256i)h);
         sum = _mm512_add_ps(sum, p);
