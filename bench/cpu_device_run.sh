@@ -155,6 +155,25 @@ if want kbench && [ -x $B/bench/cpu_kernel_bench ]; then
   done 2>&1 | tee "$OUT/kbench.txt"
 fi
 
+# ---- 5c. tile A/B on 2 threads (FLASHMSA_CPU_TILES overrides the planner) --------
+# TILE_SETS: ';'-separated override strings ("planner" = no override)
+if want tiles; then
+  IFS=';' read -r -a sets <<< "${TILE_SETS:-planner;fwd=64x128,bwd=64x64;fwd=32x128,bwd=32x128}"
+  : > "$OUT/tiles.txt"
+  for dt in ${TILE_DTYPES:-fp32 bf16}; do
+    for mask in --no-causal --causal; do
+      for ts in "${sets[@]}"; do
+        env_ts=; [ "$ts" != planner ] && env_ts=$ts
+        r=$(FLASHMSA_CPU_TILES=$env_ts $CLI run --backend cpu --threads 2 --dtype $dt --batch 4 \
+            --heads 2 --seqlen 2048 --dim 128 $mask --repeat 3 --check-rows 4 2>&1)
+        printf '%-5s %-12s %-28s fwd %8s bwd %8s %s\n' $dt $mask "$ts" \
+          "$(echo "$r" | awk '/^forward/ {print $4}')" "$(echo "$r" | awk '/^backward/ {print $4}')" \
+          "$(echo "$r" | tail -1)" | tee -a "$OUT/tiles.txt"
+      done
+    done
+  done
+fi
+
 # ---- 6. scaling 1 -> 2 threads, forward fp32 d=128 s=2048 -------------------------
 if want scale; then
   log "scaling"
@@ -185,6 +204,7 @@ echo "== kernel paths (flashmsa run, every element vs fp64)"; cat "$OUT/paths.tx
 echo "== determinism (hashes of every output, 1 vs $NT threads)"; cat "$OUT/det.txt"
 echo "== peak (GFLOP/s)"; grep -v '^#' "$OUT/peak.txt" 2>/dev/null
 echo "== micro-kernels alone (1 thread)"; grep -E "^#|of peak|ns/score" "$OUT/kbench.txt" 2>/dev/null
+echo "== tiles (2 threads, GFLOP/s)"; cat "$OUT/tiles.txt" 2>/dev/null
 echo "== scaling fwd fp32 d128 s2048: t1 ${s1:-?} t2 ${s2:-?} GFLOP/s"
 echo "== flashmsa vs torch SDPA (GFLOP/s, % of fp32 FMA peak, err vs fp64)"
 for t in 2 "$NT"; do grep -E '^#|^ *[0-9a-z]' "$OUT/torch_t$t.txt" 2>/dev/null | grep -v '^# GFLOP'; done

@@ -20,6 +20,9 @@
  *              Q rows, dO rows [tiles_q * Br][D] and lse2, delta [tiles_q * Br]
  */
 #include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "backends/cpu/cpu_internal.h"
 #include "common/error.h"
@@ -51,6 +54,33 @@ static int64_t cpu_slot_floats(const fmsa_problem *p, int bm, int bn, int64_t ti
     const int64_t D = p->head_dim, keys = tiles_k * bn, rows = tiles_q * bm;
     if (p->pass == FMSA_PASS_FORWARD) return 2 * keys * D;
     return 3 * keys * D + (p->heads_q / p->heads_kv) * (2 * rows * D + 2 * rows);
+}
+
+/// FLASHMSA_CPU_TILES="fwd=BMxBN,bwd=BMxBN" (either part optional): a
+/// developer override of the planner's tiles for tuning runs (every result is
+/// still checked by whoever runs it; bench/cpu_kernel_bench explores tiles
+/// without it).  Tiles are multiples of 8 in [8, 256], and of 16 x 32 on the
+/// bf16-product path; anything else is refused, never adjusted.
+static fmsa_status cpu_tiles_override(fmsa_pass pass, int b16, int *bm, int *bn) {
+    const char *env = getenv("FLASHMSA_CPU_TILES");
+    const char *key = pass == FMSA_PASS_FORWARD ? "fwd=" : "bwd=";
+    const char *at;
+    int m, n, used = 0;
+    if (!env || !*env) return FMSA_SUCCESS;
+    at = strstr(env, key);
+    if (!at) return FMSA_SUCCESS;
+    if (sscanf(at + 4, "%dx%d%n", &m, &n, &used) != 2 || (at[4 + used] != '\0' && at[4 + used] != ','))
+        return fmsa_fail(FMSA_ERR_INVALID_ARGUMENT,
+                         "FLASHMSA_CPU_TILES=\"%s\": expected fwd=BMxBN and/or bwd=BMxBN", env);
+    if (m < 8 || n < 8 || m > 256 || n > 256 || m % 8 || n % 8 || (b16 && (m % 16 || n % 32)))
+        return fmsa_fail(FMSA_ERR_NOT_SUPPORTED,
+                         "FLASHMSA_CPU_TILES: %s%dx%d is not a tile of this path (multiples of %s "
+                         "in [8, 256])", key, m, n, b16 ? "16 x 32" : "8");
+    *bm = m;
+    *bn = n;
+    fmsa_log(FMSA_LOG_DEBUG, "cpu: FLASHMSA_CPU_TILES sets the %s tiles to %d x %d",
+             pass == FMSA_PASS_FORWARD ? "forward" : "backward", m, n);
+    return FMSA_SUCCESS;
 }
 
 fmsa_status fmsa_cpu_plan_make(const fmsa_cpu_state *st, const fmsa_problem *p,
@@ -100,6 +130,7 @@ fmsa_status fmsa_cpu_plan_make(const fmsa_cpu_state *st, const fmsa_problem *p,
                          "cpu: planner row %s gave bf16-product tiles %d x %d (need multiples "
                          "of 16 x 32)", tiles.table_row ? tiles.table_row : "?", tiles.block_m,
                          tiles.block_n);
+    FMSA_TRY(cpu_tiles_override(p->pass, plan->b16, &tiles.block_m, &tiles.block_n));
     fmsa_log(FMSA_LOG_DEBUG, "cpu: %s plan from row %s: %d x %d on %s kernels%s",
              p->pass == FMSA_PASS_FORWARD ? "forward" : "backward",
              tiles.table_row ? tiles.table_row : "?", tiles.block_m, tiles.block_n,
