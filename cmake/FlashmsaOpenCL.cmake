@@ -40,6 +40,24 @@ add_custom_command(
   DEPENDS ${_fmsa_ocl_inputs} ${_fmsa_ocl_dir}/embed_source.cmake
   COMMENT "Embedding the OpenCL kernel source"
   VERBATIM)
+# The CPU-device variant (ocl_cpu.c): its own program, so the generic one's
+# text (and the GPUs' binaries) do not change with it.
+set(_fmsa_ocl_cpu_inputs
+  ${PROJECT_SOURCE_DIR}/common/fmsa_portable.h
+  ${PROJECT_SOURCE_DIR}/common/fmsa_score.h
+  ${PROJECT_SOURCE_DIR}/common/fmsa_softmax.h
+  ${_fmsa_ocl_dir}/kernels/fmsa_ocl_cpu_common.cl
+  ${_fmsa_ocl_dir}/kernels/fmsa_ocl_cpu_forward.cl
+  ${_fmsa_ocl_dir}/kernels/fmsa_ocl_cpu_backward.cl)
+set(_fmsa_ocl_cpu_generated ${PROJECT_BINARY_DIR}/generated/fmsa_ocl_cpu_source.c)
+add_custom_command(
+  OUTPUT ${_fmsa_ocl_cpu_generated}
+  COMMAND ${CMAKE_COMMAND} "-DOUTPUT=${_fmsa_ocl_cpu_generated}"
+          "-DINPUTS=${_fmsa_ocl_cpu_inputs}" -DVAR=fmsa_ocl_cpu_kernel_source
+          -P ${_fmsa_ocl_dir}/embed_source.cmake
+  DEPENDS ${_fmsa_ocl_cpu_inputs} ${_fmsa_ocl_dir}/embed_source.cmake
+  COMMENT "Embedding the OpenCL CPU-variant kernel source"
+  VERBATIM)
 
 target_sources(flashmsa_objects PRIVATE
   ${_fmsa_ocl_dir}/ocl_loader.c
@@ -48,7 +66,9 @@ target_sources(flashmsa_objects PRIVATE
   ${_fmsa_ocl_dir}/ocl_config.c
   ${_fmsa_ocl_dir}/ocl_program.c
   ${_fmsa_ocl_dir}/ocl_launch.c
-  ${_fmsa_ocl_generated})
+  ${_fmsa_ocl_dir}/ocl_cpu.c
+  ${_fmsa_ocl_generated}
+  ${_fmsa_ocl_cpu_generated})
 target_include_directories(flashmsa_objects PRIVATE ${FMSA_OPENCL_INCLUDE_DIR})
 target_compile_definitions(flashmsa_objects PRIVATE FLASHMSA_HAVE_OPENCL=1
                            CL_TARGET_OPENCL_VERSION=120)

@@ -66,6 +66,7 @@ typedef struct fmsa_ocl_config {
     fmsa_ocl_kernel_config kernel[FMSA_OCL_K_COUNT]; ///< per kernel (unused entries zero)
     size_t workspace_bytes;                          ///< global scratch the pass needs
     const char *table_row;                           ///< planner row (for logs)
+    int variant; ///< FMSA_OCL_VARIANT_* (ocl_cpu.h): generic kernels, or the CPU-device ones
 } fmsa_ocl_config;
 
 /// __local bytes of one kernel for a launch shape (mirrors the .cl

@@ -10,6 +10,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "backends/opencl/ocl_cpu.h"
 #include "backends/opencl/ocl_internal.h"
 #include "common/error.h"
 
@@ -135,6 +136,8 @@ fmsa_status fmsa_ocl_run_forward(fmsa_ocl_state *st, const fmsa_problem *p, cl_m
     (void)workspace;
     (void)workspace_bytes;
     FMSA_TRY(fmsa_ocl_config_make(st, p, &cfg));
+    if (cfg.variant == FMSA_OCL_VARIANT_CPU)
+        return fmsa_ocl_cpu_run_forward(st, p, &cfg, workspace, workspace_bytes, queue);
     kc = &cfg.kernel[FMSA_OCL_K_FORWARD];
     if (p->batch == 0 || p->seqlen_q == 0 || p->heads_q == 0) return FMSA_SUCCESS;
     FMSA_TRY(fmsa_ocl_kernel_get(st, p, FMSA_OCL_K_FORWARD, kc, &a.kernel));
@@ -183,6 +186,8 @@ fmsa_status fmsa_ocl_run_backward(fmsa_ocl_state *st, const fmsa_problem *p, cl_
     size_t e = fmsa_problem_elem_size(p);
     int64_t bq = p->is_varlen ? 1 : p->batch;
     FMSA_TRY(fmsa_ocl_config_make(st, p, &cfg));
+    if (cfg.variant == FMSA_OCL_VARIANT_CPU)
+        return fmsa_ocl_cpu_run_backward(st, p, &cfg, workspace, workspace_bytes, queue);
     if (workspace_bytes < cfg.workspace_bytes || (cfg.workspace_bytes && !workspace))
         return fmsa_fail(FMSA_ERR_INSUFFICIENT_WORKSPACE,
                          "opencl: backward needs %zu bytes of workspace, got %zu",

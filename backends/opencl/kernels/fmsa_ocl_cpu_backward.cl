@@ -1,0 +1,309 @@
+/*
+ * Backward for CPU devices, the three stages of the generic kernels
+ * (FlashAttention-2 §3.2, deterministic: every output element has one
+ * writer, no atomics) with the CPU layout of fmsa_ocl_cpu_forward.cl:
+ *   preprocess  D_i = rowsum(dO_i * O_i), one work-item per 64 rows
+ *   dK/dV       one work-item per 16 keys (lanes) of one kv head: K and V
+ *               transposed in private memory (K pre-scaled), loops over the
+ *               GQA group's heads and the query rows that can see the keys,
+ *               16 staged rows at a time; dK, dV accumulate lane-wise
+ *   dQ          one work-item per 16 query rows (lanes), keys streamed as in
+ *               the forward, recomputing P and dS
+ * P = exp2(s2 - lse2) from the forward's LSE (lse2 = -inf: a fully masked
+ * row, P = 0).  dP chains its fmas over d in order, as the preprocess does
+ * for D, so dP - D is exactly 0 where O equals V.
+ */
+
+/* Workspace row of query row i: ws[(q_batch * Hq + h) * ws_rows + row]. */
+inline long fc_ws_index(const fc_seq *s, long4 dims, long h, long ws_rows, long i) {
+    return (s->q_batch * dims.z + h) * ws_rows + s->q_row0 + i;
+}
+
+/* ws[(b * heads + h) * rows + row] = sum_d dO * O; global size (ceil(rows / 64), Hq, Bq). */
+__kernel __attribute__((reqd_work_group_size(1, 1, 1))) void fmsa_ocl_cpu_bwd_preprocess(
+    __global const uchar *o, long4 ov, __global const uchar *dout, long4 dv, __global float *ws,
+    long rows, long heads, int4 cfg) {
+    const int dtype = cfg.x, D = cfg.y;
+    const long h = get_group_id(1), b = get_group_id(2);
+    float a[FC_DMAX], x[FC_DMAX];
+    const long row0 = (long)get_group_id(0) * 64, row_end = min(rows, row0 + 64);
+    for (long row = row0; row < row_end; ++row) {
+        fc_row_load(a, dout, dv.x + b * dv.y + row * dv.z + h * dv.w, dtype, D, 1.0f);
+        fc_row_load(x, o, ov.x + b * ov.y + row * ov.z + h * ov.w, dtype, D, 1.0f);
+        float sum = 0.0f;
+        for (int d = 0; d < D; ++d) sum = fma(a[d], x[d], sum);
+        ws[(b * heads + h) * rows + row] = sum;
+    }
+}
+
+__kernel __attribute__((reqd_work_group_size(1, 1, 1))) void fmsa_ocl_cpu_bwd_dkdv(
+    __global const uchar *q, long4 qv, __global const uchar *k, long4 kv,
+    __global const uchar *v, long4 vv, __global const uchar *dout, long4 dov,
+    __global uchar *dk, long4 dkv, __global uchar *dvo, long4 dvv, __global const float *lse,
+    long4 lv, __global const float *ws, long ws_rows, __global const float *alibi, long4 av,
+    __global const uchar *mask, long4 mv, __global const int *cuq, __global const int *cuk,
+    long4 cv, long4 dims, long2 win, float4 fp, int4 cfg) {
+    const int dtype = cfg.x, D = cfg.y, flags = cfg.z & ~(FC_PAGED | FC_SEQUSED);
+    const long b = get_group_id(2), hk = get_group_id(1);
+    const long j0 = (long)get_group_id(0) * FC_L;
+    const fc_seq s = fc_seq_resolve(b, dims, flags, cuq, cuk, cv, (__global const int *)0,
+                                    (long2)(0));
+    if (j0 >= s.sk) return;
+    const int nkeys = (int)min((long)FC_L, s.sk - j0);
+    const long j_last = j0 + nkeys - 1;
+    const float kmul = (flags & FC_SOFTCAP) ? fp.x : fp.y;
+    const long4 bv0 = (long4)(0);
+
+    /* Query rows that can see keys [j0, j_last]: inverse of the window bounds. */
+    long qb = 0, qe = s.sq;
+    if (flags & FC_WINDOW) {
+        if (win.y >= 0) qb = max(qb, j0 - win.y - (s.sk - s.sq));
+        if (win.x >= 0) qe = min(qe, j_last + win.x - (s.sk - s.sq) + 1);
+    }
+
+    float kT[FC_DMAX * FC_L], vT[FC_DMAX * FC_L], dkT[FC_DMAX * FC_L], dvT[FC_DMAX * FC_L];
+    float Qc[FC_KC * FC_DMAX], dOc[FC_KC * FC_DMAX];
+    float pr[FC_KC * FC_L], dsr[FC_KC * FC_L];
+    float lse2[FC_KC], dd[FC_KC];
+
+    for (int r = 0; r < FC_L; ++r) {
+        const int ok = r < nkeys;
+        if (ok)
+            fc_row_load(Qc, k, fc_kv_row(kv, &s, flags, b, j0 + r, hk, (__global const int *)0,
+                                         bv0), dtype, D, kmul);
+        for (int d = 0; d < D; ++d) kT[d * FC_L + r] = ok ? Qc[d] : 0.0f;
+        if (ok)
+            fc_row_load(Qc, v, fc_kv_row(vv, &s, flags, b, j0 + r, hk, (__global const int *)0,
+                                         bv0), dtype, D, 1.0f);
+        for (int d = 0; d < D; ++d) vT[d * FC_L + r] = ok ? Qc[d] : 0.0f;
+    }
+    for (int x = 0; x < D * FC_L / 8; ++x) {
+        vstore8((float8)(0.0f), x, dkT);
+        vstore8((float8)(0.0f), x, dvT);
+    }
+
+    for (long h = hk * dims.w; h < (hk + 1) * dims.w; ++h) {
+        const float slope = (flags & FC_ALIBI) ? alibi[av.x + b * av.y + h * av.z] : 0.0f;
+        for (long m0 = qb; m0 < qe; m0 += FC_KC) {
+            const int nq = (int)min((long)FC_KC, qe - m0);
+            int any = 0;
+            for (int r = 0; r < FC_KC; ++r) {
+                lse2[r] = -INFINITY;
+                dd[r] = 0.0f;
+                if (r < nq) {
+                    const long i = m0 + r;
+                    lse2[r] = lse[lv.x + s.q_batch * lv.y + h * lv.z + (s.q_row0 + i) * lv.w] *
+                              FMSA_LOG2E;
+                    dd[r] = ws[fc_ws_index(&s, dims, h, ws_rows, i)];
+                    fc_row_load(Qc + r * D, q, fc_q_row(qv, &s, i, h), dtype, D, 1.0f);
+                    fc_row_load(dOc + r * D, dout, fc_q_row(dov, &s, i, h), dtype, D, 1.0f);
+                }
+                if (lse2[r] != -INFINITY) any = 1;
+                else
+                    for (int c = 0; c < D / 8; ++c) { /* P = 0: keep the row finite */
+                        vstore8((float8)(0.0f), c, Qc + r * D);
+                        vstore8((float8)(0.0f), c, dOc + r * D);
+                    }
+            }
+            if (!any) continue;
+
+            /* The chunk's rows against every key lane: full when no mask
+             * applies to any (row, key) pair. */
+            int full = nkeys == FC_L && !(flags & FC_MASK);
+            if (full && (flags & FC_WINDOW)) {
+                const long dlo = m0 + s.sk - s.sq, dhi = m0 + FC_KC - 1 + s.sk - s.sq;
+                if (win.x >= 0 && j0 < dhi - win.x) full = 0;
+                if (win.y >= 0 && j_last > dlo + win.y) full = 0;
+            }
+            for (int r4 = 0; r4 < FC_KC; r4 += FC_KB) {
+                float8 sa[FC_KB][FC_RB], pa[FC_KB][FC_RB];
+                fc_dot_block(sa, kT, Qc + r4 * D, D);
+                fc_dot_block(pa, vT, dOc + r4 * D, D);
+#pragma unroll
+                for (int j = 0; j < FC_KB; ++j) {
+                    const int r = r4 + j;
+                    const long i = m0 + r;
+#pragma unroll
+                    for (int rb = 0; rb < FC_RB; ++rb) {
+                        /* rel = key - (i + sk - sq) for keys j0 + 8 rb + lane */
+                        const int8 rel =
+                            (int8)(fc_clamp_int(j0 + 8 * rb - (i + s.sk - s.sq))) + FC_LANE0;
+                        float8 x = fc_score2(sa[j][rb], rel, flags, fp.z, slope);
+                        if (!full) {
+                            int8 vis = rel <= (int8)(fc_clamp_int(j_last - (i + s.sk - s.sq)));
+                            if (flags & FC_WINDOW) vis &= fc_window_vis(rel, win);
+                            if (flags & FC_MASK) {
+                                __global const uchar *mrow =
+                                    mask + mv.x + b * mv.y + h * mv.z + min(i, s.sq - 1) * mv.w;
+                                int bits[8];
+                                for (int t = 0; t < 8; ++t) {
+                                    const long jj = min(j0 + 8 * rb + t, j_last);
+                                    bits[t] = FMSA_MASK_BIT(mrow, jj) ? -1 : 0;
+                                }
+                                vis &= vload8(0, bits);
+                            }
+                            x = select((float8)(-INFINITY), x, vis);
+                        }
+                        float8 p = exp2(x - lse2[r]);
+                        if (lse2[r] == -INFINITY) p = (float8)(0.0f);
+                        const float8 ds =
+                            p * (pa[j][rb] - dd[r]) * fc_softcap_grad(sa[j][rb], flags, fp.z);
+                        vstore8(p, r * FC_RB + rb, pr);
+                        vstore8(ds, r * FC_RB + rb, dsr);
+                    }
+                }
+            }
+            for (int r4 = 0; r4 < FC_KC; r4 += FC_KB) {
+                float8 w[FC_KB][FC_RB];
+#pragma unroll
+                for (int j = 0; j < FC_KB; ++j)
+#pragma unroll
+                    for (int rb = 0; rb < FC_RB; ++rb) w[j][rb] = vload8((r4 + j) * FC_RB + rb, pr);
+                fc_axpy_block(dvT, w, dOc + r4 * D, D, 0, w[0]);
+#pragma unroll
+                for (int j = 0; j < FC_KB; ++j)
+#pragma unroll
+                    for (int rb = 0; rb < FC_RB; ++rb)
+                        w[j][rb] = vload8((r4 + j) * FC_RB + rb, dsr);
+                fc_axpy_block(dkT, w, Qc + r4 * D, D, 0, w[0]);
+            }
+        }
+    }
+
+    for (int r = 0; r < nkeys; ++r) {
+        const long j = s.k_row0 + j0 + r;
+        for (int d = 0; d < D; ++d) Qc[d] = dkT[d * FC_L + r];
+        fc_row_store(Qc, dk, dkv.x + s.k_batch * dkv.y + j * dkv.z + hk * dkv.w, dtype, D, fp.x);
+        for (int d = 0; d < D; ++d) Qc[d] = dvT[d * FC_L + r];
+        fc_row_store(Qc, dvo, dvv.x + s.k_batch * dvv.y + j * dvv.z + hk * dvv.w, dtype, D,
+                     1.0f);
+    }
+}
+
+__kernel __attribute__((reqd_work_group_size(1, 1, 1))) void fmsa_ocl_cpu_bwd_dq(
+    __global const uchar *q, long4 qv, __global const uchar *k, long4 kv,
+    __global const uchar *v, long4 vv, __global const uchar *dout, long4 dov,
+    __global uchar *dq, long4 dqv, __global const float *lse, long4 lv,
+    __global const float *ws, long ws_rows, __global const float *alibi, long4 av,
+    __global const uchar *mask, long4 mv, __global const int *cuq, __global const int *cuk,
+    long4 cv, long4 dims, long2 win, float4 fp, int4 cfg) {
+    const int dtype = cfg.x, D = cfg.y, flags = cfg.z & ~(FC_PAGED | FC_SEQUSED);
+    const long b = get_group_id(2), h = get_group_id(1);
+    const long hk = h / dims.w;
+    const long i0 = (long)get_group_id(0) * FC_L;
+    const fc_seq s = fc_seq_resolve(b, dims, flags, cuq, cuk, cv, (__global const int *)0,
+                                    (long2)(0));
+    if (i0 >= s.sq) return;
+    const int nrows = (int)min((long)FC_L, s.sq - i0);
+    const long i_last = i0 + nrows - 1;
+    const long diag0 = i0 + s.sk - s.sq;
+    const float qmul = (flags & FC_SOFTCAP) ? fp.x : fp.y;
+    const float slope = (flags & FC_ALIBI) ? alibi[av.x + b * av.y + h * av.z] : 0.0f;
+    const long4 bv0 = (long4)(0);
+    long kb = 0, ke = s.sk;
+    if (flags & FC_WINDOW) {
+        kb = fmsa_window_key_begin(i0, s.sq, s.sk, win.x);
+        ke = fmsa_window_key_end(i_last + 1, s.sq, s.sk, win.y);
+    }
+
+    float qT[FC_DMAX * FC_L], dOT[FC_DMAX * FC_L], dqT[FC_DMAX * FC_L];
+    float Kc[FC_KC * FC_DMAX], Vc[FC_KC * FC_DMAX];
+    float dsr[FC_KC * FC_L];
+    float lse2f[FC_L], ddf[FC_L];
+
+    for (int r = 0; r < FC_L; ++r) {
+        const int ok = r < nrows;
+        lse2f[r] = -INFINITY;
+        ddf[r] = 0.0f;
+        if (ok) {
+            const long i = i0 + r;
+            lse2f[r] = lse[lv.x + s.q_batch * lv.y + h * lv.z + (s.q_row0 + i) * lv.w] *
+                       FMSA_LOG2E;
+            ddf[r] = ws[fc_ws_index(&s, dims, h, ws_rows, i)];
+            fc_row_load(Kc, q, fc_q_row(qv, &s, i, h), dtype, D, qmul);
+            fc_row_load(Vc, dout, fc_q_row(dov, &s, i, h), dtype, D, 1.0f);
+        }
+        for (int d = 0; d < D; ++d) {
+            qT[d * FC_L + r] = ok ? Kc[d] : 0.0f;
+            dOT[d * FC_L + r] = ok ? Vc[d] : 0.0f;
+        }
+    }
+    for (int x = 0; x < D * FC_L / 8; ++x) vstore8((float8)(0.0f), x, dqT);
+    float8 lse2[FC_RB], ddv[FC_RB];
+    int8 dead[FC_RB];
+    for (int rb = 0; rb < FC_RB; ++rb) {
+        lse2[rb] = vload8(rb, lse2f);
+        ddv[rb] = vload8(rb, ddf);
+        dead[rb] = lse2[rb] == (float8)(-INFINITY);
+    }
+
+    for (long n0 = kb; n0 < ke; n0 += FC_KC) {
+        const int nk = (int)min((long)FC_KC, ke - n0);
+        for (int kc = 0; kc < FC_KC; ++kc) {
+            if (kc < nk) {
+                fc_row_load(Kc + kc * D, k, fc_kv_row(kv, &s, flags, b, n0 + kc, hk,
+                                                      (__global const int *)0, bv0),
+                            dtype, D, 1.0f);
+                fc_row_load(Vc + kc * D, v, fc_kv_row(vv, &s, flags, b, n0 + kc, hk,
+                                                      (__global const int *)0, bv0),
+                            dtype, D, 1.0f);
+            } else {
+                for (int c = 0; c < D / 8; ++c) {
+                    vstore8((float8)(0.0f), c, Kc + kc * D);
+                    vstore8((float8)(0.0f), c, Vc + kc * D);
+                }
+            }
+        }
+        int full = nk == FC_KC && !(flags & FC_MASK);
+        if (full && (flags & FC_WINDOW)) {
+            if (win.x >= 0 && n0 < i_last + s.sk - s.sq - win.x) full = 0;
+            if (win.y >= 0 && n0 + FC_KC - 1 > diag0 + win.y) full = 0;
+        }
+        for (int k4 = 0; k4 < FC_KC; k4 += FC_KB) {
+            float8 sa[FC_KB][FC_RB], pa[FC_KB][FC_RB];
+            fc_dot_block(sa, qT, Kc + k4 * D, D);
+            fc_dot_block(pa, dOT, Vc + k4 * D, D);
+#pragma unroll
+            for (int jj = 0; jj < FC_KB; ++jj) {
+                const long j = n0 + k4 + jj;
+#pragma unroll
+                for (int rb = 0; rb < FC_RB; ++rb) {
+                    const int8 rel = (int8)(fc_clamp_int(j - diag0 - 8 * rb)) - FC_LANE0;
+                    float8 x = fc_score2(sa[jj][rb], rel, flags, fp.z, slope);
+                    if (!full) {
+                        int8 vis = (int8)(j < ke ? -1 : 0);
+                        if (flags & FC_WINDOW) vis &= fc_window_vis(rel, win);
+                        if (flags & FC_MASK) {
+                            int bits[8];
+                            for (int t = 0; t < 8; ++t) {
+                                const long i = i0 + 8 * rb + t;
+                                __global const uchar *mrow =
+                                    mask + mv.x + b * mv.y + h * mv.z + min(i, i_last) * mv.w;
+                                bits[t] = j < ke && FMSA_MASK_BIT(mrow, j) ? -1 : 0;
+                            }
+                            vis &= vload8(0, bits);
+                        }
+                        x = select((float8)(-INFINITY), x, vis);
+                    }
+                    float8 p = select(exp2(x - lse2[rb]), (float8)(0.0f), dead[rb]);
+                    const float8 ds =
+                        p * (pa[jj][rb] - ddv[rb]) * fc_softcap_grad(sa[jj][rb], flags, fp.z);
+                    vstore8(ds, (k4 + jj) * FC_RB + rb, dsr);
+                }
+            }
+        }
+        for (int k4 = 0; k4 < FC_KC; k4 += FC_KB) {
+            float8 w[FC_KB][FC_RB];
+#pragma unroll
+            for (int j = 0; j < FC_KB; ++j)
+#pragma unroll
+                for (int rb = 0; rb < FC_RB; ++rb) w[j][rb] = vload8((k4 + j) * FC_RB + rb, dsr);
+            fc_axpy_block(dqT, w, Kc + k4 * D, D, 0, w[0]);
+        }
+    }
+
+    for (int r = 0; r < nrows; ++r) {
+        for (int d = 0; d < D; ++d) Kc[d] = dqT[d * FC_L + r];
+        fc_row_store(Kc, dq, fc_q_row(dqv, &s, i0 + r, h), dtype, D, fp.x);
+    }
+}

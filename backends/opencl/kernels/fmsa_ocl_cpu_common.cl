@@ -1,0 +1,259 @@
+/*
+ * Shared pieces of the CPU-device kernels (PoCL and other OpenCL runtimes
+ * whose CL_DEVICE_TYPE is CPU).  A CPU runtime runs a work-group as loops
+ * over its work-items in one thread; barriers split the kernel into regions
+ * and every private value that lives across one goes through per-item
+ * memory, and __local is ordinary memory.  So these kernels use none of
+ * them: one work-item owns FC_L = 16 rows (forward, dQ: query rows; dK/dV:
+ * keys) held as FC_RB float8 vectors, one lane per row, and streams the
+ * other side one row at a time, broadcasting its elements.  Every softmax
+ * quantity is then lane-wise (no horizontal reductions), each product is a
+ * float8 fma, and the work-group is that one work-item.
+ *
+ * Nothing is specialised by -D: dtype, head dim and the feature switches are
+ * kernel arguments (branches on them are uniform and outside the inner
+ * loops), so one program serves every problem and a runtime compiles it once
+ * (the generic kernels build one program per dtype x head dim x tile x
+ * feature set, minutes of PoCL compile time for a test grid).
+ *
+ * Private arrays are float arrays read and written with vload8 / vstore8 so
+ * that lane scatters (transposes) and vector accesses need no type punning.
+ */
+
+#define FC_RB 2              /* float8 vectors per work-item */
+#define FC_L (8 * FC_RB)     /* lanes (rows) per work-item */
+#define FC_KC 16             /* streamed rows per step (keys or query rows) */
+#define FC_KB 4              /* streamed rows per register block */
+#define FC_DMAX 256          /* largest head dim (FMSA_HEAD_DIM_MAX) */
+
+/* cfg.z flag bits (the feature switches of the generic kernels). */
+#define FC_WINDOW 1
+#define FC_SOFTCAP 2
+#define FC_ALIBI 4
+#define FC_MASK 8
+#define FC_VARLEN 16
+#define FC_PAGED 32
+#define FC_SEQUSED 64
+#define FC_LSE 128
+
+/* dtype codes (fmsa_dtype): 1 f32, 2 f16 (storage only), 3 bf16. */
+#define FC_F32 1
+#define FC_F16 2
+
+/* Software prefetch: a streamed row of one head is a few cache lines with
+ * the other heads' rows between it and the next one (a new page per row at
+ * H * D * 4 >= 4 KiB), which the hardware prefetchers do not follow, so the
+ * next step's rows are prefetched while the current step computes (measured
+ * 1.4x on the d=128 forward).  clang-based runtimes (PoCL) have the builtin;
+ * OpenCL's prefetch() is a no-op there. */
+#if defined(__clang__) && defined(__has_builtin)
+#if __has_builtin(__builtin_prefetch)
+#define FC_PREFETCH(p) __builtin_prefetch((const __global void *)(p))
+#endif
+#endif
+#ifndef FC_PREFETCH
+#define FC_PREFETCH(p) ((void)0)
+#endif
+
+/* Prefetches the `d` elements of `esize` bytes at element offset off. */
+inline void fc_row_prefetch(__global const uchar *src, long off, int esize, int d) {
+    __global const uchar *p = src + off * esize;
+    for (int x = 0; x < d * esize; x += 64) FC_PREFETCH(p + x);
+}
+
+/* Converts one row of `d` elements (d a multiple of 8) at element offset
+ * off of a dtype buffer to fp32 in dst, multiplied by mul. */
+inline void fc_row_load(__private float *dst, __global const uchar *src, long off, int dtype,
+                        int d, float mul) {
+    if (dtype == FC_F32) {
+        __global const float *s = (__global const float *)src + off;
+        for (int c = 0; c < d / 8; ++c) vstore8(vload8(c, s) * mul, c, dst);
+    } else if (dtype == FC_F16) {
+        __global const half *s = (__global const half *)src + off;
+        for (int c = 0; c < d / 8; ++c) vstore8(vload_half8(c, s) * mul, c, dst);
+    } else {
+        __global const ushort *s = (__global const ushort *)src + off;
+        for (int c = 0; c < d / 8; ++c)
+            vstore8(as_float8(convert_uint8(vload8(c, s)) << 16) * mul, c, dst);
+    }
+}
+
+/* fp32 -> bf16 round to nearest even; NaN stays a quiet NaN. */
+inline ushort8 fc_bf16_round8(float8 x) {
+    uint8 b = as_uint8(x);
+    uint8 r = (b + (uint8)(0x7fffu) + ((b >> 16) & (uint8)(1u))) >> 16;
+    uint8 n = (b >> 16) | (uint8)(0x40u);
+    return convert_ushort8(select(r, n, as_uint8(isnan(x))));
+}
+
+/* Stores one fp32 row (times mul) as the dtype at element offset off. */
+inline void fc_row_store(__private const float *row, __global uchar *dst, long off, int dtype,
+                         int d, float mul) {
+    if (dtype == FC_F32) {
+        __global float *o = (__global float *)dst + off;
+        for (int c = 0; c < d / 8; ++c) vstore8(vload8(c, row) * mul, c, o);
+    } else if (dtype == FC_F16) {
+        __global half *o = (__global half *)dst + off;
+        for (int c = 0; c < d / 8; ++c) vstore_half8_rte(vload8(c, row) * mul, c, o);
+    } else {
+        __global ushort *o = (__global ushort *)dst + off;
+        for (int c = 0; c < d / 8; ++c) vstore8(fc_bf16_round8(vload8(c, row) * mul), c, o);
+    }
+}
+
+/* Where one sequence lives, resolved on the device (as fmsa_seq_resolve of
+ * the generic kernels, with run-time switches). */
+typedef struct fc_seq {
+    long q_row0, k_row0, q_batch, k_batch, sq, sk;
+} fc_seq;
+
+inline fc_seq fc_seq_resolve(long b, long4 dims, int flags, __global const int *cuq,
+                             __global const int *cuk, long4 cv, __global const int *sused,
+                             long2 uv) {
+    fc_seq s;
+    if (flags & FC_VARLEN) {
+        s.q_row0 = cuq[cv.x + b * cv.y];
+        s.sq = cuq[cv.x + (b + 1) * cv.y] - s.q_row0;
+        s.k_row0 = cuk[cv.z + b * cv.w];
+        s.sk = cuk[cv.z + (b + 1) * cv.w] - s.k_row0;
+        s.q_batch = 0;
+        s.k_batch = 0;
+    } else {
+        s.q_row0 = 0;
+        s.k_row0 = 0;
+        s.q_batch = b;
+        s.k_batch = (flags & FC_PAGED) ? 0 : b;
+        s.sq = dims.x;
+        s.sk = dims.y;
+        if (flags & FC_SEQUSED) s.sk = sused[uv.x + b * uv.y];
+    }
+    return s;
+}
+
+/* Element offset of key row j of kv head hk (through the block table when
+ * paged: bv = (offset, batch stride, page stride, page size)). */
+inline long fc_kv_row(long4 kv, const fc_seq *s, int flags, long b, long j, long hk,
+                      __global const int *bt, long4 bv) {
+    if (flags & FC_PAGED) {
+        long page = bt[bv.x + b * bv.y + (j / bv.w) * bv.z];
+        return kv.x + page * kv.y + (j % bv.w) * kv.z + hk * kv.w;
+    }
+    return kv.x + s->k_batch * kv.y + (s->k_row0 + j) * kv.z + hk * kv.w;
+}
+
+/* Query-side offset of row i (q, o, dout, dq views). */
+inline long fc_q_row(long4 qv, const fc_seq *s, long i, long h) {
+    return qv.x + s->q_batch * qv.y + (s->q_row0 + i) * qv.z + h * qv.w;
+}
+
+/* Lane offsets 0..15 of the two float8 halves. */
+#define FC_LANE0 ((int8)(0, 1, 2, 3, 4, 5, 6, 7))
+
+/* Clamps a long distance into int range for lane arithmetic (positions of
+ * one sequence; a clamped value is far outside any window either way). */
+inline int fc_clamp_int(long x) { return (int)clamp(x, -(long)(1 << 30), (long)(1 << 30)); }
+
+/* Base-2 score of 8 (query, key) pairs from the scaled dot product x:
+ * x is raw * scale * log2(e) without softcap, raw * scale with it.  rel =
+ * key - (query + sk - sq) per lane (the ALiBi distance and window test). */
+inline float8 fc_score2(float8 x, int8 rel, int flags, float softcap, float slope) {
+    float8 s2 = x;
+    if (flags & FC_SOFTCAP) s2 = softcap * tanh(x / softcap) * FMSA_LOG2E;
+    if (flags & FC_ALIBI) s2 += (-slope * convert_float8(abs(rel))) * FMSA_LOG2E;
+    return s2;
+}
+
+/* Window visibility of rel (see fc_score2) as a lane mask (-1 visible). */
+inline int8 fc_window_vis(int8 rel, long2 win) {
+    int8 vis = (int8)(-1);
+    if (win.x >= 0) vis &= rel >= (int8)(-fc_clamp_int(win.x));
+    if (win.y >= 0) vis &= rel <= (int8)(fc_clamp_int(win.y));
+    return vis;
+}
+
+/* Lane-wise online softmax: the update step of fmsa_softmax.h on 8 rows.
+ * Returns the rescale factor c and moves m; *ms receives the maximum the
+ * probabilities are taken against (0 where the row saw nothing yet, so a
+ * masked score -inf gives exp2(-inf) = 0 and never -inf - -inf). */
+inline float8 fc_softmax_update(__private float8 *m, float8 tile_max, __private float8 *ms) {
+    const float8 m_new = fmax(*m, tile_max);
+    const float8 safe = select(m_new, (float8)(0.0f), m_new == (float8)(-INFINITY));
+    const float8 c = exp2(*m - safe); /* 0 for a row's first visible tile (acc, l are 0) */
+    *m = m_new;
+    *ms = safe;
+    return c;
+}
+
+/* Lane-wise finalize: 1/l (0 for a fully masked row) and the natural-log
+ * LSE (-inf for a fully masked row). */
+inline float8 fc_softmax_finalize(float8 m, float8 l, __private float8 *lse) {
+    const int8 empty = (l == (float8)(0.0f)) | (m == (float8)(-INFINITY));
+    *lse = select((m + log2(l)) * FMSA_LN2, (float8)(-INFINITY), empty);
+    return select((float8)(1.0f) / l, (float8)(0.0f), empty);
+}
+
+/* Softcap chain rule factor 1 - (capped/softcap)^2 from the scaled score. */
+inline float8 fc_softcap_grad(float8 x, int flags, float softcap) {
+    if (!(flags & FC_SOFTCAP)) return (float8)(1.0f);
+    const float8 t = tanh(x / softcap);
+    return (float8)(1.0f) - t * t;
+}
+
+/* acc[j][rb] = sum_d T[d][rb] * R_j[d] for FC_KB streamed rows R_j (row
+ * stride D) against a transposed private block T: one fma chain per output,
+ * d in order. */
+inline void fc_dot_block(float8 acc[FC_KB][FC_RB], __private const float *T,
+                         __private const float *R, int D) {
+#pragma unroll
+    for (int j = 0; j < FC_KB; ++j)
+#pragma unroll
+        for (int rb = 0; rb < FC_RB; ++rb) acc[j][rb] = (float8)(0.0f);
+    for (int d = 0; d < D; ++d) {
+        float8 x[FC_RB];
+#pragma unroll
+        for (int rb = 0; rb < FC_RB; ++rb) x[rb] = vload8(d * FC_RB + rb, T);
+#pragma unroll
+        for (int j = 0; j < FC_KB; ++j) {
+            const float8 y = (float8)(R[j * D + d]);
+#pragma unroll
+            for (int rb = 0; rb < FC_RB; ++rb) acc[j][rb] = fma(x[rb], y, acc[j][rb]);
+        }
+    }
+}
+
+/* T[d][rb] = c[rb] * T[d][rb] + sum_j W[j][rb] * R_j[d] over FC_KB streamed
+ * rows: O = c O + P V, dV += P^T dO, dK += dS^T Q, dQ += dS K.  rescale = 0
+ * skips the multiply (c is then ignored). */
+inline void fc_axpy_block(__private float *T, const float8 w[FC_KB][FC_RB],
+                          __private const float *R, int D, int rescale,
+                          const float8 c[FC_RB]) {
+    if (rescale) {
+        for (int d = 0; d < D; ++d) {
+            float8 x[FC_RB];
+#pragma unroll
+            for (int rb = 0; rb < FC_RB; ++rb) x[rb] = vload8(d * FC_RB + rb, T) * c[rb];
+#pragma unroll
+            for (int j = 0; j < FC_KB; ++j) {
+                const float8 y = (float8)(R[j * D + d]);
+#pragma unroll
+                for (int rb = 0; rb < FC_RB; ++rb) x[rb] = fma(w[j][rb], y, x[rb]);
+            }
+#pragma unroll
+            for (int rb = 0; rb < FC_RB; ++rb) vstore8(x[rb], d * FC_RB + rb, T);
+        }
+        return;
+    }
+    for (int d = 0; d < D; ++d) {
+        float8 x[FC_RB];
+#pragma unroll
+        for (int rb = 0; rb < FC_RB; ++rb) x[rb] = vload8(d * FC_RB + rb, T);
+#pragma unroll
+        for (int j = 0; j < FC_KB; ++j) {
+            const float8 y = (float8)(R[j * D + d]);
+#pragma unroll
+            for (int rb = 0; rb < FC_RB; ++rb) x[rb] = fma(w[j][rb], y, x[rb]);
+        }
+#pragma unroll
+        for (int rb = 0; rb < FC_RB; ++rb) vstore8(x[rb], d * FC_RB + rb, T);
+    }
+}
