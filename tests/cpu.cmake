@@ -11,5 +11,15 @@ foreach(suite test_grid_forward test_grid_backward test_grid_edges test_grid_lar
     ENVIRONMENT "FLASHMSA_TEST_BACKEND=cpu;FLASHMSA_BACKEND=cpu")
 endforeach()
 
+# The fp32 backward has two ways to own dQ (backends/cpu/cpu_backward.c): the
+# planner picks by shape, and the grids' small shapes mostly get the
+# recomputing one, so the backward suites run once more with the dQ-partials
+# variant forced.
+foreach(suite test_grid_backward test_grid_edges test_grid_large)
+  add_test(NAME ${suite}_dqparts COMMAND ${suite})
+  set_tests_properties(${suite}_dqparts PROPERTIES LABELS cpu
+    ENVIRONMENT "FLASHMSA_TEST_BACKEND=cpu;FLASHMSA_BACKEND=cpu;FLASHMSA_CPU_BWD=parts")
+endforeach()
+
 # The oracle itself (fp64 reference, naive implementation, checks); no backend.
 fmsa_add_test(test_oracle LABELS cpu SOURCES test_oracle.c)

@@ -12,8 +12,14 @@
  * Q, dO, lse2, D are packed once into fp32 panels (cpu_pack.h) that both
  * stages read; the five products run through the ISA's micro-kernels
  * (S = Q·Kᵀ, dP = dO·Vᵀ, dV += Pᵀ·dO, dK += dSᵀ·Q, dQ += dS·K), items
- * heaviest first.  The price of no atomics is recomputing S and dP in stage
- * (b): 14 tile products per (query tile, key tile) against FA2's 10.
+ * heaviest first.  Without atomics, dQ = sum_j dS_j·K_j needs one owner per
+ * row, which costs either
+ *   - recomputing S and dP in stage (b) (14 tile products per (query tile,
+ *     key tile) against FA2's 10), or, where the shape gives enough work
+ *     items and memory (plan->dq_parts > 0, cpu_plan.c),
+ *   - dQ partials: stage (a) runs over (slot, part of the key tiles), adds
+ *     dS·K into the part's own dQ partial rows (10 products, as FA2), and
+ *     stage (b) sums a query tile's partials in part order.
  *
  * Each output row is owned by exactly one work item of one stage and summed
  * in a fixed order, so there are no atomics and the result is bit-identical
@@ -66,6 +72,8 @@ typedef struct cpu_bwd_panels {
     float *q, *dout; ///< per query head of the group: [tiles_q * block_m][D]
     float *lse2;     ///< per query head: lse * log2(e)
     float *delta;    ///< per query head: D_i
+    float *dqp;      ///< dq_parts > 0: dQ partials [part][group][head_rows][D]
+    float *dqf;      ///< ... and 1 where (part, head, query tile) was written [part][group][tiles_q]
     int64_t head_rows; ///< tiles_q * block_m: stride between query heads' panels
 } cpu_bwd_panels;
 
@@ -83,6 +91,8 @@ static cpu_bwd_panels cpu_bwd_slot(const fmsa_problem *p, const fmsa_cpu_plan *p
     x.dout = x.q + group * x.head_rows * D;
     x.lse2 = x.dout + group * x.head_rows * D;
     x.delta = x.lse2 + group * x.head_rows;
+    x.dqp = x.delta + group * x.head_rows;
+    x.dqf = x.dqp + pl->dq_parts * group * x.head_rows * D;
     return x;
 }
 
@@ -163,9 +173,11 @@ static void cpu_bwd_ds(const fmsa_cpu_plan *pl, const fmsa_cpu_score *sc,
     }
 }
 
-/// Stage (a): dK, dV of key tile ktile of the slot.
-static void cpu_bwd_dkdv_item(const fmsa_problem *p, const fmsa_cpu_plan *pl, int64_t slot,
-                              const cpu_bwd_panels *x, int64_t ktile, cpu_bwd_tiles *t) {
+/// Stage (a): dK, dV of key tile ktile of the slot; with dQ partials, also
+/// dQ partial += dS·K into part `part`'s rows.
+static void cpu_bwd_dkdv_tile(const fmsa_problem *p, const fmsa_cpu_plan *pl, int64_t slot,
+                              const cpu_bwd_panels *x, int64_t ktile, int64_t part,
+                              cpu_bwd_tiles *t) {
     const int64_t D = p->head_dim, group = p->heads_q / p->heads_kv;
     const int64_t b = slot / p->heads_kv, hk = slot % p->heads_kv;
     const fmsa_seq seq = fmsa_problem_seq(p, b);
@@ -193,6 +205,13 @@ static void cpu_bwd_dkdv_item(const fmsa_problem *p, const fmsa_cpu_plan *pl, in
             /* dV += Pᵀ·dO, dK += dSᵀ·Q: the transposed A is the same tile with swapped strides */
             pl->kern->gemm(cols, (int)D, rows, t->s, 1, ld, x->dout + r0 * D, D, t->dv, D, 1);
             pl->kern->gemm(cols, (int)D, rows, t->dp, 1, ld, x->q + r0 * D, D, t->dk, D, 1);
+            if (pl->dq_parts > 0) { /* the part's first write of these rows overwrites */
+                float *flag = x->dqf + (part * group + g) * pl->tiles_q + i0 / pl->block_m;
+                float *dqp = x->dqp + ((part * group + g) * x->head_rows + i0) * D;
+                pl->kern->gemm(rows, (int)D, cols, t->dp, ld, 1, x->k + j0 * D, D, dqp, D,
+                               *flag != 0.0f);
+                *flag = 1.0f;
+            }
         }
     }
     for (int c = 0; c < cols; ++c) {
@@ -203,6 +222,53 @@ static void cpu_bwd_dkdv_item(const fmsa_problem *p, const fmsa_cpu_plan *pl, in
                            fmsa_problem_k_offset(p, &p->dv, &seq, b, j0 + c, hk), D, 1.0f,
                            t->dv + (int64_t)c * D);
     }
+}
+
+/// Key tiles [*kt0, *kt1) of part `part` (dQ partials) of plan pl.
+static void cpu_bwd_part_tiles(const fmsa_cpu_plan *pl, int64_t part, int64_t *kt0,
+                               int64_t *kt1) {
+    const int64_t per = fmsa_cpu_ceil_div(pl->tiles_k, pl->dq_parts);
+    *kt0 = part * per;
+    *kt1 = *kt0 + per < pl->tiles_k ? *kt0 + per : pl->tiles_k;
+}
+
+/// Stage (a) work item: key tile `tile`, or with dQ partials part `tile`.
+static void cpu_bwd_dkdv_item(const fmsa_problem *p, const fmsa_cpu_plan *pl, int64_t slot,
+                              const cpu_bwd_panels *x, int64_t tile, cpu_bwd_tiles *t) {
+    const int64_t group = p->heads_q / p->heads_kv;
+    int64_t kt0, kt1;
+    if (pl->dq_parts == 0) {
+        cpu_bwd_dkdv_tile(p, pl, slot, x, tile, 0, t);
+        return;
+    }
+    for (int64_t f = 0; f < group * pl->tiles_q; ++f) x->dqf[tile * group * pl->tiles_q + f] = 0.0f;
+    cpu_bwd_part_tiles(pl, tile, &kt0, &kt1);
+    for (int64_t kt = kt0; kt < kt1; ++kt) cpu_bwd_dkdv_tile(p, pl, slot, x, kt, tile, t);
+}
+
+/// Stage (b) with dQ partials: dQ of query tile qt of head `sub` = the sum of
+/// the parts' partials in part order (parts that never saw the tile add nothing).
+static void cpu_bwd_dq_sum_item(const fmsa_problem *p, const fmsa_cpu_plan *pl, int64_t slot,
+                                const cpu_bwd_panels *x, int64_t sub, int64_t qt,
+                                cpu_bwd_tiles *t) {
+    const int64_t D = p->head_dim, group = p->heads_q / p->heads_kv, b = slot / p->heads_kv;
+    const int64_t h = (slot % p->heads_kv) * group + sub;
+    const fmsa_seq seq = fmsa_problem_seq(p, b);
+    const int64_t i0 = qt * pl->block_m;
+    int rows;
+    if (i0 >= seq.sq) return;
+    rows = (int)(seq.sq - i0 < pl->block_m ? seq.sq - i0 : pl->block_m);
+    fmsa_cpu_zero(t->dq, (int64_t)rows * D);
+    for (int64_t part = 0; part < pl->dq_parts; ++part) {
+        const float *src = x->dqp + ((part * group + sub) * x->head_rows + i0) * D;
+        float *restrict dst = t->dq;
+        if (x->dqf[(part * group + sub) * pl->tiles_q + qt] == 0.0f) continue;
+        for (int64_t e = 0; e < (int64_t)rows * D; ++e) dst[e] += src[e];
+    }
+    for (int r = 0; r < rows; ++r)
+        fmsa_cpu_row_store(fmsa_view4_host(&p->dq), p->dtype,
+                           fmsa_problem_q_offset(&p->dq, &seq, i0 + r, h), D, p->softmax_scale,
+                           t->dq + (int64_t)r * D);
 }
 
 /// Stage (b): dQ of query tile qt of query head `sub` of the slot's group.
@@ -245,16 +311,21 @@ static void cpu_bwd_items(const fmsa_problem *p, const fmsa_cpu_plan *pl, int64_
     *n_kv = *n_q = 0;
     for (int64_t slot = slot0; slot < slot0 + nslots; ++slot) {
         const fmsa_seq seq = fmsa_problem_seq(p, slot / p->heads_kv);
-        for (int64_t kt = 0; kt * pl->block_n < seq.sk; ++kt) {
-            /* visible query rows of this key tile: rows whose window reaches it */
-            int64_t cost = 0;
-            for (int64_t i0 = 0; i0 < seq.sq; i0 += pl->block_m) {
-                const int64_t i1 = i0 + pl->block_m < seq.sq ? i0 + pl->block_m : seq.sq;
-                const int64_t kb = fmsa_window_key_begin(i0, seq.sq, seq.sk, p->window_left);
-                const int64_t ke = fmsa_window_key_end(i1, seq.sq, seq.sk, p->window_right);
-                if (ke > kt * pl->block_n && kb < (kt + 1) * pl->block_n) cost += i1 - i0;
-            }
-            kv[*n_kv] = (fmsa_cpu_item){slot, 0, kt, 0, cost * group + 1};
+        const int64_t n_stage_a = pl->dq_parts > 0 ? pl->dq_parts : pl->tiles_k;
+        for (int64_t it = 0; it < n_stage_a; ++it) {
+            /* visible query rows of the item's key tiles: rows whose window reaches them */
+            int64_t cost = 0, kt0 = it, kt1 = it + 1;
+            if (pl->dq_parts > 0) cpu_bwd_part_tiles(pl, it, &kt0, &kt1);
+            for (int64_t kt = kt0; kt < kt1 && kt * pl->block_n < seq.sk; ++kt)
+                for (int64_t i0 = 0; i0 < seq.sq; i0 += pl->block_m) {
+                    const int64_t i1 = i0 + pl->block_m < seq.sq ? i0 + pl->block_m : seq.sq;
+                    const int64_t kb = fmsa_window_key_begin(i0, seq.sq, seq.sk, p->window_left);
+                    const int64_t ke = fmsa_window_key_end(i1, seq.sq, seq.sk, p->window_right);
+                    if (ke > kt * pl->block_n && kb < (kt + 1) * pl->block_n) cost += i1 - i0;
+                }
+            /* a part with no key tile in this sequence still clears its flags */
+            if (pl->dq_parts == 0 && kt0 * pl->block_n >= seq.sk) break;
+            kv[*n_kv] = (fmsa_cpu_item){slot, 0, it, 0, cost * group + 1};
             ++*n_kv;
         }
         for (int64_t g = 0; g < group; ++g)
@@ -263,7 +334,9 @@ static void cpu_bwd_items(const fmsa_problem *p, const fmsa_cpu_plan *pl, int64_
                 const int64_t i1 = i0 + pl->block_m < seq.sq ? i0 + pl->block_m : seq.sq;
                 const int64_t kb = fmsa_window_key_begin(i0, seq.sq, seq.sk, p->window_left);
                 const int64_t ke = fmsa_window_key_end(i1, seq.sq, seq.sk, p->window_right);
-                q[*n_q] = (fmsa_cpu_item){slot, g, qt, 0, (ke > kb ? ke - kb : 0) + 1};
+                /* with dQ partials the item only sums them: rows x parts */
+                const int64_t cost = pl->dq_parts > 0 ? pl->dq_parts : (ke > kb ? ke - kb : 0);
+                q[*n_q] = (fmsa_cpu_item){slot, g, qt, 0, cost + 1};
                 ++*n_q;
             }
     }
@@ -358,8 +431,12 @@ FMSA_CPU_OMP(omp for schedule(dynamic, 1))
                     continue;
                 }
                 const cpu_bwd_panels x = cpu_bwd_slot(p, &pl, panels, q_items[it].slot - slot0);
-                cpu_bwd_dq_item(p, &pl, q_items[it].slot, &x, q_items[it].sub, q_items[it].tile,
-                                &t);
+                if (pl.dq_parts > 0)
+                    cpu_bwd_dq_sum_item(p, &pl, q_items[it].slot, &x, q_items[it].sub,
+                                        q_items[it].tile, &t);
+                else
+                    cpu_bwd_dq_item(p, &pl, q_items[it].slot, &x, q_items[it].sub,
+                                    q_items[it].tile, &t);
             }
         }
     }

@@ -58,6 +58,9 @@ typedef struct fmsa_cpu_plan {
     int64_t slot_floats;    ///< packed panels of one (sequence, kv head) slot (cpu_pack.h)
     int64_t slots;          ///< batch * heads_kv
     int64_t chunk_slots;    ///< slots packed at a time (FMSA_CPU_PANEL_BUDGET, >= 1)
+    int64_t dq_parts;       ///< fp32 backward: key-tile parts whose dQ partials stage (a)
+                            ///< writes and stage (b) sums (cpu_backward.c); 0 = stage (b)
+                            ///< recomputes S and dP itself
     const fmsa_cpu_kernels *kern; ///< the micro-kernel path (cpu_dispatch.c)
     int b16;                ///< the planner chose a bf16-product row (FMSA_PLAN_DTYPES_BF16_MMA):
                             ///< bf16 inputs on kern->gemm_b16 (cpu_forward_b16.c, cpu_backward_b16.c)

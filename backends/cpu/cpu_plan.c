@@ -17,7 +17,9 @@
  * Packed panels of one (sequence, kv head) slot, fp32, tiles_k key tiles:
  *   forward  : Kᵀ tiles [tiles_k][D][Bc] | V rows [tiles_k * Bc][D]
  *   backward : Kᵀ tiles | Vᵀ tiles | K rows, then per query head of the group
- *              Q rows, dO rows [tiles_q * Br][D] and lse2, delta [tiles_q * Br]
+ *              Q rows, dO rows [tiles_q * Br][D] and lse2, delta [tiles_q * Br];
+ *              with dq_parts > 0 then dQ partials [parts][group][tiles_q * Br][D]
+ *              and their written-flags [parts][group][tiles_q]
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -34,6 +36,42 @@
 /// function of the problem's shape only, or results would change with
 /// OMP_NUM_THREADS.  32 keeps a typical server socket busy on decode shapes.
 #define FMSA_CPU_PLAN_CORES 32
+
+/// fp32 backward with dQ partials (cpu_backward.c): at most this many parts
+/// of a slot's key tiles each write their own dQ partial sums, and the
+/// variant is used only when slots x parts gives 2 * FMSA_CPU_PLAN_CORES
+/// work items (shape-only, so results do not change with the thread count)
+/// and one slot's partials take at most half the panel budget.
+#define FMSA_CPU_BWD_DQ_PARTS 8
+
+/// Parts of the dQ-partials backward for this shape (0: the recomputing one).
+/// FLASHMSA_CPU_BWD=parts|recompute forces one variant (developers and the
+/// test suites, which run the backward grid under each); parts it cannot
+/// hold in memory is refused.
+static fmsa_status cpu_bwd_dq_parts(const fmsa_problem *p, int bm, int64_t tiles_q,
+                                    int64_t tiles_k, int64_t *out) {
+    const int64_t parts = tiles_k < FMSA_CPU_BWD_DQ_PARTS ? tiles_k : FMSA_CPU_BWD_DQ_PARTS;
+    const int64_t group = p->heads_q / p->heads_kv;
+    const double bytes = (double)parts * (double)group * (double)(tiles_q * bm) *
+                         (double)p->head_dim * sizeof(float);
+    const int fits = parts >= 1 && bytes <= (double)(FMSA_CPU_PANEL_BUDGET / 2);
+    const char *force = getenv("FLASHMSA_CPU_BWD");
+    *out = 0;
+    if (force && *force) {
+        if (strcmp(force, "recompute") == 0) return FMSA_SUCCESS;
+        if (strcmp(force, "parts") != 0)
+            return fmsa_fail(FMSA_ERR_INVALID_ARGUMENT,
+                             "FLASHMSA_CPU_BWD=\"%s\": expected parts or recompute", force);
+        if (!fits && tiles_k > 0)
+            return fmsa_fail(FMSA_ERR_NOT_SUPPORTED,
+                             "FLASHMSA_CPU_BWD=parts: the dQ partials of one slot (%.0f MiB) "
+                             "exceed half the CPU panel budget", bytes / 1048576.0);
+        *out = parts > 0 ? parts : 0;
+        return FMSA_SUCCESS;
+    }
+    if (fits && p->batch * p->heads_kv * parts >= 2 * FMSA_CPU_PLAN_CORES) *out = parts;
+    return FMSA_SUCCESS;
+}
 
 /// Bytes of one thread's fp32 tiles for block sizes (bm, bn) and head dim D,
 /// each tile rounded to a cache line (K and V live in the shared panels).
@@ -152,6 +190,13 @@ fmsa_status fmsa_cpu_plan_make(const fmsa_cpu_state *st, const fmsa_problem *p,
         plan->scratch_bytes = fmsa_cpu_b16_bwd_scratch_bytes(p, tiles.block_m, tiles.block_n);
         plan->slot_floats = fmsa_cpu_b16_bwd_slot_floats(p, tiles.block_m, tiles.block_n,
                                                          plan->tiles_q, plan->tiles_k);
+    }
+    plan->dq_parts = 0;
+    if (!plan->b16 && p->pass == FMSA_PASS_BACKWARD) {
+        FMSA_TRY(cpu_bwd_dq_parts(p, tiles.block_m, plan->tiles_q, plan->tiles_k,
+                                  &plan->dq_parts));
+        plan->slot_floats += plan->dq_parts * (p->heads_q / p->heads_kv) * plan->tiles_q *
+                             (tiles.block_m * D + 1);
     }
     plan->slots = p->batch * p->heads_kv;
     plan->chunk_slots = (int64_t)(FMSA_CPU_PANEL_BUDGET /
