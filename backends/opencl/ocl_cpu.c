@@ -17,12 +17,61 @@
 #include "backends/opencl/ocl_cpu.h"
 #include "common/error.h"
 
-static const char *const fmsa_ocl_cpu_names[FMSA_OCL_K_COUNT] = {
+/* Kernels: FMSA_OCL_K_* and the panel packer. */
+#define FMSA_OCL_CPU_K_PACK FMSA_OCL_K_COUNT
+static const char *const fmsa_ocl_cpu_names[FMSA_OCL_K_COUNT + 1] = {
     "fmsa_ocl_cpu_forward", "fmsa_ocl_cpu_bwd_preprocess", "fmsa_ocl_cpu_bwd_dkdv",
-    "fmsa_ocl_cpu_bwd_dq"};
+    "fmsa_ocl_cpu_bwd_dq", "fmsa_ocl_cpu_pack"};
 
 /* Query rows per work-item of the preprocess kernel. */
 #define FMSA_OCL_CPU_PRE_ROWS 64
+
+/* Rows per streamed step (FC_KC in fmsa_ocl_cpu_common.cl): panels carry
+ * that many zero rows past the longest sequence. */
+#define FMSA_OCL_CPU_STEP 16
+
+/* Panel bytes per chunk of slots: the panels of a chunk are written and
+ * read back while they are still in the last-level cache (32 MiB on the
+ * CI machine's EPYC, shared), and the workspace stays bounded for long KV
+ * caches.  At least one slot per chunk. */
+#define FMSA_OCL_CPU_PANEL_BYTES ((size_t)16 << 20)
+
+/* How a pass is cut into chunks of (sequence, kv head) slots and where its
+ * panels live in the workspace (floats).  One function, used by the
+ * configuration (workspace size) and the launches. */
+typedef struct fmsa_ocl_cpu_layout {
+    int64_t slots;      ///< batch * heads_kv
+    int64_t chunk;      ///< slots per chunk
+    int64_t group;      ///< heads_q / heads_kv
+    int64_t rows_k;     ///< K/V panel rows per slot
+    int64_t rows_q;     ///< Q/dO panel rows per query head (backward)
+    int64_t d_floats;   ///< backward: D = rowsum(dO * O) floats at the start
+    int64_t k_off;      ///< K/V panels of the chunk
+    int64_t q_off;      ///< Q/dO panels of the chunk (backward)
+    int64_t floats;     ///< workspace floats
+} fmsa_ocl_cpu_layout;
+
+static int64_t fmsa_ocl_cpu_round(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
+
+static void fmsa_ocl_cpu_layout_make(const fmsa_problem *p, fmsa_ocl_cpu_layout *L) {
+    const int bwd = p->pass == FMSA_PASS_BACKWARD;
+    const int64_t bq = p->is_varlen ? 1 : p->batch;
+    int64_t per_slot;
+    memset(L, 0, sizeof *L);
+    L->slots = p->batch * p->heads_kv;
+    L->group = p->heads_kv > 0 ? p->heads_q / p->heads_kv : 1;
+    L->rows_k = fmsa_ocl_cpu_round(p->seqlen_k + FMSA_OCL_CPU_STEP, FMSA_OCL_CPU_ROWS);
+    L->rows_q = bwd ? fmsa_ocl_cpu_round(p->seqlen_q + FMSA_OCL_CPU_STEP, FMSA_OCL_CPU_ROWS) : 0;
+    L->d_floats = bwd ? fmsa_ocl_cpu_round(bq * p->heads_q * p->total_q, 16) : 0;
+    per_slot = (2 * L->rows_k + 2 * L->group * L->rows_q) * p->head_dim;
+    L->chunk = (int64_t)(FMSA_OCL_CPU_PANEL_BYTES / sizeof(float)) / (per_slot > 0 ? per_slot : 1);
+    if (L->chunk > L->slots) L->chunk = L->slots;
+    if (L->chunk < 1) L->chunk = 1;
+    L->k_off = L->d_floats;
+    L->q_off = L->k_off + L->chunk * 2 * L->rows_k * p->head_dim;
+    L->floats = L->slots > 0 ? L->q_off + L->chunk * 2 * L->group * L->rows_q * p->head_dim
+                             : L->d_floats;
+}
 
 /* Positions inside one sequence are int lanes in the kernels. */
 #define FMSA_OCL_CPU_MAX_SEQ ((int64_t)1 << 30)
@@ -42,6 +91,7 @@ int fmsa_ocl_cpu_selected(const fmsa_ocl_state *st, const fmsa_problem *p) {
 
 fmsa_status fmsa_ocl_cpu_config_make(const fmsa_ocl_state *st, const fmsa_problem *p,
                                      fmsa_ocl_config *cfg) {
+    fmsa_ocl_cpu_layout L;
     (void)st;
     memset(cfg, 0, sizeof *cfg);
     cfg->variant = FMSA_OCL_VARIANT_CPU;
@@ -51,11 +101,10 @@ fmsa_status fmsa_ocl_cpu_config_make(const fmsa_ocl_state *st, const fmsa_proble
         cfg->kernel[k].block_n = FMSA_OCL_CPU_ROWS;
         cfg->kernel[k].wg = 1;
     }
-    if (p->pass == FMSA_PASS_BACKWARD) {
-        /* D = rowsum(dO * O), one fp32 per (query row, head), as the generic kernels. */
-        int64_t bq = p->is_varlen ? 1 : p->batch;
-        cfg->workspace_bytes = (size_t)(bq * p->heads_q * p->total_q) * sizeof(float);
-    }
+    /* Backward: D = rowsum(dO * O), one fp32 per (query row, head), as the
+     * generic kernels; both passes: the fp32 panels of one chunk of slots. */
+    fmsa_ocl_cpu_layout_make(p, &L);
+    cfg->workspace_bytes = (size_t)L.floats * sizeof(float);
     return FMSA_SUCCESS;
 }
 
@@ -185,12 +234,12 @@ static int fmsa_ocl_cpu_flags(const fmsa_problem *p) {
     return f;
 }
 
-static void fmsa_ocl_cpu_arg_cfg(fmsa_ocl_cpu_args *a, const fmsa_problem *p) {
+static void fmsa_ocl_cpu_arg_cfg(fmsa_ocl_cpu_args *a, const fmsa_problem *p, int w) {
     cl_int4 c;
     c.s[0] = (cl_int)p->dtype;
     c.s[1] = (cl_int)p->head_dim;
     c.s[2] = fmsa_ocl_cpu_flags(p);
-    c.s[3] = 0;
+    c.s[3] = w;
     fmsa_ocl_cpu_arg(a, sizeof c, &c);
 }
 
@@ -207,7 +256,7 @@ static void fmsa_ocl_cpu_arg_dims(fmsa_ocl_cpu_args *a, const fmsa_problem *p) {
     fp.s[2] = p->softcap;
     fp.s[3] = 0.0f;
     fmsa_ocl_cpu_arg(a, sizeof fp, &fp);
-    fmsa_ocl_cpu_arg_cfg(a, p);
+    fmsa_ocl_cpu_arg_cfg(a, p, 0);
 }
 
 /* One work-item per work-group: global = groups. */
@@ -229,24 +278,25 @@ static size_t fmsa_ocl_cpu_groups(int64_t n, int64_t rows) {
     return n <= 0 ? 0 : (size_t)((n + rows - 1) / rows);
 }
 
-fmsa_status fmsa_ocl_cpu_run_forward(fmsa_ocl_state *st, const fmsa_problem *p,
-                                     const fmsa_ocl_config *cfg, cl_mem workspace,
-                                     size_t workspace_bytes, cl_command_queue queue) {
+static void fmsa_ocl_cpu_arg_dimsonly(fmsa_ocl_cpu_args *a, const fmsa_problem *p) {
+    fmsa_ocl_cpu_arg_long4(a, p->seqlen_q, p->seqlen_k, p->heads_q, p->heads_q / p->heads_kv);
+}
+
+/* Packs slots [slot0, slot0 + n) of two tensors into panels at float
+ * offset off: key side (K, V: paging, seqused_k) or query side (Q, dO;
+ * slots are then (sequence, query head), heads = Hq). */
+static fmsa_status fmsa_ocl_cpu_pack(fmsa_ocl_state *st, cl_command_queue queue,
+                                     const fmsa_problem *p, int qside, const fmsa_view4 *x,
+                                     const fmsa_view4 *y, cl_mem ws, int64_t slot0, int64_t n,
+                                     int64_t rows, int64_t off) {
     fmsa_ocl_cpu_args a = {st->cl, NULL, 0, CL_SUCCESS};
     const size_t e = fmsa_problem_elem_size(p);
     cl_long2 uv;
-    (void)cfg;
-    (void)workspace;
-    (void)workspace_bytes;
-    if (p->batch == 0 || p->seqlen_q == 0 || p->heads_q == 0) return FMSA_SUCCESS;
-    FMSA_TRY(fmsa_ocl_cpu_kernel(st, FMSA_OCL_K_FORWARD, &a.kernel));
-    fmsa_ocl_cpu_arg_view4(&a, &p->q, e);
-    fmsa_ocl_cpu_arg_view4(&a, &p->k, e);
-    fmsa_ocl_cpu_arg_view4(&a, &p->v, e);
-    fmsa_ocl_cpu_arg_view4(&a, &p->o, e);
-    fmsa_ocl_cpu_arg_viewn(&a, &p->lse, 4);
-    fmsa_ocl_cpu_arg_viewn(&a, &p->alibi, 4);
-    fmsa_ocl_cpu_arg_viewn(&a, &p->mask, 1);
+    FMSA_TRY(fmsa_ocl_cpu_kernel(st, FMSA_OCL_CPU_K_PACK, &a.kernel));
+    fmsa_ocl_cpu_arg_view4(&a, x, e);
+    fmsa_ocl_cpu_arg_view4(&a, y, e);
+    fmsa_ocl_cpu_arg_mem(&a, ws);
+    fmsa_ocl_cpu_arg_long4(&a, slot0, rows, qside ? p->heads_q : p->heads_kv, off);
     fmsa_ocl_cpu_arg_cu(&a, p);
     fmsa_ocl_cpu_arg_mem(&a, p->block_table.data);
     fmsa_ocl_cpu_arg_long4(&a, p->block_table.data ? p->block_table.byte_offset / 4 : 0,
@@ -255,28 +305,67 @@ fmsa_status fmsa_ocl_cpu_run_forward(fmsa_ocl_state *st, const fmsa_problem *p,
     uv.s[0] = p->seqused_k.data ? p->seqused_k.byte_offset / 4 : 0;
     uv.s[1] = p->seqused_k.s0;
     fmsa_ocl_cpu_arg(&a, sizeof uv, &uv);
-    fmsa_ocl_cpu_arg_dims(&a, p);
-    return fmsa_ocl_cpu_enqueue(st, queue, &a, FMSA_OCL_K_FORWARD,
-                                fmsa_ocl_cpu_groups(p->seqlen_q, FMSA_OCL_CPU_ROWS),
-                                (size_t)p->heads_q, (size_t)p->batch);
+    fmsa_ocl_cpu_arg_dimsonly(&a, p);
+    fmsa_ocl_cpu_arg_cfg(&a, p, qside);
+    return fmsa_ocl_cpu_enqueue(st, queue, &a, FMSA_OCL_CPU_K_PACK,
+                                (size_t)(rows / FMSA_OCL_CPU_ROWS), (size_t)n, 1);
 }
 
-/* q, k, v, dout views, then the kernel's outputs, then this tail. */
-static void fmsa_ocl_cpu_arg_bwd_tail(fmsa_ocl_cpu_args *a, const fmsa_problem *p, cl_mem ws) {
+static fmsa_status fmsa_ocl_cpu_check_ws(const fmsa_ocl_config *cfg, cl_mem workspace,
+                                         size_t workspace_bytes, const char *pass) {
+    if (workspace_bytes < cfg->workspace_bytes || (cfg->workspace_bytes && !workspace))
+        return fmsa_fail(FMSA_ERR_INSUFFICIENT_WORKSPACE,
+                         "opencl: %s needs %zu bytes of workspace, got %zu", pass,
+                         cfg->workspace_bytes, workspace_bytes);
+    return FMSA_SUCCESS;
+}
+
+fmsa_status fmsa_ocl_cpu_run_forward(fmsa_ocl_state *st, const fmsa_problem *p,
+                                     const fmsa_ocl_config *cfg, cl_mem workspace,
+                                     size_t workspace_bytes, cl_command_queue queue) {
+    const size_t e = fmsa_problem_elem_size(p);
+    fmsa_ocl_cpu_layout L;
+    cl_long2 uv;
+    FMSA_TRY(fmsa_ocl_cpu_check_ws(cfg, workspace, workspace_bytes, "forward"));
+    if (p->batch == 0 || p->seqlen_q == 0 || p->heads_q == 0) return FMSA_SUCCESS;
+    fmsa_ocl_cpu_layout_make(p, &L);
+    for (int64_t slot0 = 0; slot0 < L.slots; slot0 += L.chunk) {
+        const int64_t n = L.slots - slot0 < L.chunk ? L.slots - slot0 : L.chunk;
+        fmsa_ocl_cpu_args a = {st->cl, NULL, 0, CL_SUCCESS};
+        FMSA_TRY(fmsa_ocl_cpu_pack(st, queue, p, 0, &p->k, &p->v, workspace, slot0, n, L.rows_k,
+                                   L.k_off));
+        FMSA_TRY(fmsa_ocl_cpu_kernel(st, FMSA_OCL_K_FORWARD, &a.kernel));
+        fmsa_ocl_cpu_arg_view4(&a, &p->q, e);
+        fmsa_ocl_cpu_arg_view4(&a, &p->o, e);
+        fmsa_ocl_cpu_arg_viewn(&a, &p->lse, 4);
+        fmsa_ocl_cpu_arg_viewn(&a, &p->alibi, 4);
+        fmsa_ocl_cpu_arg_viewn(&a, &p->mask, 1);
+        fmsa_ocl_cpu_arg_cu(&a, p);
+        fmsa_ocl_cpu_arg_mem(&a, p->seqused_k.data);
+        uv.s[0] = p->seqused_k.data ? p->seqused_k.byte_offset / 4 : 0;
+        uv.s[1] = p->seqused_k.s0;
+        fmsa_ocl_cpu_arg(&a, sizeof uv, &uv);
+        fmsa_ocl_cpu_arg_mem(&a, workspace);
+        fmsa_ocl_cpu_arg_long4(&a, slot0, L.rows_k, p->heads_kv, L.k_off);
+        fmsa_ocl_cpu_arg_dims(&a, p);
+        FMSA_TRY(fmsa_ocl_cpu_enqueue(st, queue, &a, FMSA_OCL_K_FORWARD,
+                                      fmsa_ocl_cpu_groups(p->seqlen_q, FMSA_OCL_CPU_ROWS),
+                                      (size_t)(n * L.group), 1));
+    }
+    return FMSA_SUCCESS;
+}
+
+/* The tail every backward kernel ends with. */
+static void fmsa_ocl_cpu_arg_bwd_tail(fmsa_ocl_cpu_args *a, const fmsa_problem *p, cl_mem ws,
+                                      int64_t slot0, int64_t rows, int64_t off) {
     fmsa_ocl_cpu_arg_viewn(a, &p->lse, 4);
     fmsa_ocl_cpu_arg_mem(a, ws);
     fmsa_ocl_cpu_arg_long(a, p->total_q);
     fmsa_ocl_cpu_arg_viewn(a, &p->alibi, 4);
     fmsa_ocl_cpu_arg_viewn(a, &p->mask, 1);
     fmsa_ocl_cpu_arg_cu(a, p);
+    fmsa_ocl_cpu_arg_long4(a, slot0, rows, p->heads_kv, off);
     fmsa_ocl_cpu_arg_dims(a, p);
-}
-
-static void fmsa_ocl_cpu_arg_bwd_inputs(fmsa_ocl_cpu_args *a, const fmsa_problem *p, size_t e) {
-    fmsa_ocl_cpu_arg_view4(a, &p->q, e);
-    fmsa_ocl_cpu_arg_view4(a, &p->k, e);
-    fmsa_ocl_cpu_arg_view4(a, &p->v, e);
-    fmsa_ocl_cpu_arg_view4(a, &p->dout, e);
 }
 
 fmsa_status fmsa_ocl_cpu_run_backward(fmsa_ocl_state *st, const fmsa_problem *p,
@@ -284,11 +373,10 @@ fmsa_status fmsa_ocl_cpu_run_backward(fmsa_ocl_state *st, const fmsa_problem *p,
                                       size_t workspace_bytes, cl_command_queue queue) {
     const size_t e = fmsa_problem_elem_size(p);
     const int64_t bq = p->is_varlen ? 1 : p->batch;
-    if (workspace_bytes < cfg->workspace_bytes || (cfg->workspace_bytes && !workspace))
-        return fmsa_fail(FMSA_ERR_INSUFFICIENT_WORKSPACE,
-                         "opencl: backward needs %zu bytes of workspace, got %zu",
-                         cfg->workspace_bytes, workspace_bytes);
+    fmsa_ocl_cpu_layout L;
+    FMSA_TRY(fmsa_ocl_cpu_check_ws(cfg, workspace, workspace_bytes, "backward"));
     if (p->batch == 0 || p->heads_q == 0) return FMSA_SUCCESS;
+    fmsa_ocl_cpu_layout_make(p, &L);
     {
         fmsa_ocl_cpu_args a = {st->cl, NULL, 0, CL_SUCCESS};
         FMSA_TRY(fmsa_ocl_cpu_kernel(st, FMSA_OCL_K_BWD_PRE, &a.kernel));
@@ -297,31 +385,40 @@ fmsa_status fmsa_ocl_cpu_run_backward(fmsa_ocl_state *st, const fmsa_problem *p,
         fmsa_ocl_cpu_arg_mem(&a, workspace);
         fmsa_ocl_cpu_arg_long(&a, p->total_q);
         fmsa_ocl_cpu_arg_long(&a, p->heads_q);
-        fmsa_ocl_cpu_arg_cfg(&a, p);
+        fmsa_ocl_cpu_arg_cfg(&a, p, 0);
         FMSA_TRY(fmsa_ocl_cpu_enqueue(st, queue, &a, FMSA_OCL_K_BWD_PRE,
                                       fmsa_ocl_cpu_groups(p->total_q, FMSA_OCL_CPU_PRE_ROWS),
                                       (size_t)p->heads_q, (size_t)bq));
     }
-    {
-        fmsa_ocl_cpu_args a = {st->cl, NULL, 0, CL_SUCCESS};
-        FMSA_TRY(fmsa_ocl_cpu_kernel(st, FMSA_OCL_K_BWD_DKDV, &a.kernel));
-        fmsa_ocl_cpu_arg_bwd_inputs(&a, p, e);
-        fmsa_ocl_cpu_arg_view4(&a, &p->dk, e);
-        fmsa_ocl_cpu_arg_view4(&a, &p->dv, e);
-        fmsa_ocl_cpu_arg_bwd_tail(&a, p, workspace);
-        FMSA_TRY(fmsa_ocl_cpu_enqueue(st, queue, &a, FMSA_OCL_K_BWD_DKDV,
-                                      fmsa_ocl_cpu_groups(p->seqlen_k, FMSA_OCL_CPU_ROWS),
-                                      (size_t)p->heads_kv, (size_t)p->batch));
-    }
-    {
-        fmsa_ocl_cpu_args a = {st->cl, NULL, 0, CL_SUCCESS};
-        FMSA_TRY(fmsa_ocl_cpu_kernel(st, FMSA_OCL_K_BWD_DQ, &a.kernel));
-        fmsa_ocl_cpu_arg_bwd_inputs(&a, p, e);
-        fmsa_ocl_cpu_arg_view4(&a, &p->dq, e);
-        fmsa_ocl_cpu_arg_bwd_tail(&a, p, workspace);
-        FMSA_TRY(fmsa_ocl_cpu_enqueue(st, queue, &a, FMSA_OCL_K_BWD_DQ,
-                                      fmsa_ocl_cpu_groups(p->seqlen_q, FMSA_OCL_CPU_ROWS),
-                                      (size_t)p->heads_q, (size_t)p->batch));
+    for (int64_t slot0 = 0; slot0 < L.slots; slot0 += L.chunk) {
+        const int64_t n = L.slots - slot0 < L.chunk ? L.slots - slot0 : L.chunk;
+        FMSA_TRY(fmsa_ocl_cpu_pack(st, queue, p, 0, &p->k, &p->v, workspace, slot0, n, L.rows_k,
+                                   L.k_off));
+        FMSA_TRY(fmsa_ocl_cpu_pack(st, queue, p, 1, &p->q, &p->dout, workspace, slot0 * L.group,
+                                   n * L.group, L.rows_q, L.q_off));
+        {
+            fmsa_ocl_cpu_args a = {st->cl, NULL, 0, CL_SUCCESS};
+            FMSA_TRY(fmsa_ocl_cpu_kernel(st, FMSA_OCL_K_BWD_DKDV, &a.kernel));
+            fmsa_ocl_cpu_arg_view4(&a, &p->k, e);
+            fmsa_ocl_cpu_arg_view4(&a, &p->v, e);
+            fmsa_ocl_cpu_arg_view4(&a, &p->dk, e);
+            fmsa_ocl_cpu_arg_view4(&a, &p->dv, e);
+            fmsa_ocl_cpu_arg_bwd_tail(&a, p, workspace, slot0, L.rows_q, L.q_off);
+            FMSA_TRY(fmsa_ocl_cpu_enqueue(st, queue, &a, FMSA_OCL_K_BWD_DKDV,
+                                          fmsa_ocl_cpu_groups(p->seqlen_k, FMSA_OCL_CPU_ROWS),
+                                          (size_t)n, 1));
+        }
+        {
+            fmsa_ocl_cpu_args a = {st->cl, NULL, 0, CL_SUCCESS};
+            FMSA_TRY(fmsa_ocl_cpu_kernel(st, FMSA_OCL_K_BWD_DQ, &a.kernel));
+            fmsa_ocl_cpu_arg_view4(&a, &p->q, e);
+            fmsa_ocl_cpu_arg_view4(&a, &p->dout, e);
+            fmsa_ocl_cpu_arg_view4(&a, &p->dq, e);
+            fmsa_ocl_cpu_arg_bwd_tail(&a, p, workspace, slot0, L.rows_k, L.k_off);
+            FMSA_TRY(fmsa_ocl_cpu_enqueue(st, queue, &a, FMSA_OCL_K_BWD_DQ,
+                                          fmsa_ocl_cpu_groups(p->seqlen_q, FMSA_OCL_CPU_ROWS),
+                                          (size_t)(n * L.group), 1));
+        }
     }
     return FMSA_SUCCESS;
 }

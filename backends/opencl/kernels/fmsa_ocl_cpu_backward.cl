@@ -6,9 +6,12 @@
  *   dK/dV       one work-item per 16 keys (lanes) of one kv head: K and V
  *               transposed in private memory (K pre-scaled), loops over the
  *               GQA group's heads and the query rows that can see the keys,
- *               16 staged rows at a time; dK, dV accumulate lane-wise
- *   dQ          one work-item per 16 query rows (lanes), keys streamed as in
- *               the forward, recomputing P and dS
+ *               16 rows at a time from Q / dO panels; dK, dV accumulate
+ *               lane-wise
+ *   dQ          one work-item per 16 query rows (lanes), keys streamed from
+ *               K / V panels as in the forward, recomputing P and dS
+ * The panels (fmsa_ocl_cpu_pack) cover a chunk of (sequence, kv head)
+ * slots at a time; the host runs pack, dK/dV and dQ per chunk.
  * P = exp2(s2 - lse2) from the forward's LSE (lse2 = -inf: a fully masked
  * row, P = 0).  dP chains its fmas over d in order, as the preprocess does
  * for D, so dP - D is exactly 0 where O equals V.
@@ -37,14 +40,15 @@ __kernel __attribute__((reqd_work_group_size(1, 1, 1))) void fmsa_ocl_cpu_bwd_pr
 }
 
 __kernel __attribute__((reqd_work_group_size(1, 1, 1))) void fmsa_ocl_cpu_bwd_dkdv(
-    __global const uchar *q, long4 qv, __global const uchar *k, long4 kv,
-    __global const uchar *v, long4 vv, __global const uchar *dout, long4 dov,
-    __global uchar *dk, long4 dkv, __global uchar *dvo, long4 dvv, __global const float *lse,
-    long4 lv, __global const float *ws, long ws_rows, __global const float *alibi, long4 av,
+    __global const uchar *k, long4 kv, __global const uchar *v, long4 vv, __global uchar *dk,
+    long4 dkv, __global uchar *dvo, long4 dvv, __global const float *lse, long4 lv,
+    __global const float *ws, long ws_rows, __global const float *alibi, long4 av,
     __global const uchar *mask, long4 mv, __global const int *cuq, __global const int *cuk,
-    long4 cv, long4 dims, long2 win, float4 fp, int4 cfg) {
+    long4 cv, long4 pk, long4 dims, long2 win, float4 fp, int4 cfg) {
+    /* pk = (first kv slot, Q/dO panel rows, Hkv, panel float offset in ws) */
     const int dtype = cfg.x, D = cfg.y, flags = cfg.z & ~(FC_PAGED | FC_SEQUSED);
-    const long b = get_group_id(2), hk = get_group_id(1);
+    const long group = dims.w, local_slot = get_group_id(1), slot = pk.x + local_slot;
+    const long b = slot / pk.z, hk = slot - (slot / pk.z) * pk.z;
     const long j0 = (long)get_group_id(0) * FC_L;
     const fc_seq s = fc_seq_resolve(b, dims, flags, cuq, cuk, cv, (__global const int *)0,
                                     (long2)(0));
@@ -62,28 +66,30 @@ __kernel __attribute__((reqd_work_group_size(1, 1, 1))) void fmsa_ocl_cpu_bwd_dk
     }
 
     float kT[FC_DMAX * FC_L], vT[FC_DMAX * FC_L], dkT[FC_DMAX * FC_L], dvT[FC_DMAX * FC_L];
-    float Qc[FC_KC * FC_DMAX], dOc[FC_KC * FC_DMAX];
-    float pr[FC_KC * FC_L], dsr[FC_KC * FC_L];
+    float row[FC_DMAX], pr[FC_KC * FC_L], dsr[FC_KC * FC_L];
     float lse2[FC_KC], dd[FC_KC];
 
     for (int r = 0; r < FC_L; ++r) {
         const int ok = r < nkeys;
         if (ok)
-            fc_row_load(Qc, k, fc_kv_row(kv, &s, flags, b, j0 + r, hk, (__global const int *)0,
-                                         bv0), dtype, D, kmul);
-        for (int d = 0; d < D; ++d) kT[d * FC_L + r] = ok ? Qc[d] : 0.0f;
+            fc_row_load(row, k, fc_kv_row(kv, &s, flags, b, j0 + r, hk, (__global const int *)0,
+                                          bv0), dtype, D, kmul);
+        for (int d = 0; d < D; ++d) kT[d * FC_L + r] = ok ? row[d] : 0.0f;
         if (ok)
-            fc_row_load(Qc, v, fc_kv_row(vv, &s, flags, b, j0 + r, hk, (__global const int *)0,
-                                         bv0), dtype, D, 1.0f);
-        for (int d = 0; d < D; ++d) vT[d * FC_L + r] = ok ? Qc[d] : 0.0f;
+            fc_row_load(row, v, fc_kv_row(vv, &s, flags, b, j0 + r, hk, (__global const int *)0,
+                                          bv0), dtype, D, 1.0f);
+        for (int d = 0; d < D; ++d) vT[d * FC_L + r] = ok ? row[d] : 0.0f;
     }
     for (int x = 0; x < D * FC_L / 8; ++x) {
         vstore8((float8)(0.0f), x, dkT);
         vstore8((float8)(0.0f), x, dvT);
     }
 
-    for (long h = hk * dims.w; h < (hk + 1) * dims.w; ++h) {
+    for (long g = 0; g < group; ++g) {
+        const long h = hk * group + g;
         const float slope = (flags & FC_ALIBI) ? alibi[av.x + b * av.y + h * av.z] : 0.0f;
+        __global const float *qp = ws + pk.w + (local_slot * group + g) * 2 * pk.y * D;
+        __global const float *dop = qp + pk.y * D;
         for (long m0 = qb; m0 < qe; m0 += FC_KC) {
             const int nq = (int)min((long)FC_KC, qe - m0);
             int any = 0;
@@ -95,19 +101,12 @@ __kernel __attribute__((reqd_work_group_size(1, 1, 1))) void fmsa_ocl_cpu_bwd_dk
                     lse2[r] = lse[lv.x + s.q_batch * lv.y + h * lv.z + (s.q_row0 + i) * lv.w] *
                               FMSA_LOG2E;
                     dd[r] = ws[fc_ws_index(&s, dims, h, ws_rows, i)];
-                    fc_row_load(Qc + r * D, q, fc_q_row(qv, &s, i, h), dtype, D, 1.0f);
-                    fc_row_load(dOc + r * D, dout, fc_q_row(dov, &s, i, h), dtype, D, 1.0f);
                 }
                 if (lse2[r] != -INFINITY) any = 1;
-                else
-                    for (int c = 0; c < D / 8; ++c) { /* P = 0: keep the row finite */
-                        vstore8((float8)(0.0f), c, Qc + r * D);
-                        vstore8((float8)(0.0f), c, dOc + r * D);
-                    }
             }
             if (!any) continue;
 
-            /* The chunk's rows against every key lane: full when no mask
+            /* The step's rows against every key lane: full when no mask
              * applies to any (row, key) pair. */
             int full = nkeys == FC_L && !(flags & FC_MASK);
             if (full && (flags & FC_WINDOW)) {
@@ -117,8 +116,8 @@ __kernel __attribute__((reqd_work_group_size(1, 1, 1))) void fmsa_ocl_cpu_bwd_dk
             }
             for (int r4 = 0; r4 < FC_KC; r4 += FC_KB) {
                 float8 sa[FC_KB][FC_RB], pa[FC_KB][FC_RB];
-                fc_dot_block(sa, kT, Qc + r4 * D, D);
-                fc_dot_block(pa, vT, dOc + r4 * D, D);
+                fc_dot_block(sa, kT, qp + (m0 + r4) * D, D);
+                fc_dot_block(pa, vT, dop + (m0 + r4) * D, D);
 #pragma unroll
                 for (int j = 0; j < FC_KB; ++j) {
                     const int r = r4 + j;
@@ -159,37 +158,39 @@ __kernel __attribute__((reqd_work_group_size(1, 1, 1))) void fmsa_ocl_cpu_bwd_dk
                 for (int j = 0; j < FC_KB; ++j)
 #pragma unroll
                     for (int rb = 0; rb < FC_RB; ++rb) w[j][rb] = vload8((r4 + j) * FC_RB + rb, pr);
-                fc_axpy_block(dvT, w, dOc + r4 * D, D, 0, w[0]);
+                fc_axpy_block(dvT, w, dop + (m0 + r4) * D, D, 0, w[0]);
 #pragma unroll
                 for (int j = 0; j < FC_KB; ++j)
 #pragma unroll
                     for (int rb = 0; rb < FC_RB; ++rb)
                         w[j][rb] = vload8((r4 + j) * FC_RB + rb, dsr);
-                fc_axpy_block(dkT, w, Qc + r4 * D, D, 0, w[0]);
+                fc_axpy_block(dkT, w, qp + (m0 + r4) * D, D, 0, w[0]);
             }
         }
     }
 
     for (int r = 0; r < nkeys; ++r) {
         const long j = s.k_row0 + j0 + r;
-        for (int d = 0; d < D; ++d) Qc[d] = dkT[d * FC_L + r];
-        fc_row_store(Qc, dk, dkv.x + s.k_batch * dkv.y + j * dkv.z + hk * dkv.w, dtype, D, fp.x);
-        for (int d = 0; d < D; ++d) Qc[d] = dvT[d * FC_L + r];
-        fc_row_store(Qc, dvo, dvv.x + s.k_batch * dvv.y + j * dvv.z + hk * dvv.w, dtype, D,
+        for (int d = 0; d < D; ++d) row[d] = dkT[d * FC_L + r];
+        fc_row_store(row, dk, dkv.x + s.k_batch * dkv.y + j * dkv.z + hk * dkv.w, dtype, D, fp.x);
+        for (int d = 0; d < D; ++d) row[d] = dvT[d * FC_L + r];
+        fc_row_store(row, dvo, dvv.x + s.k_batch * dvv.y + j * dvv.z + hk * dvv.w, dtype, D,
                      1.0f);
     }
 }
 
 __kernel __attribute__((reqd_work_group_size(1, 1, 1))) void fmsa_ocl_cpu_bwd_dq(
-    __global const uchar *q, long4 qv, __global const uchar *k, long4 kv,
-    __global const uchar *v, long4 vv, __global const uchar *dout, long4 dov,
+    __global const uchar *q, long4 qv, __global const uchar *dout, long4 dov,
     __global uchar *dq, long4 dqv, __global const float *lse, long4 lv,
     __global const float *ws, long ws_rows, __global const float *alibi, long4 av,
     __global const uchar *mask, long4 mv, __global const int *cuq, __global const int *cuk,
-    long4 cv, long4 dims, long2 win, float4 fp, int4 cfg) {
+    long4 cv, long4 pk, long4 dims, long2 win, float4 fp, int4 cfg) {
+    /* pk = (first kv slot, K/V panel rows, Hkv, panel float offset in ws) */
     const int dtype = cfg.x, D = cfg.y, flags = cfg.z & ~(FC_PAGED | FC_SEQUSED);
-    const long b = get_group_id(2), h = get_group_id(1);
-    const long hk = h / dims.w;
+    const long group = dims.w, local_slot = get_group_id(1) / group;
+    const long slot = pk.x + local_slot;
+    const long b = slot / pk.z, hk = slot - (slot / pk.z) * pk.z;
+    const long h = hk * group + (long)get_group_id(1) - local_slot * group;
     const long i0 = (long)get_group_id(0) * FC_L;
     const fc_seq s = fc_seq_resolve(b, dims, flags, cuq, cuk, cv, (__global const int *)0,
                                     (long2)(0));
@@ -199,7 +200,8 @@ __kernel __attribute__((reqd_work_group_size(1, 1, 1))) void fmsa_ocl_cpu_bwd_dq
     const long diag0 = i0 + s.sk - s.sq;
     const float qmul = (flags & FC_SOFTCAP) ? fp.x : fp.y;
     const float slope = (flags & FC_ALIBI) ? alibi[av.x + b * av.y + h * av.z] : 0.0f;
-    const long4 bv0 = (long4)(0);
+    __global const float *kp = ws + pk.w + local_slot * 2 * pk.y * D;
+    __global const float *vp = kp + pk.y * D;
     long kb = 0, ke = s.sk;
     if (flags & FC_WINDOW) {
         kb = fmsa_window_key_begin(i0, s.sq, s.sk, win.x);
@@ -207,8 +209,7 @@ __kernel __attribute__((reqd_work_group_size(1, 1, 1))) void fmsa_ocl_cpu_bwd_dq
     }
 
     float qT[FC_DMAX * FC_L], dOT[FC_DMAX * FC_L], dqT[FC_DMAX * FC_L];
-    float Kc[FC_KC * FC_DMAX], Vc[FC_KC * FC_DMAX];
-    float dsr[FC_KC * FC_L];
+    float row[FC_DMAX], dsr[FC_KC * FC_L];
     float lse2f[FC_L], ddf[FC_L];
 
     for (int r = 0; r < FC_L; ++r) {
@@ -220,13 +221,11 @@ __kernel __attribute__((reqd_work_group_size(1, 1, 1))) void fmsa_ocl_cpu_bwd_dq
             lse2f[r] = lse[lv.x + s.q_batch * lv.y + h * lv.z + (s.q_row0 + i) * lv.w] *
                        FMSA_LOG2E;
             ddf[r] = ws[fc_ws_index(&s, dims, h, ws_rows, i)];
-            fc_row_load(Kc, q, fc_q_row(qv, &s, i, h), dtype, D, qmul);
-            fc_row_load(Vc, dout, fc_q_row(dov, &s, i, h), dtype, D, 1.0f);
+            fc_row_load(row, q, fc_q_row(qv, &s, i, h), dtype, D, qmul);
         }
-        for (int d = 0; d < D; ++d) {
-            qT[d * FC_L + r] = ok ? Kc[d] : 0.0f;
-            dOT[d * FC_L + r] = ok ? Vc[d] : 0.0f;
-        }
+        for (int d = 0; d < D; ++d) qT[d * FC_L + r] = ok ? row[d] : 0.0f;
+        if (ok) fc_row_load(row, dout, fc_q_row(dov, &s, i0 + r, h), dtype, D, 1.0f);
+        for (int d = 0; d < D; ++d) dOT[d * FC_L + r] = ok ? row[d] : 0.0f;
     }
     for (int x = 0; x < D * FC_L / 8; ++x) vstore8((float8)(0.0f), x, dqT);
     float8 lse2[FC_RB], ddv[FC_RB];
@@ -239,21 +238,6 @@ __kernel __attribute__((reqd_work_group_size(1, 1, 1))) void fmsa_ocl_cpu_bwd_dq
 
     for (long n0 = kb; n0 < ke; n0 += FC_KC) {
         const int nk = (int)min((long)FC_KC, ke - n0);
-        for (int kc = 0; kc < FC_KC; ++kc) {
-            if (kc < nk) {
-                fc_row_load(Kc + kc * D, k, fc_kv_row(kv, &s, flags, b, n0 + kc, hk,
-                                                      (__global const int *)0, bv0),
-                            dtype, D, 1.0f);
-                fc_row_load(Vc + kc * D, v, fc_kv_row(vv, &s, flags, b, n0 + kc, hk,
-                                                      (__global const int *)0, bv0),
-                            dtype, D, 1.0f);
-            } else {
-                for (int c = 0; c < D / 8; ++c) {
-                    vstore8((float8)(0.0f), c, Kc + kc * D);
-                    vstore8((float8)(0.0f), c, Vc + kc * D);
-                }
-            }
-        }
         int full = nk == FC_KC && !(flags & FC_MASK);
         if (full && (flags & FC_WINDOW)) {
             if (win.x >= 0 && n0 < i_last + s.sk - s.sq - win.x) full = 0;
@@ -261,8 +245,8 @@ __kernel __attribute__((reqd_work_group_size(1, 1, 1))) void fmsa_ocl_cpu_bwd_dq
         }
         for (int k4 = 0; k4 < FC_KC; k4 += FC_KB) {
             float8 sa[FC_KB][FC_RB], pa[FC_KB][FC_RB];
-            fc_dot_block(sa, qT, Kc + k4 * D, D);
-            fc_dot_block(pa, dOT, Vc + k4 * D, D);
+            fc_dot_block(sa, qT, kp + (n0 + k4) * D, D);
+            fc_dot_block(pa, dOT, vp + (n0 + k4) * D, D);
 #pragma unroll
             for (int jj = 0; jj < FC_KB; ++jj) {
                 const long j = n0 + k4 + jj;
@@ -298,12 +282,12 @@ __kernel __attribute__((reqd_work_group_size(1, 1, 1))) void fmsa_ocl_cpu_bwd_dq
             for (int j = 0; j < FC_KB; ++j)
 #pragma unroll
                 for (int rb = 0; rb < FC_RB; ++rb) w[j][rb] = vload8((k4 + j) * FC_RB + rb, dsr);
-            fc_axpy_block(dqT, w, Kc + k4 * D, D, 0, w[0]);
+            fc_axpy_block(dqT, w, kp + (n0 + k4) * D, D, 0, w[0]);
         }
     }
 
     for (int r = 0; r < nrows; ++r) {
-        for (int d = 0; d < D; ++d) Kc[d] = dqT[d * FC_L + r];
-        fc_row_store(Kc, dq, fc_q_row(dqv, &s, i0 + r, h), dtype, D, fp.x);
+        for (int d = 0; d < D; ++d) row[d] = dqT[d * FC_L + r];
+        fc_row_store(row, dq, fc_q_row(dqv, &s, i0 + r, h), dtype, D, fp.x);
     }
 }

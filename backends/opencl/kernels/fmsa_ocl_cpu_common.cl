@@ -40,25 +40,21 @@
 #define FC_F32 1
 #define FC_F16 2
 
-/* Software prefetch: a streamed row of one head is a few cache lines with
- * the other heads' rows between it and the next one (a new page per row at
- * H * D * 4 >= 4 KiB), which the hardware prefetchers do not follow, so the
- * next step's rows are prefetched while the current step computes (measured
- * 1.4x on the d=128 forward).  clang-based runtimes (PoCL) have the builtin;
- * OpenCL's prefetch() is a no-op there. */
-#if defined(__clang__) && defined(__has_builtin)
-#if __has_builtin(__builtin_prefetch)
-#define FC_PREFETCH(p) __builtin_prefetch((const __global void *)(p))
-#endif
-#endif
-#ifndef FC_PREFETCH
-#define FC_PREFETCH(p) ((void)0)
-#endif
-
-/* Prefetches the `d` elements of `esize` bytes at element offset off. */
-inline void fc_row_prefetch(__global const uchar *src, long off, int esize, int d) {
-    __global const uchar *p = src + off * esize;
-    for (int x = 0; x < d * esize; x += 64) FC_PREFETCH(p + x);
+/* Converts one row of `d` elements of a dtype buffer (element offset off)
+ * to fp32 in a global panel row. */
+inline void fc_row_pack(__global float *dst, __global const uchar *src, long off, int dtype,
+                        int d) {
+    if (dtype == FC_F32) {
+        __global const float *s = (__global const float *)src + off;
+        for (int c = 0; c < d / 8; ++c) vstore8(vload8(c, s), c, dst);
+    } else if (dtype == FC_F16) {
+        __global const half *s = (__global const half *)src + off;
+        for (int c = 0; c < d / 8; ++c) vstore8(vload_half8(c, s), c, dst);
+    } else {
+        __global const ushort *s = (__global const ushort *)src + off;
+        for (int c = 0; c < d / 8; ++c)
+            vstore8(as_float8(convert_uint8(vload8(c, s)) << 16), c, dst);
+    }
 }
 
 /* Converts one row of `d` elements (d a multiple of 8) at element offset
@@ -199,11 +195,11 @@ inline float8 fc_softcap_grad(float8 x, int flags, float softcap) {
     return (float8)(1.0f) - t * t;
 }
 
-/* acc[j][rb] = sum_d T[d][rb] * R_j[d] for FC_KB streamed rows R_j (row
+/* acc[j][rb] = sum_d T[d][rb] * R_j[d] for FC_KB packed rows R_j (row
  * stride D) against a transposed private block T: one fma chain per output,
  * d in order. */
-inline void fc_dot_block(float8 acc[FC_KB][FC_RB], __private const float *T,
-                         __private const float *R, int D) {
+inline __attribute__((always_inline)) void fc_dot_block(float8 acc[FC_KB][FC_RB], __private const float *T,
+                         __global const float *R, int D) {
 #pragma unroll
     for (int j = 0; j < FC_KB; ++j)
 #pragma unroll
@@ -224,8 +220,8 @@ inline void fc_dot_block(float8 acc[FC_KB][FC_RB], __private const float *T,
 /* T[d][rb] = c[rb] * T[d][rb] + sum_j W[j][rb] * R_j[d] over FC_KB streamed
  * rows: O = c O + P V, dV += P^T dO, dK += dS^T Q, dQ += dS K.  rescale = 0
  * skips the multiply (c is then ignored). */
-inline void fc_axpy_block(__private float *T, const float8 w[FC_KB][FC_RB],
-                          __private const float *R, int D, int rescale,
+inline __attribute__((always_inline)) void fc_axpy_block(__private float *T, const float8 w[FC_KB][FC_RB],
+                          __global const float *R, int D, int rescale,
                           const float8 c[FC_RB]) {
     if (rescale) {
         for (int d = 0; d < D; ++d) {
@@ -255,5 +251,44 @@ inline void fc_axpy_block(__private float *T, const float8 w[FC_KB][FC_RB],
         }
 #pragma unroll
         for (int rb = 0; rb < FC_RB; ++rb) vstore8(x[rb], d * FC_RB + rb, T);
+    }
+}
+
+/* Packs the rows of two [batch, seq, head, dim] tensors (K and V, or Q and
+ * dO) of a range of slots into fp32 panels:
+ *   ws[pk.w + ((slot - pk.x) * 2 + t) * pk.y * D + r * D + d]
+ * rows r >= the sequence's length up to pk.y (rows_pad) are zero, so the
+ * kernels stream whole FC_KC-row steps without bounds tests.  The streamed
+ * side is then contiguous: a head's rows in the tensors are H * D elements
+ * apart, a new page each at H * D * 4 >= 4 KiB, which neither the hardware
+ * prefetchers nor the TLB follow (measured 1.4x on the d=128 forward).
+ * pk = (first slot, rows_pad, heads of the side, float offset in ws);
+ * slot = b * heads + head; cfg.w = 0: key side (paging, seqused_k),
+ * 1: query side.  Global size (ceil(rows_pad / FC_L), slots, 1). */
+__kernel __attribute__((reqd_work_group_size(1, 1, 1))) void fmsa_ocl_cpu_pack(
+    __global const uchar *a, long4 av, __global const uchar *c, long4 cvw, __global float *ws,
+    long4 pk, __global const int *cuq, __global const int *cuk, long4 cv,
+    __global const int *bt, long4 bv, __global const int *sused, long2 uv, long4 dims,
+    int4 cfg) {
+    const int dtype = cfg.x, D = cfg.y, flags = cfg.z, qside = cfg.w;
+    const long local_slot = get_group_id(1), slot = pk.x + local_slot;
+    const long b = slot / pk.z, hd = slot - (slot / pk.z) * pk.z;
+    const fc_seq s = fc_seq_resolve(b, dims, flags, cuq, cuk, cv, sused, uv);
+    const long len = qside ? s.sq : s.sk;
+    __global float *dst0 = ws + pk.w + local_slot * 2 * pk.y * D;
+    __global float *dst1 = dst0 + pk.y * D;
+    const long r0 = (long)get_group_id(0) * FC_L;
+    for (long r = r0; r < min(r0 + FC_L, pk.y); ++r) {
+        if (r < len) {
+            const long oa = qside ? fc_q_row(av, &s, r, hd) : fc_kv_row(av, &s, flags, b, r, hd, bt, bv);
+            const long oc = qside ? fc_q_row(cvw, &s, r, hd) : fc_kv_row(cvw, &s, flags, b, r, hd, bt, bv);
+            fc_row_pack(dst0 + r * D, a, oa, dtype, D);
+            fc_row_pack(dst1 + r * D, c, oc, dtype, D);
+        } else {
+            for (int x = 0; x < D / 8; ++x) {
+                vstore8((float8)(0.0f), x, dst0 + r * D);
+                vstore8((float8)(0.0f), x, dst1 + r * D);
+            }
+        }
     }
 }

@@ -2,26 +2,29 @@
  * Forward for CPU devices: one work-item (= one work-group) per 16 query
  * rows of one head of one sequence.  Q is held transposed in private memory
  * (lane r of qT[d] is row r's element d, pre-multiplied by scale * log2(e),
- * or by the scale alone with softcap), the output accumulator likewise; keys
- * and values stream through FC_KC-row fp32 staging buffers (the dtype
- * conversion, paging and zero fill happen there, once per row).  Per chunk:
- * S = qT . k_j as float8 fmas with k_j[d] broadcast (4 keys x 2 row vectors
- * in registers), score transforms and masks on the boundary chunks only,
- * the lane-wise online softmax (FlashAttention-2 §3.1 loop order), then
- * acc += p_j * v_j the same way.
+ * or by the scale alone with softcap), the output accumulator likewise; K
+ * and V come from the fp32 panels fmsa_ocl_cpu_pack wrote for this chunk of
+ * (sequence, kv head) slots.  Per FC_KC-key step: S = qT . k_j as float8
+ * fmas with k_j[d] broadcast (4 keys x 2 row vectors in registers), score
+ * transforms and masks on the boundary steps only, the lane-wise online
+ * softmax (FlashAttention-2 §3.1 loop order), then acc += p_j * v_j the
+ * same way.
  *
+ * Global size (ceil(sq / 16), slots of the chunk * group, batch-chunk 1);
+ * pk = (first kv slot, panel rows, Hkv, panel float offset in ws);
  * cfg = (dtype, head_dim, flags, 0); fp = (scale, scale * log2(e), softcap).
  */
 
 __kernel __attribute__((reqd_work_group_size(1, 1, 1))) void fmsa_ocl_cpu_forward(
-    __global const uchar *q, long4 qv, __global const uchar *k, long4 kv,
-    __global const uchar *v, long4 vv, __global uchar *o, long4 ov, __global float *lse,
+    __global const uchar *q, long4 qv, __global uchar *o, long4 ov, __global float *lse,
     long4 lv, __global const float *alibi, long4 av, __global const uchar *mask, long4 mv,
-    __global const int *cuq, __global const int *cuk, long4 cv, __global const int *bt, long4 bv,
-    __global const int *sused, long2 uv, long4 dims, long2 win, float4 fp, int4 cfg) {
-    const int dtype = cfg.x, D = cfg.y, flags = cfg.z, esize = dtype == FC_F32 ? 4 : 2;
-    const long b = get_group_id(2), h = get_group_id(1);
-    const long hk = h / dims.w;
+    __global const int *cuq, __global const int *cuk, long4 cv, __global const int *sused,
+    long2 uv, __global const float *ws, long4 pk, long4 dims, long2 win, float4 fp, int4 cfg) {
+    const int dtype = cfg.x, D = cfg.y, flags = cfg.z;
+    const long group = dims.w, local_slot = get_group_id(1) / group;
+    const long slot = pk.x + local_slot;
+    const long b = slot / pk.z, hk = slot - (slot / pk.z) * pk.z;
+    const long h = hk * group + (long)get_group_id(1) - local_slot * group;
     const long i0 = (long)get_group_id(0) * FC_L;
     const fc_seq s = fc_seq_resolve(b, dims, flags, cuq, cuk, cv, sused, uv);
     if (i0 >= s.sq) return;
@@ -30,20 +33,20 @@ __kernel __attribute__((reqd_work_group_size(1, 1, 1))) void fmsa_ocl_cpu_forwar
     const long diag0 = i0 + s.sk - s.sq; /* key on the diagonal of row i0 */
     const float qmul = (flags & FC_SOFTCAP) ? fp.x : fp.y;
     const float slope = (flags & FC_ALIBI) ? alibi[av.x + b * av.y + h * av.z] : 0.0f;
+    __global const float *kp = ws + pk.w + local_slot * 2 * pk.y * D;
+    __global const float *vp = kp + pk.y * D;
     long kb = 0, ke = s.sk;
     if (flags & FC_WINDOW) {
         kb = fmsa_window_key_begin(i0, s.sq, s.sk, win.x);
         ke = fmsa_window_key_end(i_last + 1, s.sq, s.sk, win.y);
     }
 
-    float qT[FC_DMAX * FC_L], acc[FC_DMAX * FC_L];
-    float Kc[FC_KC * FC_DMAX], Vc[FC_KC * FC_DMAX];
+    float qT[FC_DMAX * FC_L], acc[FC_DMAX * FC_L], row[FC_DMAX];
     float sc[FC_KC * FC_L];
 
-    /* Q, transposed (Kc is scratch for one row). */
     for (int r = 0; r < FC_L; ++r) {
-        if (r < nrows) fc_row_load(Kc, q, fc_q_row(qv, &s, i0 + r, h), dtype, D, qmul);
-        for (int d = 0; d < D; ++d) qT[d * FC_L + r] = r < nrows ? Kc[d] : 0.0f;
+        if (r < nrows) fc_row_load(row, q, fc_q_row(qv, &s, i0 + r, h), dtype, D, qmul);
+        for (int d = 0; d < D; ++d) qT[d * FC_L + r] = r < nrows ? row[d] : 0.0f;
     }
     for (int x = 0; x < D * FC_L / 8; ++x) vstore8((float8)(0.0f), x, acc);
     float8 m[FC_RB], l[FC_RB];
@@ -54,36 +57,17 @@ __kernel __attribute__((reqd_work_group_size(1, 1, 1))) void fmsa_ocl_cpu_forwar
 
     for (long n0 = kb; n0 < ke; n0 += FC_KC) {
         const int nk = (int)min((long)FC_KC, ke - n0);
-        for (int kc = 0; kc < FC_KC; ++kc) {
-            if (kc < nk) {
-                fc_row_load(Kc + kc * D, k, fc_kv_row(kv, &s, flags, b, n0 + kc, hk, bt, bv),
-                            dtype, D, 1.0f);
-                fc_row_load(Vc + kc * D, v, fc_kv_row(vv, &s, flags, b, n0 + kc, hk, bt, bv),
-                            dtype, D, 1.0f);
-            } else {
-                for (int c = 0; c < D / 8; ++c) {
-                    vstore8((float8)(0.0f), c, Kc + kc * D);
-                    vstore8((float8)(0.0f), c, Vc + kc * D);
-                }
-            }
-        }
-
-        /* S = Q K^T for the chunk, 4 keys x FC_RB row vectors at a time,
-         * while the next chunk's keys are prefetched. */
+        /* S = Q K^T for the step, FC_KB keys x FC_RB row vectors at a time. */
         for (int k4 = 0; k4 < FC_KC; k4 += FC_KB) {
             float8 a[FC_KB][FC_RB];
-            for (int j = 0; j < FC_KB; ++j)
-                if (n0 + FC_KC + k4 + j < ke)
-                    fc_row_prefetch(k, fc_kv_row(kv, &s, flags, b, n0 + FC_KC + k4 + j, hk, bt, bv),
-                                    esize, D);
-            fc_dot_block(a, qT, Kc + k4 * D, D);
+            fc_dot_block(a, qT, kp + (n0 + k4) * D, D);
 #pragma unroll
             for (int j = 0; j < FC_KB; ++j)
 #pragma unroll
                 for (int rb = 0; rb < FC_RB; ++rb) vstore8(a[j][rb], (k4 + j) * FC_RB + rb, sc);
         }
 
-        /* Transforms and masks: a chunk every row sees whole needs no test. */
+        /* Transforms and masks: a step every row sees whole needs no test. */
         int full = nk == FC_KC && !(flags & FC_MASK);
         if (full && (flags & FC_WINDOW)) {
             if (win.x >= 0 && n0 < i_last + s.sk - s.sq - win.x) full = 0;
@@ -137,19 +121,14 @@ __kernel __attribute__((reqd_work_group_size(1, 1, 1))) void fmsa_ocl_cpu_forwar
             }
         for (int rb = 0; rb < FC_RB; ++rb) l[rb] = l[rb] * c[rb] + rs[rb];
 
-        /* acc = c * acc + P V, 4 values x FC_RB row vectors at a time; the
-         * rescale rides on the first block's loads. */
+        /* acc = c * acc + P V; the rescale rides on the first block's loads. */
         for (int k4 = 0; k4 < FC_KC; k4 += FC_KB) {
             float8 p[FC_KB][FC_RB];
-            for (int j = 0; j < FC_KB; ++j)
-                if (n0 + FC_KC + k4 + j < ke)
-                    fc_row_prefetch(v, fc_kv_row(vv, &s, flags, b, n0 + FC_KC + k4 + j, hk, bt, bv),
-                                    esize, D);
 #pragma unroll
             for (int j = 0; j < FC_KB; ++j)
 #pragma unroll
                 for (int rb = 0; rb < FC_RB; ++rb) p[j][rb] = vload8((k4 + j) * FC_RB + rb, sc);
-            fc_axpy_block(acc, p, Vc + k4 * D, D, k4 == 0, c);
+            fc_axpy_block(acc, p, vp + (n0 + k4) * D, D, k4 == 0, c);
         }
     }
 
@@ -161,8 +140,8 @@ __kernel __attribute__((reqd_work_group_size(1, 1, 1))) void fmsa_ocl_cpu_forwar
         vstore8(lz, rb, row_lse);
     }
     for (int r = 0; r < nrows; ++r) {
-        for (int d = 0; d < D; ++d) Kc[d] = acc[d * FC_L + r];
-        fc_row_store(Kc, o, fc_q_row(ov, &s, i0 + r, h), dtype, D, inv[r]);
+        for (int d = 0; d < D; ++d) row[d] = acc[d * FC_L + r];
+        fc_row_store(row, o, fc_q_row(ov, &s, i0 + r, h), dtype, D, inv[r]);
         if (flags & FC_LSE)
             lse[lv.x + s.q_batch * lv.y + h * lv.z + (s.q_row0 + i0 + r) * lv.w] = row_lse[r];
     }
