@@ -6,6 +6,7 @@
 #   build  configure + build (tests when cmocka is carried in .deps/usr, see
 #          ../shared/TOOLCHAINS.md)
 #   test   ctest -L opencl: the four correctness grids with --backend opencl
+#          (CTEST_J parallel tests)
 #   sweep  (only if listed) flashmsa bench d=128 (and 64), s=4096 under launch
 #          shapes from FLASHMSA_OCL_TILES (ocl_config.c), to tune the defaults;
 #          SWEEP_PROFILE=1 also times each backward kernel alone
@@ -18,7 +19,8 @@
 #   grid   flashmsa bench --backend opencl, d in {64,128}, s in {1024,4096,16384},
 #          fwd + bwd, bf16 and fp32 (every shape checked against fp64)
 #   cpu    the same grid on the CPU backend (the machine's Xeon, all threads)
-#   torch  PyTorch SDPA on the GPU, same shapes (bench/opencl_torch_peer.py)
+#   torch  PyTorch SDPA on the GPU, same shapes (bench/opencl_torch_peer.py;
+#          TORCH_SEQLENS to time fewer)
 #   table  compact summary of all of the above
 # Outputs under $OUT (./opencl-h200-out by hand).  Run from the repository root:
 #   bash bench/opencl_h200.sh        (STAGES="setup build test grid cpu torch table" by default)
@@ -65,7 +67,8 @@ fi
 
 if want test; then
   log "ctest -L opencl (on opencl device 0 = the H200)"
-  timeout 300 ctest --test-dir $B -L opencl --output-on-failure > "$OUT/ctest_opencl.txt" 2>&1
+  timeout 300 ctest --test-dir $B -L opencl -j "${CTEST_J:-1}" --output-on-failure \
+    > "$OUT/ctest_opencl.txt" 2>&1
   log "ctest: $(grep -E 'tests passed|tests failed' "$OUT/ctest_opencl.txt" | tail -1)"
   grep -E 'Test +#|Passed|Failed|\*\*\*' "$OUT/ctest_opencl.txt" | head -12
 fi
@@ -172,7 +175,8 @@ fi
 if want torch; then
   log "torch SDPA peers"
   PYTHONUNBUFFERED=1 timeout ${TORCH_BUDGET:-150} python3 bench/opencl_torch_peer.py \
-    --masks "$MASKS" > "$OUT/torch.jsonl" 2>> "$OUT/errors.txt"
+    --masks "$MASKS" --seqlens "${TORCH_SEQLENS:-1024,4096,16384}" > "$OUT/torch.jsonl" \
+    2>> "$OUT/errors.txt"
   log "torch: rc $? ($(wc -l < "$OUT/torch.jsonl") lines)"
 fi
 

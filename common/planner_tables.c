@@ -144,11 +144,28 @@ static const fmsa_tile_row fmsa_rows_cdna[] = {
  * or embedded parts, 32 KiB on many integrated GPUs, 48 KiB on NVIDIA, 64 KiB
  * on AMD, megabytes emulated on PoCL).  Kernels are built at run time with
  * the tile sizes and the exact head dim as -D options, so D is not padded.
- * One work-item per tile row (query rows forward, key rows backward), warps
- * = work-group size / 32 rounded up; Br and Bc are multiples of 8.  Tiles
- * are staged in local memory in the input dtype (vload_half reads __local;
- * bf16 is a shift), P stays in private memory.  Each bucket lists the
- * 48 KiB-class shape first, then the 32 KiB and 16 KiB classes.
+ * warps = (rows a work-group owns: Br forward, Bc backward) / 32 rounded up;
+ * Br and Bc are multiples of 8.  Each bucket lists the 48 KiB-class shape
+ * first, then the 32 KiB and 16 KiB classes.
+ *
+ * The planner costs rows with the generic GPU formula in the input dtype
+ * (planner.c); the kernels stage Q/dO in fp32 and K/V in fp32 or as raw
+ * 16-bit values (16-bit dtypes only), with padded rows, and their exact
+ * footprint is fmsa_ocl_local_bytes (backends/opencl/ocl_config.c, README
+ * there).  fmsa_ocl_config_make checks every kernel against that formula
+ * and halves a tile that does not fit.  The backward rows are therefore per
+ * dtype class, sized so that on the 48 KiB target (NVIDIA) both backward
+ * kernels run the planned pair without halving, except the d64 16-bit row
+ * (kept as measured before: dK/dV halves to 64x32, dQ to 32x32); the
+ * comments give the real bytes.
+ * Backward rows are KV-stationary: the dK/dV kernel keeps Bc keys and
+ * streams Br query rows; the dQ kernel takes the pair the other way round
+ * (keeps Bc query rows, streams Br keys).  On 48 KiB at d=128 the fp32 row
+ * is 16x32 (dK/dV 16x32 fp32, one Q/dO tile: 45.8 KiB; dQ 32x16 with one K/V
+ * tile, KV1: 43.8 KiB) and the 16-bit row 32x32 (dK/dV K/V 16-bit: 42.0
+ * KiB; dQ K/V 16-bit, KV1: 45.8 KiB), the fastest pairs of the H200 sweep
+ * (bench/RESULTS.md).  The forward rows are costed in the input dtype as
+ * before (the kernel halves the tile where needed).
  */
 static const fmsa_tile_row fmsa_rows_opencl[] = {
 /*   name                        pass maxD dtypes not_with  Br   Bc st  w  sram  KiB f16 / f32 */
@@ -164,12 +181,13 @@ static const fmsa_tile_row fmsa_rows_opencl[] = {
     {"opencl-fwd-d256-16x32",    FWD, 256, ANY,   0,        16,  32, 1, 1, Q},  /* 40 / 80 */
     {"opencl-fwd-d256-16x16",    FWD, 256, ANY,   0,        16,  16, 1, 1, Q},  /* 24 / 48 */
     {"opencl-fwd-d256-8x8",      FWD, 256, ANY,   0,         8,   8, 1, 1, Q},  /* 12 / 24: 16 KiB devices */
-    {"opencl-bwd-d64-64x64",     BWD,  64, ANY,   0,        64,  64, 1, 2, Q},  /* 32 / 64 */
-    {"opencl-bwd-d64-32x32",     BWD,  64, ANY,   0,        32,  32, 1, 1, Q},  /* 16 / 32 */
-    {"opencl-bwd-d64-16x16",     BWD,  64, ANY,   0,        16,  16, 1, 1, Q},  /*  8 / 16 */
-    {"opencl-bwd-d128-32x64",    BWD, 128, ANY,   0,        32,  64, 1, 2, Q},  /* 48 / 96 */
-    {"opencl-bwd-d128-32x32",    BWD, 128, ANY,   0,        32,  32, 1, 1, Q},  /* 32 / 64 */
-    {"opencl-bwd-d128-16x16",    BWD, 128, ANY,   0,        16,  16, 1, 1, Q},  /* 16 / 32 */
+    /* backward, planner KiB (f16 / f32); real KiB on 48 KiB: dK/dV + dQ */
+    {"opencl-bwd-d64-64x64",     BWD,  64, H16,   0,        64,  64, 1, 2, Q},  /* 32: halved, 64x32 k 43.5 + 32x32 38.5 */
+    {"opencl-bwd-d64-32x32",     BWD,  64, ANY,   0,        32,  32, 1, 1, Q},  /* 16 / 32: QDO2 43.0 + 38.5 */
+    {"opencl-bwd-d64-16x16",     BWD,  64, ANY,   0,        16,  16, 1, 1, Q},  /*  8 / 16: QDO2 19.5 + 18.3 */
+    {"opencl-bwd-d128-32x32",    BWD, 128, H16,   0,        32,  32, 1, 1, Q},  /* 32: k 42.0 + 32x32 k KV1 45.8 */
+    {"opencl-bwd-f32-d128-16x32",BWD, 128, F32,   0,        16,  32, 1, 1, Q},  /* 48: 45.8 + 32x16 KV1 43.8 */
+    {"opencl-bwd-d128-16x16",    BWD, 128, ANY,   0,        16,  16, 1, 1, Q},  /* 16 / 32: QDO2 35.5 + 34.3 */
     {"opencl-bwd-d256-16x32",    BWD, 256, ANY,   0,        16,  32, 1, 1, Q},  /* 48 / 96 */
     {"opencl-bwd-d256-16x16",    BWD, 256, ANY,   0,        16,  16, 1, 1, Q},  /* 32 / 64 */
     {"opencl-bwd-d256-8x8",      BWD, 256, ANY,   0,         8,   8, 1, 1, Q},  /* 16 / 32: 16 KiB devices */

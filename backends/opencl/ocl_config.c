@@ -75,12 +75,25 @@ static int fmsa_ocl_split(int wg, int rows, int cols, int exact_cols) {
 /* Work-group size for a tile: register blocking, not the planner's warp
  * count, sets it: about 16 scores and 32 output values per work-item (4x4
  * and 4x8 fp32 blocks give enough reuse per __local read to approach the FMA
- * peak with few enough registers to avoid spills), at most 256 work-items. */
-static int fmsa_ocl_pick_wg(const fmsa_ocl_device *dev, int kernel, int bm, int bn,
-                            int64_t head_dim) {
+ * peak with few enough registers to avoid spills), at most 256 work-items.
+ * Two backward layouts whose tiles are capped by __local memory run 8
+ * scores and up to 64 values of each output per work-item instead
+ * (measured, H200, d=128, s=4096): the dK/dV
+ * kernel with fp32 K/V and one Q/dO tile (16x32: 64 items 44.9 ms, 128
+ * items 50.2 ms) and the dQ kernel with one K/V tile (KV1; 32x16 fp32 at 64
+ * items, 32x32 bf16 at 128 items were the fastest of their sweeps). */
+static int fmsa_ocl_pick_wg(const fmsa_ocl_device *dev, int kernel,
+                            const fmsa_ocl_kernel_config *kc, int64_t head_dim) {
+    const int bm = kc->block_m, bn = kc->block_n;
     int64_t want = (int64_t)bm * bn / 16;
     int64_t out = (int64_t)(kernel == FMSA_OCL_K_BWD_DKDV ? bn : bm) * head_dim / 32;
     if (out > want) want = out;
+    if ((kernel == FMSA_OCL_K_BWD_DKDV && !kc->ks16 && !kc->qdo2) ||
+        (kernel == FMSA_OCL_K_BWD_DQ && kc->kv1)) {
+        want = (int64_t)bm * bn / 8;
+        out = (int64_t)(kernel == FMSA_OCL_K_BWD_DKDV ? bn : bm) * head_dim / 64;
+        if (out > want) want = out;
+    }
     if (want > 256) want = 256;
     /* CPU runtimes (PoCL) run a work-group's items as loops in one thread and
      * keep every private array live across a barrier in per-item memory:
@@ -90,6 +103,22 @@ static int fmsa_ocl_pick_wg(const fmsa_ocl_device *dev, int kernel, int bm, int 
     if (want > (int64_t)bm * bn / 2) want = (int64_t)bm * bn / 2;
     if (want > (int64_t)dev->max_work_group) want = (int64_t)dev->max_work_group;
     return fmsa_ocl_floor_pow2(want < 1 ? 1 : (int)want);
+}
+
+/* Register prefetch of the backward kernels (PF), on GPUs, where it measured
+ * faster (H200, d=128, s=4096): the dK/dV kernel with fp32 K/V and one Q/dO
+ * tile (16x32/64: 50.5 -> 44.9 ms; its registers were at the cap already)
+ * and the dQ kernel with one 16-bit K/V tile (bf16 32x32/128 KV1: 28.3 ms vs
+ * 31.5 for the previous 32x16 default).  Elsewhere it raised the register
+ * count past an occupancy step and lost 5-20% (dK/dV with QDO2 or 16-bit
+ * K/V; dQ with fp32 K/V), so it stays off there.  CPU runtimes keep private
+ * arrays in per-item memory across barriers: the copies only cost there. */
+static int fmsa_ocl_pick_pf(const fmsa_ocl_device *dev, int kernel,
+                            const fmsa_ocl_kernel_config *kc) {
+    if (dev->info.kind != FMSA_DEVICE_KIND_GPU) return 0;
+    if (kernel == FMSA_OCL_K_BWD_DKDV) return !kc->ks16 && !kc->qdo2;
+    if (kernel == FMSA_OCL_K_BWD_DQ) return kc->kv1 && kc->ks16;
+    return 0;
 }
 
 /* A developer override of one kernel's launch shape, for tuning sweeps:
@@ -128,8 +157,7 @@ static int fmsa_ocl_shape(const fmsa_ocl_device *dev, int kernel, int64_t head_d
                           fmsa_ocl_kernel_config *kc) {
     const int d4 = (int)(head_dim / 4);
     const int out_rows = kernel == FMSA_OCL_K_BWD_DKDV ? kc->block_n : kc->block_m;
-    int wg = wg_want > 0 ? wg_want
-                         : fmsa_ocl_pick_wg(dev, kernel, kc->block_m, kc->block_n, head_dim);
+    int wg = wg_want > 0 ? wg_want : fmsa_ocl_pick_wg(dev, kernel, kc, head_dim);
     for (; wg >= 1; wg /= 2) {
         kc->s_nx = fmsa_ocl_split(wg, kc->block_m, kc->block_n, 1);
         kc->o_nx = fmsa_ocl_split(wg, out_rows, d4, 0);
@@ -142,20 +170,23 @@ static int fmsa_ocl_shape(const fmsa_ocl_device *dev, int kernel, int64_t head_d
     return 1;
 }
 
-/* Fits one kernel: for the planned tile, tries the staging choices in order
- * (fp32 tiles; K/V as 16-bit; Q/dO too; for dK/dV each with separate Q and
- * dO tiles first) and takes the first whose __local footprint fits the
- * device's; if none does, halves the tile (keys first: they are the
- * streamed dimension) and tries again.  16-bit staging only for 16-bit
- * dtypes. */
+/* Fits one kernel: for its start tile (the planner's Br x Bc; the dQ kernel
+ * takes it transposed, see fmsa_ocl_config_make) tries the staging choices
+ * in order and takes the first whose __local footprint (fmsa_ocl_local_bytes,
+ * the kernels' real formula) fits the device's; if none does, halves the
+ * tile (keys first) and tries again, without KV1 (measured on the planned
+ * tiles only; the halving serves smaller devices).  Staging order: forward fp32, then K/V
+ * 16-bit; dK/dV fp32 with separate Q and dO tiles (QDO2), fp32 with one, then
+ * the same with 16-bit K/V; dQ fp32 with K and V tiles, fp32 with one K/V
+ * tile (KV1), then the same with 16-bit K/V.  16-bit staging only for 16-bit
+ * dtypes.  On the planner rows' target device (48 KiB, NVIDIA) the start
+ * tile fits as planned (planner_tables.c lists each row's real bytes); the
+ * halving serves devices with less local memory. */
 static fmsa_status fmsa_ocl_fit(const fmsa_ocl_device *dev, const fmsa_problem *p, int kernel,
                                 int bm, int bn, fmsa_ocl_kernel_config *kc) {
     const int64_t head_dim = p->head_dim;
     const size_t limit = dev->info.sram_per_block;
     const int half = p->dtype != FMSA_DTYPE_F32;
-    /* PF: GPUs only.  A CPU runtime keeps every private array live across
-     * barriers in per-item memory, so the prefetch buffers only add copies. */
-    const int pf_default = kernel != FMSA_OCL_K_FORWARD && dev->info.kind == FMSA_DEVICE_KIND_GPU;
     int wg = 0, qs16, ks16, qdo2, pf, kv1;
     memset(kc, 0, sizeof *kc);
     if (fmsa_ocl_override(kernel, &bm, &bn, &wg, &qs16, &ks16, &qdo2, &pf, &kv1)) {
@@ -163,7 +194,7 @@ static fmsa_status fmsa_ocl_fit(const fmsa_ocl_device *dev, const fmsa_problem *
         kc->block_n = bn;
         kc->qs16 = half && qs16;
         kc->ks16 = half && ks16;
-        kc->qdo2 = qdo2;
+        kc->qdo2 = qdo2 && kernel == FMSA_OCL_K_BWD_DKDV;
         kc->pf = pf && kernel != FMSA_OCL_K_FORWARD;
         kc->kv1 = kv1 && kernel == FMSA_OCL_K_BWD_DQ;
         if (bm >= 8 && bn >= 8 && !(bm & (bm - 1)) && !(bn & (bn - 1)) &&
@@ -174,19 +205,26 @@ static fmsa_status fmsa_ocl_fit(const fmsa_ocl_device *dev, const fmsa_problem *
                          "of local memory, the device has %zu)",
                          bm, bn, wg, kc->local_bytes, limit);
     }
-    for (;;) {
-        /* Q/dO staged as 16-bit (QS16) is left to the override: with bf16 it
+    for (int planned = 1;; planned = 0) {
+        /* {K/V 16-bit, QDO2 (dK/dV) or KV1 (dQ)} in order of preference.  Q/dO
+         * staged as 16-bit (QS16) is left to the override: with bf16 it
          * faulted on NVIDIA's OpenCL (driver 580, H200; not yet understood). */
-        static const int stages[4][3] = {{0, 0, 1}, {0, 0, 0}, {0, 1, 1}, {0, 1, 0}};
-        for (int c = 0; c < 4; ++c) {
-            if ((stages[c][0] || stages[c][1]) && !half) break;
-            if (stages[c][2] != (kernel == FMSA_OCL_K_BWD_DKDV) && stages[c][2]) continue;
+        static const int fwd[2][2] = {{0, 0}, {1, 0}};
+        static const int dkdv[4][2] = {{0, 1}, {0, 0}, {1, 1}, {1, 0}};
+        static const int dq[4][2] = {{0, 0}, {0, 1}, {1, 0}, {1, 1}};
+        const int(*order)[2] = kernel == FMSA_OCL_K_BWD_DKDV ? dkdv
+                               : kernel == FMSA_OCL_K_BWD_DQ ? dq : fwd;
+        const int n = kernel == FMSA_OCL_K_FORWARD ? 2 : 4;
+        for (int c = 0; c < n; ++c) {
+            if (order[c][0] && !half) continue;
+            if (kernel == FMSA_OCL_K_BWD_DQ && order[c][1] && !planned) continue;
+            memset(kc, 0, sizeof *kc);
             kc->block_m = bm;
             kc->block_n = bn;
-            kc->qs16 = stages[c][0];
-            kc->ks16 = stages[c][1];
-            kc->qdo2 = stages[c][2];
-            kc->pf = pf_default;
+            kc->ks16 = order[c][0];
+            kc->qdo2 = kernel == FMSA_OCL_K_BWD_DKDV && order[c][1];
+            kc->kv1 = kernel == FMSA_OCL_K_BWD_DQ && order[c][1];
+            kc->pf = fmsa_ocl_pick_pf(dev, kernel, kc);
             if (fmsa_ocl_shape(dev, kernel, head_dim, 0, kc) && kc->local_bytes <= limit)
                 return FMSA_SUCCESS;
         }
@@ -231,7 +269,10 @@ fmsa_status fmsa_ocl_config_make(const fmsa_ocl_state *st, const fmsa_problem *p
         int64_t bq = p->is_varlen ? 1 : p->batch;
         FMSA_TRY(fmsa_ocl_fit(st->dev, p, FMSA_OCL_K_BWD_DKDV, plan.block_m, plan.block_n,
                               &cfg->kernel[FMSA_OCL_K_BWD_DKDV]));
-        FMSA_TRY(fmsa_ocl_fit(st->dev, p, FMSA_OCL_K_BWD_DQ, plan.block_m, plan.block_n,
+        /* The rows are KV-stationary (Br streamed query rows, Bc the keys a
+         * dK/dV work-group keeps); the dQ kernel is Q-stationary, so it takes
+         * the same pair the other way round: Bc query rows, Br streamed keys. */
+        FMSA_TRY(fmsa_ocl_fit(st->dev, p, FMSA_OCL_K_BWD_DQ, plan.block_n, plan.block_m,
                               &cfg->kernel[FMSA_OCL_K_BWD_DQ]));
         /* D = rowsum(dO * O), one fp32 per (query row, head). */
         cfg->workspace_bytes = (size_t)(bq * p->heads_q * p->total_q) * sizeof(float);
