@@ -39,6 +39,10 @@ static const char *const fmsa_grid_forward[] = {
     "dtype=bf16 b=2 sq=113 sk=203 hq=6 hkv=2 d=256 causal=1 mask=2",
     "dtype=f32  b=1 sq=203 sk=203 hq=6 hkv=1 d=8   causal=1 softcap=3 strided=1",
     "dtype=f16  b=2 sq=64  sk=64  hq=6 hkv=2 d=72  scale=0.5",   /* very peaked softmax */
+    /* scores spread over hundreds of bits along a row: a running maximum from
+     * the first key tiles is far below later tiles' (a path that keeps a stale
+     * maximum must replace it before exp2 overflows) */
+    "dtype=bf16 b=1 sq=40  sk=600 hq=2 hkv=1 d=64  scale=4",
     "dtype=f16  b=1 sq=203 sk=113 hq=6 hkv=2 d=136 wr=5",
     "dtype=bf16 b=3 sq=64  sk=130 hq=6 hkv=1 d=128 varlen=1 wl=20 softcap=4 strided=1",
     /* paged KV (forward only): pages shuffled, seqused_k random */

@@ -25,6 +25,12 @@
 
 static int64_t b16_round(int64_t x, int64_t to) { return (x + to - 1) / to * to; }
 
+/// How far (base 2) a tile's maximum may exceed the row's running maximum
+/// before the row is redone against it: probabilities stay below 2^8, far
+/// from any fp32 or bf16 range limit, and a redo is rare after the first
+/// tiles (scores of one row rarely climb by 8 bits).
+#define FMSA_CPU_B16_STALE_MAX 8.0f
+
 /// uint16 elements of one key tile's K panel and V panel (bn keys).
 static int64_t b16_k_elems(int64_t D, int bn) { return fmsa_cpu_b16_panel_elems((int)D, bn); }
 static int64_t b16_v_elems(int64_t D, int bn) { return fmsa_cpu_b16_panel_elems(bn, (int)D); }
@@ -115,7 +121,6 @@ void fmsa_cpu_b16_rows(const fmsa_problem *p, const fmsa_cpu_plan *pl, const fms
         p->softcap > 0.0f ? p->softmax_scale : p->softmax_scale * FMSA_LOG2E;
     const int fused = !(p->softcap > 0.0f) && !p->has_alibi && !p->has_mask;
     const float exp_scale = fused ? dot_scale : 1.0f;
-    float tmax[FMSA_CPU_SOFTMAX_BATCH];
     fmsa_cpu_score sc;
 
     fmsa_cpu_score_init(&sc, p, seq, b, h, fused ? 1.0f : dot_scale);
@@ -142,29 +147,41 @@ void fmsa_cpu_b16_rows(const fmsa_problem *p, const fmsa_cpu_plan *pl, const fms
             const float *sr = t->s + (int64_t)r * ld;
             uint16_t *pr = t->p + (int64_t)r * ld;
             float tile_max, c;
-            /* the maxima of a batch of rows first (independent chains the
-             * core overlaps; see FMSA_CPU_SOFTMAX_BATCH in cpu_forward.c) */
-            if (r % FMSA_CPU_SOFTMAX_BATCH == 0)
-                for (int i = r; i < rows && i < r + FMSA_CPU_SOFTMAX_BATCH; ++i)
-                    tmax[i - r] = kern->row_max(t->s + (int64_t)i * ld, cols);
-            tile_max = tmax[r % FMSA_CPU_SOFTMAX_BATCH];
             if (next) {
                 fmsa_cpu_prefetch_slice(kpan + (tile + 1) * k_elems, k_elems * 2, r,
                                         rows);
                 fmsa_cpu_prefetch_slice(vpan + (tile + 1) * v_elems, v_elems * 2, r,
                                         rows);
             }
-            tile_max *= exp_scale; /* -inf stays -inf */
-            if (tile_max == FMSA_NEG_INF) { /* every key of this row masked: P = 0 */
-                memset(pr, 0, (size_t)kp * 2);
-                continue;
+            if (t->m[r] != FMSA_NEG_INF) {
+                /* A maximum is known from earlier tiles: exponentiate against it
+                 * and take this tile's maximum in the same pass, so the row is
+                 * read once and its exponentials need not wait for a max
+                 * reduction.  Only when the tile's maximum exceeds it by more
+                 * than FMSA_CPU_B16_STALE_MAX (P could pass 2^8) is the row redone
+                 * against the new maximum.  The result is the same softmax: m
+                 * is any shift that keeps exp2 in range, and the output divides
+                 * by the l summed against that same m. */
+                float xmax;
+                const float sum = kern->row_exp2_b16(sr, cols, exp_scale, t->m[r], pr, kp, &xmax);
+                tile_max = xmax * exp_scale; /* -inf stays -inf */
+                if (!(tile_max > t->m[r] + FMSA_CPU_B16_STALE_MAX)) { /* NaN: kept in the sum */
+                    t->l[r] += sum;
+                    continue;
+                }
+            } else {
+                tile_max = kern->row_max(sr, cols) * exp_scale;
+                if (tile_max == FMSA_NEG_INF) { /* every key of this row masked so far: P = 0 */
+                    memset(pr, 0, (size_t)kp * 2);
+                    continue;
+                }
             }
             c = fmsa_softmax_update(&t->m[r], tile_max);
             if (c != 1.0f) {
                 t->l[r] *= c;
                 kern->row_scale(t->acc + (int64_t)r * dn, (int)D, c);
             }
-            t->l[r] += kern->row_exp2_b16(sr, cols, exp_scale, t->m[r], pr, kp);
+            t->l[r] += kern->row_exp2_b16(sr, cols, exp_scale, t->m[r], pr, kp, NULL);
         }
         kern->gemm_b16(mp, (int)dn, kp, t->p, ld, vpan + tile * v_elems, t->acc, dn, 1);
     }

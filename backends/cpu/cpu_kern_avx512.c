@@ -296,19 +296,21 @@ static void avx512_gemm_b16(int m, int n, int k, const uint16_t *a, int64_t lda,
 }
 
 float fmsa_cpu_avx512_row_exp2_b16(const float *x, int n, float scale, float m, uint16_t *dst,
-                                   int npad) {
+                                   int npad, float *xmax) {
     const __m512 vm = _mm512_set1_ps(m), vs = _mm512_set1_ps(scale);
-    __m512 sum = _mm512_setzero_ps();
     const __m512 ninf = _mm512_set1_ps(-INFINITY);
+    __m512 sum = _mm512_setzero_ps(), mx = ninf;
     for (int j = 0; j < npad; j += 16) {
         const __mmask16 mk = avx512_mask(n - j), st = avx512_mask(npad - j);
         /* lanes past n load as -inf, so their exp2 is 0 */
-        const __m512 p =
-            avx512_exp2(_mm512_fmsub_ps(_mm512_mask_loadu_ps(ninf, mk, x + j), vs, vm));
+        const __m512 xv = _mm512_mask_loadu_ps(ninf, mk, x + j);
+        const __m512 p = avx512_exp2(_mm512_fmsub_ps(xv, vs, vm));
         const __m256bh h = _mm512_cvtneps_pbh(p); /* round to nearest even */
         _mm256_mask_storeu_epi16(dst + j, st, (__m256i)h);
         sum = _mm512_add_ps(sum, p);
+        mx = _mm512_max_ps(mx, xv);
     }
+    if (xmax) *xmax = _mm512_reduce_max_ps(mx);
     return avx512_hsum(sum);
 }
 

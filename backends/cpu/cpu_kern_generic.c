@@ -95,14 +95,16 @@ static void cpu_generic_gemm_b16(int m, int n, int k, const uint16_t *a, int64_t
 }
 
 static float cpu_generic_row_exp2_b16(const float *x, int n, float scale, float m, uint16_t *dst,
-                                      int npad) {
-    float sum = 0.0f;
+                                      int npad, float *xmax) {
+    float sum = 0.0f, mx = -INFINITY;
     for (int j = 0; j < n; ++j) {
         const float p = fmsa_cpu_exp2(fmaf(x[j], scale, -m));
         sum += p;
         dst[j] = fmsa_f32_to_bf16(p);
+        mx = x[j] > mx ? x[j] : mx;
     }
     for (int j = n; j < npad; ++j) dst[j] = 0;
+    if (xmax) *xmax = mx;
     return sum;
 }
 #endif /* !FMSA_CPU_KERN_SCALAR */

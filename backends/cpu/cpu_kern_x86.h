@@ -23,7 +23,7 @@ void fmsa_cpu_avx512_row_bwd_ds(float *s, float *dp, const float *g, int n, floa
 void fmsa_cpu_avx512_row_to_b16(const float *x, int n, uint16_t *dst, int npad);
 void fmsa_cpu_avx512_pack_b16_rows(int k, int n, const float *b, int64_t ldb, uint16_t *dst);
 float fmsa_cpu_avx512_row_exp2_b16(const float *x, int n, float scale, float m, uint16_t *dst,
-                                   int npad);
+                                   int npad, float *xmax);
 #endif /* AVX-512F + DQ + BF16 */
 
 #endif /* FMSA_CPU_KERN_X86_H */

@@ -93,8 +93,12 @@ typedef struct fmsa_cpu_kernels {
     /// fp32 sum of the unrounded exp2 values in a fixed order (the softmax
     /// denominator, as the naive implementation normalises before rounding
     /// P).  m is finite, scale > 0 (it lets the softmax scale ride on the
-    /// exponent instead of costing a pass over S).
-    float (*row_exp2_b16)(const float *x, int n, float scale, float m, uint16_t *dst, int npad);
+    /// exponent instead of costing a pass over S).  When xmax is not NULL it
+    /// also returns max(x[0:n]) (-inf for n == 0 or all -inf) from the same
+    /// pass, so the caller can run the exponentials against a maximum it
+    /// already has and check it afterwards (cpu_forward_b16.c).
+    float (*row_exp2_b16)(const float *x, int n, float scale, float m, uint16_t *dst, int npad,
+                          float *xmax);
 
     /// Backward on 16-bit products (cpu_backward_b16.c), both optional (NULL =
     /// plain C): dst[j] = bf16(x[j]) (round to nearest even) for j < n, 0 for
