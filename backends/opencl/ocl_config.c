@@ -107,18 +107,15 @@ static int fmsa_ocl_pick_wg(const fmsa_ocl_device *dev, int kernel,
 
 /* Register prefetch of the backward kernels (PF), on GPUs, where it measured
  * faster (H200, d=128, s=4096): the dK/dV kernel with fp32 K/V and one Q/dO
- * tile (16x32/64: 50.5 -> 44.9 ms; its registers were at the cap already)
- * and the dQ kernel with one 16-bit K/V tile (bf16 32x32/128 KV1: 28.3 ms vs
- * 31.5 for the previous 32x16 default).  Elsewhere it raised the register
- * count past an occupancy step and lost 5-20% (dK/dV with QDO2 or 16-bit
- * K/V; dQ with fp32 K/V), so it stays off there.  CPU runtimes keep private
- * arrays in per-item memory across barriers: the copies only cost there. */
+ * tile (16x32/64: 50.5 -> 44.9 ms; its registers were at the cap already).
+ * Elsewhere it raised the register count past an occupancy step and lost
+ * 3-20% (dK/dV with QDO2 or 16-bit K/V; dQ: fp32 32x16 KV1 33.5 vs 32.0 ms,
+ * bf16 32x32 KV1 28.3 vs 27.3 ms), so it stays off there.  CPU runtimes keep
+ * private arrays in per-item memory across barriers: the copies only cost. */
 static int fmsa_ocl_pick_pf(const fmsa_ocl_device *dev, int kernel,
                             const fmsa_ocl_kernel_config *kc) {
     if (dev->info.kind != FMSA_DEVICE_KIND_GPU) return 0;
-    if (kernel == FMSA_OCL_K_BWD_DKDV) return !kc->ks16 && !kc->qdo2;
-    if (kernel == FMSA_OCL_K_BWD_DQ) return kc->kv1 && kc->ks16;
-    return 0;
+    return kernel == FMSA_OCL_K_BWD_DKDV && !kc->ks16 && !kc->qdo2;
 }
 
 /* A developer override of one kernel's launch shape, for tuning sweeps:
