@@ -24,6 +24,12 @@
 #   table  compact summary of all of the above
 # Outputs under $OUT (./opencl-h200-out by hand).  Run from the repository root:
 #   bash bench/opencl_h200.sh        (STAGES="setup build test grid cpu torch table" by default)
+# Through the device tool, build exactly a commit: the tool copies the working tree (with
+# other people's uncommitted edits) and its copy of .git can be stale (seen 2026-11-29:
+# HEAD there was an older commit).  So export here and carry the archive:
+#   mkdir -p .hdsrc && git archive -o .hdsrc/src.tar HEAD  (.hdsrc in .git/info/exclude)
+#   run: tar -xf .hdsrc/src.tar -C /tmp/s && ln -s $PWD/.deps /tmp/s/.deps && cd /tmp/s &&
+#        FMSA_COMMIT=<hash> OUT=$OUT bash bench/opencl_h200.sh    (carry .deps and .hdsrc)
 set -u
 OUT=${OUT:-$PWD/opencl-h200-out}
 STAGES=${STAGES:-"setup build test grid cpu torch table"}
@@ -47,7 +53,11 @@ if want setup; then
 fi
 
 if want build; then
-  log "configure + build (commit $(git rev-parse --short HEAD 2>/dev/null)$(git diff --quiet HEAD -- 2>/dev/null || echo ' dirty'))"
+  if git rev-parse --git-dir > /dev/null 2>&1; then
+    log "configure + build (commit $(git rev-parse --short HEAD)$(git diff --quiet HEAD -- || echo ' dirty'))"
+  else
+    log "configure + build (no git checkout: commit ${FMSA_COMMIT:-unknown}, as the caller says)"
+  fi
   TESTS=OFF; CM=()
   if [ -f "$DEPS/cmake/cmocka/cmocka-config.cmake" ]; then
     TESTS=ON; CM=(-Dcmocka_DIR="$DEPS/cmake/cmocka")
