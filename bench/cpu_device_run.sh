@@ -177,14 +177,34 @@ if want tiles; then
 fi
 
 # ---- 6. scaling 1 -> 2 threads, forward fp32 d=128 s=2048 -------------------------
+# 1 and 2 threads in alternation, three rounds, medians: the VM's speed drifts
 if want scale; then
   log "scaling"
-  for t in 1 2; do
-    $CLI run --backend cpu --threads $t --batch 1 --heads 4 --seqlen 2048 --dim 128 --no-causal \
-      --no-backward --repeat 3 --check-rows 8 > "$OUT/scale_t$t.txt" 2>&1
+  : > "$OUT/scale.txt"
+  for round in 1 2 3; do
+    for t in 1 2; do
+      $CLI run --backend cpu --threads $t --batch 1 --heads 4 --seqlen 2048 --dim 128 --no-causal \
+        --no-backward --repeat 3 --check-rows 8 > "$OUT/scale_t$t.txt" 2>&1
+      echo "$t $(awk '/^forward/ {print $4}' "$OUT/scale_t$t.txt")" >> "$OUT/scale.txt"
+    done
   done
-  s1=$(awk '/^forward/ {print $4}' "$OUT/scale_t1.txt"); s2=$(awk '/^forward/ {print $4}' "$OUT/scale_t2.txt")
-  log "fwd fp32 d128 s2048: 1 thread ${s1:-?} GFLOP/s, 2 threads ${s2:-?} GFLOP/s"
+  med() { awk -v t=$1 '$1 == t {print $2}' "$OUT/scale.txt" | sort -g | sed -n 2p; }
+  s1=$(med 1); s2=$(med 2)
+  log "fwd fp32 d128 s2048 (medians of 3 alternating rounds): 1 thread ${s1:-?} GFLOP/s, 2 threads ${s2:-?} GFLOP/s, x$(awk -v a="$s1" -v b="$s2" 'BEGIN {if (a > 0) printf "%.2f", b / a}')"
+fi
+
+# ---- 6b. flashmsa bench: the dispatched path beside the scalar baseline -----------
+# (same reduced sweep, all threads; every shape checked on sampled rows)
+if want bench; then
+  # the scalar baseline is ~50x slower: fp32, d=128 only
+  for run in "auto fp32 64,128" "auto bf16 64,128" "scalar fp32 128"; do
+    set -- $run; k=$1; dt=$2; dims=$3
+    log "flashmsa bench path $k $dt"
+    kv=; [ $k != auto ] && kv=$k
+    FLASHMSA_CPU_KERNEL=$kv timeout 200 $CLI bench --backend cpu --threads "$NT" --dtype $dt \
+      --dims $dims --seqlens 512,2048 --tokens 4096 --min-time 0 > "$OUT/bench_${k}_$dt.txt" 2>&1
+    tail -1 "$OUT/bench_${k}_$dt.txt"
+  done
 fi
 
 # ---- 7. flashmsa vs torch --------------------------------------------------------
@@ -206,6 +226,7 @@ echo "== kernel paths (flashmsa run, every element vs fp64)"; cat "$OUT/paths.tx
 echo "== determinism (hashes of every output, 1 vs $NT threads)"; cat "$OUT/det.txt"
 echo "== peak (GFLOP/s)"; grep -v '^#' "$OUT/peak.txt" 2>/dev/null
 echo "== micro-kernels alone (1 thread)"; grep -E "^#|of peak|ns/score" "$OUT/kbench.txt" 2>/dev/null
+echo "== flashmsa bench (all threads): dispatched path vs scalar baseline"; for f in "$OUT"/bench_*.txt; do [ -f "$f" ] && { echo "-- $(basename "$f")"; grep -vE "^flashmsa bench \\[" "$f"; }; done
 echo "== tiles (2 threads, GFLOP/s)"; cat "$OUT/tiles.txt" 2>/dev/null
 echo "== scaling fwd fp32 d128 s2048: t1 ${s1:-?} t2 ${s2:-?} GFLOP/s"
 echo "== flashmsa vs torch SDPA (GFLOP/s, % of fp32 FMA peak, err vs fp64)"
