@@ -65,7 +65,9 @@ __kernel __attribute__((reqd_work_group_size(1, 1, 1))) void fmsa_ocl_cpu_bwd_dk
         if (win.x >= 0) qe = min(qe, j_last + win.x - (s.sk - s.sq) + 1);
     }
 
-    float kT[FC_DMAX * FC_L], vT[FC_DMAX * FC_L], dkT[FC_DMAX * FC_L], dvT[FC_DMAX * FC_L];
+    float8 kT8[FC_DMAX * FC_RB], vT8[FC_DMAX * FC_RB], dkT8[FC_DMAX * FC_RB], dvT8[FC_DMAX * FC_RB];
+    __private float *kT = (__private float *)kT8, *vT = (__private float *)vT8;
+    __private float *dkT = (__private float *)dkT8, *dvT = (__private float *)dvT8;
     float row[FC_DMAX], pr[FC_KC * FC_L], dsr[FC_KC * FC_L];
     float lse2[FC_KC], dd[FC_KC];
 
@@ -80,10 +82,7 @@ __kernel __attribute__((reqd_work_group_size(1, 1, 1))) void fmsa_ocl_cpu_bwd_dk
                                           bv0), dtype, D, 1.0f);
         for (int d = 0; d < D; ++d) vT[d * FC_L + r] = ok ? row[d] : 0.0f;
     }
-    for (int x = 0; x < D * FC_L / 8; ++x) {
-        vstore8((float8)(0.0f), x, dkT);
-        vstore8((float8)(0.0f), x, dvT);
-    }
+    for (int x = 0; x < D * FC_RB; ++x) dkT8[x] = dvT8[x] = (float8)(0.0f);
 
     for (long g = 0; g < group; ++g) {
         const long h = hk * group + g;
@@ -116,8 +115,8 @@ __kernel __attribute__((reqd_work_group_size(1, 1, 1))) void fmsa_ocl_cpu_bwd_dk
             }
             for (int r4 = 0; r4 < FC_KC; r4 += FC_KB) {
                 float8 sa[FC_KB][FC_RB], pa[FC_KB][FC_RB];
-                fc_dot_block(sa, kT, qp + (m0 + r4) * D, D);
-                fc_dot_block(pa, vT, dop + (m0 + r4) * D, D);
+                fc_dot_block(sa, kT8, qp + (m0 + r4) * D, D);
+                fc_dot_block(pa, vT8, dop + (m0 + r4) * D, D);
 #pragma unroll
                 for (int j = 0; j < FC_KB; ++j) {
                     const int r = r4 + j;
@@ -158,13 +157,13 @@ __kernel __attribute__((reqd_work_group_size(1, 1, 1))) void fmsa_ocl_cpu_bwd_dk
                 for (int j = 0; j < FC_KB; ++j)
 #pragma unroll
                     for (int rb = 0; rb < FC_RB; ++rb) w[j][rb] = vload8((r4 + j) * FC_RB + rb, pr);
-                fc_axpy_block(dvT, w, dop + (m0 + r4) * D, D, 0, w[0]);
+                fc_axpy_block(dvT8, w, dop + (m0 + r4) * D, D, 0, w[0]);
 #pragma unroll
                 for (int j = 0; j < FC_KB; ++j)
 #pragma unroll
                     for (int rb = 0; rb < FC_RB; ++rb)
                         w[j][rb] = vload8((r4 + j) * FC_RB + rb, dsr);
-                fc_axpy_block(dkT, w, qp + (m0 + r4) * D, D, 0, w[0]);
+                fc_axpy_block(dkT8, w, qp + (m0 + r4) * D, D, 0, w[0]);
             }
         }
     }
@@ -208,7 +207,9 @@ __kernel __attribute__((reqd_work_group_size(1, 1, 1))) void fmsa_ocl_cpu_bwd_dq
         ke = fmsa_window_key_end(i_last + 1, s.sq, s.sk, win.y);
     }
 
-    float qT[FC_DMAX * FC_L], dOT[FC_DMAX * FC_L], dqT[FC_DMAX * FC_L];
+    float8 qT8[FC_DMAX * FC_RB], dOT8[FC_DMAX * FC_RB], dqT8[FC_DMAX * FC_RB];
+    __private float *qT = (__private float *)qT8, *dOT = (__private float *)dOT8;
+    __private float *dqT = (__private float *)dqT8;
     float row[FC_DMAX], dsr[FC_KC * FC_L];
     float lse2f[FC_L], ddf[FC_L];
 
@@ -227,7 +228,7 @@ __kernel __attribute__((reqd_work_group_size(1, 1, 1))) void fmsa_ocl_cpu_bwd_dq
         if (ok) fc_row_load(row, dout, fc_q_row(dov, &s, i0 + r, h), dtype, D, 1.0f);
         for (int d = 0; d < D; ++d) dOT[d * FC_L + r] = ok ? row[d] : 0.0f;
     }
-    for (int x = 0; x < D * FC_L / 8; ++x) vstore8((float8)(0.0f), x, dqT);
+    for (int x = 0; x < D * FC_RB; ++x) dqT8[x] = (float8)(0.0f);
     float8 lse2[FC_RB], ddv[FC_RB];
     int8 dead[FC_RB];
     for (int rb = 0; rb < FC_RB; ++rb) {
@@ -245,8 +246,8 @@ __kernel __attribute__((reqd_work_group_size(1, 1, 1))) void fmsa_ocl_cpu_bwd_dq
         }
         for (int k4 = 0; k4 < FC_KC; k4 += FC_KB) {
             float8 sa[FC_KB][FC_RB], pa[FC_KB][FC_RB];
-            fc_dot_block(sa, qT, kp + (n0 + k4) * D, D);
-            fc_dot_block(pa, dOT, vp + (n0 + k4) * D, D);
+            fc_dot_block(sa, qT8, kp + (n0 + k4) * D, D);
+            fc_dot_block(pa, dOT8, vp + (n0 + k4) * D, D);
 #pragma unroll
             for (int jj = 0; jj < FC_KB; ++jj) {
                 const long j = n0 + k4 + jj;
@@ -282,7 +283,7 @@ __kernel __attribute__((reqd_work_group_size(1, 1, 1))) void fmsa_ocl_cpu_bwd_dq
             for (int j = 0; j < FC_KB; ++j)
 #pragma unroll
                 for (int rb = 0; rb < FC_RB; ++rb) w[j][rb] = vload8((k4 + j) * FC_RB + rb, dsr);
-            fc_axpy_block(dqT, w, kp + (n0 + k4) * D, D, 0, w[0]);
+            fc_axpy_block(dqT8, w, kp + (n0 + k4) * D, D, 0, w[0]);
         }
     }
 

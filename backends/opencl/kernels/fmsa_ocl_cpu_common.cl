@@ -16,8 +16,9 @@
  * (the generic kernels build one program per dtype x head dim x tile x
  * feature set, minutes of PoCL compile time for a test grid).
  *
- * Private arrays are float arrays read and written with vload8 / vstore8 so
- * that lane scatters (transposes) and vector accesses need no type punning.
+ * The transposed tiles are float8 arrays (32-byte aligned: whole-vector
+ * loads and stores); the row <-> lane transposes at the start and end go
+ * through a float view of them (clang gives vector types char aliasing).
  */
 
 #define FC_RB 2              /* float8 vectors per work-item */
@@ -198,8 +199,9 @@ inline float8 fc_softcap_grad(float8 x, int flags, float softcap) {
 /* acc[j][rb] = sum_d T[d][rb] * R_j[d] for FC_KB packed rows R_j (row
  * stride D) against a transposed private block T: one fma chain per output,
  * d in order. */
-inline __attribute__((always_inline)) void fc_dot_block(float8 acc[FC_KB][FC_RB], __private const float *T,
-                         __global const float *R, int D) {
+inline __attribute__((always_inline)) void fc_dot_block(float8 acc[FC_KB][FC_RB],
+                                                       __private const float8 *T,
+                                                       __global const float *R, int D) {
 #pragma unroll
     for (int j = 0; j < FC_KB; ++j)
 #pragma unroll
@@ -207,7 +209,7 @@ inline __attribute__((always_inline)) void fc_dot_block(float8 acc[FC_KB][FC_RB]
     for (int d = 0; d < D; ++d) {
         float8 x[FC_RB];
 #pragma unroll
-        for (int rb = 0; rb < FC_RB; ++rb) x[rb] = vload8(d * FC_RB + rb, T);
+        for (int rb = 0; rb < FC_RB; ++rb) x[rb] = T[d * FC_RB + rb];
 #pragma unroll
         for (int j = 0; j < FC_KB; ++j) {
             const float8 y = (float8)(R[j * D + d]);
@@ -220,14 +222,15 @@ inline __attribute__((always_inline)) void fc_dot_block(float8 acc[FC_KB][FC_RB]
 /* T[d][rb] = c[rb] * T[d][rb] + sum_j W[j][rb] * R_j[d] over FC_KB streamed
  * rows: O = c O + P V, dV += P^T dO, dK += dS^T Q, dQ += dS K.  rescale = 0
  * skips the multiply (c is then ignored). */
-inline __attribute__((always_inline)) void fc_axpy_block(__private float *T, const float8 w[FC_KB][FC_RB],
-                          __global const float *R, int D, int rescale,
-                          const float8 c[FC_RB]) {
+inline __attribute__((always_inline)) void fc_axpy_block(__private float8 *T,
+                                                        const float8 w[FC_KB][FC_RB],
+                                                        __global const float *R, int D,
+                                                        int rescale, const float8 c[FC_RB]) {
     if (rescale) {
         for (int d = 0; d < D; ++d) {
             float8 x[FC_RB];
 #pragma unroll
-            for (int rb = 0; rb < FC_RB; ++rb) x[rb] = vload8(d * FC_RB + rb, T) * c[rb];
+            for (int rb = 0; rb < FC_RB; ++rb) x[rb] = T[d * FC_RB + rb] * c[rb];
 #pragma unroll
             for (int j = 0; j < FC_KB; ++j) {
                 const float8 y = (float8)(R[j * D + d]);
@@ -235,14 +238,14 @@ inline __attribute__((always_inline)) void fc_axpy_block(__private float *T, con
                 for (int rb = 0; rb < FC_RB; ++rb) x[rb] = fma(w[j][rb], y, x[rb]);
             }
 #pragma unroll
-            for (int rb = 0; rb < FC_RB; ++rb) vstore8(x[rb], d * FC_RB + rb, T);
+            for (int rb = 0; rb < FC_RB; ++rb) T[d * FC_RB + rb] = x[rb];
         }
         return;
     }
     for (int d = 0; d < D; ++d) {
         float8 x[FC_RB];
 #pragma unroll
-        for (int rb = 0; rb < FC_RB; ++rb) x[rb] = vload8(d * FC_RB + rb, T);
+        for (int rb = 0; rb < FC_RB; ++rb) x[rb] = T[d * FC_RB + rb];
 #pragma unroll
         for (int j = 0; j < FC_KB; ++j) {
             const float8 y = (float8)(R[j * D + d]);
@@ -250,7 +253,7 @@ inline __attribute__((always_inline)) void fc_axpy_block(__private float *T, con
             for (int rb = 0; rb < FC_RB; ++rb) x[rb] = fma(w[j][rb], y, x[rb]);
         }
 #pragma unroll
-        for (int rb = 0; rb < FC_RB; ++rb) vstore8(x[rb], d * FC_RB + rb, T);
+        for (int rb = 0; rb < FC_RB; ++rb) T[d * FC_RB + rb] = x[rb];
     }
 }
 

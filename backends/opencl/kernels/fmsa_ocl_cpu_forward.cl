@@ -41,14 +41,16 @@ __kernel __attribute__((reqd_work_group_size(1, 1, 1))) void fmsa_ocl_cpu_forwar
         ke = fmsa_window_key_end(i_last + 1, s.sq, s.sk, win.y);
     }
 
-    float qT[FC_DMAX * FC_L], acc[FC_DMAX * FC_L], row[FC_DMAX];
+    float8 qT8[FC_DMAX * FC_RB], acc8[FC_DMAX * FC_RB];
+    __private float *qT = (__private float *)qT8, *acc = (__private float *)acc8;
+    float row[FC_DMAX];
     float sc[FC_KC * FC_L];
 
     for (int r = 0; r < FC_L; ++r) {
         if (r < nrows) fc_row_load(row, q, fc_q_row(qv, &s, i0 + r, h), dtype, D, qmul);
         for (int d = 0; d < D; ++d) qT[d * FC_L + r] = r < nrows ? row[d] : 0.0f;
     }
-    for (int x = 0; x < D * FC_L / 8; ++x) vstore8((float8)(0.0f), x, acc);
+    for (int x = 0; x < D * FC_RB; ++x) acc8[x] = (float8)(0.0f);
     float8 m[FC_RB], l[FC_RB];
     for (int rb = 0; rb < FC_RB; ++rb) {
         m[rb] = (float8)(-INFINITY);
@@ -60,7 +62,7 @@ __kernel __attribute__((reqd_work_group_size(1, 1, 1))) void fmsa_ocl_cpu_forwar
         /* S = Q K^T for the step, FC_KB keys x FC_RB row vectors at a time. */
         for (int k4 = 0; k4 < FC_KC; k4 += FC_KB) {
             float8 a[FC_KB][FC_RB];
-            fc_dot_block(a, qT, kp + (n0 + k4) * D, D);
+            fc_dot_block(a, qT8, kp + (n0 + k4) * D, D);
 #pragma unroll
             for (int j = 0; j < FC_KB; ++j)
 #pragma unroll
@@ -128,7 +130,7 @@ __kernel __attribute__((reqd_work_group_size(1, 1, 1))) void fmsa_ocl_cpu_forwar
             for (int j = 0; j < FC_KB; ++j)
 #pragma unroll
                 for (int rb = 0; rb < FC_RB; ++rb) p[j][rb] = vload8((k4 + j) * FC_RB + rb, sc);
-            fc_axpy_block(acc, p, vp + (n0 + k4) * D, D, k4 == 0, c);
+            fc_axpy_block(acc8, p, vp + (n0 + k4) * D, D, k4 == 0, c);
         }
     }
 
