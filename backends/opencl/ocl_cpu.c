@@ -73,13 +73,20 @@ static void fmsa_ocl_cpu_layout_make(const fmsa_problem *p, fmsa_ocl_cpu_layout 
                              : L->d_floats;
 }
 
+/* FC_DMAX of fmsa_ocl_cpu_common.cl (private tiles are sized for it). */
+#define FMSA_OCL_CPU_MAX_HEAD_DIM 256
+
 /* Positions inside one sequence are int lanes in the kernels. */
 #define FMSA_OCL_CPU_MAX_SEQ ((int64_t)1 << 30)
 
 int fmsa_ocl_cpu_selected(const fmsa_ocl_state *st, const fmsa_problem *p) {
     const char *env = getenv("FLASHMSA_OCL_VARIANT");
     cl_device_type type = 0;
-    if (p->seqlen_q >= FMSA_OCL_CPU_MAX_SEQ || p->seqlen_k >= FMSA_OCL_CPU_MAX_SEQ) return 0;
+    /* Outside the kernels' private tiles (FC_DMAX) or int lane positions:
+     * the generic kernels. */
+    if (p->seqlen_q >= FMSA_OCL_CPU_MAX_SEQ || p->seqlen_k >= FMSA_OCL_CPU_MAX_SEQ ||
+        p->head_dim > FMSA_OCL_CPU_MAX_HEAD_DIM)
+        return 0;
     if (env && strcmp(env, "cpu") == 0) return 1;
     if (env && strcmp(env, "generic") == 0) return 0;
     if (getenv("FLASHMSA_OCL_TILES")) return 0; /* a tuning run of the generic kernels */
