@@ -39,17 +39,28 @@
 
 /// fp32 backward with dQ partials (cpu_backward.c): at most this many parts
 /// of a slot's key tiles each write their own dQ partial sums, and the
-/// variant is used only when slots x parts gives 2 * FMSA_CPU_PLAN_CORES
-/// work items (shape-only, so results do not change with the thread count)
-/// and one slot's partials take at most half the panel budget.
+/// variant is used only when one chunk of slots (as many as the panel budget
+/// holds with their partials) times the parts gives FMSA_CPU_PLAN_CORES work
+/// items (shape-only, so results do not change with the thread count).
+/// The chunk matters: at s = 8192, d = 128 one slot's partials take 32 MiB,
+/// a chunk was a single slot, and its 8 items left 8 of 16 threads idle
+/// (0.4x torch, bench/RESULTS.md, before this rule).
 #define FMSA_CPU_BWD_DQ_PARTS 8
+
+/// Slots of floats_per_slot floats the panel budget holds at once (1..slots).
+static int64_t cpu_chunk_slots(int64_t floats_per_slot, int64_t slots) {
+    int64_t chunk = (int64_t)(FMSA_CPU_PANEL_BUDGET / ((size_t)floats_per_slot * sizeof(float) + 1));
+    if (chunk < 1) chunk = 1;
+    if (chunk > slots) chunk = slots > 0 ? slots : 1;
+    return chunk;
+}
 
 /// Parts of the dQ-partials backward for this shape (0: the recomputing one).
 /// FLASHMSA_CPU_BWD=parts|recompute forces one variant (developers and the
 /// test suites, which run the backward grid under each); parts it cannot
 /// hold in memory is refused.
 static fmsa_status cpu_bwd_dq_parts(const fmsa_problem *p, int bm, int64_t tiles_q,
-                                    int64_t tiles_k, int64_t *out) {
+                                    int64_t tiles_k, int64_t slot_floats, int64_t *out) {
     const int64_t parts = tiles_k < FMSA_CPU_BWD_DQ_PARTS ? tiles_k : FMSA_CPU_BWD_DQ_PARTS;
     const int64_t group = p->heads_q / p->heads_kv;
     const double bytes = (double)parts * (double)group * (double)(tiles_q * bm) *
@@ -69,7 +80,11 @@ static fmsa_status cpu_bwd_dq_parts(const fmsa_problem *p, int bm, int64_t tiles
         *out = parts > 0 ? parts : 0;
         return FMSA_SUCCESS;
     }
-    if (fits && p->batch * p->heads_kv * parts >= 2 * FMSA_CPU_PLAN_CORES) *out = parts;
+    if (fits) {
+        const int64_t with = slot_floats + parts * group * tiles_q * ((int64_t)bm * p->head_dim + 1);
+        if (cpu_chunk_slots(with, p->batch * p->heads_kv) * parts >= FMSA_CPU_PLAN_CORES)
+            *out = parts;
+    }
     return FMSA_SUCCESS;
 }
 
@@ -194,15 +209,16 @@ fmsa_status fmsa_cpu_plan_make(const fmsa_cpu_state *st, const fmsa_problem *p,
     plan->dq_parts = 0;
     if (!plan->b16 && p->pass == FMSA_PASS_BACKWARD) {
         FMSA_TRY(cpu_bwd_dq_parts(p, tiles.block_m, plan->tiles_q, plan->tiles_k,
-                                  &plan->dq_parts));
+                                  plan->slot_floats, &plan->dq_parts));
         plan->slot_floats += plan->dq_parts * (p->heads_q / p->heads_kv) * plan->tiles_q *
                              (tiles.block_m * D + 1);
     }
     plan->slots = p->batch * p->heads_kv;
-    plan->chunk_slots = (int64_t)(FMSA_CPU_PANEL_BUDGET /
-                                  ((size_t)plan->slot_floats * sizeof(float) + 1));
-    if (plan->chunk_slots < 1) plan->chunk_slots = 1;
-    if (plan->chunk_slots > plan->slots) plan->chunk_slots = plan->slots > 0 ? plan->slots : 1;
+    plan->chunk_slots = cpu_chunk_slots(plan->slot_floats, plan->slots);
+    if (p->pass == FMSA_PASS_BACKWARD && !plan->b16)
+        fmsa_log(FMSA_LOG_DEBUG, "cpu: backward owns dQ by %s (%lld slots per chunk)",
+                 plan->dq_parts > 0 ? "partials" : "recomputing S and dP",
+                 (long long)plan->chunk_slots);
 
     if (p->pass == FMSA_PASS_FORWARD) {
         int64_t splits = 1;
