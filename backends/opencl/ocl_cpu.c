@@ -26,9 +26,10 @@ static const char *const fmsa_ocl_cpu_names[FMSA_OCL_K_COUNT + 1] = {
 /* Query rows per work-item of the preprocess kernel. */
 #define FMSA_OCL_CPU_PRE_ROWS 64
 
-/* Rows per streamed step (FC_KC in fmsa_ocl_cpu_common.cl): panels carry
- * that many zero rows past the longest sequence. */
-#define FMSA_OCL_CPU_STEP 16
+/* Rows per register block (FC_KB in fmsa_ocl_cpu_common.cl): a step's last
+ * block may read up to FC_KB - 1 rows past the sequence, so panels carry
+ * that many zero rows (rounded up to 8) past the longest sequence. */
+#define FMSA_OCL_CPU_PAD 4
 
 /* Panel bytes per chunk of slots: the panels of a chunk are written and
  * read back while they are still in the last-level cache (32 MiB on the
@@ -60,8 +61,8 @@ static void fmsa_ocl_cpu_layout_make(const fmsa_problem *p, fmsa_ocl_cpu_layout 
     memset(L, 0, sizeof *L);
     L->slots = p->batch * p->heads_kv;
     L->group = p->heads_kv > 0 ? p->heads_q / p->heads_kv : 1;
-    L->rows_k = fmsa_ocl_cpu_round(p->seqlen_k + FMSA_OCL_CPU_STEP, FMSA_OCL_CPU_ROWS);
-    L->rows_q = bwd ? fmsa_ocl_cpu_round(p->seqlen_q + FMSA_OCL_CPU_STEP, FMSA_OCL_CPU_ROWS) : 0;
+    L->rows_k = fmsa_ocl_cpu_round(p->seqlen_k + FMSA_OCL_CPU_PAD, 8);
+    L->rows_q = bwd ? fmsa_ocl_cpu_round(p->seqlen_q + FMSA_OCL_CPU_PAD, 8) : 0;
     L->d_floats = bwd ? fmsa_ocl_cpu_round(bq * p->heads_q * p->total_q, 16) : 0;
     per_slot = (2 * L->rows_k + 2 * L->group * L->rows_q) * p->head_dim;
     L->chunk = (int64_t)(FMSA_OCL_CPU_PANEL_BYTES / sizeof(float)) / (per_slot > 0 ? per_slot : 1);
@@ -315,7 +316,7 @@ static fmsa_status fmsa_ocl_cpu_pack(fmsa_ocl_state *st, cl_command_queue queue,
     fmsa_ocl_cpu_arg_dimsonly(&a, p);
     fmsa_ocl_cpu_arg_cfg(&a, p, qside);
     return fmsa_ocl_cpu_enqueue(st, queue, &a, FMSA_OCL_CPU_K_PACK,
-                                (size_t)(rows / FMSA_OCL_CPU_ROWS), (size_t)n, 1);
+                                fmsa_ocl_cpu_groups(rows, FMSA_OCL_CPU_ROWS), (size_t)n, 1);
 }
 
 static fmsa_status fmsa_ocl_cpu_check_ws(const fmsa_ocl_config *cfg, cl_mem workspace,

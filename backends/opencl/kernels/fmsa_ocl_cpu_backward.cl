@@ -113,7 +113,7 @@ __kernel __attribute__((reqd_work_group_size(1, 1, 1))) void fmsa_ocl_cpu_bwd_dk
                 if (win.x >= 0 && j0 < dhi - win.x) full = 0;
                 if (win.y >= 0 && j_last > dlo + win.y) full = 0;
             }
-            for (int r4 = 0; r4 < FC_KC; r4 += FC_KB) {
+            for (int r4 = 0; r4 < nq; r4 += FC_KB) {
                 float8 sa[FC_KB][FC_RB], pa[FC_KB][FC_RB];
                 fc_dot_block(sa, kT8, qp + (m0 + r4) * D, D);
                 fc_dot_block(pa, vT8, dop + (m0 + r4) * D, D);
@@ -151,7 +151,7 @@ __kernel __attribute__((reqd_work_group_size(1, 1, 1))) void fmsa_ocl_cpu_bwd_dk
                     }
                 }
             }
-            for (int r4 = 0; r4 < FC_KC; r4 += FC_KB) {
+            for (int r4 = 0; r4 < nq; r4 += FC_KB) {
                 float8 w[FC_KB][FC_RB];
 #pragma unroll
                 for (int j = 0; j < FC_KB; ++j)
@@ -244,7 +244,7 @@ __kernel __attribute__((reqd_work_group_size(1, 1, 1))) void fmsa_ocl_cpu_bwd_dq
             if (win.x >= 0 && n0 < i_last + s.sk - s.sq - win.x) full = 0;
             if (win.y >= 0 && n0 + FC_KC - 1 > diag0 + win.y) full = 0;
         }
-        for (int k4 = 0; k4 < FC_KC; k4 += FC_KB) {
+        for (int k4 = 0; k4 < nk; k4 += FC_KB) {
             float8 sa[FC_KB][FC_RB], pa[FC_KB][FC_RB];
             fc_dot_block(sa, qT8, kp + (n0 + k4) * D, D);
             fc_dot_block(pa, dOT8, vp + (n0 + k4) * D, D);
@@ -277,7 +277,7 @@ __kernel __attribute__((reqd_work_group_size(1, 1, 1))) void fmsa_ocl_cpu_bwd_dq
                 }
             }
         }
-        for (int k4 = 0; k4 < FC_KC; k4 += FC_KB) {
+        for (int k4 = 0; k4 < nk; k4 += FC_KB) {
             float8 w[FC_KB][FC_RB];
 #pragma unroll
             for (int j = 0; j < FC_KB; ++j)

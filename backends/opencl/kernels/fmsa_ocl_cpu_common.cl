@@ -23,7 +23,7 @@
 
 #define FC_RB 2              /* float8 vectors per work-item */
 #define FC_L (8 * FC_RB)     /* lanes (rows) per work-item */
-#define FC_KC 16             /* streamed rows per step (keys or query rows) */
+#define FC_KC 32             /* streamed rows per step (keys or query rows) */
 #define FC_KB 4              /* streamed rows per register block */
 #define FC_DMAX 256          /* largest head dim (FMSA_HEAD_DIM_MAX) */
 
@@ -261,7 +261,7 @@ inline __attribute__((always_inline)) void fc_axpy_block(__private float8 *T,
  * dO) of a range of slots into fp32 panels:
  *   ws[pk.w + ((slot - pk.x) * 2 + t) * pk.y * D + r * D + d]
  * rows r >= the sequence's length up to pk.y (rows_pad) are zero, so the
- * kernels stream whole FC_KC-row steps without bounds tests.  The streamed
+ * kernels stream whole FC_KB-row blocks without bounds tests.  The streamed
  * side is then contiguous: a head's rows in the tensors are H * D elements
  * apart, a new page each at H * D * 4 >= 4 KiB, which neither the hardware
  * prefetchers nor the TLB follow (measured 1.4x on the d=128 forward).

@@ -59,8 +59,9 @@ __kernel __attribute__((reqd_work_group_size(1, 1, 1))) void fmsa_ocl_cpu_forwar
 
     for (long n0 = kb; n0 < ke; n0 += FC_KC) {
         const int nk = (int)min((long)FC_KC, ke - n0);
-        /* S = Q K^T for the step, FC_KB keys x FC_RB row vectors at a time. */
-        for (int k4 = 0; k4 < FC_KC; k4 += FC_KB) {
+        /* S = Q K^T for the step, FC_KB keys x FC_RB row vectors at a time
+         * (a last partial step stops at the block holding its last key). */
+        for (int k4 = 0; k4 < nk; k4 += FC_KB) {
             float8 a[FC_KB][FC_RB];
             fc_dot_block(a, qT8, kp + (n0 + k4) * D, D);
 #pragma unroll
@@ -84,6 +85,10 @@ __kernel __attribute__((reqd_work_group_size(1, 1, 1))) void fmsa_ocl_cpu_forwar
         } else {
             for (int kc = 0; kc < FC_KC; ++kc) {
                 const long j = n0 + kc;
+                if (kc >= nk) { /* past the last key: no score was computed */
+                    for (int rb = 0; rb < FC_RB; ++rb) vstore8((float8)(-INFINITY), kc * FC_RB + rb, sc);
+                    continue;
+                }
                 for (int rb = 0; rb < FC_RB; ++rb) {
                     /* rel = j - (row + sk - sq) for rows i0 + 8 rb + lane */
                     const int8 rel = (int8)(fc_clamp_int(j - diag0 - 8 * rb)) - FC_LANE0;
@@ -124,7 +129,7 @@ __kernel __attribute__((reqd_work_group_size(1, 1, 1))) void fmsa_ocl_cpu_forwar
         for (int rb = 0; rb < FC_RB; ++rb) l[rb] = l[rb] * c[rb] + rs[rb];
 
         /* acc = c * acc + P V; the rescale rides on the first block's loads. */
-        for (int k4 = 0; k4 < FC_KC; k4 += FC_KB) {
+        for (int k4 = 0; k4 < nk; k4 += FC_KB) {
             float8 p[FC_KB][FC_RB];
 #pragma unroll
             for (int j = 0; j < FC_KB; ++j)
