@@ -93,13 +93,19 @@ void fmsa_cpu_pack_b16_keys_as_cols(const fmsa_problem *p, const fmsa_view4 *v,
      * word of its source row, so a 16-key block is a transpose of words */
     for (int jb = 0; jb < np / 16; ++jb) {
         uint32_t *out = (uint32_t *)(dst + (int64_t)jb * (kp / 2) * 32);
-        for (int jj = 0; jj < 16; ++jj) {
-            const uint16_t *src = cpu_b16_src_row(p, v, seq, b, hk, row0, jb * 16 + jj, n);
-            int p2 = 0;
-            if (src)
-                for (; p2 < D / 2; ++p2) memcpy(&out[p2 * 16 + jj], src + 2 * p2, 4);
-            for (; p2 < kp / 2; ++p2) out[p2 * 16 + jj] = 0;
-        }
+        const uint16_t *src[16];
+        int p2 = 0;
+        for (int jj = 0; jj < 16; ++jj)
+            src[jj] = cpu_b16_src_row(p, v, seq, b, hk, row0, jb * 16 + jj, n);
+        /* one 64-byte output row per pair: sequential writes, 16 sequential reads */
+        for (; p2 < D / 2; ++p2, out += 16)
+            for (int jj = 0; jj < 16; ++jj) {
+                uint32_t w = 0;
+                if (src[jj]) memcpy(&w, src[jj] + 2 * p2, 4);
+                out[jj] = w;
+            }
+        for (; p2 < kp / 2; ++p2, out += 16)
+            for (int jj = 0; jj < 16; ++jj) out[jj] = 0;
     }
 }
 
