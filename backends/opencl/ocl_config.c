@@ -184,6 +184,7 @@ static fmsa_status fmsa_ocl_fit(const fmsa_ocl_device *dev, const fmsa_problem *
     const int64_t head_dim = p->head_dim;
     const size_t limit = dev->info.sram_per_block;
     const int half = p->dtype != FMSA_DTYPE_F32;
+    const int bm0 = bm, bn0 = bn;
     int wg = 0, qs16, ks16, qdo2, pf, kv1;
     memset(kc, 0, sizeof *kc);
     if (fmsa_ocl_override(kernel, &bm, &bn, &wg, &qs16, &ks16, &qdo2, &pf, &kv1)) {
@@ -222,8 +223,16 @@ static fmsa_status fmsa_ocl_fit(const fmsa_ocl_device *dev, const fmsa_problem *
             kc->qdo2 = kernel == FMSA_OCL_K_BWD_DKDV && order[c][1];
             kc->kv1 = kernel == FMSA_OCL_K_BWD_DQ && order[c][1];
             kc->pf = fmsa_ocl_pick_pf(dev, kernel, kc);
-            if (fmsa_ocl_shape(dev, kernel, head_dim, 0, kc) && kc->local_bytes <= limit)
+            if (fmsa_ocl_shape(dev, kernel, head_dim, 0, kc) && kc->local_bytes <= limit) {
+                /* The planner costs rows in its generic formula; say when the
+                 * kernels' real one made the planned tile smaller. */
+                if (!planned)
+                    fmsa_log(FMSA_LOG_DEBUG,
+                             "opencl: kernel %d: planned tile %dx%d does not fit %zu bytes of "
+                             "local memory; runs %dx%d (%zu bytes)",
+                             kernel, bm0, bn0, limit, bm, bn, kc->local_bytes);
                 return FMSA_SUCCESS;
+            }
         }
         if (bn > 8 && bn >= bm) bn /= 2;
         else if (bm > 8) bm /= 2;
