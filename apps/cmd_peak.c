@@ -34,13 +34,15 @@ static void cli_peak_help(void) {
            "\n"
            "  --threads LIST    comma-separated thread counts (default: all threads)\n"
            "  --seconds S       seconds per measurement (default 0.3)\n"
+           "  --selected        only the path the CPU backend runs (quick, for benchmark\n"
+           "                    scripts that re-measure the peak beside every timing)\n"
            "  --json            one JSON object per line instead of the table\n");
 }
 
 int cmd_peak(int argc, char **argv) {
     cli_args a = cli_args_begin(argc, argv, 2);
     int64_t threads[CLI_PEAK_MAX_THREADS] = {0};
-    int n_threads = 1, json = 0, rc = CLI_EXIT_OK;
+    int n_threads = 1, json = 0, selected_only = 0, rc = CLI_EXIT_OK;
     float seconds = 0.3f;
     const fmsa_cpu_kernels *current = NULL;
     fmsa_device_info info;
@@ -51,6 +53,8 @@ int cmd_peak(int argc, char **argv) {
             return CLI_EXIT_OK;
         } else if (cli_flag(&a, "--json")) {
             json = 1;
+        } else if (cli_flag(&a, "--selected")) {
+            selected_only = 1;
         } else if (cli_value(&a, "--threads")) {
             if (cli_parse_i64_list("--threads", a.value, 1, 4096, threads, CLI_PEAK_MAX_THREADS,
                                    &n_threads))
@@ -77,6 +81,7 @@ int cmd_peak(int argc, char **argv) {
     }
     for (int isa = 0; isa < FMSA_CPU_ISA_COUNT; ++isa) {
         if (!fmsa_cpu_isa_usable((fmsa_cpu_isa)isa)) continue;
+        if (selected_only && !(current && current->isa == (fmsa_cpu_isa)isa)) continue;
         for (int kind = 0; kind < 2; ++kind)
             for (int t = 0; t < n_threads; ++t) {
                 double gf = 0.0;

@@ -138,11 +138,14 @@ def timed_pair(fa, fb):
     return ta[len(ta) // 2], len(ta), tb[len(tb) // 2], len(tb)
 
 
-def measure_peak():
-    """fp32 (and bf16 where present) peak of the selected kernel path on ARGS.threads."""
+def measure_peak(seconds=0.3):
+    """fp32 (and bf16 where present) peak of the selected kernel path on ARGS.threads.
+    Measured again right before every shape (0.1 s): the device VM's clock moves by
+    10-30% between minutes, so one figure taken at the start skews every percentage."""
     out = {"fp32": float("nan"), "bf16": float("nan"), "path": "?"}
     try:
-        res = subprocess.run([ARGS.cli, "peak", "--json", "--threads", str(ARGS.threads)],
+        res = subprocess.run([ARGS.cli, "peak", "--json", "--selected", "--seconds", str(seconds),
+                              "--threads", str(ARGS.threads)],
                              capture_output=True, text=True, timeout=120)
         for line in res.stdout.splitlines():
             r = json.loads(line)
@@ -278,12 +281,13 @@ def run_shape(dt, d, s, causal, peak):
         rec = dict(threads=ARGS.threads, path=peak["path"], dtype=dt, dim=d, seqlen=s, batch=b,
                    heads=h, causal=causal, pass_=ps, flops=flops, fmsa_gflops=gf,
                    torch_gflops=gt, speedup=gf / gt, fmsa_peak_frac=gf / peak["fp32"],
-                   torch_peak_frac=gt / peak["fp32"], fmsa_err=ef, torch_err=et, naive_err=en,
+                   torch_peak_frac=gt / peak["fp32"], peak_fp32=peak["fp32"], fmsa_err=ef, torch_err=et, naive_err=en,
                    ok=bool(ok),
                    fmsa_runs=nf, torch_runs=nt)
         print(f"{ARGS.threads:3d} {dt:5s} {d:4d} {s:6d} {b:3d} {h:3d} {'yes' if causal else 'no':6s} "
               f"{ps:4s} {gf:9.1f} {gt:9.1f} {gf / gt:6.2f}x {100 * gf / peak['fp32']:6.1f}% "
-              f"{100 * gt / peak['fp32']:6.1f}%  {ef:9.2e} {et:9.2e} {en:9.2e}  {'ok' if ok else 'FAIL'}",
+              f"{100 * gt / peak['fp32']:6.1f}%  {ef:9.2e} {et:9.2e} {en:9.2e}  {'ok' if ok else 'FAIL'}"
+              f"  {peak['fp32']:6.1f}",
               flush=True)
         if ARGS.json:
             with open(ARGS.json, "a") as f:
@@ -295,11 +299,12 @@ def main():
     peak = measure_peak()
     print(f"# cpu_vs_torch: {ARGS.threads} threads, torch {torch.__version__}, flashmsa path "
           f"{peak['path']}, measured peak fp32 {peak['fp32']:.1f} GFLOP/s, bf16 {peak['bf16']:.1f}")
-    print("# GFLOP/s: fwd 4*b*h*s*s*d (causal /2), bwd 2.5x; peak% of the fp32 FMA peak; "
+    print("# GFLOP/s: fwd 4*b*h*s*s*d (causal /2), bwd 2.5x; peak% of the fp32 FMA peak "
+          "measured right before each shape (peak column); "
           "err: max|x - fp64| on sampled rows (O fwd, dQ bwd); check: fmsa <= 2x (3x dQ) naive "
           "+ floor (common/check_rule.h)")
     print("thr dtype  dim seqlen   b   h causal pass fmsa_GF/s torch_GF/s speedup fmsa%  torch%"
-          "   fmsa_err torch_err naive_err  check")
+          "   fmsa_err torch_err naive_err  check  peak")
     t0 = time.perf_counter()
     ok_all = True
     for dt in ARGS.dtypes.split(","):
@@ -311,7 +316,7 @@ def main():
                         continue
                     print(f"# [{time.perf_counter() - t0:5.0f}s] {dt} d{d} s{s} {mask}",
                           file=sys.stderr, flush=True)
-                    ok_all &= run_shape(dt, d, s, mask == "causal", peak)
+                    ok_all &= run_shape(dt, d, s, mask == "causal", measure_peak(0.1))
     print(f"# done in {time.perf_counter() - t0:.0f} s: {'all checks passed' if ok_all else 'CHECK FAILED'}")
     return 0 if ok_all else 1
 
