@@ -33,7 +33,7 @@ B=build-cpu-device
 CLI=$B/apps/flashmsa
 CM=$PWD/.deps/cmocka/usr/lib/x86_64-linux-gnu
 
-log "host: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2), $NT threads, commit $(git rev-parse --short HEAD 2>/dev/null)"
+log "host: $(grep -m1 "model name" /proc/cpuinfo | cut -d: -f2), $NT threads, commit ${FMSA_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null)} (FMSA_COMMIT: the tree the device tool sent)"
 lscpu > "$OUT/lscpu.txt" 2>&1
 grep -m1 '^flags' /proc/cpuinfo | tr ' ' '\n' | grep -E 'avx512|amx|fma|avx2' | tr '\n' ' ' \
   > "$OUT/isa_flags.txt"
