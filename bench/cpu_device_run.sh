@@ -219,6 +219,23 @@ if want torch; then
   done
 fi
 
+# ---- 7b. A/B of planner alternatives against torch (2 threads, forward) -----------
+# TORCH_AB: ';'-separated sets of VAR=value settings; the speedup over torch in the
+# same process is the comparable figure (the VM's clock drifts between runs)
+if want torchab && [ -n "${TORCH_AB:-}" ]; then
+  IFS=';' read -r -a absets <<< "$TORCH_AB"
+  : > "$OUT/torchab.txt"
+  for ts in "${absets[@]}"; do
+    log "cpu_vs_torch.py A/B: $ts"
+    env_ts=; [ "$ts" != planner ] && env_ts=$ts
+    # shellcheck disable=SC2086 # the set is a list of VAR=value words
+    env $env_ts timeout 200 python3 bench/cpu_vs_torch.py --lib $B/libflashmsa.so --cli $CLI \
+      --threads 2 --dtypes ${TORCH_AB_DTYPES:-bf16} --dims 128 --seqlens 2048,8192 \
+      --no-backward --min-time 0.3 --max-runs 3 > "$OUT/torchab_cur.txt" 2>&1
+    { echo "== $ts"; grep -E '^ *[0-9]' "$OUT/torchab_cur.txt"; } | tee -a "$OUT/torchab.txt"
+  done
+fi
+
 # ---- 8. summary ------------------------------------------------------------------
 log "SUMMARY"
 echo "== test grid per forced path"; cat "$OUT/grid.txt"
@@ -231,4 +248,5 @@ echo "== tiles (2 threads, GFLOP/s)"; cat "$OUT/tiles.txt" 2>/dev/null
 echo "== scaling fwd fp32 d128 s2048: t1 ${s1:-?} t2 ${s2:-?} GFLOP/s"
 echo "== flashmsa vs torch SDPA (GFLOP/s, % of fp32 FMA peak, err vs fp64)"
 for t in 2 "$NT"; do grep -E '^#|^ *[0-9a-z]' "$OUT/torch_t$t.txt" 2>/dev/null | grep -v '^# GFLOP'; done
+echo "== A/B vs torch (2 threads)"; cat "$OUT/torchab.txt" 2>/dev/null
 log "done (outputs in $OUT)"
