@@ -365,7 +365,8 @@ fmsa_status fmsa_ocl_cpu_run_forward(fmsa_ocl_state *st, const fmsa_problem *p,
 
 /* The tail every backward kernel ends with. */
 static void fmsa_ocl_cpu_arg_bwd_tail(fmsa_ocl_cpu_args *a, const fmsa_problem *p, cl_mem ws,
-                                      int64_t slot0, int64_t rows, int64_t off) {
+                                      int64_t slot0, int64_t rows, int64_t off,
+                                      int64_t rows2, int64_t off2) {
     fmsa_ocl_cpu_arg_viewn(a, &p->lse, 4);
     fmsa_ocl_cpu_arg_mem(a, ws);
     fmsa_ocl_cpu_arg_long(a, p->total_q);
@@ -373,6 +374,7 @@ static void fmsa_ocl_cpu_arg_bwd_tail(fmsa_ocl_cpu_args *a, const fmsa_problem *
     fmsa_ocl_cpu_arg_viewn(a, &p->mask, 1);
     fmsa_ocl_cpu_arg_cu(a, p);
     fmsa_ocl_cpu_arg_long4(a, slot0, rows, p->heads_kv, off);
+    fmsa_ocl_cpu_arg_long4(a, off2, rows2, 0, 0);
     fmsa_ocl_cpu_arg_dims(a, p);
 }
 
@@ -407,11 +409,10 @@ fmsa_status fmsa_ocl_cpu_run_backward(fmsa_ocl_state *st, const fmsa_problem *p,
         {
             fmsa_ocl_cpu_args a = {st->cl, NULL, 0, CL_SUCCESS};
             FMSA_TRY(fmsa_ocl_cpu_kernel(st, FMSA_OCL_K_BWD_DKDV, &a.kernel));
-            fmsa_ocl_cpu_arg_view4(&a, &p->k, e);
-            fmsa_ocl_cpu_arg_view4(&a, &p->v, e);
             fmsa_ocl_cpu_arg_view4(&a, &p->dk, e);
             fmsa_ocl_cpu_arg_view4(&a, &p->dv, e);
-            fmsa_ocl_cpu_arg_bwd_tail(&a, p, workspace, slot0, L.rows_q, L.q_off);
+            fmsa_ocl_cpu_arg_bwd_tail(&a, p, workspace, slot0, L.rows_q, L.q_off, L.rows_k,
+                                      L.k_off);
             FMSA_TRY(fmsa_ocl_cpu_enqueue(st, queue, &a, FMSA_OCL_K_BWD_DKDV,
                                           fmsa_ocl_cpu_groups(p->seqlen_k, FMSA_OCL_CPU_ROWS),
                                           (size_t)n, 1));
@@ -419,10 +420,9 @@ fmsa_status fmsa_ocl_cpu_run_backward(fmsa_ocl_state *st, const fmsa_problem *p,
         {
             fmsa_ocl_cpu_args a = {st->cl, NULL, 0, CL_SUCCESS};
             FMSA_TRY(fmsa_ocl_cpu_kernel(st, FMSA_OCL_K_BWD_DQ, &a.kernel));
-            fmsa_ocl_cpu_arg_view4(&a, &p->q, e);
-            fmsa_ocl_cpu_arg_view4(&a, &p->dout, e);
             fmsa_ocl_cpu_arg_view4(&a, &p->dq, e);
-            fmsa_ocl_cpu_arg_bwd_tail(&a, p, workspace, slot0, L.rows_k, L.k_off);
+            fmsa_ocl_cpu_arg_bwd_tail(&a, p, workspace, slot0, L.rows_k, L.k_off, L.rows_q,
+                                      L.q_off);
             FMSA_TRY(fmsa_ocl_cpu_enqueue(st, queue, &a, FMSA_OCL_K_BWD_DQ,
                                           fmsa_ocl_cpu_groups(p->seqlen_q, FMSA_OCL_CPU_ROWS),
                                           (size_t)(n * L.group), 1));

@@ -40,12 +40,13 @@ __kernel __attribute__((reqd_work_group_size(1, 1, 1))) void fmsa_ocl_cpu_bwd_pr
 }
 
 __kernel __attribute__((reqd_work_group_size(1, 1, 1))) void fmsa_ocl_cpu_bwd_dkdv(
-    __global const uchar *k, long4 kv, __global const uchar *v, long4 vv, __global uchar *dk,
-    long4 dkv, __global uchar *dvo, long4 dvv, __global const float *lse, long4 lv,
-    __global const float *ws, long ws_rows, __global const float *alibi, long4 av,
+    __global uchar *dk, long4 dkv, __global uchar *dvo, long4 dvv, __global const float *lse,
+    long4 lv, __global const float *ws, long ws_rows, __global const float *alibi, long4 av,
     __global const uchar *mask, long4 mv, __global const int *cuq, __global const int *cuk,
-    long4 cv, long4 pk, long4 dims, long2 win, float4 fp, int4 cfg) {
-    /* pk = (first kv slot, Q/dO panel rows, Hkv, panel float offset in ws) */
+    long4 cv, long4 pk, long4 pk2, long4 dims, long2 win, float4 fp, int4 cfg) {
+    /* pk = (first kv slot, Q/dO panel rows, Hkv, Q/dO panel float offset in ws),
+     * pk2 = (K/V panel float offset, K/V panel rows, -, -): this work-item's
+     * keys are read from the K/V panels too (contiguous, unlike the tensors) */
     const int dtype = cfg.x, D = cfg.y, flags = cfg.z & ~(FC_PAGED | FC_SEQUSED);
     const long group = dims.w, local_slot = get_group_id(1), slot = pk.x + local_slot;
     const long b = slot / pk.z, hk = slot - (slot / pk.z) * pk.z;
@@ -56,7 +57,6 @@ __kernel __attribute__((reqd_work_group_size(1, 1, 1))) void fmsa_ocl_cpu_bwd_dk
     const int nkeys = (int)min((long)FC_L, s.sk - j0);
     const long j_last = j0 + nkeys - 1;
     const float kmul = (flags & FC_SOFTCAP) ? fp.x : fp.y;
-    const long4 bv0 = (long4)(0);
 
     /* Query rows that can see keys [j0, j_last]: inverse of the window bounds. */
     long qb = 0, qe = s.sq;
@@ -71,16 +71,10 @@ __kernel __attribute__((reqd_work_group_size(1, 1, 1))) void fmsa_ocl_cpu_bwd_dk
     float row[FC_DMAX], pr[FC_KC * FC_L], dsr[FC_KC * FC_L];
     float lse2[FC_KC], dd[FC_KC];
 
-    for (int r = 0; r < FC_L; ++r) {
-        const int ok = r < nkeys;
-        if (ok)
-            fc_row_load(row, k, fc_kv_row(kv, &s, flags, b, j0 + r, hk, (__global const int *)0,
-                                          bv0), dtype, D, kmul);
-        for (int d = 0; d < D; ++d) kT[d * FC_L + r] = ok ? row[d] : 0.0f;
-        if (ok)
-            fc_row_load(row, v, fc_kv_row(vv, &s, flags, b, j0 + r, hk, (__global const int *)0,
-                                          bv0), dtype, D, 1.0f);
-        for (int d = 0; d < D; ++d) vT[d * FC_L + r] = ok ? row[d] : 0.0f;
+    {
+        __global const float *kpan = ws + pk2.x + local_slot * 2 * pk2.y * D;
+        fc_panel_transpose(kT, kpan, j0, nkeys, D, kmul);
+        fc_panel_transpose(vT, kpan + pk2.y * D, j0, nkeys, D, 1.0f);
     }
     for (int x = 0; x < D * FC_RB; ++x) dkT8[x] = dvT8[x] = (float8)(0.0f);
 
@@ -179,12 +173,13 @@ __kernel __attribute__((reqd_work_group_size(1, 1, 1))) void fmsa_ocl_cpu_bwd_dk
 }
 
 __kernel __attribute__((reqd_work_group_size(1, 1, 1))) void fmsa_ocl_cpu_bwd_dq(
-    __global const uchar *q, long4 qv, __global const uchar *dout, long4 dov,
     __global uchar *dq, long4 dqv, __global const float *lse, long4 lv,
     __global const float *ws, long ws_rows, __global const float *alibi, long4 av,
     __global const uchar *mask, long4 mv, __global const int *cuq, __global const int *cuk,
-    long4 cv, long4 pk, long4 dims, long2 win, float4 fp, int4 cfg) {
-    /* pk = (first kv slot, K/V panel rows, Hkv, panel float offset in ws) */
+    long4 cv, long4 pk, long4 pk2, long4 dims, long2 win, float4 fp, int4 cfg) {
+    /* pk = (first kv slot, K/V panel rows, Hkv, K/V panel float offset in ws),
+     * pk2 = (Q/dO panel float offset, Q/dO panel rows, -, -): this work-item's
+     * rows are read from the Q/dO panels */
     const int dtype = cfg.x, D = cfg.y, flags = cfg.z & ~(FC_PAGED | FC_SEQUSED);
     const long group = dims.w, local_slot = get_group_id(1) / group;
     const long slot = pk.x + local_slot;
@@ -214,19 +209,20 @@ __kernel __attribute__((reqd_work_group_size(1, 1, 1))) void fmsa_ocl_cpu_bwd_dq
     float lse2f[FC_L], ddf[FC_L];
 
     for (int r = 0; r < FC_L; ++r) {
-        const int ok = r < nrows;
         lse2f[r] = -INFINITY;
         ddf[r] = 0.0f;
-        if (ok) {
+        if (r < nrows) {
             const long i = i0 + r;
             lse2f[r] = lse[lv.x + s.q_batch * lv.y + h * lv.z + (s.q_row0 + i) * lv.w] *
                        FMSA_LOG2E;
             ddf[r] = ws[fc_ws_index(&s, dims, h, ws_rows, i)];
-            fc_row_load(row, q, fc_q_row(qv, &s, i, h), dtype, D, qmul);
         }
-        for (int d = 0; d < D; ++d) qT[d * FC_L + r] = ok ? row[d] : 0.0f;
-        if (ok) fc_row_load(row, dout, fc_q_row(dov, &s, i0 + r, h), dtype, D, 1.0f);
-        for (int d = 0; d < D; ++d) dOT[d * FC_L + r] = ok ? row[d] : 0.0f;
+    }
+    {
+        __global const float *qpan =
+            ws + pk2.x + (local_slot * group + h - hk * group) * 2 * pk2.y * D;
+        fc_panel_transpose(qT, qpan, i0, nrows, D, qmul);
+        fc_panel_transpose(dOT, qpan + pk2.y * D, i0, nrows, D, 1.0f);
     }
     for (int x = 0; x < D * FC_RB; ++x) dqT8[x] = (float8)(0.0f);
     float8 lse2[FC_RB], ddv[FC_RB];

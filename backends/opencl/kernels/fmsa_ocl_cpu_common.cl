@@ -257,6 +257,16 @@ inline __attribute__((always_inline)) void fc_axpy_block(__private float8 *T,
     }
 }
 
+/* T[d][r] = mul * P[r0 + r][d] for lanes r < n (zero beyond): a 16-row block
+ * of a panel (row stride D) transposed into a work-item's private tile. */
+inline void fc_panel_transpose(__private float *T, __global const float *P, long r0, int n,
+                               int D, float mul) {
+    for (int r = 0; r < FC_L; ++r) {
+        __global const float *row = P + (r0 + r) * D;
+        for (int d = 0; d < D; ++d) T[d * FC_L + r] = r < n ? row[d] * mul : 0.0f;
+    }
+}
+
 /* Packs the rows of two [batch, seq, head, dim] tensors (K and V, or Q and
  * dO) of a range of slots into fp32 panels:
  *   ws[pk.w + ((slot - pk.x) * 2 + t) * pk.y * D + r * D + d]
