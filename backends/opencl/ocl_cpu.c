@@ -8,7 +8,7 @@
  * program per dtype x head dim x tile x feature set (seconds to minutes of
  * compile each).  The CPU kernels are barrier-free work-items of 16 rows
  * with explicit float8 arithmetic, specialised by nothing: one program, its
- * four kernels compiled once per runtime cache.
+ * five kernels (with the panel packer) compiled once per runtime cache.
  */
 #include <stdio.h>
 #include <stdlib.h>
