@@ -214,13 +214,15 @@ static const fmsa_tile_row fmsa_rows_cpu[] = {
      * instructions set the granularity: Br a multiple of 16 (the rows of an
      * AMX tile of C), Bc a multiple of 32 (the k of one tdpbf16ps in P.V).  Bc =
      * 128 gives P.V four k steps per load/store of the acc tiles; Br = 64
-     * reuses each K/V tile for 4 row tiles of 16.  But the fp32 S and acc
-     * of 64 rows (32 + 32 KiB) do not stay in a 48 KiB L1 beside the K/V
-     * tiles: on the device machine's Xeon (SPR, AMX) the tile loop alone
-     * (bench/cpu_kernel_bench) ran 419 GFLOP/s at 32x128 and 269 at 64x128
-     * (d = 128, one thread, 2026-11-29), so Br = 32 comes first. */
-    {"cpu-fwd-b16-d128-32x128",  FWD, 128, B16,   0,        32, 128, 1, 1, 0},  /* 112.25 / 32 */
+     * reuses each K/V tile for 4 row tiles of 16.  The tile loop alone
+     * (bench/cpu_kernel_bench, K/V in L2) runs faster at 32x128 (S and acc
+     * stay in L1), but in the whole pass, where K/V panels stream from L3,
+     * 64x128 won on the device machine's Xeon (SPR, AMX, d = 128, 2 threads,
+     * as speedup over torch in the same process: 1.24-1.33x against
+     * 0.89-1.15x, bench/RESULTS.md 2026-11-29); 32x128 is the fallback for
+     * a smaller L2. */
     {"cpu-fwd-b16-d128-64x128",  FWD, 128, B16,   0,        64, 128, 1, 1, 0},  /* 160.5 / 32 */
+    {"cpu-fwd-b16-d128-32x128",  FWD, 128, B16,   0,        32, 128, 1, 1, 0},  /* 112.25 / 32 */
     {"cpu-fwd-b16-d256-64x64",   FWD, 256, B16,   0,        64,  64, 1, 1, 0},  /* 184.5 / 32 */
     {"cpu-fwd-b16-d256-32x32",   FWD, 256, B16,   0,        32,  32, 1, 1, 0},  /*  86.25 / 16: last resort */
     /* backward on bf16 products: P and dS enter the dK/dV products as the B

@@ -346,8 +346,8 @@ static void flagship_shapes(void **state) {
     {
         fmsa_device_info spr = flagship("cpu");
         const unsigned mma = FMSA_PLAN_CAP_BF16_MMA;
-        expect_row_caps(&spr, 128, FMSA_DTYPE_BF16, FMSA_PASS_FORWARD, 0, mma, "cpu-fwd-b16-d128-32x128", 32, 128);
-        expect_row_caps(&spr, 64, FMSA_DTYPE_BF16, FMSA_PASS_FORWARD, FMSA_FEAT_CAUSAL, mma, "cpu-fwd-b16-d128-32x128", 32, 128);
+        expect_row_caps(&spr, 128, FMSA_DTYPE_BF16, FMSA_PASS_FORWARD, 0, mma, "cpu-fwd-b16-d128-64x128", 64, 128);
+        expect_row_caps(&spr, 64, FMSA_DTYPE_BF16, FMSA_PASS_FORWARD, FMSA_FEAT_CAUSAL, mma, "cpu-fwd-b16-d128-64x128", 64, 128);
         expect_row_caps(&spr, 256, FMSA_DTYPE_BF16, FMSA_PASS_FORWARD, 0, mma, "cpu-fwd-b16-d256-64x64", 64, 64);
         expect_row_caps(&spr, 128, FMSA_DTYPE_F16, FMSA_PASS_FORWARD, 0, mma, "cpu-fwd-d128-64x64", 64, 64);
         expect_row_caps(&spr, 128, FMSA_DTYPE_BF16, FMSA_PASS_FORWARD, 0, 0, "cpu-fwd-d128-64x64", 64, 64);
