@@ -124,7 +124,7 @@ int main(int argc, char **argv) {
     const int do_fp32 = strcmp(what, "b16") != 0, do_b16 = strcmp(what, "fp32") != 0;
     const int tiles = 16, ldk = bn + pad, lds = bn + pad, ldd = d + pad;
     const fmsa_cpu_kernels *kern;
-    double peak = 0.0, t0, t_qk, t_pv, t_sm, t_fused = 0.0, flops;
+    double peak = 0.0, t0, t_qk, t_pv, t_sm, flops;
     float *q, *kt, *v, *s, *acc, m[1024], l[1024];
     int reps;
     if (bm < 1 || bn < 1 || d < 8 || bm > 1024 || pad < 0) {
@@ -160,36 +160,21 @@ int main(int argc, char **argv) {
             m[i] = -1e30f, l[i] = 0.0f;
         t0 = kb_now();
         for (int r = 0; r < reps; ++r)
-            for (int i0 = 0; i0 < bm; i0 += FMSA_CPU_SOFTMAX_BATCH) { /* as cpu_fwd_update */
-                const int nr = bm - i0 < FMSA_CPU_SOFTMAX_BATCH ? bm - i0 : FMSA_CPU_SOFTMAX_BATCH;
-                float mx[FMSA_CPU_SOFTMAX_BATCH];
-                for (int i = 0; i < nr; ++i)
-                    mx[i] = kern->row_max(s + (size_t)(i0 + i) * lds, bn);
-                for (int i = i0; i < i0 + nr; ++i) {
-                    float *row = s + (size_t)i * lds;
-                    const float c = fmsa_softmax_update(&m[i], mx[i - i0]);
+            for (int i = 0; i < bm; ++i) { /* as cpu_fwd_update */
+                float *row = s + (size_t)i * lds;
+                if (kern->row_softmax) {
+                    kern->row_softmax(row, bn, &m[i], &l[i], acc + (size_t)i * ldd, d);
+                } else {
+                    const float c = fmsa_softmax_update(&m[i], kern->row_max(row, bn));
                     if (c != 1.0f) {
                         l[i] *= c;
                         kern->row_scale(acc + (size_t)i * ldd, d, c);
                     }
                     l[i] += kern->row_exp2_sum(row, bn, m[i]);
-                    row[i % bn] -= 1.0f; /* keep the max moving a little */
                 }
+                row[i % bn] -= 1.0f; /* keep the max moving a little */
             }
         t_sm = kb_now() - t0;
-        if (kern->row_softmax) { /* the fused one-row-at-a-time step, for comparison
-                                  */
-            for (int i = 0; i < bm; ++i)
-                m[i] = -1e30f, l[i] = 0.0f;
-            t0 = kb_now();
-            for (int r = 0; r < reps; ++r)
-                for (int i = 0; i < bm; ++i) {
-                    float *row = s + (size_t)i * lds;
-                    kern->row_softmax(row, bn, &m[i], &l[i], acc + (size_t)i * ldd, d);
-                    row[i % bn] -= 1.0f;
-                }
-            t_fused = kb_now() - t0;
-        }
         printf("# cpu_kernel_bench: path %s, tile %d x %d, d %d, pad %d, 1 thread, "
                "peak %.1f GFLOP/s\n",
                kern->name, bm, bn, d, pad, peak);
@@ -202,10 +187,6 @@ int main(int argc, char **argv) {
         printf("softmax     %8.3f ns/score  %7.3f us/tile (%.1f%% of the two "
                "products)\n",
                t_sm / reps / (bm * bn) * 1e9, t_sm / reps * 1e6, 100.0 * t_sm / (t_qk + t_pv));
-        if (t_fused > 0.0)
-            printf("softmax 1row %8.3f ns/score  %7.3f us/tile (row_softmax, one row "
-                   "at a time)\n",
-                   t_fused / reps / (bm * bn) * 1e9, t_fused / reps * 1e6);
         printf("tile total  %8.1f GFLOP/s  %5.1f%% of peak\n",
                2.0 * flops * reps / (t_qk + t_pv + t_sm) * 1e-9,
                100.0 * 2.0 * flops * reps / (t_qk + t_pv + t_sm) * 1e-9 / peak);

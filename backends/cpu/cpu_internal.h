@@ -31,14 +31,6 @@
 /// Largest head_dim the CPU kernels accept (the API's limit; row buffers are sized by it).
 #define FMSA_CPU_MAX_HEAD_DIM 256
 
-/// Rows of a score tile whose maxima are taken before any of them is
-/// exponentiated (forward passes).  Each row's softmax step is a chain (max ->
-/// reduction -> scalar update -> exp pass -> sum) of ~150 cycles of latency
-/// for a 64-key row; run row after row it left the vector units idle, while
-/// a batch of independent max passes first lets the core overlap the rows.
-/// The results do not depend on it.
-#define FMSA_CPU_SOFTMAX_BATCH 16
-
 /// Per-context state: the device as queried once at context creation, so
 /// planning does not re-read /proc and /sys on every call.
 typedef struct fmsa_cpu_state {
