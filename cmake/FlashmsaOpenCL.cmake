@@ -25,39 +25,38 @@ find_package(Threads REQUIRED)
 
 set(FLASHMSA_HAVE_OPENCL 1)
 set(_fmsa_ocl_dir ${PROJECT_SOURCE_DIR}/backends/opencl)
-set(_fmsa_ocl_inputs
-  ${PROJECT_SOURCE_DIR}/common/fmsa_portable.h
-  ${PROJECT_SOURCE_DIR}/common/fmsa_score.h
-  ${PROJECT_SOURCE_DIR}/common/fmsa_softmax.h
+
+# One OpenCL program's source, embedded as the C array `var` in `out`: the
+# shared headers (online softmax, score predicates) followed by the .cl files.
+function(fmsa_embed_ocl_program out var comment)
+  set(inputs
+    ${PROJECT_SOURCE_DIR}/common/fmsa_portable.h
+    ${PROJECT_SOURCE_DIR}/common/fmsa_score.h
+    ${PROJECT_SOURCE_DIR}/common/fmsa_softmax.h
+    ${ARGN})
+  add_custom_command(
+    OUTPUT ${out}
+    COMMAND ${CMAKE_COMMAND} "-DOUTPUT=${out}" "-DINPUTS=${inputs}" -DVAR=${var}
+            -P ${_fmsa_ocl_dir}/embed_source.cmake
+    DEPENDS ${inputs} ${_fmsa_ocl_dir}/embed_source.cmake
+    COMMENT "${comment}"
+    VERBATIM)
+endfunction()
+
+set(_fmsa_ocl_generated ${PROJECT_BINARY_DIR}/generated/fmsa_ocl_source.c)
+fmsa_embed_ocl_program(${_fmsa_ocl_generated} fmsa_ocl_kernel_source
+  "Embedding the OpenCL kernel source"
   ${_fmsa_ocl_dir}/kernels/fmsa_ocl_common.cl
   ${_fmsa_ocl_dir}/kernels/fmsa_ocl_forward.cl
   ${_fmsa_ocl_dir}/kernels/fmsa_ocl_backward.cl)
-set(_fmsa_ocl_generated ${PROJECT_BINARY_DIR}/generated/fmsa_ocl_source.c)
-add_custom_command(
-  OUTPUT ${_fmsa_ocl_generated}
-  COMMAND ${CMAKE_COMMAND} "-DOUTPUT=${_fmsa_ocl_generated}"
-          "-DINPUTS=${_fmsa_ocl_inputs}" -P ${_fmsa_ocl_dir}/embed_source.cmake
-  DEPENDS ${_fmsa_ocl_inputs} ${_fmsa_ocl_dir}/embed_source.cmake
-  COMMENT "Embedding the OpenCL kernel source"
-  VERBATIM)
 # The CPU-device variant (ocl_cpu.c): its own program, so the generic one's
 # text (and the GPUs' binaries) do not change with it.
-set(_fmsa_ocl_cpu_inputs
-  ${PROJECT_SOURCE_DIR}/common/fmsa_portable.h
-  ${PROJECT_SOURCE_DIR}/common/fmsa_score.h
-  ${PROJECT_SOURCE_DIR}/common/fmsa_softmax.h
+set(_fmsa_ocl_cpu_generated ${PROJECT_BINARY_DIR}/generated/fmsa_ocl_cpu_source.c)
+fmsa_embed_ocl_program(${_fmsa_ocl_cpu_generated} fmsa_ocl_cpu_kernel_source
+  "Embedding the OpenCL CPU-variant kernel source"
   ${_fmsa_ocl_dir}/kernels/fmsa_ocl_cpu_common.cl
   ${_fmsa_ocl_dir}/kernels/fmsa_ocl_cpu_forward.cl
   ${_fmsa_ocl_dir}/kernels/fmsa_ocl_cpu_backward.cl)
-set(_fmsa_ocl_cpu_generated ${PROJECT_BINARY_DIR}/generated/fmsa_ocl_cpu_source.c)
-add_custom_command(
-  OUTPUT ${_fmsa_ocl_cpu_generated}
-  COMMAND ${CMAKE_COMMAND} "-DOUTPUT=${_fmsa_ocl_cpu_generated}"
-          "-DINPUTS=${_fmsa_ocl_cpu_inputs}" -DVAR=fmsa_ocl_cpu_kernel_source
-          -P ${_fmsa_ocl_dir}/embed_source.cmake
-  DEPENDS ${_fmsa_ocl_cpu_inputs} ${_fmsa_ocl_dir}/embed_source.cmake
-  COMMENT "Embedding the OpenCL CPU-variant kernel source"
-  VERBATIM)
 
 target_sources(flashmsa_objects PRIVATE
   ${_fmsa_ocl_dir}/ocl_loader.c

@@ -168,6 +168,26 @@ inline int8 fc_window_vis(int8 rel, long2 win) {
     return vis;
 }
 
+/* Visibility (-1 visible) of key j for the 8 query rows row0 + lane (rows past
+ * i_last read row i_last's mask): inside the key range (j < ke), the window
+ * (rel as in fc_score2) and the bit mask. */
+inline int8 fc_rows_vis(int8 rel, long j, long ke, int flags, long2 win,
+                        __global const uchar *mask, long4 mv, long b, long h, long row0,
+                        long i_last) {
+    int8 vis = (int8)(j < ke ? -1 : 0);
+    if (flags & FC_WINDOW) vis &= fc_window_vis(rel, win);
+    if (flags & FC_MASK) {
+        int bits[8];
+        for (int t = 0; t < 8; ++t) {
+            __global const uchar *mrow =
+                mask + mv.x + b * mv.y + h * mv.z + min(row0 + t, i_last) * mv.w;
+            bits[t] = j < ke && FMSA_MASK_BIT(mrow, j) ? -1 : 0;
+        }
+        vis &= vload8(0, bits);
+    }
+    return vis;
+}
+
 /* Lane-wise online softmax: the update step of fmsa_softmax.h on 8 rows.
  * Returns the rescale factor c and moves m; *ms receives the maximum the
  * probabilities are taken against (0 where the row saw nothing yet, so a

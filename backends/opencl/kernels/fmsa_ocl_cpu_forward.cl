@@ -94,18 +94,8 @@ __kernel __attribute__((reqd_work_group_size(1, 1, 1))) void fmsa_ocl_cpu_forwar
                     const int8 rel = (int8)(fc_clamp_int(j - diag0 - 8 * rb)) - FC_LANE0;
                     float8 x = fc_score2(vload8(kc * FC_RB + rb, sc), rel, flags, fp.z, slope);
                     if (!full) {
-                        int8 vis = (int8)(j < ke ? -1 : 0);
-                        if (flags & FC_WINDOW) vis &= fc_window_vis(rel, win);
-                        if (flags & FC_MASK) {
-                            int bits[8];
-                            for (int t = 0; t < 8; ++t) {
-                                const long i = i0 + 8 * rb + t;
-                                __global const uchar *mrow =
-                                    mask + mv.x + b * mv.y + h * mv.z + min(i, i_last) * mv.w;
-                                bits[t] = j < ke && FMSA_MASK_BIT(mrow, j) ? -1 : 0;
-                            }
-                            vis &= vload8(0, bits);
-                        }
+                        const int8 vis = fc_rows_vis(rel, j, ke, flags, win, mask, mv, b, h,
+                                                     i0 + 8 * rb, i_last);
                         x = select((float8)(-INFINITY), x, vis);
                     }
                     vstore8(x, kc * FC_RB + rb, sc);
