@@ -65,6 +65,7 @@ target_sources(flashmsa_objects PRIVATE
   ${_fmsa_ocl_dir}/ocl_config.c
   ${_fmsa_ocl_dir}/ocl_program.c
   ${_fmsa_ocl_dir}/ocl_launch.c
+  ${_fmsa_ocl_dir}/ocl_args.c
   ${_fmsa_ocl_dir}/ocl_cpu.c
   ${_fmsa_ocl_generated}
   ${_fmsa_ocl_cpu_generated})

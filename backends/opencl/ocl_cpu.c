@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backends/opencl/ocl_args.h"
 #include "backends/opencl/ocl_cpu.h"
 #include "common/error.h"
 
@@ -174,58 +175,6 @@ static fmsa_status fmsa_ocl_cpu_kernel(fmsa_ocl_state *st, int which, cl_kernel 
 
 /* ---- kernel arguments ---------------------------------------------------- */
 
-typedef struct fmsa_ocl_cpu_args {
-    const fmsa_ocl_api *cl;
-    cl_kernel kernel;
-    cl_uint next;
-    cl_int rc;
-} fmsa_ocl_cpu_args;
-
-static void fmsa_ocl_cpu_arg(fmsa_ocl_cpu_args *a, size_t size, const void *value) {
-    if (a->rc == CL_SUCCESS) a->rc = a->cl->clSetKernelArg(a->kernel, a->next, size, value);
-    ++a->next;
-}
-
-static void fmsa_ocl_cpu_arg_mem(fmsa_ocl_cpu_args *a, void *data) {
-    cl_mem m = (cl_mem)data;
-    fmsa_ocl_cpu_arg(a, sizeof m, &m);
-}
-
-static void fmsa_ocl_cpu_arg_long4(fmsa_ocl_cpu_args *a, int64_t x, int64_t y, int64_t z,
-                                   int64_t w) {
-    cl_long4 v;
-    v.s[0] = x;
-    v.s[1] = y;
-    v.s[2] = z;
-    v.s[3] = w;
-    fmsa_ocl_cpu_arg(a, sizeof v, &v);
-}
-
-static void fmsa_ocl_cpu_arg_long(fmsa_ocl_cpu_args *a, int64_t x) {
-    cl_long v = x;
-    fmsa_ocl_cpu_arg(a, sizeof v, &v);
-}
-
-/* A [batch, seq, head, dim] view as (buffer, (element offset, sb, ss, sh)). */
-static void fmsa_ocl_cpu_arg_view4(fmsa_ocl_cpu_args *a, const fmsa_view4 *v, size_t elem) {
-    fmsa_ocl_cpu_arg_mem(a, v->data);
-    fmsa_ocl_cpu_arg_long4(a, v->byte_offset / (int64_t)elem, v->sb, v->ss, v->sh);
-}
-
-/* A small tensor as (buffer, (element offset, s0, s1, s2)); absent = NULL. */
-static void fmsa_ocl_cpu_arg_viewn(fmsa_ocl_cpu_args *a, const fmsa_viewn *v, size_t elem) {
-    fmsa_ocl_cpu_arg_mem(a, v->data);
-    fmsa_ocl_cpu_arg_long4(a, v->data ? v->byte_offset / (int64_t)elem : 0, v->s0, v->s1, v->s2);
-}
-
-static void fmsa_ocl_cpu_arg_cu(fmsa_ocl_cpu_args *a, const fmsa_problem *p) {
-    fmsa_ocl_cpu_arg_mem(a, p->cu_seqlens_q.data);
-    fmsa_ocl_cpu_arg_mem(a, p->cu_seqlens_k.data);
-    fmsa_ocl_cpu_arg_long4(a, p->cu_seqlens_q.data ? p->cu_seqlens_q.byte_offset / 4 : 0,
-                           p->cu_seqlens_q.s0,
-                           p->cu_seqlens_k.data ? p->cu_seqlens_k.byte_offset / 4 : 0,
-                           p->cu_seqlens_k.s0);
-}
 
 /* The feature switches of the generic kernels' -D options, as flag bits
  * (FC_* in fmsa_ocl_cpu_common.cl). */
@@ -242,34 +191,34 @@ static int fmsa_ocl_cpu_flags(const fmsa_problem *p) {
     return f;
 }
 
-static void fmsa_ocl_cpu_arg_cfg(fmsa_ocl_cpu_args *a, const fmsa_problem *p, int w) {
+static void fmsa_ocl_cpu_arg_cfg(fmsa_ocl_args *a, const fmsa_problem *p, int w) {
     cl_int4 c;
     c.s[0] = (cl_int)p->dtype;
     c.s[1] = (cl_int)p->head_dim;
     c.s[2] = fmsa_ocl_cpu_flags(p);
     c.s[3] = w;
-    fmsa_ocl_cpu_arg(a, sizeof c, &c);
+    fmsa_ocl_arg(a, sizeof c, &c);
 }
 
 /* dims = (sq, sk, Hq, group), window, fp = (scale, scale * log2 e, softcap), cfg. */
-static void fmsa_ocl_cpu_arg_dims(fmsa_ocl_cpu_args *a, const fmsa_problem *p) {
+static void fmsa_ocl_cpu_arg_dims(fmsa_ocl_args *a, const fmsa_problem *p) {
     cl_long2 win;
     cl_float4 fp;
-    fmsa_ocl_cpu_arg_long4(a, p->seqlen_q, p->seqlen_k, p->heads_q, p->heads_q / p->heads_kv);
+    fmsa_ocl_arg_long4(a, p->seqlen_q, p->seqlen_k, p->heads_q, p->heads_q / p->heads_kv);
     win.s[0] = p->window_left;
     win.s[1] = p->window_right;
-    fmsa_ocl_cpu_arg(a, sizeof win, &win);
+    fmsa_ocl_arg(a, sizeof win, &win);
     fp.s[0] = p->softmax_scale;
     fp.s[1] = p->softmax_scale * 1.4426950408889634f;
     fp.s[2] = p->softcap;
     fp.s[3] = 0.0f;
-    fmsa_ocl_cpu_arg(a, sizeof fp, &fp);
+    fmsa_ocl_arg(a, sizeof fp, &fp);
     fmsa_ocl_cpu_arg_cfg(a, p, 0);
 }
 
 /* One work-item per work-group: global = groups. */
 static fmsa_status fmsa_ocl_cpu_enqueue(fmsa_ocl_state *st, cl_command_queue queue,
-                                        const fmsa_ocl_cpu_args *a, int which, size_t g0,
+                                        const fmsa_ocl_args *a, int which, size_t g0,
                                         size_t g1, size_t g2) {
     size_t global[3] = {g0, g1, g2}, local[3] = {1, 1, 1};
     if (a->rc != CL_SUCCESS)
@@ -286,8 +235,8 @@ static size_t fmsa_ocl_cpu_groups(int64_t n, int64_t rows) {
     return n <= 0 ? 0 : (size_t)((n + rows - 1) / rows);
 }
 
-static void fmsa_ocl_cpu_arg_dimsonly(fmsa_ocl_cpu_args *a, const fmsa_problem *p) {
-    fmsa_ocl_cpu_arg_long4(a, p->seqlen_q, p->seqlen_k, p->heads_q, p->heads_q / p->heads_kv);
+static void fmsa_ocl_cpu_arg_dimsonly(fmsa_ocl_args *a, const fmsa_problem *p) {
+    fmsa_ocl_arg_long4(a, p->seqlen_q, p->seqlen_k, p->heads_q, p->heads_q / p->heads_kv);
 }
 
 /* Packs slots [slot0, slot0 + n) of two tensors into panels at float
@@ -297,22 +246,22 @@ static fmsa_status fmsa_ocl_cpu_pack(fmsa_ocl_state *st, cl_command_queue queue,
                                      const fmsa_problem *p, int qside, const fmsa_view4 *x,
                                      const fmsa_view4 *y, cl_mem ws, int64_t slot0, int64_t n,
                                      int64_t rows, int64_t off) {
-    fmsa_ocl_cpu_args a = {st->cl, NULL, 0, CL_SUCCESS};
+    fmsa_ocl_args a = {st->cl, NULL, 0, CL_SUCCESS};
     const size_t e = fmsa_problem_elem_size(p);
     cl_long2 uv;
     FMSA_TRY(fmsa_ocl_cpu_kernel(st, FMSA_OCL_CPU_K_PACK, &a.kernel));
-    fmsa_ocl_cpu_arg_view4(&a, x, e);
-    fmsa_ocl_cpu_arg_view4(&a, y, e);
-    fmsa_ocl_cpu_arg_mem(&a, ws);
-    fmsa_ocl_cpu_arg_long4(&a, slot0, rows, qside ? p->heads_q : p->heads_kv, off);
-    fmsa_ocl_cpu_arg_cu(&a, p);
-    fmsa_ocl_cpu_arg_mem(&a, p->block_table.data);
-    fmsa_ocl_cpu_arg_long4(&a, p->block_table.data ? p->block_table.byte_offset / 4 : 0,
+    fmsa_ocl_arg_view4(&a, x, e);
+    fmsa_ocl_arg_view4(&a, y, e);
+    fmsa_ocl_arg_mem(&a, ws);
+    fmsa_ocl_arg_long4(&a, slot0, rows, qside ? p->heads_q : p->heads_kv, off);
+    fmsa_ocl_arg_cu(&a, p);
+    fmsa_ocl_arg_mem(&a, p->block_table.data);
+    fmsa_ocl_arg_long4(&a, p->block_table.data ? p->block_table.byte_offset / 4 : 0,
                            p->block_table.s0, p->block_table.s1, p->page_size);
-    fmsa_ocl_cpu_arg_mem(&a, p->seqused_k.data);
+    fmsa_ocl_arg_mem(&a, p->seqused_k.data);
     uv.s[0] = p->seqused_k.data ? p->seqused_k.byte_offset / 4 : 0;
     uv.s[1] = p->seqused_k.s0;
-    fmsa_ocl_cpu_arg(&a, sizeof uv, &uv);
+    fmsa_ocl_arg(&a, sizeof uv, &uv);
     fmsa_ocl_cpu_arg_dimsonly(&a, p);
     fmsa_ocl_cpu_arg_cfg(&a, p, qside);
     return fmsa_ocl_cpu_enqueue(st, queue, &a, FMSA_OCL_CPU_K_PACK,
@@ -339,22 +288,22 @@ fmsa_status fmsa_ocl_cpu_run_forward(fmsa_ocl_state *st, const fmsa_problem *p,
     fmsa_ocl_cpu_layout_make(p, &L);
     for (int64_t slot0 = 0; slot0 < L.slots; slot0 += L.chunk) {
         const int64_t n = L.slots - slot0 < L.chunk ? L.slots - slot0 : L.chunk;
-        fmsa_ocl_cpu_args a = {st->cl, NULL, 0, CL_SUCCESS};
+        fmsa_ocl_args a = {st->cl, NULL, 0, CL_SUCCESS};
         FMSA_TRY(fmsa_ocl_cpu_pack(st, queue, p, 0, &p->k, &p->v, workspace, slot0, n, L.rows_k,
                                    L.k_off));
         FMSA_TRY(fmsa_ocl_cpu_kernel(st, FMSA_OCL_K_FORWARD, &a.kernel));
-        fmsa_ocl_cpu_arg_view4(&a, &p->q, e);
-        fmsa_ocl_cpu_arg_view4(&a, &p->o, e);
-        fmsa_ocl_cpu_arg_viewn(&a, &p->lse, 4);
-        fmsa_ocl_cpu_arg_viewn(&a, &p->alibi, 4);
-        fmsa_ocl_cpu_arg_viewn(&a, &p->mask, 1);
-        fmsa_ocl_cpu_arg_cu(&a, p);
-        fmsa_ocl_cpu_arg_mem(&a, p->seqused_k.data);
+        fmsa_ocl_arg_view4(&a, &p->q, e);
+        fmsa_ocl_arg_view4(&a, &p->o, e);
+        fmsa_ocl_arg_viewn(&a, &p->lse, 4);
+        fmsa_ocl_arg_viewn(&a, &p->alibi, 4);
+        fmsa_ocl_arg_viewn(&a, &p->mask, 1);
+        fmsa_ocl_arg_cu(&a, p);
+        fmsa_ocl_arg_mem(&a, p->seqused_k.data);
         uv.s[0] = p->seqused_k.data ? p->seqused_k.byte_offset / 4 : 0;
         uv.s[1] = p->seqused_k.s0;
-        fmsa_ocl_cpu_arg(&a, sizeof uv, &uv);
-        fmsa_ocl_cpu_arg_mem(&a, workspace);
-        fmsa_ocl_cpu_arg_long4(&a, slot0, L.rows_k, p->heads_kv, L.k_off);
+        fmsa_ocl_arg(&a, sizeof uv, &uv);
+        fmsa_ocl_arg_mem(&a, workspace);
+        fmsa_ocl_arg_long4(&a, slot0, L.rows_k, p->heads_kv, L.k_off);
         fmsa_ocl_cpu_arg_dims(&a, p);
         FMSA_TRY(fmsa_ocl_cpu_enqueue(st, queue, &a, FMSA_OCL_K_FORWARD,
                                       fmsa_ocl_cpu_groups(p->seqlen_q, FMSA_OCL_CPU_ROWS),
@@ -364,17 +313,17 @@ fmsa_status fmsa_ocl_cpu_run_forward(fmsa_ocl_state *st, const fmsa_problem *p,
 }
 
 /* The tail every backward kernel ends with. */
-static void fmsa_ocl_cpu_arg_bwd_tail(fmsa_ocl_cpu_args *a, const fmsa_problem *p, cl_mem ws,
+static void fmsa_ocl_cpu_arg_bwd_tail(fmsa_ocl_args *a, const fmsa_problem *p, cl_mem ws,
                                       int64_t slot0, int64_t rows, int64_t off,
                                       int64_t rows2, int64_t off2) {
-    fmsa_ocl_cpu_arg_viewn(a, &p->lse, 4);
-    fmsa_ocl_cpu_arg_mem(a, ws);
-    fmsa_ocl_cpu_arg_long(a, p->total_q);
-    fmsa_ocl_cpu_arg_viewn(a, &p->alibi, 4);
-    fmsa_ocl_cpu_arg_viewn(a, &p->mask, 1);
-    fmsa_ocl_cpu_arg_cu(a, p);
-    fmsa_ocl_cpu_arg_long4(a, slot0, rows, p->heads_kv, off);
-    fmsa_ocl_cpu_arg_long4(a, off2, rows2, 0, 0);
+    fmsa_ocl_arg_viewn(a, &p->lse, 4);
+    fmsa_ocl_arg_mem(a, ws);
+    fmsa_ocl_arg_long(a, p->total_q);
+    fmsa_ocl_arg_viewn(a, &p->alibi, 4);
+    fmsa_ocl_arg_viewn(a, &p->mask, 1);
+    fmsa_ocl_arg_cu(a, p);
+    fmsa_ocl_arg_long4(a, slot0, rows, p->heads_kv, off);
+    fmsa_ocl_arg_long4(a, off2, rows2, 0, 0);
     fmsa_ocl_cpu_arg_dims(a, p);
 }
 
@@ -388,13 +337,13 @@ fmsa_status fmsa_ocl_cpu_run_backward(fmsa_ocl_state *st, const fmsa_problem *p,
     if (p->batch == 0 || p->heads_q == 0) return FMSA_SUCCESS;
     fmsa_ocl_cpu_layout_make(p, &L);
     {
-        fmsa_ocl_cpu_args a = {st->cl, NULL, 0, CL_SUCCESS};
+        fmsa_ocl_args a = {st->cl, NULL, 0, CL_SUCCESS};
         FMSA_TRY(fmsa_ocl_cpu_kernel(st, FMSA_OCL_K_BWD_PRE, &a.kernel));
-        fmsa_ocl_cpu_arg_view4(&a, &p->o, e);
-        fmsa_ocl_cpu_arg_view4(&a, &p->dout, e);
-        fmsa_ocl_cpu_arg_mem(&a, workspace);
-        fmsa_ocl_cpu_arg_long(&a, p->total_q);
-        fmsa_ocl_cpu_arg_long(&a, p->heads_q);
+        fmsa_ocl_arg_view4(&a, &p->o, e);
+        fmsa_ocl_arg_view4(&a, &p->dout, e);
+        fmsa_ocl_arg_mem(&a, workspace);
+        fmsa_ocl_arg_long(&a, p->total_q);
+        fmsa_ocl_arg_long(&a, p->heads_q);
         fmsa_ocl_cpu_arg_cfg(&a, p, 0);
         FMSA_TRY(fmsa_ocl_cpu_enqueue(st, queue, &a, FMSA_OCL_K_BWD_PRE,
                                       fmsa_ocl_cpu_groups(p->total_q, FMSA_OCL_CPU_PRE_ROWS),
@@ -407,10 +356,10 @@ fmsa_status fmsa_ocl_cpu_run_backward(fmsa_ocl_state *st, const fmsa_problem *p,
         FMSA_TRY(fmsa_ocl_cpu_pack(st, queue, p, 1, &p->q, &p->dout, workspace, slot0 * L.group,
                                    n * L.group, L.rows_q, L.q_off));
         {
-            fmsa_ocl_cpu_args a = {st->cl, NULL, 0, CL_SUCCESS};
+            fmsa_ocl_args a = {st->cl, NULL, 0, CL_SUCCESS};
             FMSA_TRY(fmsa_ocl_cpu_kernel(st, FMSA_OCL_K_BWD_DKDV, &a.kernel));
-            fmsa_ocl_cpu_arg_view4(&a, &p->dk, e);
-            fmsa_ocl_cpu_arg_view4(&a, &p->dv, e);
+            fmsa_ocl_arg_view4(&a, &p->dk, e);
+            fmsa_ocl_arg_view4(&a, &p->dv, e);
             fmsa_ocl_cpu_arg_bwd_tail(&a, p, workspace, slot0, L.rows_q, L.q_off, L.rows_k,
                                       L.k_off);
             FMSA_TRY(fmsa_ocl_cpu_enqueue(st, queue, &a, FMSA_OCL_K_BWD_DKDV,
@@ -418,9 +367,9 @@ fmsa_status fmsa_ocl_cpu_run_backward(fmsa_ocl_state *st, const fmsa_problem *p,
                                           (size_t)n, 1));
         }
         {
-            fmsa_ocl_cpu_args a = {st->cl, NULL, 0, CL_SUCCESS};
+            fmsa_ocl_args a = {st->cl, NULL, 0, CL_SUCCESS};
             FMSA_TRY(fmsa_ocl_cpu_kernel(st, FMSA_OCL_K_BWD_DQ, &a.kernel));
-            fmsa_ocl_cpu_arg_view4(&a, &p->dq, e);
+            fmsa_ocl_arg_view4(&a, &p->dq, e);
             fmsa_ocl_cpu_arg_bwd_tail(&a, p, workspace, slot0, L.rows_k, L.k_off, L.rows_q,
                                       L.q_off);
             FMSA_TRY(fmsa_ocl_cpu_enqueue(st, queue, &a, FMSA_OCL_K_BWD_DQ,

@@ -10,6 +10,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "backends/opencl/ocl_args.h"
 #include "backends/opencl/ocl_cpu.h"
 #include "backends/opencl/ocl_internal.h"
 #include "common/error.h"
@@ -27,59 +28,6 @@ static double fmsa_ocl_now_ms(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec * 1e-6;
-}
-
-typedef struct fmsa_ocl_args {
-    const fmsa_ocl_api *cl;
-    cl_kernel kernel;
-    cl_uint next;
-    cl_int rc;
-} fmsa_ocl_args;
-
-static void fmsa_ocl_arg(fmsa_ocl_args *a, size_t size, const void *value) {
-    if (a->rc == CL_SUCCESS) a->rc = a->cl->clSetKernelArg(a->kernel, a->next, size, value);
-    ++a->next;
-}
-
-static void fmsa_ocl_arg_mem(fmsa_ocl_args *a, void *data) {
-    cl_mem m = (cl_mem)data;
-    fmsa_ocl_arg(a, sizeof m, &m);
-}
-
-static void fmsa_ocl_arg_long4(fmsa_ocl_args *a, int64_t x, int64_t y, int64_t z, int64_t w) {
-    cl_long4 v;
-    v.s[0] = x;
-    v.s[1] = y;
-    v.s[2] = z;
-    v.s[3] = w;
-    fmsa_ocl_arg(a, sizeof v, &v);
-}
-
-static void fmsa_ocl_arg_long(fmsa_ocl_args *a, int64_t x) {
-    cl_long v = x;
-    fmsa_ocl_arg(a, sizeof v, &v);
-}
-
-/* A [batch, seq, head, dim] view as (element offset, sb, ss, sh). */
-static void fmsa_ocl_arg_view4(fmsa_ocl_args *a, const fmsa_view4 *v, size_t elem) {
-    fmsa_ocl_arg_mem(a, v->data);
-    fmsa_ocl_arg_long4(a, v->byte_offset / (int64_t)elem, v->sb, v->ss, v->sh);
-}
-
-/* A small tensor as (element offset, s0, s1, s2). */
-static void fmsa_ocl_arg_viewn(fmsa_ocl_args *a, const fmsa_viewn *v, size_t elem) {
-    fmsa_ocl_arg_mem(a, v->data);
-    fmsa_ocl_arg_long4(a, v->data ? v->byte_offset / (int64_t)elem : 0, v->s0, v->s1, v->s2);
-}
-
-/* Arguments every attention kernel ends with: cu_seqlens, dims, window, scales. */
-static void fmsa_ocl_arg_seq_tail(fmsa_ocl_args *a, const fmsa_problem *p) {
-    fmsa_ocl_arg_mem(a, p->cu_seqlens_q.data);
-    fmsa_ocl_arg_mem(a, p->cu_seqlens_k.data);
-    fmsa_ocl_arg_long4(a, p->cu_seqlens_q.data ? p->cu_seqlens_q.byte_offset / 4 : 0,
-                       p->cu_seqlens_q.s0,
-                       p->cu_seqlens_k.data ? p->cu_seqlens_k.byte_offset / 4 : 0,
-                       p->cu_seqlens_k.s0);
 }
 
 static void fmsa_ocl_arg_dims(fmsa_ocl_args *a, const fmsa_problem *p) {
@@ -148,7 +96,7 @@ fmsa_status fmsa_ocl_run_forward(fmsa_ocl_state *st, const fmsa_problem *p, cl_m
     fmsa_ocl_arg_viewn(&a, &p->lse, 4);
     fmsa_ocl_arg_viewn(&a, &p->alibi, 4);
     fmsa_ocl_arg_viewn(&a, &p->mask, 1);
-    fmsa_ocl_arg_seq_tail(&a, p);
+    fmsa_ocl_arg_cu(&a, p);
     fmsa_ocl_arg_mem(&a, p->block_table.data);
     fmsa_ocl_arg_long4(&a, p->block_table.data ? p->block_table.byte_offset / 4 : 0,
                        p->block_table.s0, p->block_table.s1, p->page_size);
@@ -175,7 +123,7 @@ static void fmsa_ocl_arg_bwd_tail(fmsa_ocl_args *a, const fmsa_problem *p, cl_me
     fmsa_ocl_arg_long(a, p->total_q);
     fmsa_ocl_arg_viewn(a, &p->alibi, 4);
     fmsa_ocl_arg_viewn(a, &p->mask, 1);
-    fmsa_ocl_arg_seq_tail(a, p);
+    fmsa_ocl_arg_cu(a, p);
     fmsa_ocl_arg_dims(a, p);
 }
 

@@ -1,0 +1,34 @@
+/*
+ * Kernel arguments of the OpenCL backend, shared by both kernel families
+ * (ocl_launch.c: the generic kernels; ocl_cpu.c: the CPU-device variant).
+ * Views travel as (cl_mem, (element offset, strides) long4); absent optional
+ * tensors as NULL cl_mem, which OpenCL allows.  The first failing
+ * clSetKernelArg is kept in rc and later calls are skipped, so a launch sets
+ * every argument and checks once.
+ */
+#ifndef FMSA_OCL_ARGS_H
+#define FMSA_OCL_ARGS_H
+
+#include "backends/opencl/ocl_internal.h"
+
+/// The next argument index of one kernel and the first error.
+typedef struct fmsa_ocl_args {
+    const fmsa_ocl_api *cl;
+    cl_kernel kernel;
+    cl_uint next;
+    cl_int rc;
+} fmsa_ocl_args;
+
+void fmsa_ocl_arg(fmsa_ocl_args *a, size_t size, const void *value);
+/// A buffer (a cl_mem stored in a tensor's data pointer; NULL allowed).
+void fmsa_ocl_arg_mem(fmsa_ocl_args *a, void *data);
+void fmsa_ocl_arg_long4(fmsa_ocl_args *a, int64_t x, int64_t y, int64_t z, int64_t w);
+void fmsa_ocl_arg_long(fmsa_ocl_args *a, int64_t x);
+/// A [batch, seq, head, dim] view: (buffer, (element offset, sb, ss, sh)).
+void fmsa_ocl_arg_view4(fmsa_ocl_args *a, const fmsa_view4 *v, size_t elem);
+/// A small tensor: (buffer, (element offset, s0, s1, s2)); absent = NULL, offset 0.
+void fmsa_ocl_arg_viewn(fmsa_ocl_args *a, const fmsa_viewn *v, size_t elem);
+/// cu_seqlens_q, cu_seqlens_k and (offset q, stride q, offset k, stride k).
+void fmsa_ocl_arg_cu(fmsa_ocl_args *a, const fmsa_problem *p);
+
+#endif /* FMSA_OCL_ARGS_H */
