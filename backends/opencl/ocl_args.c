@@ -43,3 +43,17 @@ void fmsa_ocl_arg_cu(fmsa_ocl_args *a, const fmsa_problem *p) {
                        p->cu_seqlens_k.data ? p->cu_seqlens_k.byte_offset / 4 : 0,
                        p->cu_seqlens_k.s0);
 }
+
+void fmsa_ocl_arg_dims(fmsa_ocl_args *a, const fmsa_problem *p) {
+    cl_long2 win;
+    cl_float4 fp;
+    fmsa_ocl_arg_long4(a, p->seqlen_q, p->seqlen_k, p->heads_q, p->heads_q / p->heads_kv);
+    win.s[0] = p->window_left;
+    win.s[1] = p->window_right;
+    fmsa_ocl_arg(a, sizeof win, &win);
+    fp.s[0] = p->softmax_scale;
+    fp.s[1] = p->softmax_scale * 1.4426950408889634f;
+    fp.s[2] = p->softcap;
+    fp.s[3] = 0.0f;
+    fmsa_ocl_arg(a, sizeof fp, &fp);
+}

@@ -202,17 +202,7 @@ static void fmsa_ocl_cpu_arg_cfg(fmsa_ocl_args *a, const fmsa_problem *p, int w)
 
 /* dims = (sq, sk, Hq, group), window, fp = (scale, scale * log2 e, softcap), cfg. */
 static void fmsa_ocl_cpu_arg_dims(fmsa_ocl_args *a, const fmsa_problem *p) {
-    cl_long2 win;
-    cl_float4 fp;
-    fmsa_ocl_arg_long4(a, p->seqlen_q, p->seqlen_k, p->heads_q, p->heads_q / p->heads_kv);
-    win.s[0] = p->window_left;
-    win.s[1] = p->window_right;
-    fmsa_ocl_arg(a, sizeof win, &win);
-    fp.s[0] = p->softmax_scale;
-    fp.s[1] = p->softmax_scale * 1.4426950408889634f;
-    fp.s[2] = p->softcap;
-    fp.s[3] = 0.0f;
-    fmsa_ocl_arg(a, sizeof fp, &fp);
+    fmsa_ocl_arg_dims(a, p);
     fmsa_ocl_cpu_arg_cfg(a, p, 0);
 }
 

@@ -30,20 +30,6 @@ static double fmsa_ocl_now_ms(void) {
     return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec * 1e-6;
 }
 
-static void fmsa_ocl_arg_dims(fmsa_ocl_args *a, const fmsa_problem *p) {
-    cl_long2 win;
-    cl_float4 fp;
-    fmsa_ocl_arg_long4(a, p->seqlen_q, p->seqlen_k, p->heads_q, p->heads_q / p->heads_kv);
-    win.s[0] = p->window_left;
-    win.s[1] = p->window_right;
-    fmsa_ocl_arg(a, sizeof win, &win);
-    fp.s[0] = p->softmax_scale;
-    fp.s[1] = p->softmax_scale * 1.4426950408889634f;
-    fp.s[2] = p->softcap;
-    fp.s[3] = 0.0f;
-    fmsa_ocl_arg(a, sizeof fp, &fp);
-}
-
 static fmsa_status fmsa_ocl_enqueue(fmsa_ocl_state *st, cl_command_queue queue,
                                     const fmsa_ocl_args *a, const char *what, size_t groups0,
                                     size_t dim1, size_t dim2, size_t wg) {
