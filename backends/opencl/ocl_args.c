@@ -57,3 +57,14 @@ void fmsa_ocl_arg_dims(fmsa_ocl_args *a, const fmsa_problem *p) {
     fp.s[3] = 0.0f;
     fmsa_ocl_arg(a, sizeof fp, &fp);
 }
+
+void fmsa_ocl_arg_paged(fmsa_ocl_args *a, const fmsa_problem *p) {
+    cl_long2 uv;
+    fmsa_ocl_arg_mem(a, p->block_table.data);
+    fmsa_ocl_arg_long4(a, p->block_table.data ? p->block_table.byte_offset / 4 : 0,
+                       p->block_table.s0, p->block_table.s1, p->page_size);
+    fmsa_ocl_arg_mem(a, p->seqused_k.data);
+    uv.s[0] = p->seqused_k.data ? p->seqused_k.byte_offset / 4 : 0;
+    uv.s[1] = p->seqused_k.s0;
+    fmsa_ocl_arg(a, sizeof uv, &uv);
+}

@@ -31,6 +31,8 @@ void fmsa_ocl_arg_viewn(fmsa_ocl_args *a, const fmsa_viewn *v, size_t elem);
 /// cu_seqlens_q, cu_seqlens_k and (offset q, stride q, offset k, stride k).
 void fmsa_ocl_arg_cu(fmsa_ocl_args *a, const fmsa_problem *p);
 
+/// Paged KV: block_table, (offset, s0, s1, page_size), seqused_k, (offset, s0).
+void fmsa_ocl_arg_paged(fmsa_ocl_args *a, const fmsa_problem *p);
 /// dims = (seqlen_q, seqlen_k, Hq, group), window (left, right), and
 /// (scale, scale * log2 e, softcap, 0).
 void fmsa_ocl_arg_dims(fmsa_ocl_args *a, const fmsa_problem *p);

@@ -238,20 +238,13 @@ static fmsa_status fmsa_ocl_cpu_pack(fmsa_ocl_state *st, cl_command_queue queue,
                                      int64_t rows, int64_t off) {
     fmsa_ocl_args a = {st->cl, NULL, 0, CL_SUCCESS};
     const size_t e = fmsa_problem_elem_size(p);
-    cl_long2 uv;
     FMSA_TRY(fmsa_ocl_cpu_kernel(st, FMSA_OCL_CPU_K_PACK, &a.kernel));
     fmsa_ocl_arg_view4(&a, x, e);
     fmsa_ocl_arg_view4(&a, y, e);
     fmsa_ocl_arg_mem(&a, ws);
     fmsa_ocl_arg_long4(&a, slot0, rows, qside ? p->heads_q : p->heads_kv, off);
     fmsa_ocl_arg_cu(&a, p);
-    fmsa_ocl_arg_mem(&a, p->block_table.data);
-    fmsa_ocl_arg_long4(&a, p->block_table.data ? p->block_table.byte_offset / 4 : 0,
-                           p->block_table.s0, p->block_table.s1, p->page_size);
-    fmsa_ocl_arg_mem(&a, p->seqused_k.data);
-    uv.s[0] = p->seqused_k.data ? p->seqused_k.byte_offset / 4 : 0;
-    uv.s[1] = p->seqused_k.s0;
-    fmsa_ocl_arg(&a, sizeof uv, &uv);
+    fmsa_ocl_arg_paged(&a, p);
     fmsa_ocl_cpu_arg_dimsonly(&a, p);
     fmsa_ocl_cpu_arg_cfg(&a, p, qside);
     return fmsa_ocl_cpu_enqueue(st, queue, &a, FMSA_OCL_CPU_K_PACK,

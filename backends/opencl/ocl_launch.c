@@ -66,7 +66,6 @@ fmsa_status fmsa_ocl_run_forward(fmsa_ocl_state *st, const fmsa_problem *p, cl_m
     const fmsa_ocl_kernel_config *kc;
     fmsa_ocl_args a = {st->cl, NULL, 0, CL_SUCCESS};
     size_t e = fmsa_problem_elem_size(p);
-    cl_long2 uv;
     (void)workspace;
     (void)workspace_bytes;
     FMSA_TRY(fmsa_ocl_config_make(st, p, &cfg));
@@ -83,13 +82,7 @@ fmsa_status fmsa_ocl_run_forward(fmsa_ocl_state *st, const fmsa_problem *p, cl_m
     fmsa_ocl_arg_viewn(&a, &p->alibi, 4);
     fmsa_ocl_arg_viewn(&a, &p->mask, 1);
     fmsa_ocl_arg_cu(&a, p);
-    fmsa_ocl_arg_mem(&a, p->block_table.data);
-    fmsa_ocl_arg_long4(&a, p->block_table.data ? p->block_table.byte_offset / 4 : 0,
-                       p->block_table.s0, p->block_table.s1, p->page_size);
-    fmsa_ocl_arg_mem(&a, p->seqused_k.data);
-    uv.s[0] = p->seqused_k.data ? p->seqused_k.byte_offset / 4 : 0;
-    uv.s[1] = p->seqused_k.s0;
-    fmsa_ocl_arg(&a, sizeof uv, &uv);
+    fmsa_ocl_arg_paged(&a, p);
     fmsa_ocl_arg_dims(&a, p);
     return fmsa_ocl_enqueue(st, queue, &a, "fmsa_ocl_forward", fmsa_ocl_tiles(p->seqlen_q, kc->block_m),
                             (size_t)p->heads_q, (size_t)p->batch, (size_t)kc->wg);
