@@ -355,6 +355,15 @@ static fmsa_status fmsa_check_sequences(fmsa_problem *p, const fmsa_attention_de
         if (desc->cu_seqlens_q.shape[0] < 1)
             return fmsa_fail(FMSA_ERR_INVALID_ARGUMENT,
                              "desc.cu_seqlens_q.shape[0] = 0: must be batch + 1 >= 1");
+        /* A broadcast (stride 0) offset vector would make every sequence empty
+         * and let a tiny buffer claim any batch, which validation would then
+         * read entry by entry: refused. */
+        if (desc->cu_seqlens_q.shape[0] > 1 && desc->cu_seqlens_q.strides[0] == 0)
+            return fmsa_fail(FMSA_ERR_INVALID_ARGUMENT,
+                             "desc.cu_seqlens_q.strides[0] = 0: offsets cannot be broadcast");
+        if (desc->cu_seqlens_k.shape[0] > 1 && desc->cu_seqlens_k.strides[0] == 0)
+            return fmsa_fail(FMSA_ERR_INVALID_ARGUMENT,
+                             "desc.cu_seqlens_k.strides[0] = 0: offsets cannot be broadcast");
         if (desc->cu_seqlens_k.shape[0] != desc->cu_seqlens_q.shape[0])
             return fmsa_fail(FMSA_ERR_INVALID_ARGUMENT,
                              "desc.cu_seqlens_k.shape[0] = %lld: must equal "

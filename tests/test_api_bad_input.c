@@ -323,6 +323,8 @@ CASE(cu_seqlens_decreasing, make_varlen(&c); F.cu_k[1] = 30; F.cu_k[2] = SK;
      expect_rejected(FWD, c, 0, 0, FMSA_ERR_INVALID_ARGUMENT, "non-decreasing"))
 CASE(cu_seqlens_wrong_total, make_varlen(&c); F.cu_q[2] = SQ - 2;
      expect_rejected(BWD, c, 0, 0, FMSA_ERR_INVALID_ARGUMENT, "packed length"))
+CASE(cu_seqlens_broadcast, make_varlen(&c); c.desc.cu_seqlens_k.strides[0] = 0;
+     expect_rejected(FWD, c, 0, 0, FMSA_ERR_INVALID_ARGUMENT, "cu_seqlens_k.strides[0]"))
 CASE(cu_seqlens_wrong_dtype, make_varlen(&c); c.desc.cu_seqlens_q.dtype = FMSA_DTYPE_F32;
      expect_rejected(FWD, c, 0, 0, FMSA_ERR_INVALID_ARGUMENT, "cu_seqlens_q.dtype"))
 CASE(max_seqlen_too_small, make_varlen(&c); c.desc.max_seqlen_q = 3;
@@ -439,6 +441,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(cu_seqlens_not_zero_based),
         cmocka_unit_test(cu_seqlens_decreasing),
         cmocka_unit_test(cu_seqlens_wrong_total),
+        cmocka_unit_test(cu_seqlens_broadcast),
         cmocka_unit_test(cu_seqlens_wrong_dtype),
         cmocka_unit_test(max_seqlen_too_small),
         cmocka_unit_test(paged_backward),

@@ -232,9 +232,23 @@ fmsa_status fmsa_cpu_plan_make(const fmsa_cpu_state *st, const fmsa_problem *p,
             plan->num_splits = fmsa_cpu_ceil_div(plan->tiles_k, tiles_per_split);
             plan->split_keys = tiles_per_split * tiles.block_n;
         }
-        if (plan->num_splits > 1)
-            plan->workspace_bytes = (size_t)(p->batch * p->heads_q * p->seqlen_q *
-                                             plan->num_splits * (D + 2)) * sizeof(float);
+        if (plan->num_splits > 1) {
+            /* records of (m, l, acc[D]) per (b, h, row, split): the shape is
+             * bounded by what validation accepted, but a broadcast q can make
+             * the product of its extents overflow */
+            int64_t n;
+            if (__builtin_mul_overflow(p->batch, p->heads_q, &n) ||
+                __builtin_mul_overflow(n, p->seqlen_q, &n) ||
+                __builtin_mul_overflow(n, plan->num_splits, &n) ||
+                __builtin_mul_overflow(n, D + 2, &n) ||
+                __builtin_mul_overflow(n, (int64_t)sizeof(float), &n) || (uint64_t)n > SIZE_MAX)
+                return fmsa_fail(FMSA_ERR_INVALID_ARGUMENT,
+                                 "cpu: split-KV workspace of batch %lld x heads %lld x seqlen_q "
+                                 "%lld x %lld splits overflows", (long long)p->batch,
+                                 (long long)p->heads_q, (long long)p->seqlen_q,
+                                 (long long)plan->num_splits);
+            plan->workspace_bytes = (size_t)n;
+        }
     } else {
         const int64_t q_batches = p->is_varlen ? 1 : p->batch;
         plan->workspace_bytes = (size_t)(q_batches * p->heads_q * p->total_q) * sizeof(float);

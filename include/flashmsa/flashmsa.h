@@ -207,9 +207,10 @@ FMSA_API fmsa_tensor fmsa_tensor_contiguous(void *data, fmsa_dtype dtype, int32_
  *
  * Varlen (cu_seqlens_q.data != NULL): q/o are [1, total_q, Hq, D], k/v are
  * [1, total_k, Hkv, D], lse is [1, Hq, total_q]; cu_seqlens_q/k are int32
- * [batch + 1], non-decreasing from 0, last entry = total.  Sequence b uses rows
- * cu[b] .. cu[b+1]-1.  Empty sequences are allowed.  max_seqlen_q/k bound the
- * per-sequence lengths (0 = computed by the library).
+ * [batch + 1] (not broadcast: stride != 0), non-decreasing from 0, last entry =
+ * total.  Sequence b uses rows cu[b] .. cu[b+1]-1.  Empty sequences are
+ * allowed.  max_seqlen_q/k bound the per-sequence lengths (0 = computed by the
+ * library).
  *
  * Paged KV (forward only, block_table.data != NULL, not with varlen): k and v
  * are pools [num_pages, page_size, Hkv, D]; block_table is int32 [B, max_pages];
