@@ -162,16 +162,7 @@ int main(int argc, char **argv) {
         for (int r = 0; r < reps; ++r)
             for (int i = 0; i < bm; ++i) { /* as cpu_fwd_update */
                 float *row = s + (size_t)i * lds;
-                if (kern->row_softmax) {
-                    kern->row_softmax(row, bn, &m[i], &l[i], acc + (size_t)i * ldd, d);
-                } else {
-                    const float c = fmsa_softmax_update(&m[i], kern->row_max(row, bn));
-                    if (c != 1.0f) {
-                        l[i] *= c;
-                        kern->row_scale(acc + (size_t)i * ldd, d, c);
-                    }
-                    l[i] += kern->row_exp2_sum(row, bn, m[i]);
-                }
+                kern->row_softmax(row, bn, &m[i], &l[i], acc + (size_t)i * ldd, d);
                 row[i % bn] -= 1.0f; /* keep the max moving a little */
             }
         t_sm = kb_now() - t0;

@@ -86,27 +86,12 @@ static void cpu_fwd_update(const fmsa_cpu_kernels *kern, cpu_fwd_tiles *t, int r
      * could overlap the rows' latency chains, measured 4% slower than this on
      * Zen 3 in bench/cpu_kernel_bench: the rows already overlap.) */
     for (int r = 0; r < rows; ++r) {
-        float *sr = t->s + (int64_t)r * ld;
-        float tile_max, c;
         if (next_kt) {
             fmsa_cpu_prefetch_slice(next_kt, panel_bytes, r, rows);
             fmsa_cpu_prefetch_slice(next_v, panel_bytes, r, rows);
         }
-        if (kern->row_softmax) { /* the same step in one SIMD call */
-            kern->row_softmax(sr, cols, &t->m[r], &t->l[r], t->acc + (int64_t)r * D, (int)D);
-            continue;
-        }
-        tile_max = kern->row_max(sr, cols);
-        if (tile_max == FMSA_NEG_INF) { /* every key of this row masked: no change */
-            for (int j = 0; j < cols; ++j) sr[j] = 0.0f;
-            continue;
-        }
-        c = fmsa_softmax_update(&t->m[r], tile_max);
-        if (c != 1.0f) {
-            t->l[r] *= c;
-            kern->row_scale(t->acc + (int64_t)r * D, (int)D, c);
-        }
-        t->l[r] += kern->row_exp2_sum(sr, cols, t->m[r]);
+        kern->row_softmax(t->s + (int64_t)r * ld, cols, &t->m[r], &t->l[r],
+                          t->acc + (int64_t)r * D, (int)D);
     }
     kern->gemm(rows, (int)D, cols, t->s, ld, 1, v, D, t->acc, D, 1); /* acc += P·V */
 }

@@ -200,20 +200,8 @@ static float avx2_row_exp2_sum(float *x, int n, float m) { return avx2_row_exp2_
 static void avx2_row_scale(float *x, int n, float c) { avx2_row_scale_inline(x, n, c); }
 
 /// row_max + softmax update + row_exp2_sum + row_scale in one call (cpu_kernels.h).
-static void avx2_row_softmax(float *x, int n, float *m, float *l, float *acc, int d) {
-    const float mx = avx2_row_max_inline(x, n);
-    float c;
-    if (mx == FMSA_NEG_INF) { /* every key of this row masked: no change */
-        for (int j = 0; j < n; ++j) x[j] = 0.0f;
-        return;
-    }
-    c = fmsa_softmax_update(m, mx);
-    if (c != 1.0f) {
-        *l *= c;
-        avx2_row_scale_inline(acc, d, c);
-    }
-    *l += avx2_row_exp2_sum_inline(x, n, *m);
-}
+FMSA_CPU_DEFINE_ROW_SOFTMAX(static, avx2_row_softmax, avx2_row_max_inline, avx2_row_scale_inline,
+                            avx2_row_exp2_sum_inline)
 
 static void avx2_row_bwd_ds(float *s, float *dp, const float *g, int n, float lse2, float delta) {
     const __m256 vl = _mm256_set1_ps(lse2), vd = _mm256_set1_ps(delta);

@@ -213,20 +213,8 @@ float fmsa_cpu_avx512_row_exp2_sum(float *x, int n, float m) {
 void fmsa_cpu_avx512_row_scale(float *x, int n, float c) { avx512_row_scale(x, n, c); }
 
 /// row_max + softmax update + row_exp2_sum + row_scale in one call (cpu_kernels.h).
-void fmsa_cpu_avx512_row_softmax(float *x, int n, float *m, float *l, float *acc, int d) {
-    const float mx = avx512_row_max(x, n);
-    float c;
-    if (mx == FMSA_NEG_INF) { /* every key of this row masked: no change */
-        for (int j = 0; j < n; ++j) x[j] = 0.0f;
-        return;
-    }
-    c = fmsa_softmax_update(m, mx);
-    if (c != 1.0f) {
-        *l *= c;
-        avx512_row_scale(acc, d, c);
-    }
-    *l += avx512_row_exp2_sum(x, n, *m);
-}
+FMSA_CPU_DEFINE_ROW_SOFTMAX(, fmsa_cpu_avx512_row_softmax, avx512_row_max, avx512_row_scale,
+                            avx512_row_exp2_sum)
 
 void fmsa_cpu_avx512_row_bwd_ds(float *s, float *dp, const float *g, int n, float lse2,
                               float delta) {

@@ -57,12 +57,9 @@ typedef struct fmsa_cpu_kernels {
     /// x[j] *= c for j < n.
     void (*row_scale)(float *x, int n, float c);
 
-    /// Online-softmax step of one score row (optional: NULL = row_max,
-    /// row_exp2_sum and row_scale in turn, with the same results): mx =
-    /// max(x[0:n]); when mx = -inf, x[0:n] = 0 and (m, l, acc) stay; else c =
-    /// fmsa_softmax_update(m, mx), x[j] = exp2(x[j] - *m), *l = *l * c +
-    /// sum_j x[j] (same order as row_exp2_sum) and acc[0:d] *= c when c != 1.
-    /// One call per row instead of three, the row read twice from L1.
+    /// Online-softmax step of one score row: row_max, row_exp2_sum and
+    /// row_scale in turn (FMSA_CPU_DEFINE_ROW_SOFTMAX below, the one
+    /// definition every path instantiates with its own, inlined, functions).
     void (*row_softmax)(float *x, int n, float *m, float *l, float *acc, int d);
 
     /// Backward: p = exp2(s[j] - lse2) (0 where s = -inf), s[j] = p and
@@ -125,6 +122,31 @@ static inline int64_t fmsa_cpu_b16_panel_elems(int k, int n) {
 /// Packs B(p, j) = b[p * rs + j * cs] (fp32, k x n, rounded to nearest even
 /// bf16: exact for values that came from bf16) into the layout above.
 void fmsa_cpu_pack_b16(int k, int n, const float *b, int64_t rs, int64_t cs, uint16_t *dst);
+
+/*
+ * The forward's online-softmax step of one score row, defined once for every
+ * kernel path from that path's ROW_MAX, ROW_SCALE and ROW_EXP2_SUM (inline
+ * functions where the path has them, so one call covers the row): mx =
+ * max(x[0:n]); when mx = -inf (every key masked) x[0:n] = 0 and (m, l, acc)
+ * stay; else c = fmsa_softmax_update(m, mx) (fmsa_softmax.h), x[j] =
+ * exp2(x[j] - *m), *l = *l * c + sum_j x[j] and acc[0:d] *= c when c != 1.
+ * The including file includes common/fmsa_softmax.h.
+ */
+#define FMSA_CPU_DEFINE_ROW_SOFTMAX(LINKAGE, NAME, ROW_MAX, ROW_SCALE, ROW_EXP2_SUM)            \
+    LINKAGE void NAME(float *x, int n, float *m, float *l, float *acc, int d) {               \
+        const float mx = ROW_MAX(x, n);                                                        \
+        float c;                                                                               \
+        if (mx == FMSA_NEG_INF) {                                                              \
+            for (int j = 0; j < n; ++j) x[j] = 0.0f;                                           \
+            return;                                                                            \
+        }                                                                                      \
+        c = fmsa_softmax_update(m, mx);                                                        \
+        if (c != 1.0f) {                                                                       \
+            *l *= c;                                                                           \
+            ROW_SCALE(acc, d, c);                                                              \
+        }                                                                                      \
+        *l += ROW_EXP2_SUM(x, n, *m);                                                          \
+    }
 
 /// The per-ISA tables (NULL where this build or architecture lacks the path).
 const fmsa_cpu_kernels *fmsa_cpu_kernels_generic(void);
