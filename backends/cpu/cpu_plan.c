@@ -55,6 +55,14 @@ static int64_t cpu_chunk_slots(int64_t floats_per_slot, int64_t slots) {
     return chunk;
 }
 
+/// Floats the dQ partials of `parts` parts add to one slot's panels: the
+/// partial rows [parts][group][tiles_q * bm][D] and their written-flags
+/// [parts][group][tiles_q] (layout in cpu_backward.c, cpu_bwd_slot).
+static int64_t cpu_dq_partial_floats(const fmsa_problem *p, int64_t parts, int64_t tiles_q,
+                                     int bm) {
+    return parts * (p->heads_q / p->heads_kv) * tiles_q * ((int64_t)bm * p->head_dim + 1);
+}
+
 /// Parts of the dQ-partials backward for this shape (0: the recomputing one).
 /// FLASHMSA_CPU_BWD=parts|recompute forces one variant (developers and the
 /// test suites, which run the backward grid under each); parts it cannot
@@ -62,9 +70,7 @@ static int64_t cpu_chunk_slots(int64_t floats_per_slot, int64_t slots) {
 static fmsa_status cpu_bwd_dq_parts(const fmsa_problem *p, int bm, int64_t tiles_q,
                                     int64_t tiles_k, int64_t slot_floats, int64_t *out) {
     const int64_t parts = tiles_k < FMSA_CPU_BWD_DQ_PARTS ? tiles_k : FMSA_CPU_BWD_DQ_PARTS;
-    const int64_t group = p->heads_q / p->heads_kv;
-    const double bytes = (double)parts * (double)group * (double)(tiles_q * bm) *
-                         (double)p->head_dim * sizeof(float);
+    const double bytes = (double)cpu_dq_partial_floats(p, parts, tiles_q, bm) * sizeof(float);
     const int fits = parts >= 1 && bytes <= (double)(FMSA_CPU_PANEL_BUDGET / 2);
     const char *force = getenv("FLASHMSA_CPU_BWD");
     *out = 0;
@@ -81,7 +87,7 @@ static fmsa_status cpu_bwd_dq_parts(const fmsa_problem *p, int bm, int64_t tiles
         return FMSA_SUCCESS;
     }
     if (fits) {
-        const int64_t with = slot_floats + parts * group * tiles_q * ((int64_t)bm * p->head_dim + 1);
+        const int64_t with = slot_floats + cpu_dq_partial_floats(p, parts, tiles_q, bm);
         if (cpu_chunk_slots(with, p->batch * p->heads_kv) * parts >= FMSA_CPU_PLAN_CORES)
             *out = parts;
     }
@@ -210,8 +216,8 @@ fmsa_status fmsa_cpu_plan_make(const fmsa_cpu_state *st, const fmsa_problem *p,
     if (!plan->b16 && p->pass == FMSA_PASS_BACKWARD) {
         FMSA_TRY(cpu_bwd_dq_parts(p, tiles.block_m, plan->tiles_q, plan->tiles_k,
                                   plan->slot_floats, &plan->dq_parts));
-        plan->slot_floats += plan->dq_parts * (p->heads_q / p->heads_kv) * plan->tiles_q *
-                             (tiles.block_m * D + 1);
+        plan->slot_floats += cpu_dq_partial_floats(p, plan->dq_parts, plan->tiles_q,
+                                                   tiles.block_m);
     }
     plan->slots = p->batch * p->heads_kv;
     plan->chunk_slots = cpu_chunk_slots(plan->slot_floats, plan->slots);
