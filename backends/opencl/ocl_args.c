@@ -1,5 +1,11 @@
-/* Kernel arguments shared by both OpenCL kernel families (ocl_args.h). */
+/* Kernel arguments and launches shared by both OpenCL kernel families (ocl_args.h). */
+#define _POSIX_C_SOURCE 199309L /* clock_gettime(CLOCK_MONOTONIC) for FLASHMSA_OCL_PROFILE */
 #include "backends/opencl/ocl_args.h"
+
+#include <stdlib.h>
+#include <time.h>
+
+#include "common/error.h"
 
 void fmsa_ocl_arg(fmsa_ocl_args *a, size_t size, const void *value) {
     if (a->rc == CL_SUCCESS) a->rc = a->cl->clSetKernelArg(a->kernel, a->next, size, value);
@@ -67,4 +73,58 @@ void fmsa_ocl_arg_paged(fmsa_ocl_args *a, const fmsa_problem *p) {
     uv.s[0] = p->seqused_k.data ? p->seqused_k.byte_offset / 4 : 0;
     uv.s[1] = p->seqused_k.s0;
     fmsa_ocl_arg(a, sizeof uv, &uv);
+}
+
+/* Developers: FLASHMSA_OCL_PROFILE set = finish the queue around every
+ * launch and log its wall time at info level (tuning: which backward kernel
+ * costs what).  Slows everything down; never set in a timed comparison. */
+static int fmsa_ocl_profiling(void) {
+    static int on = -1;
+    if (on < 0) on = getenv("FLASHMSA_OCL_PROFILE") != NULL;
+    return on;
+}
+
+static double fmsa_ocl_now_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec * 1e-6;
+}
+
+fmsa_status fmsa_ocl_enqueue(fmsa_ocl_state *st, cl_command_queue queue, const fmsa_ocl_args *a,
+                             const char *what, size_t groups0, size_t dim1, size_t dim2,
+                             size_t wg) {
+    size_t global[3] = {groups0 * wg, dim1, dim2}, local[3] = {wg, 1, 1};
+    if (a->rc != CL_SUCCESS)
+        return fmsa_fail(FMSA_ERR_DEVICE, "opencl: clSetKernelArg failed for %s: %s (%d)", what,
+                         fmsa_ocl_error_name(a->rc), (int)a->rc);
+    if (!groups0 || !dim1 || !dim2) return FMSA_SUCCESS;
+    if (fmsa_ocl_profiling()) {
+        double t0;
+        FMSA_OCL_CHECK("clFinish", st->cl->clFinish(queue));
+        t0 = fmsa_ocl_now_ms();
+        FMSA_OCL_CHECK("clEnqueueNDRangeKernel",
+                       st->cl->clEnqueueNDRangeKernel(queue, a->kernel, 3, NULL, global, local,
+                                                      0, NULL, NULL));
+        FMSA_OCL_CHECK("clFinish", st->cl->clFinish(queue));
+        fmsa_log(FMSA_LOG_INFO, "opencl profile: %s %.3f ms (%zu x %zu x %zu groups of %zu)",
+                 what, fmsa_ocl_now_ms() - t0, groups0, dim1, dim2, wg);
+        return FMSA_SUCCESS;
+    }
+    FMSA_OCL_CHECK("clEnqueueNDRangeKernel",
+                   st->cl->clEnqueueNDRangeKernel(queue, a->kernel, 3, NULL, global, local, 0,
+                                                  NULL, NULL));
+    return FMSA_SUCCESS;
+}
+
+size_t fmsa_ocl_groups(int64_t n, int64_t rows) {
+    return n <= 0 ? 0 : (size_t)((n + rows - 1) / rows);
+}
+
+fmsa_status fmsa_ocl_check_workspace(const fmsa_ocl_config *cfg, cl_mem workspace,
+                                     size_t workspace_bytes, const char *pass) {
+    if (workspace_bytes < cfg->workspace_bytes || (cfg->workspace_bytes && !workspace))
+        return fmsa_fail(FMSA_ERR_INSUFFICIENT_WORKSPACE,
+                         "opencl: %s needs %zu bytes of workspace, got %zu", pass,
+                         cfg->workspace_bytes, workspace ? workspace_bytes : (size_t)0);
+    return FMSA_SUCCESS;
 }

@@ -1,5 +1,5 @@
 /*
- * Kernel arguments of the OpenCL backend, shared by both kernel families
+ * Kernel arguments and launches of the OpenCL backend, shared by both kernel families
  * (ocl_launch.c: the generic kernels; ocl_cpu.c: the CPU-device variant).
  * Views travel as (cl_mem, (element offset, strides) long4); absent optional
  * tensors as NULL cl_mem, which OpenCL allows.  The first failing
@@ -36,5 +36,20 @@ void fmsa_ocl_arg_paged(fmsa_ocl_args *a, const fmsa_problem *p);
 /// dims = (seqlen_q, seqlen_k, Hq, group), window (left, right), and
 /// (scale, scale * log2 e, softcap, 0).
 void fmsa_ocl_arg_dims(fmsa_ocl_args *a, const fmsa_problem *p);
+
+/// Enqueues a's kernel on groups0 x dim1 x dim2 work-groups of wg x 1 x 1
+/// work-items (nothing when a dimension is 0), after reporting a failed
+/// clSetKernelArg by the kernel's name `what`.  FLASHMSA_OCL_PROFILE set:
+/// the queue is finished around the launch and its wall time logged at info
+/// level (tuning only: it serialises everything).
+fmsa_status fmsa_ocl_enqueue(fmsa_ocl_state *st, cl_command_queue queue, const fmsa_ocl_args *a,
+                             const char *what, size_t groups0, size_t dim1, size_t dim2,
+                             size_t wg);
+/// ceil(n / rows) work-groups for n rows (0 for n <= 0).
+size_t fmsa_ocl_groups(int64_t n, int64_t rows);
+/// INSUFFICIENT_WORKSPACE, naming the pass, unless the caller's workspace
+/// holds cfg->workspace_bytes.
+fmsa_status fmsa_ocl_check_workspace(const fmsa_ocl_config *cfg, cl_mem workspace,
+                                     size_t workspace_bytes, const char *pass);
 
 #endif /* FMSA_OCL_ARGS_H */

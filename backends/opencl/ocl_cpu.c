@@ -206,25 +206,6 @@ static void fmsa_ocl_cpu_arg_dims(fmsa_ocl_args *a, const fmsa_problem *p) {
     fmsa_ocl_cpu_arg_cfg(a, p, 0);
 }
 
-/* One work-item per work-group: global = groups. */
-static fmsa_status fmsa_ocl_cpu_enqueue(fmsa_ocl_state *st, cl_command_queue queue,
-                                        const fmsa_ocl_args *a, int which, size_t g0,
-                                        size_t g1, size_t g2) {
-    size_t global[3] = {g0, g1, g2}, local[3] = {1, 1, 1};
-    if (a->rc != CL_SUCCESS)
-        return fmsa_fail(FMSA_ERR_DEVICE, "opencl: clSetKernelArg failed for %s: %s (%d)",
-                         fmsa_ocl_cpu_names[which], fmsa_ocl_error_name(a->rc), (int)a->rc);
-    if (!g0 || !g1 || !g2) return FMSA_SUCCESS;
-    FMSA_OCL_CHECK("clEnqueueNDRangeKernel",
-                   st->cl->clEnqueueNDRangeKernel(queue, a->kernel, 3, NULL, global, local, 0,
-                                                  NULL, NULL));
-    return FMSA_SUCCESS;
-}
-
-static size_t fmsa_ocl_cpu_groups(int64_t n, int64_t rows) {
-    return n <= 0 ? 0 : (size_t)((n + rows - 1) / rows);
-}
-
 static void fmsa_ocl_cpu_arg_dimsonly(fmsa_ocl_args *a, const fmsa_problem *p) {
     fmsa_ocl_arg_long4(a, p->seqlen_q, p->seqlen_k, p->heads_q, p->heads_q / p->heads_kv);
 }
@@ -247,17 +228,8 @@ static fmsa_status fmsa_ocl_cpu_pack(fmsa_ocl_state *st, cl_command_queue queue,
     fmsa_ocl_arg_paged(&a, p);
     fmsa_ocl_cpu_arg_dimsonly(&a, p);
     fmsa_ocl_cpu_arg_cfg(&a, p, qside);
-    return fmsa_ocl_cpu_enqueue(st, queue, &a, FMSA_OCL_CPU_K_PACK,
-                                fmsa_ocl_cpu_groups(rows, FMSA_OCL_CPU_ROWS), (size_t)n, 1);
-}
-
-static fmsa_status fmsa_ocl_cpu_check_ws(const fmsa_ocl_config *cfg, cl_mem workspace,
-                                         size_t workspace_bytes, const char *pass) {
-    if (workspace_bytes < cfg->workspace_bytes || (cfg->workspace_bytes && !workspace))
-        return fmsa_fail(FMSA_ERR_INSUFFICIENT_WORKSPACE,
-                         "opencl: %s needs %zu bytes of workspace, got %zu", pass,
-                         cfg->workspace_bytes, workspace_bytes);
-    return FMSA_SUCCESS;
+    return fmsa_ocl_enqueue(st, queue, &a, fmsa_ocl_cpu_names[FMSA_OCL_CPU_K_PACK],
+                            fmsa_ocl_groups(rows, FMSA_OCL_CPU_ROWS), (size_t)n, 1, 1);
 }
 
 fmsa_status fmsa_ocl_cpu_run_forward(fmsa_ocl_state *st, const fmsa_problem *p,
@@ -266,7 +238,7 @@ fmsa_status fmsa_ocl_cpu_run_forward(fmsa_ocl_state *st, const fmsa_problem *p,
     const size_t e = fmsa_problem_elem_size(p);
     fmsa_ocl_cpu_layout L;
     cl_long2 uv;
-    FMSA_TRY(fmsa_ocl_cpu_check_ws(cfg, workspace, workspace_bytes, "forward"));
+    FMSA_TRY(fmsa_ocl_check_workspace(cfg, workspace, workspace_bytes, "forward"));
     if (p->batch == 0 || p->seqlen_q == 0 || p->heads_q == 0) return FMSA_SUCCESS;
     fmsa_ocl_cpu_layout_make(p, &L);
     for (int64_t slot0 = 0; slot0 < L.slots; slot0 += L.chunk) {
@@ -288,9 +260,9 @@ fmsa_status fmsa_ocl_cpu_run_forward(fmsa_ocl_state *st, const fmsa_problem *p,
         fmsa_ocl_arg_mem(&a, workspace);
         fmsa_ocl_arg_long4(&a, slot0, L.rows_k, p->heads_kv, L.k_off);
         fmsa_ocl_cpu_arg_dims(&a, p);
-        FMSA_TRY(fmsa_ocl_cpu_enqueue(st, queue, &a, FMSA_OCL_K_FORWARD,
-                                      fmsa_ocl_cpu_groups(p->seqlen_q, FMSA_OCL_CPU_ROWS),
-                                      (size_t)(n * L.group), 1));
+        FMSA_TRY(fmsa_ocl_enqueue(st, queue, &a, fmsa_ocl_cpu_names[FMSA_OCL_K_FORWARD],
+                                  fmsa_ocl_groups(p->seqlen_q, FMSA_OCL_CPU_ROWS),
+                                  (size_t)(n * L.group), 1, 1));
     }
     return FMSA_SUCCESS;
 }
@@ -316,7 +288,7 @@ fmsa_status fmsa_ocl_cpu_run_backward(fmsa_ocl_state *st, const fmsa_problem *p,
     const size_t e = fmsa_problem_elem_size(p);
     const int64_t bq = p->is_varlen ? 1 : p->batch;
     fmsa_ocl_cpu_layout L;
-    FMSA_TRY(fmsa_ocl_cpu_check_ws(cfg, workspace, workspace_bytes, "backward"));
+    FMSA_TRY(fmsa_ocl_check_workspace(cfg, workspace, workspace_bytes, "backward"));
     if (p->batch == 0 || p->heads_q == 0) return FMSA_SUCCESS;
     fmsa_ocl_cpu_layout_make(p, &L);
     {
@@ -328,9 +300,9 @@ fmsa_status fmsa_ocl_cpu_run_backward(fmsa_ocl_state *st, const fmsa_problem *p,
         fmsa_ocl_arg_long(&a, p->total_q);
         fmsa_ocl_arg_long(&a, p->heads_q);
         fmsa_ocl_cpu_arg_cfg(&a, p, 0);
-        FMSA_TRY(fmsa_ocl_cpu_enqueue(st, queue, &a, FMSA_OCL_K_BWD_PRE,
-                                      fmsa_ocl_cpu_groups(p->total_q, FMSA_OCL_CPU_PRE_ROWS),
-                                      (size_t)p->heads_q, (size_t)bq));
+        FMSA_TRY(fmsa_ocl_enqueue(st, queue, &a, fmsa_ocl_cpu_names[FMSA_OCL_K_BWD_PRE],
+                                  fmsa_ocl_groups(p->total_q, FMSA_OCL_CPU_PRE_ROWS),
+                                  (size_t)p->heads_q, (size_t)bq, 1));
     }
     for (int64_t slot0 = 0; slot0 < L.slots; slot0 += L.chunk) {
         const int64_t n = L.slots - slot0 < L.chunk ? L.slots - slot0 : L.chunk;
@@ -345,9 +317,9 @@ fmsa_status fmsa_ocl_cpu_run_backward(fmsa_ocl_state *st, const fmsa_problem *p,
             fmsa_ocl_arg_view4(&a, &p->dv, e);
             fmsa_ocl_cpu_arg_bwd_tail(&a, p, workspace, slot0, L.rows_q, L.q_off, L.rows_k,
                                       L.k_off);
-            FMSA_TRY(fmsa_ocl_cpu_enqueue(st, queue, &a, FMSA_OCL_K_BWD_DKDV,
-                                          fmsa_ocl_cpu_groups(p->seqlen_k, FMSA_OCL_CPU_ROWS),
-                                          (size_t)n, 1));
+            FMSA_TRY(fmsa_ocl_enqueue(st, queue, &a, fmsa_ocl_cpu_names[FMSA_OCL_K_BWD_DKDV],
+                                      fmsa_ocl_groups(p->seqlen_k, FMSA_OCL_CPU_ROWS),
+                                      (size_t)n, 1, 1));
         }
         {
             fmsa_ocl_args a = {st->cl, NULL, 0, CL_SUCCESS};
@@ -355,9 +327,9 @@ fmsa_status fmsa_ocl_cpu_run_backward(fmsa_ocl_state *st, const fmsa_problem *p,
             fmsa_ocl_arg_view4(&a, &p->dq, e);
             fmsa_ocl_cpu_arg_bwd_tail(&a, p, workspace, slot0, L.rows_k, L.k_off, L.rows_q,
                                       L.q_off);
-            FMSA_TRY(fmsa_ocl_cpu_enqueue(st, queue, &a, FMSA_OCL_K_BWD_DQ,
-                                          fmsa_ocl_cpu_groups(p->seqlen_q, FMSA_OCL_CPU_ROWS),
-                                          (size_t)(n * L.group), 1));
+            FMSA_TRY(fmsa_ocl_enqueue(st, queue, &a, fmsa_ocl_cpu_names[FMSA_OCL_K_BWD_DQ],
+                                      fmsa_ocl_groups(p->seqlen_q, FMSA_OCL_CPU_ROWS),
+                                      (size_t)(n * L.group), 1, 1));
         }
     }
     return FMSA_SUCCESS;

@@ -5,60 +5,13 @@
  * because their feature switch is off.  Everything is enqueued on one
  * in-order queue, so the backward's three stages need no events.
  */
-#define _POSIX_C_SOURCE 199309L /* clock_gettime(CLOCK_MONOTONIC) for FLASHMSA_OCL_PROFILE */
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "backends/opencl/ocl_args.h"
 #include "backends/opencl/ocl_cpu.h"
 #include "backends/opencl/ocl_internal.h"
 #include "common/error.h"
-
-/* Developers: FLASHMSA_OCL_PROFILE set = finish the queue around every
- * launch and log its wall time at info level (tuning: which backward kernel
- * costs what).  Slows everything down; never set in a timed comparison. */
-static int fmsa_ocl_profiling(void) {
-    static int on = -1;
-    if (on < 0) on = getenv("FLASHMSA_OCL_PROFILE") != NULL;
-    return on;
-}
-
-static double fmsa_ocl_now_ms(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec * 1e-6;
-}
-
-static fmsa_status fmsa_ocl_enqueue(fmsa_ocl_state *st, cl_command_queue queue,
-                                    const fmsa_ocl_args *a, const char *what, size_t groups0,
-                                    size_t dim1, size_t dim2, size_t wg) {
-    size_t global[3] = {groups0 * wg, dim1, dim2}, local[3] = {wg, 1, 1};
-    if (a->rc != CL_SUCCESS)
-        return fmsa_fail(FMSA_ERR_DEVICE, "opencl: clSetKernelArg failed for %s: %s (%d)", what,
-                         fmsa_ocl_error_name(a->rc), (int)a->rc);
-    if (!groups0 || !dim1 || !dim2) return FMSA_SUCCESS;
-    if (fmsa_ocl_profiling()) {
-        double t0;
-        FMSA_OCL_CHECK("clFinish", st->cl->clFinish(queue));
-        t0 = fmsa_ocl_now_ms();
-        FMSA_OCL_CHECK("clEnqueueNDRangeKernel",
-                       st->cl->clEnqueueNDRangeKernel(queue, a->kernel, 3, NULL, global, local,
-                                                      0, NULL, NULL));
-        FMSA_OCL_CHECK("clFinish", st->cl->clFinish(queue));
-        fmsa_log(FMSA_LOG_INFO, "opencl profile: %s %.3f ms (%zu x %zu x %zu groups of %zu)",
-                 what, fmsa_ocl_now_ms() - t0, groups0, dim1, dim2, wg);
-        return FMSA_SUCCESS;
-    }
-    FMSA_OCL_CHECK("clEnqueueNDRangeKernel",
-                   st->cl->clEnqueueNDRangeKernel(queue, a->kernel, 3, NULL, global, local, 0,
-                                                  NULL, NULL));
-    return FMSA_SUCCESS;
-}
-
-static size_t fmsa_ocl_tiles(int64_t n, int block) {
-    return n <= 0 ? 0 : (size_t)((n + block - 1) / block);
-}
 
 fmsa_status fmsa_ocl_run_forward(fmsa_ocl_state *st, const fmsa_problem *p, cl_mem workspace,
                                  size_t workspace_bytes, cl_command_queue queue) {
@@ -84,8 +37,9 @@ fmsa_status fmsa_ocl_run_forward(fmsa_ocl_state *st, const fmsa_problem *p, cl_m
     fmsa_ocl_arg_cu(&a, p);
     fmsa_ocl_arg_paged(&a, p);
     fmsa_ocl_arg_dims(&a, p);
-    return fmsa_ocl_enqueue(st, queue, &a, "fmsa_ocl_forward", fmsa_ocl_tiles(p->seqlen_q, kc->block_m),
-                            (size_t)p->heads_q, (size_t)p->batch, (size_t)kc->wg);
+    return fmsa_ocl_enqueue(st, queue, &a, "fmsa_ocl_forward",
+                            fmsa_ocl_groups(p->seqlen_q, kc->block_m), (size_t)p->heads_q,
+                            (size_t)p->batch, (size_t)kc->wg);
 }
 
 /* Arguments shared by the dK/dV and dQ kernels up to their outputs. */
@@ -115,10 +69,7 @@ fmsa_status fmsa_ocl_run_backward(fmsa_ocl_state *st, const fmsa_problem *p, cl_
     FMSA_TRY(fmsa_ocl_config_make(st, p, &cfg));
     if (cfg.variant == FMSA_OCL_VARIANT_CPU)
         return fmsa_ocl_cpu_run_backward(st, p, &cfg, workspace, workspace_bytes, queue);
-    if (workspace_bytes < cfg.workspace_bytes || (cfg.workspace_bytes && !workspace))
-        return fmsa_fail(FMSA_ERR_INSUFFICIENT_WORKSPACE,
-                         "opencl: backward needs %zu bytes of workspace, got %zu",
-                         cfg.workspace_bytes, workspace_bytes);
+    FMSA_TRY(fmsa_ocl_check_workspace(&cfg, workspace, workspace_bytes, "backward"));
     if (p->batch == 0 || p->heads_q == 0) return FMSA_SUCCESS;
     kkv = &cfg.kernel[FMSA_OCL_K_BWD_DKDV];
     kq = &cfg.kernel[FMSA_OCL_K_BWD_DQ];
@@ -132,7 +83,7 @@ fmsa_status fmsa_ocl_run_backward(fmsa_ocl_state *st, const fmsa_problem *p, cl_
         fmsa_ocl_arg_long(&a, p->total_q);
         fmsa_ocl_arg_long(&a, p->heads_q);
         FMSA_TRY(fmsa_ocl_enqueue(st, queue, &a, "fmsa_ocl_bwd_preprocess",
-                                  fmsa_ocl_tiles(p->total_q, (int)wg), (size_t)p->heads_q,
+                                  fmsa_ocl_groups(p->total_q, (int)wg), (size_t)p->heads_q,
                                   (size_t)bq, wg));
     }
     {
@@ -143,7 +94,7 @@ fmsa_status fmsa_ocl_run_backward(fmsa_ocl_state *st, const fmsa_problem *p, cl_
         fmsa_ocl_arg_view4(&a, &p->dv, e);
         fmsa_ocl_arg_bwd_tail(&a, p, workspace);
         FMSA_TRY(fmsa_ocl_enqueue(st, queue, &a, "fmsa_ocl_bwd_dkdv",
-                                  fmsa_ocl_tiles(p->seqlen_k, kkv->block_n), (size_t)p->heads_kv,
+                                  fmsa_ocl_groups(p->seqlen_k, kkv->block_n), (size_t)p->heads_kv,
                                   (size_t)p->batch, (size_t)kkv->wg));
     }
     {
@@ -153,7 +104,7 @@ fmsa_status fmsa_ocl_run_backward(fmsa_ocl_state *st, const fmsa_problem *p, cl_
         fmsa_ocl_arg_view4(&a, &p->dq, e);
         fmsa_ocl_arg_bwd_tail(&a, p, workspace);
         FMSA_TRY(fmsa_ocl_enqueue(st, queue, &a, "fmsa_ocl_bwd_dq",
-                                  fmsa_ocl_tiles(p->seqlen_q, kq->block_m), (size_t)p->heads_q,
+                                  fmsa_ocl_groups(p->seqlen_q, kq->block_m), (size_t)p->heads_q,
                                   (size_t)p->batch, (size_t)kq->wg));
     }
     return FMSA_SUCCESS;
