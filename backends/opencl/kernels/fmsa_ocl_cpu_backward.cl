@@ -22,6 +22,27 @@ inline long fc_ws_index(const fc_seq *s, long4 dims, long h, long ws_rows, long 
     return (s->q_batch * dims.z + h) * ws_rows + s->q_row0 + i;
 }
 
+/* The softmax statistics of query rows i0 .. i0 + n - 1 (rows from `valid` on
+ * get lse2 = -inf, dd = 0): lse2 = lse * log2 e, and dd = rowsum(dO * O) from
+ * the preprocess.  Returns 1 when any row has a finite lse2. */
+inline int fc_row_stats(__private float *lse2, __private float *dd, int n, int valid, long i0,
+                        const fc_seq *s, long h, __global const float *lse, long4 lv,
+                        __global const float *ws, long4 dims, long ws_rows) {
+    int any = 0;
+    for (int r = 0; r < n; ++r) {
+        lse2[r] = -INFINITY;
+        dd[r] = 0.0f;
+        if (r < valid) {
+            const long i = i0 + r;
+            lse2[r] = lse[lv.x + s->q_batch * lv.y + h * lv.z + (s->q_row0 + i) * lv.w] *
+                      FMSA_LOG2E;
+            dd[r] = ws[fc_ws_index(s, dims, h, ws_rows, i)];
+        }
+        if (lse2[r] != -INFINITY) any = 1;
+    }
+    return any;
+}
+
 /* ws[(b * heads + h) * rows + row] = sum_d dO * O; global size (ceil(rows / 64), Hq, Bq). */
 __kernel __attribute__((reqd_work_group_size(1, 1, 1))) void fmsa_ocl_cpu_bwd_preprocess(
     __global const uchar *o, long4 ov, __global const uchar *dout, long4 dv, __global float *ws,
@@ -85,19 +106,8 @@ __kernel __attribute__((reqd_work_group_size(1, 1, 1))) void fmsa_ocl_cpu_bwd_dk
         __global const float *dop = qp + pk.y * D;
         for (long m0 = qb; m0 < qe; m0 += FC_KC) {
             const int nq = (int)min((long)FC_KC, qe - m0);
-            int any = 0;
-            for (int r = 0; r < FC_KC; ++r) {
-                lse2[r] = -INFINITY;
-                dd[r] = 0.0f;
-                if (r < nq) {
-                    const long i = m0 + r;
-                    lse2[r] = lse[lv.x + s.q_batch * lv.y + h * lv.z + (s.q_row0 + i) * lv.w] *
-                              FMSA_LOG2E;
-                    dd[r] = ws[fc_ws_index(&s, dims, h, ws_rows, i)];
-                }
-                if (lse2[r] != -INFINITY) any = 1;
-            }
-            if (!any) continue;
+            if (!fc_row_stats(lse2, dd, FC_KC, nq, m0, &s, h, lse, lv, ws, dims, ws_rows))
+                continue;
 
             /* The step's rows against every key lane: full when no mask
              * applies to any (row, key) pair. */
@@ -208,16 +218,7 @@ __kernel __attribute__((reqd_work_group_size(1, 1, 1))) void fmsa_ocl_cpu_bwd_dq
     float row[FC_DMAX], dsr[FC_KC * FC_L];
     float lse2f[FC_L], ddf[FC_L];
 
-    for (int r = 0; r < FC_L; ++r) {
-        lse2f[r] = -INFINITY;
-        ddf[r] = 0.0f;
-        if (r < nrows) {
-            const long i = i0 + r;
-            lse2f[r] = lse[lv.x + s.q_batch * lv.y + h * lv.z + (s.q_row0 + i) * lv.w] *
-                       FMSA_LOG2E;
-            ddf[r] = ws[fc_ws_index(&s, dims, h, ws_rows, i)];
-        }
-    }
+    fc_row_stats(lse2f, ddf, FC_L, nrows, i0, &s, h, lse, lv, ws, dims, ws_rows);
     {
         __global const float *qpan =
             ws + pk2.x + (local_slot * group + h - hk * group) * 2 * pk2.y * D;
