@@ -69,7 +69,7 @@ static void kb_b16(const fmsa_cpu_kernels *kern, int bm, int bn, int d, double p
             float xmax, c, sum;
             if (m[i] > -1e30f) {
                 sum = kern->row_exp2_b16(row, bn, 0.125f, m[i], pp + (size_t)i * bn, kp, &xmax);
-                if (!(xmax * 0.125f > m[i] + 8.0f)) {
+                if (fmsa_softmax_keeps(m[i], xmax * 0.125f)) {
                     l[i] += sum;
                     continue;
                 }

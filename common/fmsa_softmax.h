@@ -10,6 +10,7 @@
  *   init      m = -inf, l = 0, acc = 0
  *   update    m' = max(m, rowmax(tile));  c = exp2(m - m');  p_j = exp2(s2_j - m')
  *             l  = c * l + sum_j p_j;  acc = c * acc + p · V  (the caller does p · V)
+ *   keeps     lazy rescaling: skip the update while a tile climbs by <= 8 bits
  *   merge     two states over disjoint key sets -> the state over their union
  *             (split-KV decode, ring attention)
  *   finalize  O = acc / l,  lse = (m + log2 l) * ln 2   (natural-log LSE, as FA)
@@ -43,6 +44,23 @@ FMSA_INLINE float fmsa_softmax_update(FMSA_PRIVATE float *m, float tile_max) {
     c = FMSA_EXP2(*m - m_new);              /* exp2(-inf) = 0 for the first tile */
     *m = m_new;
     return c;
+}
+
+/// Lazy rescaling (as FlashAttention-4 does on Blackwell): the running maximum m
+/// may stay for a tile whose maximum exceeds it by at most this much (base 2).
+/// The tile's probabilities against the stale m are then below 2^8, far from
+/// any fp32 or bf16 range limit, and finalize divides acc by the l summed
+/// against the same m, so the softmax is the same: the rescale of l and acc
+/// (and on some kernels the max reduction ahead of the exponentials) is
+/// skipped for every tile that does not climb by more than 8 bits.
+#define FMSA_SOFTMAX_STALE_MAX 8.0f
+
+/// 1 when a row whose running maximum is m may treat a tile of maximum
+/// tile_max without fmsa_softmax_update (c = 1, m kept); 0 when it must update
+/// (first visible tile: m = -inf; or tile_max > m + FMSA_SOFTMAX_STALE_MAX).
+/// A NaN tile maximum keeps m, so the NaN reaches l and the output.
+FMSA_INLINE int fmsa_softmax_keeps(float m, float tile_max) {
+    return m != FMSA_NEG_INF && !(tile_max > m + FMSA_SOFTMAX_STALE_MAX);
 }
 
 /// Probability weight of one base-2 score under the running maximum m;

@@ -25,12 +25,6 @@
 
 static int64_t b16_round(int64_t x, int64_t to) { return (x + to - 1) / to * to; }
 
-/// How far (base 2) a tile's maximum may exceed the row's running maximum
-/// before the row is redone against it: probabilities stay below 2^8, far
-/// from any fp32 or bf16 range limit, and a redo is rare after the first
-/// tiles (scores of one row rarely climb by 8 bits).
-#define FMSA_CPU_B16_STALE_MAX 8.0f
-
 /// uint16 elements of one key tile's K panel and V panel (bn keys).
 static int64_t b16_k_elems(int64_t D, int bn) { return fmsa_cpu_b16_panel_elems((int)D, bn); }
 static int64_t b16_v_elems(int64_t D, int bn) { return fmsa_cpu_b16_panel_elems(bn, (int)D); }
@@ -157,15 +151,13 @@ void fmsa_cpu_b16_rows(const fmsa_problem *p, const fmsa_cpu_plan *pl, const fms
                 /* A maximum is known from earlier tiles: exponentiate against it
                  * and take this tile's maximum in the same pass, so the row is
                  * read once and its exponentials need not wait for a max
-                 * reduction.  Only when the tile's maximum exceeds it by more
-                 * than FMSA_CPU_B16_STALE_MAX (P could pass 2^8) is the row redone
-                 * against the new maximum.  The result is the same softmax: m
-                 * is any shift that keeps exp2 in range, and the output divides
-                 * by the l summed against that same m. */
+                 * reduction; the state machine's lazy rescaling
+                 * (fmsa_softmax_keeps) says whether that maximum may stay, else
+                 * the row is redone against the new one. */
                 float xmax;
                 const float sum = kern->row_exp2_b16(sr, cols, exp_scale, t->m[r], pr, kp, &xmax);
                 tile_max = xmax * exp_scale; /* -inf stays -inf */
-                if (!(tile_max > t->m[r] + FMSA_CPU_B16_STALE_MAX)) { /* NaN: kept in the sum */
+                if (fmsa_softmax_keeps(t->m[r], tile_max)) {
                     t->l[r] += sum;
                     continue;
                 }
