@@ -78,6 +78,24 @@ static fmsa_status fmsa_check_tensor(const char *name, const fmsa_tensor *t, int
     return fmsa_check_extent(name, t);
 }
 
+/* t may not broadcast (a zero stride over an extent > 1); `what` says why in
+ * the message.  Outputs: several results would land on one element, written
+ * concurrently by different threads or work-groups (a race).  cu_seqlens:
+ * every sequence would be empty while a tiny buffer claims any batch, which
+ * validation would read entry by entry.  Only the documented inputs (mask,
+ * alibi) may broadcast. */
+static fmsa_status fmsa_check_not_broadcast(const char *name, const fmsa_tensor *t,
+                                            const char *what) {
+    for (int32_t i = 0; i < t->ndim; ++i)
+        if (t->shape[i] == 0) return FMSA_SUCCESS; /* empty: nothing is read or written */
+    for (int32_t i = 0; i < t->ndim; ++i)
+        if (t->strides[i] == 0 && t->shape[i] > 1)
+            return fmsa_fail(FMSA_ERR_INVALID_ARGUMENT,
+                             "%s.strides[%d] = 0 with shape[%d] = %lld: %s cannot broadcast",
+                             name, (int)i, (int)i, (long long)t->shape[i], what);
+    return FMSA_SUCCESS;
+}
+
 static fmsa_status fmsa_check_dtype(const char *name, const fmsa_tensor *t, fmsa_dtype want) {
     if (t->dtype != want)
         return fmsa_fail(FMSA_ERR_INVALID_ARGUMENT, "%s.dtype = %d: expected %d", name,
@@ -355,15 +373,10 @@ static fmsa_status fmsa_check_sequences(fmsa_problem *p, const fmsa_attention_de
         if (desc->cu_seqlens_q.shape[0] < 1)
             return fmsa_fail(FMSA_ERR_INVALID_ARGUMENT,
                              "desc.cu_seqlens_q.shape[0] = 0: must be batch + 1 >= 1");
-        /* A broadcast (stride 0) offset vector would make every sequence empty
-         * and let a tiny buffer claim any batch, which validation would then
-         * read entry by entry: refused. */
-        if (desc->cu_seqlens_q.shape[0] > 1 && desc->cu_seqlens_q.strides[0] == 0)
-            return fmsa_fail(FMSA_ERR_INVALID_ARGUMENT,
-                             "desc.cu_seqlens_q.strides[0] = 0: offsets cannot be broadcast");
-        if (desc->cu_seqlens_k.shape[0] > 1 && desc->cu_seqlens_k.strides[0] == 0)
-            return fmsa_fail(FMSA_ERR_INVALID_ARGUMENT,
-                             "desc.cu_seqlens_k.strides[0] = 0: offsets cannot be broadcast");
+        FMSA_TRY(fmsa_check_not_broadcast("desc.cu_seqlens_q", &desc->cu_seqlens_q,
+                                          "an offset vector"));
+        FMSA_TRY(fmsa_check_not_broadcast("desc.cu_seqlens_k", &desc->cu_seqlens_k,
+                                          "an offset vector"));
         if (desc->cu_seqlens_k.shape[0] != desc->cu_seqlens_q.shape[0])
             return fmsa_fail(FMSA_ERR_INVALID_ARGUMENT,
                              "desc.cu_seqlens_k.shape[0] = %lld: must equal "
@@ -499,19 +512,8 @@ static fmsa_status fmsa_check_like(const char *name, const fmsa_tensor *t, const
     return fmsa_check_shape(name, t, like->shape, fmsa_qdims);
 }
 
-/* An output may not broadcast: a zero stride over an extent > 1 makes several
- * results land on one element, written concurrently by different threads or
- * work-groups (a race), so only the documented inputs (mask) may use it. */
 static fmsa_status fmsa_check_output(const char *name, const fmsa_tensor *t) {
-    for (int32_t i = 0; i < t->ndim; ++i)
-        if (t->shape[i] == 0) return FMSA_SUCCESS; /* empty: nothing is written */
-    for (int32_t i = 0; i < t->ndim; ++i)
-        if (t->strides[i] == 0 && t->shape[i] > 1)
-            return fmsa_fail(FMSA_ERR_INVALID_ARGUMENT,
-                             "%s.strides[%d] = 0 with shape[%d] = %lld: an output cannot "
-                             "broadcast",
-                             name, (int)i, (int)i, (long long)t->shape[i]);
-    return FMSA_SUCCESS;
+    return fmsa_check_not_broadcast(name, t, "an output");
 }
 
 static fmsa_status fmsa_check_lse(fmsa_problem *p, const fmsa_tensor *lse) {
