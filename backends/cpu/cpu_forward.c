@@ -82,9 +82,9 @@ static void cpu_fwd_update(const fmsa_cpu_kernels *kern, cpu_fwd_tiles *t, int r
                            int ld, const float *v, int64_t D, const float *next_kt,
                            const float *next_v) {
     const int64_t panel_bytes = (int64_t)ld * D * (int64_t)sizeof(float);
-    /* (Taking the maxima of 16 rows before their exponentials, so the cores
-     * could overlap the rows' latency chains, measured 4% slower than this on
-     * Zen 3 in bench/cpu_kernel_bench: the rows already overlap.) */
+    /* (Taking the maxima of 16 rows before their exponentials, meant to let
+     * the core overlap the rows' latency chains, measured 4.5% slower than
+     * this per-row step on Zen 3 in bench/cpu_kernel_bench.) */
     for (int r = 0; r < rows; ++r) {
         if (next_kt) {
             fmsa_cpu_prefetch_slice(next_kt, panel_bytes, r, rows);
