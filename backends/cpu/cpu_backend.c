@@ -22,11 +22,17 @@ static fmsa_status cpu_context_create(int index, void **state) {
     st = (fmsa_cpu_state *)malloc(sizeof *st);
     if (!st) return fmsa_fail(FMSA_ERR_OUT_OF_MEMORY, "cpu: context state (%zu bytes)", sizeof *st);
     st->info = info;
+    atomic_flag_clear(&st->arena.busy);
+    st->arena.buf = NULL;
+    st->arena.bytes = 0;
     *state = st;
     return FMSA_SUCCESS;
 }
 
-static void cpu_context_destroy(void *state) { free(state); }
+static void cpu_context_destroy(void *state) {
+    if (state) fmsa_cpu_arena_release(&((fmsa_cpu_state *)state)->arena);
+    free(state);
+}
 
 static fmsa_status cpu_mem_alloc(void *state, size_t bytes, void **ptr) {
     (void)state;

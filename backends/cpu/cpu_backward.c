@@ -33,6 +33,7 @@
 #include "backends/cpu/cpu_internal.h"
 #include "backends/cpu/cpu_pack.h"
 #include "backends/cpu/cpu_tile.h"
+#include "backends/cpu/cpu_trace.h"
 #include "common/error.h"
 #include "common/fmsa_score.h"
 #include "common/fmsa_softmax.h"
@@ -72,8 +73,7 @@ typedef struct cpu_bwd_panels {
     float *q, *dout; ///< per query head of the group: [tiles_q * block_m][D]
     float *lse2;     ///< per query head: lse * log2(e)
     float *delta;    ///< per query head: D_i
-    float *dqp;      ///< dq_parts > 0: dQ partials [part][group][head_rows][D]
-    float *dqf;      ///< ... and 1 where (part, head, query tile) was written [part][group][tiles_q]
+    fmsa_cpu_dq_partials dq; ///< dq_parts > 0: rows of D floats (else NULL)
     int64_t head_rows; ///< tiles_q * block_m: stride between query heads' panels
 } cpu_bwd_panels;
 
@@ -91,8 +91,10 @@ static cpu_bwd_panels cpu_bwd_slot(const fmsa_problem *p, const fmsa_cpu_plan *p
     x.dout = x.q + group * x.head_rows * D;
     x.lse2 = x.dout + group * x.head_rows * D;
     x.delta = x.lse2 + group * x.head_rows;
-    x.dqp = x.delta + group * x.head_rows;
-    x.dqf = x.dqp + pl->dq_parts * group * x.head_rows * D;
+    x.dq.ld = D;
+    x.dq.head_rows = x.head_rows;
+    x.dq.rows = pl->dq_parts > 0 ? x.delta + group * x.head_rows : NULL;
+    x.dq.written = pl->dq_parts > 0 ? x.dq.rows + pl->dq_parts * group * x.head_rows * D : NULL;
     return x;
 }
 
@@ -206,8 +208,8 @@ static void cpu_bwd_dkdv_tile(const fmsa_problem *p, const fmsa_cpu_plan *pl, in
             pl->kern->gemm(cols, (int)D, rows, t->s, 1, ld, x->dout + r0 * D, D, t->dv, D, 1);
             pl->kern->gemm(cols, (int)D, rows, t->dp, 1, ld, x->q + r0 * D, D, t->dk, D, 1);
             if (pl->dq_parts > 0) { /* the part's first write of these rows overwrites */
-                float *flag = x->dqf + (part * group + g) * pl->tiles_q + i0 / pl->block_m;
-                float *dqp = x->dqp + ((part * group + g) * x->head_rows + i0) * D;
+                float *flag = x->dq.written + (part * group + g) * pl->tiles_q + i0 / pl->block_m;
+                float *dqp = x->dq.rows + ((part * group + g) * x->head_rows + i0) * D;
                 pl->kern->gemm(rows, (int)D, cols, t->dp, ld, 1, x->k + j0 * D, D, dqp, D,
                                *flag != 0.0f);
                 *flag = 1.0f;
@@ -232,43 +234,50 @@ static void cpu_bwd_part_tiles(const fmsa_cpu_plan *pl, int64_t part, int64_t *k
     *kt1 = *kt0 + per < pl->tiles_k ? *kt0 + per : pl->tiles_k;
 }
 
-/// Stage (a) work item: key tile `tile`, or with dQ partials part `tile`.
+/// Stage (a) work item of either variant (fp32 tiles t, or bf16 products on
+/// the calling thread's scratch): key tile `tile`, or with dQ partials part
+/// `tile`, whose written-flags it clears before its key tiles run.
 static void cpu_bwd_dkdv_item(const fmsa_problem *p, const fmsa_cpu_plan *pl, int64_t slot,
-                              const cpu_bwd_panels *x, int64_t tile, cpu_bwd_tiles *t) {
+                              float *slot_panels, const cpu_bwd_panels *x, int64_t tile,
+                              cpu_bwd_tiles *t, char *scratch) {
     const int64_t group = p->heads_q / p->heads_kv;
-    int64_t kt0, kt1;
-    if (pl->dq_parts == 0) {
-        cpu_bwd_dkdv_tile(p, pl, slot, x, tile, 0, t);
-        return;
+    int64_t kt0 = tile, kt1 = tile + 1, part = 0;
+    if (pl->dq_parts > 0) {
+        const fmsa_cpu_dq_partials dq =
+            pl->b16 ? fmsa_cpu_b16_bwd_partials(p, pl, slot_panels) : x->dq;
+        for (int64_t f = 0; f < group * pl->tiles_q; ++f)
+            dq.written[tile * group * pl->tiles_q + f] = 0.0f;
+        cpu_bwd_part_tiles(pl, tile, &kt0, &kt1);
+        part = tile;
     }
-    for (int64_t f = 0; f < group * pl->tiles_q; ++f) x->dqf[tile * group * pl->tiles_q + f] = 0.0f;
-    cpu_bwd_part_tiles(pl, tile, &kt0, &kt1);
-    for (int64_t kt = kt0; kt < kt1; ++kt) cpu_bwd_dkdv_tile(p, pl, slot, x, kt, tile, t);
+    for (int64_t kt = kt0; kt < kt1; ++kt) {
+        if (pl->b16) fmsa_cpu_b16_bwd_dkdv(p, pl, slot, slot_panels, kt, part, scratch);
+        else cpu_bwd_dkdv_tile(p, pl, slot, x, kt, part, t);
+    }
 }
 
-/// Stage (b) with dQ partials: dQ of query tile qt of head `sub` = the sum of
-/// the parts' partials in part order (parts that never saw the tile add nothing).
+/// Stage (b) with dQ partials (either variant): dQ of query tile qt of head
+/// `sub` = the sum of the parts' partials in part order, row by row (parts
+/// that never saw the tile add nothing).
 static void cpu_bwd_dq_sum_item(const fmsa_problem *p, const fmsa_cpu_plan *pl, int64_t slot,
-                                const cpu_bwd_panels *x, int64_t sub, int64_t qt,
-                                cpu_bwd_tiles *t) {
+                                const fmsa_cpu_dq_partials *dq, int64_t sub, int64_t qt) {
     const int64_t D = p->head_dim, group = p->heads_q / p->heads_kv, b = slot / p->heads_kv;
     const int64_t h = (slot % p->heads_kv) * group + sub;
     const fmsa_seq seq = fmsa_problem_seq(p, b);
     const int64_t i0 = qt * pl->block_m;
-    int rows;
+    float row[FMSA_CPU_MAX_HEAD_DIM];
     if (i0 >= seq.sq) return;
-    rows = (int)(seq.sq - i0 < pl->block_m ? seq.sq - i0 : pl->block_m);
-    fmsa_cpu_zero(t->dq, (int64_t)rows * D);
-    for (int64_t part = 0; part < pl->dq_parts; ++part) {
-        const float *src = x->dqp + ((part * group + sub) * x->head_rows + i0) * D;
-        float *restrict dst = t->dq;
-        if (x->dqf[(part * group + sub) * pl->tiles_q + qt] == 0.0f) continue;
-        for (int64_t e = 0; e < (int64_t)rows * D; ++e) dst[e] += src[e];
-    }
-    for (int r = 0; r < rows; ++r)
+    for (int64_t r = 0; r < seq.sq - i0 && r < pl->block_m; ++r) {
+        fmsa_cpu_zero(row, D);
+        for (int64_t part = 0; part < pl->dq_parts; ++part) {
+            const float *src = dq->rows + ((part * group + sub) * dq->head_rows + i0 + r) * dq->ld;
+            if (dq->written[(part * group + sub) * pl->tiles_q + qt] == 0.0f) continue;
+            for (int64_t d = 0; d < D; ++d) row[d] += src[d];
+        }
         fmsa_cpu_row_store(fmsa_view4_host(&p->dq), p->dtype,
                            fmsa_problem_q_offset(&p->dq, &seq, i0 + r, h), D, p->softmax_scale,
-                           t->dq + (int64_t)r * D);
+                           row);
+    }
 }
 
 /// Stage (b): dQ of query tile qt of query head `sub` of the slot's group.
@@ -352,6 +361,9 @@ fmsa_status fmsa_cpu_backward(void *state, const fmsa_problem *p, void *workspac
     float *panels, *delta = (float *)workspace;
     fmsa_cpu_item *kv_items, *q_items;
     int64_t group, n_kv = 0, n_q = 0; /* n_kv, n_q: shared, written by one thread per chunk */
+    fmsa_cpu_arena *arena = state ? &((fmsa_cpu_state *)state)->arena : NULL;
+    char *buf;
+    fmsa_cpu_trace tr;
     (void)stream; /* the CPU runs synchronously */
 
     FMSA_TRY(fmsa_cpu_plan_make((const fmsa_cpu_state *)state, p, &pl));
@@ -365,25 +377,29 @@ fmsa_status fmsa_cpu_backward(void *state, const fmsa_problem *p, void *workspac
     group = p->heads_q / p->heads_kv;
 
     nthreads = fmsa_cpu_max_threads();
-    scratch = (char *)fmsa_cpu_aligned_alloc((size_t)nthreads * pl.scratch_bytes);
-    panels = (float *)fmsa_cpu_aligned_alloc((size_t)(pl.chunk_slots * pl.slot_floats) *
-                                             sizeof(float));
-    kv_items = (fmsa_cpu_item *)fmsa_cpu_aligned_alloc((size_t)(pl.chunk_slots * pl.tiles_k) *
-                                                       sizeof *kv_items);
-    q_items = (fmsa_cpu_item *)fmsa_cpu_aligned_alloc(
-        (size_t)(pl.chunk_slots * group * pl.tiles_q) * sizeof *q_items);
-    if (!scratch || !panels || !kv_items || !q_items) {
-        fmsa_cpu_aligned_free(scratch);
-        fmsa_cpu_aligned_free(panels);
-        fmsa_cpu_aligned_free(kv_items);
-        fmsa_cpu_aligned_free(q_items);
-        return fmsa_fail(FMSA_ERR_OUT_OF_MEMORY,
-                         "cpu: backward scratch (%d x %zu bytes) and panels (%lld slots x %lld "
-                         "floats)", nthreads, pl.scratch_bytes, (long long)pl.chunk_slots,
-                         (long long)pl.slot_floats);
+    {
+        const size_t scratch_all = fmsa_cpu_round64((size_t)nthreads * pl.scratch_bytes);
+        const size_t panel_all =
+            fmsa_cpu_round64((size_t)(pl.chunk_slots * pl.slot_floats) * sizeof(float));
+        const size_t kv_all =
+            fmsa_cpu_round64((size_t)(pl.chunk_slots * pl.tiles_k) * sizeof *kv_items);
+        char *at = buf = (char *)fmsa_cpu_arena_take(
+            arena, scratch_all + panel_all + kv_all +
+                       (size_t)(pl.chunk_slots * group * pl.tiles_q) * sizeof *q_items);
+        if (!buf)
+            return fmsa_fail(FMSA_ERR_OUT_OF_MEMORY,
+                             "cpu: backward scratch (%d x %zu bytes) and panels (%lld slots x "
+                             "%lld floats)", nthreads, pl.scratch_bytes,
+                             (long long)pl.chunk_slots, (long long)pl.slot_floats);
+        scratch = (char *)fmsa_cpu_carve(&at, scratch_all);
+        panels = (float *)fmsa_cpu_carve(&at, panel_all);
+        kv_items = (fmsa_cpu_item *)fmsa_cpu_carve(&at, kv_all);
+        q_items = (fmsa_cpu_item *)at;
     }
 
-    cpu_bwd_preprocess(p, pl.kern, delta);
+    fmsa_cpu_trace_begin(&tr, nthreads);
+    /* the bf16 products take D through their own product (cpu_backward_b16.c) */
+    if (!pl.b16) cpu_bwd_preprocess(p, pl.kern, delta);
 FMSA_CPU_OMP(omp parallel num_threads(nthreads))
     {
         char *mine = scratch + (size_t)fmsa_cpu_thread_num() * pl.scratch_bytes;
@@ -397,52 +413,54 @@ FMSA_CPU_OMP(omp single nowait)
             cpu_bwd_items(p, &pl, slot0, nslots, kv_items, &n_kv, q_items, &n_q);
 FMSA_CPU_OMP(omp for schedule(dynamic, 1))
             for (int64_t it = 0; it < nslots * jobs; ++it) {
+                const double t0 = fmsa_cpu_trace_now(&tr);
                 if (pl.b16) {
                     fmsa_cpu_b16_bwd_pack(p, &pl, slot0 + it / jobs,
                                           panels + (it / jobs) * pl.slot_floats, it % jobs, delta,
                                           mine);
-                    continue;
-                }
-                {
+                } else {
                     const cpu_bwd_panels x = cpu_bwd_slot(p, &pl, panels, it / jobs);
                     cpu_bwd_pack(p, &pl, slot0 + it / jobs, &x, it % jobs, delta);
                 }
+                fmsa_cpu_trace_add(&tr, FMSA_CPU_TRACE_PACK, t0);
             }
 FMSA_CPU_OMP(omp barrier)
             if (!pl.b16) t = cpu_bwd_carve(mine, &pl, p->head_dim, 1);
 FMSA_CPU_OMP(omp for schedule(dynamic, 1))
             for (int64_t it = 0; it < n_kv; ++it) {
-                if (pl.b16) {
-                    fmsa_cpu_b16_bwd_dkdv(p, &pl, kv_items[it].slot,
-                                          panels + (kv_items[it].slot - slot0) * pl.slot_floats,
-                                          kv_items[it].tile, mine);
-                    continue;
-                }
-                const cpu_bwd_panels x = cpu_bwd_slot(p, &pl, panels, kv_items[it].slot - slot0);
-                cpu_bwd_dkdv_item(p, &pl, kv_items[it].slot, &x, kv_items[it].tile, &t);
+                const int64_t in_chunk = kv_items[it].slot - slot0;
+                const cpu_bwd_panels x = pl.b16 ? (cpu_bwd_panels){0}
+                                                : cpu_bwd_slot(p, &pl, panels, in_chunk);
+                const double t0 = fmsa_cpu_trace_now(&tr);
+                cpu_bwd_dkdv_item(p, &pl, kv_items[it].slot, panels + in_chunk * pl.slot_floats,
+                                  &x, kv_items[it].tile, &t, mine);
+                fmsa_cpu_trace_add(&tr, FMSA_CPU_TRACE_STAGE_A, t0);
             }
             if (!pl.b16) t = cpu_bwd_carve(mine, &pl, p->head_dim, 0);
 FMSA_CPU_OMP(omp for schedule(dynamic, 1))
             for (int64_t it = 0; it < n_q; ++it) {
-                if (pl.b16) {
-                    fmsa_cpu_b16_bwd_dq(p, &pl, q_items[it].slot,
-                                        panels + (q_items[it].slot - slot0) * pl.slot_floats,
-                                        q_items[it].sub, q_items[it].tile, mine);
-                    continue;
-                }
-                const cpu_bwd_panels x = cpu_bwd_slot(p, &pl, panels, q_items[it].slot - slot0);
-                if (pl.dq_parts > 0)
-                    cpu_bwd_dq_sum_item(p, &pl, q_items[it].slot, &x, q_items[it].sub,
-                                        q_items[it].tile, &t);
-                else
+                const int64_t in_chunk = q_items[it].slot - slot0;
+                float *slot_panels = panels + in_chunk * pl.slot_floats;
+                const cpu_bwd_panels x = pl.b16 ? (cpu_bwd_panels){0}
+                                                : cpu_bwd_slot(p, &pl, panels, in_chunk);
+                const double t0 = fmsa_cpu_trace_now(&tr);
+                if (pl.dq_parts > 0) {
+                    const fmsa_cpu_dq_partials dq =
+                        pl.b16 ? fmsa_cpu_b16_bwd_partials(p, &pl, slot_panels) : x.dq;
+                    cpu_bwd_dq_sum_item(p, &pl, q_items[it].slot, &dq, q_items[it].sub,
+                                        q_items[it].tile);
+                } else if (pl.b16) {
+                    fmsa_cpu_b16_bwd_dq(p, &pl, q_items[it].slot, slot_panels, q_items[it].sub,
+                                        q_items[it].tile, mine);
+                } else {
                     cpu_bwd_dq_item(p, &pl, q_items[it].slot, &x, q_items[it].sub,
                                     q_items[it].tile, &t);
+                }
+                fmsa_cpu_trace_add(&tr, FMSA_CPU_TRACE_STAGE_B, t0);
             }
         }
     }
-    fmsa_cpu_aligned_free(q_items);
-    fmsa_cpu_aligned_free(kv_items);
-    fmsa_cpu_aligned_free(panels);
-    fmsa_cpu_aligned_free(scratch);
+    fmsa_cpu_trace_end(&tr, "backward", fmsa_cpu_ceil_div(pl.slots, pl.chunk_slots));
+    fmsa_cpu_arena_give(arena, buf);
     return FMSA_SUCCESS;
 }

@@ -10,6 +10,11 @@
  *   dKᵀ += Qᵀ·dS    A = Qᵀ                     B = dS in the panel layout
  *   dQ  += dS·K     A = dS rows (bf16)         B = K panel (k = keys, n = D)
  *
+ * With dQ partials (plan->dq_parts > 0, cpu_backward.c) the dK/dV item also
+ * adds dQ partial += dS·K (A = the same bf16 dS rows, B = the K panel with
+ * k = keys) into its part's rows, and the dQ stage only sums them: 5
+ * products per (query tile, key tile) instead of 7.
+ *
  * dK and dV are accumulated transposed ([D][keys], fp32) so that P and dS
  * enter as the B operand, which the panel layout takes straight from their
  * row-major fp32 tiles (pairs of query rows interleaved): no transpose of P
@@ -38,10 +43,11 @@ typedef struct b16b_geo {
     int64_t kbe, kre;                ///< K/V panel of a key tile as B of S / dP; K as B of dQ
     int64_t rowa, rowt;              ///< Q or dO rows of a query tile (A of S / dP); transposed (A of dKᵀ / dVᵀ)
     int64_t group, tiles_q, tiles_k;
+    int64_t parts;                   ///< dQ partials' parts (0: dQ recomputes)
 } b16b_geo;
 
 static b16b_geo b16b_geometry(const fmsa_problem *p, int bm, int bn, int64_t tiles_q,
-                              int64_t tiles_k) {
+                              int64_t tiles_k, int64_t parts) {
     b16b_geo g;
     g.D = p->head_dim;
     g.dk = b16b_round(g.D, 32);
@@ -56,7 +62,13 @@ static b16b_geo b16b_geometry(const fmsa_problem *p, int bm, int bn, int64_t til
     g.group = p->heads_q / p->heads_kv;
     g.tiles_q = tiles_q;
     g.tiles_k = tiles_k;
+    g.parts = parts;
     return g;
+}
+
+/// The geometry of plan pl.
+static b16b_geo b16b_plan_geometry(const fmsa_problem *p, const fmsa_cpu_plan *pl) {
+    return b16b_geometry(p, pl->block_m, pl->block_n, pl->tiles_q, pl->tiles_k, pl->dq_parts);
 }
 
 /// uint16 elements of a slot's bf16 part (rounded to 64 bytes).
@@ -68,15 +80,17 @@ static int64_t b16b_u16(const b16b_geo *g) {
 
 int64_t fmsa_cpu_b16_bwd_slot_floats(const fmsa_problem *p, int bm, int bn, int64_t tiles_q,
                                      int64_t tiles_k) {
-    const b16b_geo g = b16b_geometry(p, bm, bn, tiles_q, tiles_k);
+    const b16b_geo g = b16b_geometry(p, bm, bn, tiles_q, tiles_k, 0);
     return b16b_u16(&g) / 2 + 2 * g.group * g.tiles_q * g.bm;
 }
 
-/// One slot's panels.
+/// One slot's panels; with dQ partials they follow delta (cpu_plan.c adds
+/// their floats to the slot's).
 typedef struct b16b_panels {
     uint16_t *kb, *vb, *kr;         ///< per key tile: kbe, kbe, kre elements
     uint16_t *qa, *doa, *qt, *dot;  ///< per (head of group, query tile): rowa, rowa, rowt, rowt
     float *lse2, *delta;            ///< per (head of group, query row)
+    fmsa_cpu_dq_partials dq;        ///< rows of dn floats; rows/written NULL without parts
 } b16b_panels;
 
 static b16b_panels b16b_slot(const b16b_geo *g, float *slot_panels) {
@@ -91,7 +105,17 @@ static b16b_panels b16b_slot(const b16b_geo *g, float *slot_panels) {
     x.dot = x.qt + heads_tiles * g->rowt;
     x.lse2 = slot_panels + b16b_u16(g) / 2;
     x.delta = x.lse2 + heads_tiles * g->bm;
+    x.dq.ld = g->dn;
+    x.dq.head_rows = g->tiles_q * g->bm;
+    x.dq.rows = g->parts > 0 ? x.delta + heads_tiles * g->bm : NULL;
+    x.dq.written = g->parts > 0 ? x.dq.rows + g->parts * heads_tiles * g->bm * g->dn : NULL;
     return x;
+}
+
+fmsa_cpu_dq_partials fmsa_cpu_b16_bwd_partials(const fmsa_problem *p, const fmsa_cpu_plan *pl,
+                                               float *slot_panels) {
+    const b16b_geo g = b16b_plan_geometry(p, pl);
+    return b16b_slot(&g, slot_panels).dq;
 }
 
 /// One thread's tiles.
@@ -131,7 +155,7 @@ static size_t b16b_carve(const b16b_geo *g, char *base, b16b_tiles *t) {
 }
 
 size_t fmsa_cpu_b16_bwd_scratch_bytes(const fmsa_problem *p, int bm, int bn) {
-    const b16b_geo g = b16b_geometry(p, bm, bn, 1, 1);
+    const b16b_geo g = b16b_geometry(p, bm, bn, 1, 1, 0);
     return b16b_carve(&g, NULL, NULL);
 }
 
@@ -174,7 +198,7 @@ static void b16b_pack_query(const b16b_geo *g, const float *stage, int rows, uin
 void fmsa_cpu_b16_bwd_pack(const fmsa_problem *p, const fmsa_cpu_plan *pl, int64_t slot,
                            float *slot_panels, int64_t job, const float *delta_ws,
                            char *scratch) {
-    const b16b_geo g = b16b_geometry(p, pl->block_m, pl->block_n, pl->tiles_q, pl->tiles_k);
+    const b16b_geo g = b16b_plan_geometry(p, pl);
     const b16b_panels x = b16b_slot(&g, slot_panels);
     const int64_t D = g.D, b = slot / p->heads_kv, hk = slot % p->heads_kv;
     const fmsa_seq seq = fmsa_problem_seq(p, b);
@@ -249,9 +273,19 @@ static void b16b_ds(const fmsa_cpu_plan *pl, const b16b_geo *g, const b16b_panel
     }
 }
 
+/// dS rows (fp32 t->dp, rows x cols of ld bn) to bf16 A rows (t->dsa, k padded
+/// to 32, rows padded to 16 with zeros).
+static void b16b_ds_rows(const fmsa_cpu_kernels *kern, const b16b_geo *g, int rows, int cols,
+                         b16b_tiles *t) {
+    const int kc = (int)b16b_round(cols, 32), mp = (int)b16b_round(rows, 16);
+    for (int r = 0; r < rows; ++r)
+        b16b_row_to_b16(kern, t->dp + r * g->bn, cols, t->dsa + r * g->bn, kc);
+    memset(t->dsa + (int64_t)rows * g->bn, 0, (size_t)((mp - rows) * g->bn) * 2);
+}
+
 void fmsa_cpu_b16_bwd_dkdv(const fmsa_problem *p, const fmsa_cpu_plan *pl, int64_t slot,
-                           float *slot_panels, int64_t kt, char *scratch) {
-    const b16b_geo g = b16b_geometry(p, pl->block_m, pl->block_n, pl->tiles_q, pl->tiles_k);
+                           float *slot_panels, int64_t kt, int64_t part, char *scratch) {
+    const b16b_geo g = b16b_plan_geometry(p, pl);
     const b16b_panels x = b16b_slot(&g, slot_panels);
     const fmsa_cpu_kernels *kern = pl->kern;
     const int64_t D = g.D, b = slot / p->heads_kv, hk = slot % p->heads_kv;
@@ -285,6 +319,14 @@ void fmsa_cpu_b16_bwd_dkdv(const fmsa_problem *p, const fmsa_cpu_plan *pl, int64
             b16b_pack_rows(kern, rows, cols, t.dp, g.bn, t.dsp);
             kern->gemm_b16((int)g.dn, np, kq, x.dot + ht * g.rowt, g.bm32, t.pp, t.dvt, g.bn, 1);
             kern->gemm_b16((int)g.dn, np, kq, x.qt + ht * g.rowt, g.bm32, t.dsp, t.dkt, g.bn, 1);
+            if (g.parts > 0) { /* dQ partial += dS·K; the part's first write overwrites */
+                float *written = x.dq.written + (part * g.group + gi) * g.tiles_q + i0 / g.bm;
+                float *rows_out = x.dq.rows + ((part * g.group + gi) * x.dq.head_rows + i0) * g.dn;
+                b16b_ds_rows(kern, &g, rows, cols, &t);
+                kern->gemm_b16((int)b16b_round(rows, 16), (int)g.dn, (int)b16b_round(cols, 32),
+                               t.dsa, g.bn, x.kr + kt * g.kre, rows_out, g.dn, *written != 0.0f);
+                *written = 1.0f;
+            }
         }
     }
     for (int c = 0; c < cols; ++c) {
@@ -301,7 +343,7 @@ void fmsa_cpu_b16_bwd_dkdv(const fmsa_problem *p, const fmsa_cpu_plan *pl, int64
 
 void fmsa_cpu_b16_bwd_dq(const fmsa_problem *p, const fmsa_cpu_plan *pl, int64_t slot,
                          float *slot_panels, int64_t sub, int64_t qt, char *scratch) {
-    const b16b_geo g = b16b_geometry(p, pl->block_m, pl->block_n, pl->tiles_q, pl->tiles_k);
+    const b16b_geo g = b16b_plan_geometry(p, pl);
     const b16b_panels x = b16b_slot(&g, slot_panels);
     const fmsa_cpu_kernels *kern = pl->kern;
     const int64_t D = g.D, b = slot / p->heads_kv;
@@ -322,15 +364,12 @@ void fmsa_cpu_b16_bwd_dq(const fmsa_problem *p, const fmsa_cpu_plan *pl, int64_t
     if (kern->b16_begin) kern->b16_begin();
     fmsa_cpu_score_init(&sc, p, &seq, b, h, dot_scale);
     fmsa_cpu_zero(t.dq, (int64_t)mp * g.dn);
-    /* padding rows of the dS operand stay 0 (their dQ rows are never stored) */
-    memset(t.dsa + (int64_t)rows * ld, 0, (size_t)((mp - rows) * ld) * 2);
     for (int64_t j0 = kb / ld * ld; j0 < ke; j0 += ld) {
         const int cols = (int)(seq.sk - j0 < ld ? seq.sk - j0 : ld);
         const int kc = (int)b16b_round(cols, 32);
         if (!fmsa_cpu_tile_visible(&sc, i0, rows, j0, cols)) continue;
         b16b_ds(pl, &g, &x, &sc, ht, i0, rows, j0 / ld, j0, cols, &t);
-        for (int r = 0; r < rows; ++r)
-            b16b_row_to_b16(kern, t.dp + r * ld, cols, t.dsa + r * ld, kc);
+        b16b_ds_rows(kern, &g, rows, cols, &t);
         kern->gemm_b16(mp, (int)g.dn, kc, t.dsa, ld, x.kr + (j0 / ld) * g.kre, t.dq, g.dn, 1);
     }
     for (int r = 0; r < rows; ++r)

@@ -17,6 +17,7 @@
 #include "backends/cpu/cpu_internal.h"
 #include "backends/cpu/cpu_pack.h"
 #include "backends/cpu/cpu_tile.h"
+#include "backends/cpu/cpu_trace.h"
 #include "common/error.h"
 #include "common/fmsa_score.h"
 #include "common/fmsa_softmax.h"
@@ -248,6 +249,9 @@ fmsa_status fmsa_cpu_forward(void *state, const fmsa_problem *p, void *workspace
     fmsa_cpu_item *items;
     int64_t max_items, n_items = 0; /* n_items: shared, written by one thread per chunk */
     float *partials = (float *)workspace;
+    fmsa_cpu_arena *arena = state ? &((fmsa_cpu_state *)state)->arena : NULL;
+    char *buf;
+    fmsa_cpu_trace tr;
     (void)stream; /* the CPU runs synchronously */
 
     FMSA_TRY(fmsa_cpu_plan_make((const fmsa_cpu_state *)state, p, &pl));
@@ -260,20 +264,23 @@ fmsa_status fmsa_cpu_forward(void *state, const fmsa_problem *p, void *workspace
 
     nthreads = fmsa_cpu_max_threads();
     max_items = pl.chunk_slots * (p->heads_q / p->heads_kv) * pl.tiles_q * pl.num_splits;
-    scratch = (char *)fmsa_cpu_aligned_alloc((size_t)nthreads * pl.scratch_bytes);
-    panels = (float *)fmsa_cpu_aligned_alloc((size_t)(pl.chunk_slots * pl.slot_floats) *
-                                             sizeof(float));
-    items = (fmsa_cpu_item *)fmsa_cpu_aligned_alloc((size_t)max_items * sizeof *items);
-    if (!scratch || !panels || !items) {
-        fmsa_cpu_aligned_free(scratch);
-        fmsa_cpu_aligned_free(panels);
-        fmsa_cpu_aligned_free(items);
-        return fmsa_fail(FMSA_ERR_OUT_OF_MEMORY,
-                         "cpu: forward scratch (%d x %zu bytes) and panels (%lld slots x %lld "
-                         "floats)", nthreads, pl.scratch_bytes, (long long)pl.chunk_slots,
-                         (long long)pl.slot_floats);
+    {
+        const size_t scratch_all = fmsa_cpu_round64((size_t)nthreads * pl.scratch_bytes);
+        const size_t panel_all =
+            fmsa_cpu_round64((size_t)(pl.chunk_slots * pl.slot_floats) * sizeof(float));
+        char *at = buf = (char *)fmsa_cpu_arena_take(
+            arena, scratch_all + panel_all + (size_t)max_items * sizeof *items);
+        if (!buf)
+            return fmsa_fail(FMSA_ERR_OUT_OF_MEMORY,
+                             "cpu: forward scratch (%d x %zu bytes) and panels (%lld slots x "
+                             "%lld floats)", nthreads, pl.scratch_bytes,
+                             (long long)pl.chunk_slots, (long long)pl.slot_floats);
+        scratch = (char *)fmsa_cpu_carve(&at, scratch_all);
+        panels = (float *)fmsa_cpu_carve(&at, panel_all);
+        items = (fmsa_cpu_item *)at;
     }
 
+    fmsa_cpu_trace_begin(&tr, nthreads);
 FMSA_CPU_OMP(omp parallel num_threads(nthreads))
     {
         char *mine = scratch + (size_t)fmsa_cpu_thread_num() * pl.scratch_bytes;
@@ -295,14 +302,20 @@ FMSA_CPU_OMP(omp parallel num_threads(nthreads))
 FMSA_CPU_OMP(omp single nowait)
             n_items = cpu_fwd_items(p, &pl, slot0, nslots, items);
 FMSA_CPU_OMP(omp for schedule(dynamic, 1))
-            for (int64_t it = 0; it < packs; ++it)
+            for (int64_t it = 0; it < packs; ++it) {
+                const double t0 = fmsa_cpu_trace_now(&tr);
                 cpu_fwd_pack(p, &pl, slot0 + it / pl.tiles_k, it / pl.tiles_k, it % pl.tiles_k,
                              panels, bt.stage);
+                fmsa_cpu_trace_add(&tr, FMSA_CPU_TRACE_PACK, t0);
+            }
 FMSA_CPU_OMP(omp barrier)
 FMSA_CPU_OMP(omp for schedule(dynamic, 1))
-            for (int64_t it = 0; it < n_items; ++it)
+            for (int64_t it = 0; it < n_items; ++it) {
+                const double t0 = fmsa_cpu_trace_now(&tr);
                 cpu_fwd_item(p, &pl, &items[it], items[it].slot - slot0, panels, &t, &bt,
                              partials);
+                fmsa_cpu_trace_add(&tr, FMSA_CPU_TRACE_STAGE_A, t0);
+            }
         }
         if (pl.num_splits > 1) {
             const int64_t rows = p->batch * p->heads_q * p->seqlen_q;
@@ -315,8 +328,7 @@ FMSA_CPU_OMP(omp for schedule(static))
             }
         }
     }
-    fmsa_cpu_aligned_free(items);
-    fmsa_cpu_aligned_free(panels);
-    fmsa_cpu_aligned_free(scratch);
+    fmsa_cpu_trace_end(&tr, "forward", fmsa_cpu_ceil_div(pl.slots, pl.chunk_slots));
+    fmsa_cpu_arena_give(arena, buf);
     return FMSA_SUCCESS;
 }

@@ -13,6 +13,7 @@
 #ifndef FMSA_CPU_INTERNAL_H
 #define FMSA_CPU_INTERNAL_H
 
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -31,10 +32,24 @@
 /// Largest head_dim the CPU kernels accept (the API's limit; row buffers are sized by it).
 #define FMSA_CPU_MAX_HEAD_DIM 256
 
+/// A pass's buffers (panels, per-thread tiles, work lists) kept between the
+/// calls of one context: a fresh multi-MiB allocation per call comes back as
+/// new pages from the kernel, and their first-touch faults cost a sizeable
+/// part of a pass (FLASHMSA_CPU_TRACE: 2x the packing time at 2 threads on
+/// the EPYC, fp32 d=128 s=2048).  One pass at a time uses it; a concurrent
+/// pass on the same context allocates its own (fmsa_cpu_arena_take).
+typedef struct fmsa_cpu_arena {
+    atomic_flag busy; ///< set while a pass holds buf
+    void *buf;        ///< fmsa_cpu_aligned_alloc'ed, grown to the largest request
+    size_t bytes;     ///< size of buf
+} fmsa_cpu_arena;
+
 /// Per-context state: the device as queried once at context creation, so
-/// planning does not re-read /proc and /sys on every call.
+/// planning does not re-read /proc and /sys on every call, and the buffers
+/// the passes reuse.
 typedef struct fmsa_cpu_state {
     fmsa_device_info info; ///< what fmsa_cpu_device_info(0) reported
+    fmsa_cpu_arena arena;  ///< freed by the context's destroy
 } fmsa_cpu_state;
 
 /// The variant the CPU backend runs for one problem and pass.
@@ -50,7 +65,7 @@ typedef struct fmsa_cpu_plan {
     int64_t slot_floats;    ///< packed panels of one (sequence, kv head) slot (cpu_pack.h)
     int64_t slots;          ///< batch * heads_kv
     int64_t chunk_slots;    ///< slots packed at a time (FMSA_CPU_PANEL_BUDGET, >= 1)
-    int64_t dq_parts;       ///< fp32 backward: key-tile parts whose dQ partials stage (a)
+    int64_t dq_parts;       ///< backward: key-tile parts whose dQ partials stage (a)
                             ///< writes and stage (b) sums (cpu_backward.c); 0 = stage (b)
                             ///< recomputes S and dP itself
     const fmsa_cpu_kernels *kern; ///< the micro-kernel path (cpu_dispatch.c)
@@ -90,7 +105,8 @@ void fmsa_cpu_b16_rows(const fmsa_problem *p, const fmsa_cpu_plan *pl, const fms
 /// The bf16-product backward (cpu_backward_b16.c): floats of one slot's
 /// panels, one thread's scratch bytes, pack job `job` of a slot (key tiles,
 /// then query tiles of every head of the group; delta_ws the preprocess's D),
-/// the dK/dV item of key tile kt and the dQ item of query tile qt of head sub.
+/// the dK/dV item of key tile kt (with dQ partials also dS·K into part
+/// `part`'s rows) and the dQ item of query tile qt of head sub (recomputing).
 int64_t fmsa_cpu_b16_bwd_slot_floats(const fmsa_problem *p, int bm, int bn, int64_t tiles_q,
                                      int64_t tiles_k);
 size_t fmsa_cpu_b16_bwd_scratch_bytes(const fmsa_problem *p, int bm, int bn);
@@ -98,9 +114,29 @@ void fmsa_cpu_b16_bwd_pack(const fmsa_problem *p, const fmsa_cpu_plan *pl, int64
                            float *slot_panels, int64_t job, const float *delta_ws,
                            char *scratch);
 void fmsa_cpu_b16_bwd_dkdv(const fmsa_problem *p, const fmsa_cpu_plan *pl, int64_t slot,
-                           float *slot_panels, int64_t kt, char *scratch);
+                           float *slot_panels, int64_t kt, int64_t part, char *scratch);
 void fmsa_cpu_b16_bwd_dq(const fmsa_problem *p, const fmsa_cpu_plan *pl, int64_t slot,
                          float *slot_panels, int64_t sub, int64_t qt, char *scratch);
+
+/// The dQ partials of one slot's panels (plan->dq_parts > 0, either backward):
+/// rows [part][group][head_rows][ld] fp32 and, per (part, group head, query
+/// tile), a flag that is nonzero once that part wrote the tile's rows.
+typedef struct fmsa_cpu_dq_partials {
+    float *rows;       ///< partial dQ rows (unscaled, like the accumulators)
+    float *written;    ///< [part][group][tiles_q] written-flags
+    int64_t ld;        ///< floats per row (head_dim, or its 16-rounding on bf16 products)
+    int64_t head_rows; ///< rows per (part, group head): tiles_q * block_m
+} fmsa_cpu_dq_partials;
+
+/// Floats per partial dQ row for head dim D: the bf16-product
+/// kernels write rows of D rounded up to 16 (the n of their products).
+static inline int64_t fmsa_cpu_dq_partial_ld(int b16, int64_t D) {
+    return b16 ? (D + 15) / 16 * 16 : D;
+}
+
+/// The bf16 backward's partials within one slot's panels (cpu_backward_b16.c).
+fmsa_cpu_dq_partials fmsa_cpu_b16_bwd_partials(const fmsa_problem *p, const fmsa_cpu_plan *pl,
+                                               float *slot_panels);
 
 /// Fills info for the host CPU (index must be 0).
 fmsa_status fmsa_cpu_device_info(int index, fmsa_device_info *info);
@@ -120,6 +156,22 @@ fmsa_status fmsa_cpu_check_sequences(const fmsa_problem *p);
 void *fmsa_cpu_aligned_alloc(size_t bytes);
 /// Frees what fmsa_cpu_aligned_alloc returned (NULL is allowed).
 void fmsa_cpu_aligned_free(void *ptr);
+
+/// A 64-byte aligned buffer of `bytes` for one pass: the context's arena when
+/// it is free (a = NULL: none), grown if needed, else a fresh allocation.
+/// NULL when out of memory.  Return it with fmsa_cpu_arena_give.
+void *fmsa_cpu_arena_take(fmsa_cpu_arena *a, size_t bytes);
+/// Ends the pass's use of buf (the arena's: kept; its own: freed).
+void fmsa_cpu_arena_give(fmsa_cpu_arena *a, void *buf);
+/// Frees the arena's buffer (context destroy; no pass may hold it).
+void fmsa_cpu_arena_release(fmsa_cpu_arena *a);
+
+/// Carves `bytes` (rounded to 64) from *at and advances it.
+static inline void *fmsa_cpu_carve(char **at, size_t bytes) {
+    void *p = *at;
+    *at += (bytes + 63u) & ~(size_t)63u;
+    return p;
+}
 
 /// The forward pass (cpu_forward.c).
 fmsa_status fmsa_cpu_forward(void *state, const fmsa_problem *p, void *workspace,

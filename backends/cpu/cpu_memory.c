@@ -4,6 +4,8 @@
  * than aligned_alloc / posix_memalign so the same code builds with MSVC, and
  * so a zero-byte request still yields a unique, freeable pointer.  The
  * original malloc pointer is kept in the word just below the aligned block.
+ * The per-context arena (cpu_internal.h) keeps one pass's buffer alive
+ * between calls.
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -29,4 +31,34 @@ void *fmsa_cpu_aligned_alloc(size_t bytes) {
 
 void fmsa_cpu_aligned_free(void *ptr) {
     if (ptr) free(((void **)ptr)[-1]);
+}
+
+void *fmsa_cpu_arena_take(fmsa_cpu_arena *a, size_t bytes) {
+    if (!a || atomic_flag_test_and_set_explicit(&a->busy, memory_order_acquire))
+        return fmsa_cpu_aligned_alloc(bytes); /* no arena, or another pass holds it */
+    if (a->bytes < bytes) {
+        void *grown = fmsa_cpu_aligned_alloc(bytes);
+        if (!grown) {
+            atomic_flag_clear_explicit(&a->busy, memory_order_release);
+            return NULL;
+        }
+        fmsa_cpu_aligned_free(a->buf);
+        a->buf = grown;
+        a->bytes = bytes;
+    }
+    return a->buf;
+}
+
+void fmsa_cpu_arena_give(fmsa_cpu_arena *a, void *buf) {
+    if (a && buf && buf == a->buf) {
+        atomic_flag_clear_explicit(&a->busy, memory_order_release);
+        return;
+    }
+    fmsa_cpu_aligned_free(buf);
+}
+
+void fmsa_cpu_arena_release(fmsa_cpu_arena *a) {
+    fmsa_cpu_aligned_free(a->buf);
+    a->buf = NULL;
+    a->bytes = 0;
 }

@@ -20,6 +20,8 @@
  *              Q rows, dO rows [tiles_q * Br][D] and lse2, delta [tiles_q * Br];
  *              with dq_parts > 0 then dQ partials [parts][group][tiles_q * Br][D]
  *              and their written-flags [parts][group][tiles_q]
+ *   bf16 products: cpu_forward_b16.c / cpu_backward_b16.c (bf16 panels), the
+ *              backward's dQ partials likewise after them, rows of D rounded to 16
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -37,7 +39,7 @@
 /// OMP_NUM_THREADS.  32 keeps a typical server socket busy on decode shapes.
 #define FMSA_CPU_PLAN_CORES 32
 
-/// fp32 backward with dQ partials (cpu_backward.c): at most this many parts
+/// Backward with dQ partials (cpu_backward.c, both variants): at most this many parts
 /// of a slot's key tiles each write their own dQ partial sums, and the
 /// variant is used only when one chunk of slots (as many as the panel budget
 /// holds with their partials) times the parts gives FMSA_CPU_PLAN_CORES work
@@ -56,21 +58,23 @@ static int64_t cpu_chunk_slots(int64_t floats_per_slot, int64_t slots) {
 }
 
 /// Floats the dQ partials of `parts` parts add to one slot's panels: the
-/// partial rows [parts][group][tiles_q * bm][D] and their written-flags
-/// [parts][group][tiles_q] (layout in cpu_backward.c, cpu_bwd_slot).
+/// partial rows [parts][group][tiles_q * bm][ld] and their written-flags
+/// [parts][group][tiles_q] (fmsa_cpu_dq_partials; ld fmsa_cpu_dq_partial_ld).
 static int64_t cpu_dq_partial_floats(const fmsa_problem *p, int64_t parts, int64_t tiles_q,
-                                     int bm) {
-    return parts * (p->heads_q / p->heads_kv) * tiles_q * ((int64_t)bm * p->head_dim + 1);
+                                     int bm, int b16) {
+    return parts * (p->heads_q / p->heads_kv) * tiles_q *
+           ((int64_t)bm * fmsa_cpu_dq_partial_ld(b16, p->head_dim) + 1);
 }
 
 /// Parts of the dQ-partials backward for this shape (0: the recomputing one).
 /// FLASHMSA_CPU_BWD=parts|recompute forces one variant (developers and the
 /// test suites, which run the backward grid under each); parts it cannot
 /// hold in memory is refused.
-static fmsa_status cpu_bwd_dq_parts(const fmsa_problem *p, int bm, int64_t tiles_q,
+static fmsa_status cpu_bwd_dq_parts(const fmsa_problem *p, int bm, int b16, int64_t tiles_q,
                                     int64_t tiles_k, int64_t slot_floats, int64_t *out) {
     const int64_t parts = tiles_k < FMSA_CPU_BWD_DQ_PARTS ? tiles_k : FMSA_CPU_BWD_DQ_PARTS;
-    const double bytes = (double)cpu_dq_partial_floats(p, parts, tiles_q, bm) * sizeof(float);
+    const double bytes =
+        (double)cpu_dq_partial_floats(p, parts, tiles_q, bm, b16) * sizeof(float);
     const int fits = parts >= 1 && bytes <= (double)(FMSA_CPU_PANEL_BUDGET / 2);
     const char *force = getenv("FLASHMSA_CPU_BWD");
     *out = 0;
@@ -87,7 +91,7 @@ static fmsa_status cpu_bwd_dq_parts(const fmsa_problem *p, int bm, int64_t tiles
         return FMSA_SUCCESS;
     }
     if (fits) {
-        const int64_t with = slot_floats + cpu_dq_partial_floats(p, parts, tiles_q, bm);
+        const int64_t with = slot_floats + cpu_dq_partial_floats(p, parts, tiles_q, bm, b16);
         if (cpu_chunk_slots(with, p->batch * p->heads_kv) * parts >= FMSA_CPU_PLAN_CORES)
             *out = parts;
     }
@@ -213,15 +217,15 @@ fmsa_status fmsa_cpu_plan_make(const fmsa_cpu_state *st, const fmsa_problem *p,
                                                          plan->tiles_q, plan->tiles_k);
     }
     plan->dq_parts = 0;
-    if (!plan->b16 && p->pass == FMSA_PASS_BACKWARD) {
-        FMSA_TRY(cpu_bwd_dq_parts(p, tiles.block_m, plan->tiles_q, plan->tiles_k,
+    if (p->pass == FMSA_PASS_BACKWARD) {
+        FMSA_TRY(cpu_bwd_dq_parts(p, tiles.block_m, plan->b16, plan->tiles_q, plan->tiles_k,
                                   plan->slot_floats, &plan->dq_parts));
         plan->slot_floats += cpu_dq_partial_floats(p, plan->dq_parts, plan->tiles_q,
-                                                   tiles.block_m);
+                                                   tiles.block_m, plan->b16);
     }
     plan->slots = p->batch * p->heads_kv;
     plan->chunk_slots = cpu_chunk_slots(plan->slot_floats, plan->slots);
-    if (p->pass == FMSA_PASS_BACKWARD && !plan->b16)
+    if (p->pass == FMSA_PASS_BACKWARD)
         fmsa_log(FMSA_LOG_DEBUG, "cpu: backward owns dQ by %s (%lld slots per chunk)",
                  plan->dq_parts > 0 ? "partials" : "recomputing S and dP",
                  (long long)plan->chunk_slots);

@@ -1,0 +1,34 @@
+/*
+ * FLASHMSA_CPU_TRACE=1: a developer's view of where one CPU pass spends its
+ * time, logged at debug level (FLASHMSA_LOG=debug) when the pass ends: wall
+ * time, and per phase (packing panels, each main stage) the busy time summed
+ * over threads and that of the busiest thread, plus the least busy thread's
+ * total.  Busy time is measured per work item, so barrier waits count as
+ * idle: wall - busiest total is time lost to imbalance or barriers.  Off
+ * (one getenv per pass, then nothing) unless set.
+ */
+#ifndef FMSA_CPU_TRACE_H
+#define FMSA_CPU_TRACE_H
+
+#include <stdint.h>
+
+/// Phases a pass reports (unused ones print as 0).
+enum { FMSA_CPU_TRACE_PACK, FMSA_CPU_TRACE_STAGE_A, FMSA_CPU_TRACE_STAGE_B, FMSA_CPU_TRACE_PHASES };
+
+typedef struct fmsa_cpu_trace {
+    int on;          ///< FLASHMSA_CPU_TRACE was set at the start of the pass
+    int nthreads;    ///< threads the busy table has rows for
+    double t0;       ///< wall clock at the start
+    double *busy;    ///< [nthreads][FMSA_CPU_TRACE_PHASES] seconds (NULL when off)
+} fmsa_cpu_trace;
+
+/// Starts the trace of one pass (reads FLASHMSA_CPU_TRACE; allocation failure turns it off).
+void fmsa_cpu_trace_begin(fmsa_cpu_trace *tr, int nthreads);
+/// Wall clock in seconds (0 when the trace is off).
+double fmsa_cpu_trace_now(const fmsa_cpu_trace *tr);
+/// Adds the time since `since` (from fmsa_cpu_trace_now) to this thread's phase.
+void fmsa_cpu_trace_add(fmsa_cpu_trace *tr, int phase, double since);
+/// Logs the pass's summary (`what`: e.g. "forward", chunks: slot chunks run) and frees.
+void fmsa_cpu_trace_end(fmsa_cpu_trace *tr, const char *what, int64_t chunks);
+
+#endif /* FMSA_CPU_TRACE_H */
