@@ -207,13 +207,37 @@ if want bench; then
   done
 fi
 
-# ---- 7. flashmsa vs torch --------------------------------------------------------
-if want torch; then
+# ---- 6c. where a pass spends its time (FLASHMSA_CPU_TRACE), bf16 d=128 ----------
+if want trace; then
+  : > "$OUT/trace.txt"
   for t in 2 "$NT"; do
+    for s in 512 2048; do
+      for mask in --no-causal --causal; do
+        FLASHMSA_LOG=debug FLASHMSA_CPU_TRACE=1 timeout 60 $CLI run --backend cpu --threads $t \
+          --dtype bf16 --batch $((8192 / s)) --heads $([ $t = 2 ] && echo 2 || echo "$NT") --seqlen $s \
+          --dim 128 $mask --repeat 3 --check-rows 4 2>&1 | grep -E "cpu trace|^(forward|backward)" \
+          | sed "s/^/t$t s$s $mask: /" >> "$OUT/trace.txt"
+      done
+    done
+  done
+  cut -c1-260 "$OUT/trace.txt"
+fi
+
+# ---- 7. flashmsa vs torch --------------------------------------------------------
+# TORCH_VARIANTS: ';'-separated NAME:VAR=value[ VAR=value] sets, timed in the same
+# rotation as torch and the default (cpu_vs_torch.py --variant)
+VARIANT_ARGS=()
+if [ -n "${TORCH_VARIANTS:-}" ]; then
+  IFS=';' read -r -a vsets <<< "$TORCH_VARIANTS"
+  for v in "${vsets[@]}"; do VARIANT_ARGS+=(--variant "$v"); done
+fi
+if want torch; then
+  for t in ${TORCH_THREADS:-2 $NT}; do
     log "cpu_vs_torch.py on $t threads (budget $TORCH_BUDGET s)"
     timeout $((TORCH_BUDGET + 90)) python3 bench/cpu_vs_torch.py --lib $B/libflashmsa.so --cli $CLI \
       --threads "$t" --dtypes ${TORCH_DTYPES:-bf16,fp32} --dims ${TORCH_DIMS:-128} \
       --seqlens ${TORCH_SEQLENS:-2048,8192} --min-time 0.3 --max-runs 3 --budget $TORCH_BUDGET \
+      --masks ${TORCH_MASKS:-none,causal} "${VARIANT_ARGS[@]}" \
       --json "$OUT/torch.jsonl" > "$OUT/torch_t$t.txt" 2> "$OUT/torch_t$t.err"
     echo "  rc $?"; tail -3 "$OUT/torch_t$t.err"
   done
@@ -247,6 +271,6 @@ echo "== flashmsa bench (all threads): dispatched path vs scalar baseline"; for 
 echo "== tiles (2 threads, GFLOP/s)"; cat "$OUT/tiles.txt" 2>/dev/null
 echo "== scaling fwd fp32 d128 s2048: t1 ${s1:-?} t2 ${s2:-?} GFLOP/s"
 echo "== flashmsa vs torch SDPA (GFLOP/s, % of fp32 FMA peak, err vs fp64)"
-for t in 2 "$NT"; do grep -E '^#|^ *[0-9a-z]' "$OUT/torch_t$t.txt" 2>/dev/null | grep -v '^# GFLOP'; done
+for t in ${TORCH_THREADS:-2 $NT}; do grep -E '^#|^ *[0-9a-z]' "$OUT/torch_t$t.txt" 2>/dev/null | grep -v '^# GFLOP'; done
 echo "== A/B vs torch (2 threads)"; cat "$OUT/torchab.txt" 2>/dev/null
 log "done (outputs in $OUT)"

@@ -19,7 +19,11 @@ sequences, so torch is not the yardstick.
 Usage (thread count is fixed per process, so run once per count):
   python3 bench/cpu_vs_torch.py --lib build/libflashmsa.so --cli build/apps/flashmsa \
       --threads 16 [--dtypes fp32,bf16] [--dims 64,128] [--seqlens 512,2048,8192] \
-      [--budget 240] [--json out.jsonl]
+      [--budget 240] [--json out.jsonl] [--variant 'NAME:VAR=value VAR2=value' ...]
+
+--variant adds flashmsa runs under other settings of its developer variables
+(FLASHMSA_CPU_TILES, FLASHMSA_CPU_BWD, ...; read on every call), timed in the
+same rotation as torch and the default: one line per variant, each checked.
 """
 import argparse
 import ctypes as C
@@ -50,6 +54,8 @@ def parse_args():
     ap.add_argument("--budget", type=float, default=0.0,
                     help="stop starting new shapes after this many seconds (0 = no limit)")
     ap.add_argument("--json", default="", help="append one JSON object per result to this file")
+    ap.add_argument("--variant", action="append", default=[],
+                    help="NAME:VAR=value[ VAR=value...]: also time flashmsa with these variables")
     return ap.parse_args()
 
 
@@ -118,24 +124,48 @@ check(LIB.fmsa_context_create(FMSA_BACKEND_CPU, 0, C.byref(CTX)), "fmsa_context_
 
 
 # ---------------------------------------------------------------- helpers
-def timed_pair(fa, fb):
-    """Median seconds of fa and of fb, timed in alternation (fa, fb, fa, fb, ...)
-    after one warm-up run of each, so both see the same machine: on a shared
-    VM the speed drifts by 10-40% within seconds (bench/RESULTS.md), and timing
-    one side's runs before the other's turned that drift into fake speedups."""
-    fa()
-    fb()
-    ta, tb = [], []
-    while len(ta) < ARGS.max_runs and (sum(ta) + sum(tb) < ARGS.min_time or len(ta) < 1):
-        for f, t in ((fa, ta), (fb, tb)):
+def timed_rotation(fns):
+    """Median seconds and run count of each function, timed in rotation
+    (f0, f1, ..., f0, f1, ...) after one warm-up run of each, so all see the
+    same machine: on a shared VM the speed drifts by 10-40% within seconds
+    (bench/RESULTS.md), and timing one side's runs before the other's turned
+    that drift into fake speedups."""
+    for f in fns:
+        f()
+    ts = [[] for _ in fns]
+    while len(ts[0]) < ARGS.max_runs and (sum(map(sum, ts)) < ARGS.min_time or not ts[0]):
+        for f, t in zip(fns, ts):
             t0 = time.perf_counter()
             f()
             t.append(time.perf_counter() - t0)
-        if ta[-1] + tb[-1] > 10.0:
+        if sum(t[-1] for t in ts) > 10.0:
             break
-    ta.sort()
-    tb.sort()
-    return ta[len(ta) // 2], len(ta), tb[len(tb) // 2], len(tb)
+    return [(sorted(t)[len(t) // 2], len(t)) for t in ts]
+
+
+def parse_variants():
+    """[(name, {VAR: value})]: the default first, then each --variant."""
+    out = [("default", {})]
+    for v in ARGS.variant:
+        name, _, sets = v.partition(":")
+        out.append((name, dict(x.split("=", 1) for x in sets.split())))
+    return out
+
+
+VARIANTS = parse_variants()
+VARIANT_VARS = sorted({k for _, env in VARIANTS for k in env})
+
+
+def with_variant(env, f):
+    """f run under the variant's variables (the others unset; the library reads them per call)."""
+    def run():
+        for k in VARIANT_VARS:
+            if k in env:
+                os.environ[k] = env[k]
+            else:
+                os.environ.pop(k, None)
+        return f()
+    return run
 
 
 def measure_peak(seconds=0.3):
@@ -252,42 +282,50 @@ def run_shape(dt, d, s, causal, peak):
     ref_o, ref_dq, lse_max = reference_rows(q, k, v, do, rows, scale, causal)
     nv_o, nv_dq = naive_rows(q, k, v, do, rows, scale, causal, tdt)
 
-    # forward
+    # forward: torch and every variant in one rotation, then each variant's check
     with torch.no_grad():
-        sec_f, n_f, sec_t, n_t = timed_pair(
-            fmsa_fwd, lambda: F.scaled_dot_product_attention(tq, tk, tv, is_causal=causal))
+        times = timed_rotation([lambda: F.scaled_dot_product_attention(tq, tk, tv, is_causal=causal)]
+                               + [with_variant(env, fmsa_fwd) for _, env in VARIANTS])
         t_out = F.scaled_dot_product_attention(tq, tk, tv, is_causal=causal)
     floor = rule_floor(dt, ref_o.abs().max().item(), lse_max, 3)
-    e_f = max_err(o[0, rows], ref_o)
     e_t = max_err(t_out.transpose(1, 2)[0, rows], ref_o)
     e_n = max_err(nv_o, ref_o)
-    results.append(("fwd", fwd_flops, sec_f, n_f, sec_t, n_t, e_f, e_t, e_n,
-                    e_f <= 2 * e_n + floor))
+    for (name, env), (sec_f, n_f) in zip(VARIANTS, times[1:]):
+        o.fill_(float("nan"))
+        with_variant(env, fmsa_fwd)()
+        e_f = max_err(o[0, rows], ref_o)
+        results.append(("fwd", name, fwd_flops, sec_f, n_f, times[0][0], times[0][1], e_f, e_t,
+                        e_n, e_f <= 2 * e_n + floor))
 
     if not ARGS.no_backward:
         out = F.scaled_dot_product_attention(tq, tk, tv, is_causal=causal)
-        sec_fb, n_fb, sec_tb, n_tb = timed_pair(
-            fmsa_bwd, lambda: torch.autograd.grad(out, (tq, tk, tv), tdo, retain_graph=True))
+        times = timed_rotation(
+            [lambda: torch.autograd.grad(out, (tq, tk, tv), tdo, retain_graph=True)]
+            + [with_variant(env, fmsa_bwd) for _, env in VARIANTS])
         t_dq = torch.autograd.grad(out, (tq,), tdo, retain_graph=True)[0]
         floor = rule_floor(dt, ref_dq.abs().max().item(), lse_max, 6)
-        e_f = max_err(dq[0, rows], ref_dq)
         e_t = max_err(t_dq.transpose(1, 2)[0, rows], ref_dq)
         e_n = max_err(nv_dq, ref_dq)
-        results.append(("bwd", 2.5 * fwd_flops, sec_fb, n_fb, sec_tb, n_tb, e_f, e_t, e_n,
-                        e_f <= 3 * e_n + floor))
+        for (name, env), (sec_fb, n_fb) in zip(VARIANTS, times[1:]):
+            dq.fill_(float("nan"))
+            with_variant(env, fmsa_bwd)()
+            e_f = max_err(dq[0, rows], ref_dq)
+            results.append(("bwd", name, 2.5 * fwd_flops, sec_fb, n_fb, times[0][0], times[0][1],
+                            e_f, e_t, e_n, e_f <= 3 * e_n + floor))
+    with_variant({}, lambda: None)()
 
-    for (ps, flops, sf, nf, st, nt, ef, et, en, ok) in results:
+    for (ps, variant, flops, sf, nf, st, nt, ef, et, en, ok) in results:
         gf, gt = flops / sf * 1e-9, flops / st * 1e-9
         rec = dict(threads=ARGS.threads, path=peak["path"], dtype=dt, dim=d, seqlen=s, batch=b,
                    heads=h, causal=causal, pass_=ps, flops=flops, fmsa_gflops=gf,
                    torch_gflops=gt, speedup=gf / gt, fmsa_peak_frac=gf / peak["fp32"],
                    torch_peak_frac=gt / peak["fp32"], peak_fp32=peak["fp32"], fmsa_err=ef, torch_err=et, naive_err=en,
-                   ok=bool(ok),
+                   ok=bool(ok), variant=variant,
                    fmsa_runs=nf, torch_runs=nt)
         print(f"{ARGS.threads:3d} {dt:5s} {d:4d} {s:6d} {b:3d} {h:3d} {'yes' if causal else 'no':6s} "
               f"{ps:4s} {gf:9.1f} {gt:9.1f} {gf / gt:6.2f}x {100 * gf / peak['fp32']:6.1f}% "
               f"{100 * gt / peak['fp32']:6.1f}%  {ef:9.2e} {et:9.2e} {en:9.2e}  {'ok' if ok else 'FAIL'}"
-              f"  {peak['fp32']:6.1f}",
+              f"  {peak['fp32']:6.1f}" + (f"  {variant}" if len(VARIANTS) > 1 else ""),
               flush=True)
         if ARGS.json:
             with open(ARGS.json, "a") as f:

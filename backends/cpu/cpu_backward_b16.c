@@ -209,9 +209,10 @@ void fmsa_cpu_b16_bwd_pack(const fmsa_problem *p, const fmsa_cpu_plan *pl, int64
         const int cols = (int)(seq.sk - j0 < g.bn ? seq.sk - j0 : g.bn);
         if (cols <= 0) return;
         if (p->dtype == FMSA_DTYPE_BF16) { /* copies of the inputs' bf16 values */
-            fmsa_cpu_pack_b16_keys_as_cols(p, &p->k, &seq, b, hk, j0, cols, x.kb + job * g.kbe);
-            fmsa_cpu_pack_b16_keys_as_rows(p, &p->k, &seq, b, hk, j0, cols, x.kr + job * g.kre);
-            fmsa_cpu_pack_b16_keys_as_cols(p, &p->v, &seq, b, hk, j0, cols, x.vb + job * g.kbe);
+            const fmsa_cpu_kernels *kern = pl->kern;
+            fmsa_cpu_pack_b16_keys_as_cols(kern, p, &p->k, &seq, b, hk, j0, cols, x.kb + job * g.kbe);
+            fmsa_cpu_pack_b16_keys_as_rows(kern, p, &p->k, &seq, b, hk, j0, cols, x.kr + job * g.kre);
+            fmsa_cpu_pack_b16_keys_as_cols(kern, p, &p->v, &seq, b, hk, j0, cols, x.vb + job * g.kbe);
             return;
         }
         fmsa_cpu_pack_rows(p, &p->k, &seq, b, hk, 1, j0, cols, 1.0f, t.stage);

@@ -71,8 +71,8 @@ void fmsa_cpu_b16_pack(const fmsa_problem *p, const fmsa_cpu_plan *pl, int64_t s
         (uint16_t *)slot_panels + pl->tiles_k * b16_k_elems(D, bn) + ktile * b16_v_elems(D, bn);
     if (cols <= 0) return;
     if (p->dtype == FMSA_DTYPE_BF16) { /* the values are the panel's: copy, do not convert */
-        fmsa_cpu_pack_b16_keys_as_cols(p, &p->k, &seq, b, hk, j0, cols, kp);
-        fmsa_cpu_pack_b16_keys_as_rows(p, &p->v, &seq, b, hk, j0, cols, vp);
+        fmsa_cpu_pack_b16_keys_as_cols(pl->kern, p, &p->k, &seq, b, hk, j0, cols, kp);
+        fmsa_cpu_pack_b16_keys_as_rows(pl->kern, p, &p->v, &seq, b, hk, j0, cols, vp);
         return;
     }
     fmsa_cpu_pack_rows(p, &p->k, &seq, b, hk, 1, j0, cols, 1.0f, stage);

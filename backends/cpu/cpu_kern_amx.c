@@ -125,6 +125,8 @@ static const fmsa_cpu_kernels amx_table = {
     .row_exp2_b16 = fmsa_cpu_avx512_row_exp2_b16,
     .row_to_b16 = fmsa_cpu_avx512_row_to_b16,
     .pack_b16_rows = fmsa_cpu_avx512_pack_b16_rows,
+    .pack_b16_words_t = fmsa_cpu_avx512_pack_b16_words_t,
+    .pack_b16_pair_rows = fmsa_cpu_avx512_pack_b16_pair_rows,
 };
 
 const fmsa_cpu_kernels *fmsa_cpu_kernels_amx(void) { return &amx_table; }

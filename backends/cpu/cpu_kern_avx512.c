@@ -302,6 +302,54 @@ float fmsa_cpu_avx512_row_exp2_b16(const float *x, int n, float scale, float m, 
     return avx512_hsum(sum);
 }
 
+void fmsa_cpu_avx512_pack_b16_words_t(const uint16_t *const src[16], int words, int words_pad,
+                                      uint32_t *out) {
+    for (int w0 = 0; w0 < words_pad; w0 += 16) {
+        const __mmask16 mk = avx512_mask(words - w0);
+        __m512i r[16], t[16];
+        for (int i = 0; i < 16; ++i)
+            r[i] = src[i] ? _mm512_maskz_loadu_epi32(mk, src[i] + 2 * w0) : _mm512_setzero_si512();
+        /* 16 x 16 transpose of words: pairs of rows, then quads (within each
+         * 128-bit lane), then the lanes: u[4g + m] lane L holds word 4L + m
+         * of rows 4g .. 4g + 3 */
+        for (int i = 0; i < 16; i += 2) {
+            t[i] = _mm512_unpacklo_epi32(r[i], r[i + 1]);
+            t[i + 1] = _mm512_unpackhi_epi32(r[i], r[i + 1]);
+        }
+        for (int g = 0; g < 16; g += 4) {
+            r[g] = _mm512_unpacklo_epi64(t[g], t[g + 2]);
+            r[g + 1] = _mm512_unpackhi_epi64(t[g], t[g + 2]);
+            r[g + 2] = _mm512_unpacklo_epi64(t[g + 1], t[g + 3]);
+            r[g + 3] = _mm512_unpackhi_epi64(t[g + 1], t[g + 3]);
+        }
+        for (int m = 0; m < 4; ++m) {
+            const __m512i x0 = _mm512_shuffle_i32x4(r[m], r[4 + m], 0x44);
+            const __m512i x1 = _mm512_shuffle_i32x4(r[m], r[4 + m], 0xEE);
+            const __m512i y0 = _mm512_shuffle_i32x4(r[8 + m], r[12 + m], 0x44);
+            const __m512i y1 = _mm512_shuffle_i32x4(r[8 + m], r[12 + m], 0xEE);
+            _mm512_storeu_si512(out + (int64_t)(w0 + m) * 16, _mm512_shuffle_i32x4(x0, y0, 0x88));
+            _mm512_storeu_si512(out + (int64_t)(w0 + 4 + m) * 16, _mm512_shuffle_i32x4(x0, y0, 0xDD));
+            _mm512_storeu_si512(out + (int64_t)(w0 + 8 + m) * 16, _mm512_shuffle_i32x4(x1, y1, 0x88));
+            _mm512_storeu_si512(out + (int64_t)(w0 + 12 + m) * 16, _mm512_shuffle_i32x4(x1, y1, 0xDD));
+        }
+    }
+}
+
+void fmsa_cpu_avx512_pack_b16_pair_rows(const uint16_t *s0, const uint16_t *s1, int n, int npad,
+                                        uint16_t *out, int64_t block_stride) {
+    /* element 2i of the output is s0[i], 2i + 1 is s1[i] (s1 sits in the upper half) */
+    const __m512i idx = _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9,
+                                         24, 8, 23, 7, 22, 6, 21, 5, 20, 4, 19, 3, 18, 2, 17, 1,
+                                         16, 0);
+    for (int db = 0; db < npad / 16; ++db) {
+        const __mmask16 mk = avx512_mask(n - db * 16);
+        const __m256i a = s0 ? _mm256_maskz_loadu_epi16(mk, s0 + db * 16) : _mm256_setzero_si256();
+        const __m256i b = s1 ? _mm256_maskz_loadu_epi16(mk, s1 + db * 16) : _mm256_setzero_si256();
+        const __m512i ab = _mm512_inserti64x4(_mm512_castsi256_si512(a), b, 1);
+        _mm512_storeu_si512(out + db * block_stride, _mm512_permutexvar_epi16(idx, ab));
+    }
+}
+
 void fmsa_cpu_avx512_row_to_b16(const float *x, int n, uint16_t *dst, int npad) {
     for (int j = 0; j < npad; j += 16) {
         const __mmask16 mk = avx512_mask(n - j), st = avx512_mask(npad - j);
@@ -347,6 +395,8 @@ static const fmsa_cpu_kernels avx512_table = {
     .row_exp2_b16 = fmsa_cpu_avx512_row_exp2_b16,
     .row_to_b16 = fmsa_cpu_avx512_row_to_b16,
     .pack_b16_rows = fmsa_cpu_avx512_pack_b16_rows,
+    .pack_b16_words_t = fmsa_cpu_avx512_pack_b16_words_t,
+    .pack_b16_pair_rows = fmsa_cpu_avx512_pack_b16_pair_rows,
 };
 
 /// The same without AVX512-BF16 (bf16 inputs staged in fp32).

@@ -104,6 +104,18 @@ typedef struct fmsa_cpu_kernels {
     /// ... and fmsa_cpu_pack_b16(k, n, b, ldb, 1, dst): a row-major fp32 tile
     /// (P or dS, k query rows x n keys) into the panel layout below.
     void (*pack_b16_rows)(int k, int n, const float *b, int64_t ldb, uint16_t *dst);
+    /// Panels straight from bf16 K / V rows (cpu_pack.c; both optional: NULL =
+    /// plain C there).  Keys as the columns of B, one 16-key block: a transpose
+    /// of 32-bit words, out[w * 16 + r] = word w (elements 2w, 2w + 1) of
+    /// src[r] for w < words, 0 for words <= w < words_pad or src[r] == NULL;
+    /// words_pad a multiple of 16.
+    void (*pack_b16_words_t)(const uint16_t *const src[16], int words, int words_pad,
+                             uint32_t *out);
+    /// Keys as the rows of B, one pair row: for each 16-column block db <
+    /// npad / 16, out[db * block_stride + 2 * i + e] = (e ? s1 : s0)[16 db + i]
+    /// for columns < n, else 0 (a NULL row is zeros).
+    void (*pack_b16_pair_rows)(const uint16_t *s0, const uint16_t *s1, int n, int npad,
+                               uint16_t *out, int64_t block_stride);
 } fmsa_cpu_kernels;
 
 /*

@@ -85,45 +85,56 @@ static const uint16_t *cpu_b16_src_row(const fmsa_problem *p, const fmsa_view4 *
     return (const uint16_t *)fmsa_view4_host(v) + fmsa_problem_k_offset(p, v, seq, b, row0 + r, hk);
 }
 
-void fmsa_cpu_pack_b16_keys_as_cols(const fmsa_problem *p, const fmsa_view4 *v,
-                                    const fmsa_seq *seq, int64_t b, int64_t hk, int64_t row0,
-                                    int n, uint16_t *dst) {
+/// The portable form of kern->pack_b16_words_t (cpu_kernels.h).
+static void cpu_b16_words_t(const uint16_t *const src[16], int words, int words_pad,
+                            uint32_t *out) {
+    /* one 64-byte output row per word: sequential writes, 16 sequential reads */
+    for (int w = 0; w < words_pad; ++w, out += 16)
+        for (int r = 0; r < 16; ++r) {
+            uint32_t x = 0;
+            if (src[r] && w < words) memcpy(&x, src[r] + 2 * w, 4);
+            out[r] = x;
+        }
+}
+
+/// The portable form of kern->pack_b16_pair_rows (cpu_kernels.h).
+static void cpu_b16_pair_rows(const uint16_t *s0, const uint16_t *s1, int n, int npad,
+                              uint16_t *out, int64_t block_stride) {
+    for (int db = 0; db < npad / 16; ++db, out += block_stride)
+        for (int i = 0; i < 16; ++i) {
+            const int d = db * 16 + i;
+            out[2 * i] = s0 && d < n ? s0[d] : 0;
+            out[2 * i + 1] = s1 && d < n ? s1[d] : 0;
+        }
+}
+
+void fmsa_cpu_pack_b16_keys_as_cols(const fmsa_cpu_kernels *kern, const fmsa_problem *p,
+                                    const fmsa_view4 *v, const fmsa_seq *seq, int64_t b,
+                                    int64_t hk, int64_t row0, int n, uint16_t *dst) {
     const int D = (int)p->head_dim, kp = (D + 31) / 32 * 32, np = (n + 15) / 16 * 16;
     /* B(d, j) = row j's element d: the (d, d+1) pair of a key is one 32-bit
      * word of its source row, so a 16-key block is a transpose of words */
     for (int jb = 0; jb < np / 16; ++jb) {
         uint32_t *out = (uint32_t *)(dst + (int64_t)jb * (kp / 2) * 32);
         const uint16_t *src[16];
-        int p2 = 0;
         for (int jj = 0; jj < 16; ++jj)
             src[jj] = cpu_b16_src_row(p, v, seq, b, hk, row0, jb * 16 + jj, n);
-        /* one 64-byte output row per pair: sequential writes, 16 sequential reads */
-        for (; p2 < D / 2; ++p2, out += 16)
-            for (int jj = 0; jj < 16; ++jj) {
-                uint32_t w = 0;
-                if (src[jj]) memcpy(&w, src[jj] + 2 * p2, 4);
-                out[jj] = w;
-            }
-        for (; p2 < kp / 2; ++p2, out += 16)
-            for (int jj = 0; jj < 16; ++jj) out[jj] = 0;
+        if (kern->pack_b16_words_t) kern->pack_b16_words_t(src, D / 2, kp / 2, out);
+        else cpu_b16_words_t(src, D / 2, kp / 2, out);
     }
 }
 
-void fmsa_cpu_pack_b16_keys_as_rows(const fmsa_problem *p, const fmsa_view4 *v,
-                                    const fmsa_seq *seq, int64_t b, int64_t hk, int64_t row0,
-                                    int n, uint16_t *dst) {
+void fmsa_cpu_pack_b16_keys_as_rows(const fmsa_cpu_kernels *kern, const fmsa_problem *p,
+                                    const fmsa_view4 *v, const fmsa_seq *seq, int64_t b,
+                                    int64_t hk, int64_t row0, int n, uint16_t *dst) {
     const int D = (int)p->head_dim, kp = (n + 31) / 32 * 32, np = (D + 15) / 16 * 16;
     /* B(r, d) = row r's element d: pair row r / 2 interleaves rows r and r + 1 */
     for (int r2 = 0; r2 < kp / 2; ++r2) {
         const uint16_t *s0 = cpu_b16_src_row(p, v, seq, b, hk, row0, 2 * r2, n);
         const uint16_t *s1 = cpu_b16_src_row(p, v, seq, b, hk, row0, 2 * r2 + 1, n);
-        for (int db = 0; db < np / 16; ++db) {
-            uint16_t *out = dst + ((int64_t)db * (kp / 2) + r2) * 32;
-            for (int dd = 0; dd < 16; ++dd) {
-                const int d = db * 16 + dd;
-                out[2 * dd] = s0 && d < D ? s0[d] : 0;
-                out[2 * dd + 1] = s1 && d < D ? s1[d] : 0;
-            }
-        }
+        uint16_t *out = dst + (int64_t)r2 * 32;
+        const int64_t stride = (int64_t)(kp / 2) * 32;
+        if (kern->pack_b16_pair_rows) kern->pack_b16_pair_rows(s0, s1, D, np, out, stride);
+        else cpu_b16_pair_rows(s0, s1, D, np, out, stride);
     }
 }

@@ -20,6 +20,7 @@
 
 #include <stdint.h>
 
+#include "backends/cpu/cpu_kernels.h"
 #include "common/problem.h"
 
 /// Bytes of packed panels one pass keeps at a time (at least one slot): 64 MiB
@@ -54,12 +55,12 @@ void fmsa_cpu_pack_keys_t(const fmsa_problem *p, const fmsa_view4 *v, const fmsa
  * key-shaped view v (K or V: block table and varlen followed), p->dtype bf16.
  */
 /// ... as the columns of B: B(d, j) = row j (k = D, n keys), as S = Q·Kᵀ reads K.
-void fmsa_cpu_pack_b16_keys_as_cols(const fmsa_problem *p, const fmsa_view4 *v,
-                                    const fmsa_seq *seq, int64_t b, int64_t hk, int64_t row0,
-                                    int n, uint16_t *dst);
+void fmsa_cpu_pack_b16_keys_as_cols(const fmsa_cpu_kernels *kern, const fmsa_problem *p,
+                                    const fmsa_view4 *v, const fmsa_seq *seq, int64_t b,
+                                    int64_t hk, int64_t row0, int n, uint16_t *dst);
 /// ... as the rows of B: B(j, d) = row j (k = n keys, n = D), as P·V reads V.
-void fmsa_cpu_pack_b16_keys_as_rows(const fmsa_problem *p, const fmsa_view4 *v,
-                                    const fmsa_seq *seq, int64_t b, int64_t hk, int64_t row0,
-                                    int n, uint16_t *dst);
+void fmsa_cpu_pack_b16_keys_as_rows(const fmsa_cpu_kernels *kern, const fmsa_problem *p,
+                                    const fmsa_view4 *v, const fmsa_seq *seq, int64_t b,
+                                    int64_t hk, int64_t row0, int n, uint16_t *dst);
 
 #endif /* FMSA_CPU_PACK_H */

@@ -49,12 +49,16 @@
 /// (0.4x torch, bench/RESULTS.md, before this rule).
 #define FMSA_CPU_BWD_DQ_PARTS 8
 
-/// Slots of floats_per_slot floats the panel budget holds at once (1..slots).
+/// Slots of floats_per_slot floats packed at a time (1..slots): as many as
+/// the panel budget holds, then evened out over the chunks that takes, so a
+/// pass never ends on a chunk of a few slots whose items leave most threads
+/// idle between two barriers (64 slots of 1 MiB made chunks of 63 and 1).
 static int64_t cpu_chunk_slots(int64_t floats_per_slot, int64_t slots) {
     int64_t chunk = (int64_t)(FMSA_CPU_PANEL_BUDGET / ((size_t)floats_per_slot * sizeof(float) + 1));
     if (chunk < 1) chunk = 1;
-    if (chunk > slots) chunk = slots > 0 ? slots : 1;
-    return chunk;
+    if (slots <= 0) return 1;
+    if (chunk > slots) return slots;
+    return fmsa_cpu_ceil_div(slots, fmsa_cpu_ceil_div(slots, chunk));
 }
 
 /// Floats the dQ partials of `parts` parts add to one slot's panels: the
