@@ -195,6 +195,47 @@ static void b16b_pack_query(const b16b_geo *g, const float *stage, int rows, uin
     }
 }
 
+/// The same from the bf16 input rows themselves (query rows i0.. of head h
+/// of view v): copies of their values, no fp32 round trip.
+static void b16b_pack_query_b16(const b16b_geo *g, const fmsa_problem *p, const fmsa_view4 *v,
+                                const fmsa_seq *seq, int64_t h, int64_t i0, int rows,
+                                uint16_t *a, uint16_t *at) {
+    const uint16_t *base = (const uint16_t *)fmsa_view4_host(v);
+    (void)p;
+    memset(at, 0, (size_t)(g->dn * g->bm32) * 2);
+    for (int64_t r = 0; r < g->bm; ++r) {
+        uint16_t *dst = a + r * g->dk;
+        const uint16_t *src;
+        if (r >= rows) {
+            memset(dst, 0, (size_t)g->dk * 2);
+            continue;
+        }
+        src = base + fmsa_problem_q_offset(v, seq, i0 + r, h);
+        memcpy(dst, src, (size_t)g->D * 2);
+        memset(dst + g->D, 0, (size_t)(g->dk - g->D) * 2);
+        for (int64_t d = 0; d < g->D; ++d) at[d * g->bm32 + r] = src[d];
+    }
+}
+
+/// t->opan = O rows i0.. (rows of them) of head h as a B panel (k = D, n = rows to 16).
+static void b16b_pack_o(const fmsa_cpu_kernels *kern, const b16b_geo *g, const fmsa_problem *p,
+                        const fmsa_seq *seq, int64_t b, int64_t h, int64_t i0, int rows,
+                        float *stage, uint16_t *opan) {
+    if (p->dtype != FMSA_DTYPE_BF16) {
+        fmsa_cpu_pack_rows(p, &p->o, seq, b, h, 0, i0, rows, 1.0f, stage);
+        fmsa_cpu_pack_b16((int)g->D, rows, stage, 1, g->D, opan); /* B(d, i) = O[i][d] */
+        return;
+    }
+    for (int r0 = 0; r0 < rows; r0 += 16) {
+        const uint16_t *src[16];
+        for (int r = 0; r < 16; ++r)
+            src[r] = r0 + r < rows ? (const uint16_t *)fmsa_view4_host(&p->o) +
+                                         fmsa_problem_q_offset(&p->o, seq, i0 + r0 + r, h)
+                                   : NULL;
+        fmsa_cpu_pack_b16_cols16(kern, src, (int)g->D, opan + (int64_t)(r0 / 16) * g->dk * 16);
+    }
+}
+
 void fmsa_cpu_b16_bwd_pack(const fmsa_problem *p, const fmsa_cpu_plan *pl, int64_t slot,
                            float *slot_panels, int64_t job, const float *delta_ws,
                            char *scratch) {
@@ -226,18 +267,24 @@ void fmsa_cpu_b16_bwd_pack(const fmsa_problem *p, const fmsa_cpu_plan *pl, int64
         const int rows = (int)(seq.sq - i0 < g.bm ? seq.sq - i0 : g.bm);
         const float *lse = (const float *)fmsa_viewn_host(&p->lse);
         if (rows <= 0) return;
-        fmsa_cpu_pack_rows(p, &p->q, &seq, b, h, 0, i0, rows, 1.0f, t.stage);
-        b16b_pack_query(&g, t.stage, rows, x.qa + ht * g.rowa, x.qt + ht * g.rowt);
-        fmsa_cpu_pack_rows(p, &p->dout, &seq, b, h, 0, i0, rows, 1.0f, t.stage);
-        b16b_pack_query(&g, t.stage, rows, x.doa + ht * g.rowa, x.dot + ht * g.rowt);
+        if (p->dtype == FMSA_DTYPE_BF16) {
+            b16b_pack_query_b16(&g, p, &p->q, &seq, h, i0, rows, x.qa + ht * g.rowa,
+                                x.qt + ht * g.rowt);
+            b16b_pack_query_b16(&g, p, &p->dout, &seq, h, i0, rows, x.doa + ht * g.rowa,
+                                x.dot + ht * g.rowt);
+        } else {
+            fmsa_cpu_pack_rows(p, &p->q, &seq, b, h, 0, i0, rows, 1.0f, t.stage);
+            b16b_pack_query(&g, t.stage, rows, x.qa + ht * g.rowa, x.qt + ht * g.rowt);
+            fmsa_cpu_pack_rows(p, &p->dout, &seq, b, h, 0, i0, rows, 1.0f, t.stage);
+            b16b_pack_query(&g, t.stage, rows, x.doa + ht * g.rowa, x.dot + ht * g.rowt);
+        }
         /* delta_i = dO_i · O_i through the very product that makes dP_ij =
          * dO_i · V_j (same A rows, same panel layout, k = D from 0): where P
          * is one-hot, O_i == V_j exactly and dS = P * (dP - delta) must come
          * out exactly 0, as in the reference.  The diagonal of dO·Oᵀ, 16 rows
          * at a time; the preprocess's fp32 value (delta_ws) is not used. */
         (void)delta_ws;
-        fmsa_cpu_pack_rows(p, &p->o, &seq, b, h, 0, i0, rows, 1.0f, t.stage);
-        fmsa_cpu_pack_b16((int)D, rows, t.stage, 1, D, t.opan); /* B(d, i) = O[i][d] */
+        b16b_pack_o(pl->kern, &g, p, &seq, b, h, i0, rows, t.stage, t.opan);
         if (pl->kern->b16_begin) pl->kern->b16_begin();
         for (int r0 = 0; r0 < rows; r0 += 16) {
             pl->kern->gemm_b16(16, 16, (int)g.dk, x.doa + ht * g.rowa + r0 * g.dk, g.dk,

@@ -108,6 +108,13 @@ static void cpu_b16_pair_rows(const uint16_t *s0, const uint16_t *s1, int n, int
         }
 }
 
+void fmsa_cpu_pack_b16_cols16(const fmsa_cpu_kernels *kern, const uint16_t *const src[16], int D,
+                              uint16_t *out) {
+    const int kp = (D + 31) / 32 * 32;
+    if (kern->pack_b16_words_t) kern->pack_b16_words_t(src, D / 2, kp / 2, (uint32_t *)out);
+    else cpu_b16_words_t(src, D / 2, kp / 2, (uint32_t *)out);
+}
+
 void fmsa_cpu_pack_b16_keys_as_cols(const fmsa_cpu_kernels *kern, const fmsa_problem *p,
                                     const fmsa_view4 *v, const fmsa_seq *seq, int64_t b,
                                     int64_t hk, int64_t row0, int n, uint16_t *dst) {
@@ -115,12 +122,10 @@ void fmsa_cpu_pack_b16_keys_as_cols(const fmsa_cpu_kernels *kern, const fmsa_pro
     /* B(d, j) = row j's element d: the (d, d+1) pair of a key is one 32-bit
      * word of its source row, so a 16-key block is a transpose of words */
     for (int jb = 0; jb < np / 16; ++jb) {
-        uint32_t *out = (uint32_t *)(dst + (int64_t)jb * (kp / 2) * 32);
         const uint16_t *src[16];
         for (int jj = 0; jj < 16; ++jj)
             src[jj] = cpu_b16_src_row(p, v, seq, b, hk, row0, jb * 16 + jj, n);
-        if (kern->pack_b16_words_t) kern->pack_b16_words_t(src, D / 2, kp / 2, out);
-        else cpu_b16_words_t(src, D / 2, kp / 2, out);
+        fmsa_cpu_pack_b16_cols16(kern, src, D, dst + (int64_t)jb * (kp / 2) * 32);
     }
 }
 

@@ -55,6 +55,11 @@ void fmsa_cpu_pack_keys_t(const fmsa_problem *p, const fmsa_view4 *v, const fmsa
  * key-shaped view v (K or V: block table and varlen followed), p->dtype bf16.
  */
 /// ... as the columns of B: B(d, j) = row j (k = D, n keys), as S = Q·Kᵀ reads K.
+/// One 16-column block (k = D rounded to 32) of a bf16 B panel whose
+/// column j is the bf16 row src[j] (NULL: zeros): kern->pack_b16_words_t or C.
+void fmsa_cpu_pack_b16_cols16(const fmsa_cpu_kernels *kern, const uint16_t *const src[16], int D,
+                              uint16_t *out);
+
 void fmsa_cpu_pack_b16_keys_as_cols(const fmsa_cpu_kernels *kern, const fmsa_problem *p,
                                     const fmsa_view4 *v, const fmsa_seq *seq, int64_t b,
                                     int64_t hk, int64_t row0, int n, uint16_t *dst);
