@@ -207,6 +207,10 @@ fmsa_status fmsa_plan_tiles(const fmsa_device_info *dev, const fmsa_plan_request
      * Walk the rows in preference order.  `fits` is the first applicable row
      * within the limit; on GPUs that is the answer.  On CPUs the first row
      * whose K (or V) tile also fits L1 is preferred, `fits` is the fallback.
+     * The bf16-product rows are exempt from the L1 test: their kernels (AMX
+     * tiles, vdpbf16ps) stream each B panel tile from L2 once per 32 query
+     * rows instead of re-reading it per row, and on the Xeon a 64 KiB K tile
+     * (64x256, d = 128) beat the 32 KiB one (planner_tables.c).
      */
     for (i = 0; i < t->num_rows && !best; i++) {
         const fmsa_tile_row *r = &t->rows[i];
@@ -227,9 +231,8 @@ fmsa_status fmsa_plan_tiles(const fmsa_device_info *dev, const fmsa_plan_request
             fits_n = bn;
             fits_bytes = bytes;
         }
-        if (t->model != FMSA_SRAM_MODEL_CPU ||
-            (size_t)((r->dtypes == FMSA_PLAN_DTYPES_BF16_MMA ? 2 : 4) * bn * req->head_dim) <=
-                fmsa_plan_cpu_l1(dev)) {
+        if (t->model != FMSA_SRAM_MODEL_CPU || r->dtypes == FMSA_PLAN_DTYPES_BF16_MMA ||
+            (size_t)(4 * bn * req->head_dim) <= fmsa_plan_cpu_l1(dev)) {
             best = r;
             best_m = bm;
             best_n = bn;

@@ -220,7 +220,14 @@ static const fmsa_tile_row fmsa_rows_cpu[] = {
      * 64x128 won on the device machine's Xeon (SPR, AMX, d = 128, 2 threads,
      * as speedup over torch in the same process: 1.24-1.33x against
      * 0.89-1.15x, bench/RESULTS.md 2026-11-29); 32x128 is the fallback for
-     * a smaller L2. */
+     * a smaller L2.  Bc = 256 halves the per-row softmax overheads and the
+     * acc tile loads/stores of P.V per key again: in one rotation with torch
+     * on the same Xeon (2026-12-01) 64x256 ran 1.24 / 1.55x torch at d = 128
+     * s = 2048 / 8192 where 64x128 ran 1.00-1.03 / 1.32-1.39x (16 threads:
+     * 1.60 / 1.56x against 1.48-1.56 / 1.37-1.39x), and 1-5% faster on Zen 5's
+     * vdpbf16ps; the causal diagonal's extra waste is cut off at the last
+     * visible key (cpu_forward_b16.c). */
+    {"cpu-fwd-b16-d128-64x256",  FWD, 128, B16,   0,        64, 256, 1, 1, 0},  /* 289 / 64 */
     {"cpu-fwd-b16-d128-64x128",  FWD, 128, B16,   0,        64, 128, 1, 1, 0},  /* 160.5 / 32 */
     {"cpu-fwd-b16-d128-32x128",  FWD, 128, B16,   0,        32, 128, 1, 1, 0},  /* 112.25 / 32 */
     {"cpu-fwd-b16-d256-64x64",   FWD, 256, B16,   0,        64,  64, 1, 1, 0},  /* 184.5 / 32 */

@@ -132,8 +132,10 @@ static expect model_plan(const fmsa_device_info *d, const fmsa_arch_table *t,
             fallback.bn = bn;
             fallback.bytes = by;
         }
-        if (t->model != FMSA_SRAM_MODEL_CPU ||
-            (size_t)((r->dtypes == FMSA_PLAN_DTYPES_BF16_MMA ? 2 : 4) * bn * q->head_dim) <= l1) {
+        /* CPU: prefer a K tile in L1, except on the bf16-product rows (their
+         * kernels stream B panel tiles from L2) */
+        if (t->model != FMSA_SRAM_MODEL_CPU || r->dtypes == FMSA_PLAN_DTYPES_BF16_MMA ||
+            (size_t)(4 * bn * q->head_dim) <= l1) {
             e.row = r;
             e.bm = bm;
             e.bn = bn;
@@ -346,8 +348,8 @@ static void flagship_shapes(void **state) {
     {
         fmsa_device_info spr = flagship("cpu");
         const unsigned mma = FMSA_PLAN_CAP_BF16_MMA;
-        expect_row_caps(&spr, 128, FMSA_DTYPE_BF16, FMSA_PASS_FORWARD, 0, mma, "cpu-fwd-b16-d128-64x128", 64, 128);
-        expect_row_caps(&spr, 64, FMSA_DTYPE_BF16, FMSA_PASS_FORWARD, FMSA_FEAT_CAUSAL, mma, "cpu-fwd-b16-d128-64x128", 64, 128);
+        expect_row_caps(&spr, 128, FMSA_DTYPE_BF16, FMSA_PASS_FORWARD, 0, mma, "cpu-fwd-b16-d128-64x256", 64, 256);
+        expect_row_caps(&spr, 64, FMSA_DTYPE_BF16, FMSA_PASS_FORWARD, FMSA_FEAT_CAUSAL, mma, "cpu-fwd-b16-d128-64x256", 64, 256);
         expect_row_caps(&spr, 256, FMSA_DTYPE_BF16, FMSA_PASS_FORWARD, 0, mma, "cpu-fwd-b16-d256-64x64", 64, 64);
         expect_row_caps(&spr, 128, FMSA_DTYPE_F16, FMSA_PASS_FORWARD, 0, mma, "cpu-fwd-d128-64x64", 64, 64);
         expect_row_caps(&spr, 128, FMSA_DTYPE_BF16, FMSA_PASS_FORWARD, 0, 0, "cpu-fwd-d128-64x64", 64, 64);

@@ -113,10 +113,12 @@ static void cpu_fwd_rows(const fmsa_problem *p, const fmsa_cpu_plan *pl, const f
     fmsa_cpu_pack_rows(p, &p->q, seq, b, h, 0, i0, rows, q_scale, t->q);
     fmsa_cpu_zero(t->acc, (int64_t)rows * D);
 
-    /* whole packed key tiles; keys of a tile outside [k_begin, k_end) are
-     * outside every row's window and come out of the score tile as -inf */
+    /* packed key tiles, cut at k_end: keys from there on are outside every
+     * row's window (the causal diagonal's tile is the common case), so they
+     * would only add exp2(-inf) = 0 to the sums; keys of a tile before
+     * k_begin come out of the score tile as -inf */
     for (int64_t j0 = k_begin / ld * ld; j0 < k_end; j0 += ld) {
-        const int cols = (int)(seq->sk - j0 < ld ? seq->sk - j0 : ld);
+        const int cols = (int)(k_end - j0 < ld ? k_end - j0 : ld);
         if (!fmsa_cpu_tile_visible(&sc, i0, rows, j0, cols)) continue;
         fmsa_cpu_score_tile(pl->kern, &sc, t->q, rows, i0, kt + (j0 / ld) * D * ld, cols, j0, ld,
                             t->s, NULL);

@@ -126,8 +126,12 @@ void fmsa_cpu_b16_rows(const fmsa_problem *p, const fmsa_cpu_plan *pl, const fms
     if (kern->b16_begin) kern->b16_begin();
 
     for (int64_t j0 = k_begin / ld * ld; j0 < k_end; j0 += ld) {
-        const int cols = (int)(seq->sk - j0 < ld ? seq->sk - j0 : ld);
-        const int np = (int)b16_round(cols, 16), kp = (int)b16_round(cols, 32);
+        /* S and the softmax stop at k_end (keys from there on are outside
+         * every row's window: the causal diagonal's tile); P is zero up to
+         * the packed tile's k, whose V panel P·V reads whole */
+        const int packed = (int)(seq->sk - j0 < ld ? seq->sk - j0 : ld);
+        const int cols = (int)(k_end - j0 < packed ? k_end - j0 : packed);
+        const int np = (int)b16_round(cols, 16), kp = (int)b16_round(packed, 32);
         const int64_t tile = j0 / ld;
         /* the next key tile's panels (K and V: 64 KiB at d = 128), fetched into
          * L2 a slice per row while this tile's softmax runs: the panels are

@@ -127,7 +127,8 @@ static int64_t cpu_slot_floats(const fmsa_problem *p, int bm, int bn, int64_t ti
 /// developer override of the planner's tiles for tuning runs (every result is
 /// still checked by whoever runs it; bench/cpu_kernel_bench explores tiles
 /// without it).  Tiles are multiples of 8 in [8, 256], and of 16 x 32 on the
-/// bf16-product path; anything else is refused, never adjusted.
+/// bf16-product path, whose key tile may reach 512; anything else is refused,
+/// never adjusted.
 static fmsa_status cpu_tiles_override(fmsa_pass pass, int b16, int *bm, int *bn) {
     const char *env = getenv("FLASHMSA_CPU_TILES");
     const char *key = pass == FMSA_PASS_FORWARD ? "fwd=" : "bwd=";
@@ -139,10 +140,12 @@ static fmsa_status cpu_tiles_override(fmsa_pass pass, int b16, int *bm, int *bn)
     if (sscanf(at + 4, "%dx%d%n", &m, &n, &used) != 2 || (at[4 + used] != '\0' && at[4 + used] != ','))
         return fmsa_fail(FMSA_ERR_INVALID_ARGUMENT,
                          "FLASHMSA_CPU_TILES=\"%s\": expected fwd=BMxBN and/or bwd=BMxBN", env);
-    if (m < 8 || n < 8 || m > 256 || n > 256 || m % 8 || n % 8 || (b16 && (m % 16 || n % 32)))
+    if (m < 8 || n < 8 || m > 256 || n > (b16 ? 512 : 256) || m % 8 || n % 8 ||
+        (b16 && (m % 16 || n % 32)))
         return fmsa_fail(FMSA_ERR_NOT_SUPPORTED,
                          "FLASHMSA_CPU_TILES: %s%dx%d is not a tile of this path (multiples of %s "
-                         "in [8, 256])", key, m, n, b16 ? "16 x 32" : "8");
+                         "in [8, 256]%s)", key, m, n, b16 ? "16 x 32" : "8",
+                         b16 ? ", keys up to 512" : "");
     *bm = m;
     *bn = n;
     fmsa_log(FMSA_LOG_DEBUG, "cpu: FLASHMSA_CPU_TILES sets the %s tiles to %d x %d",
