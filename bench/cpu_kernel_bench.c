@@ -61,7 +61,7 @@ static void kb_b16(const fmsa_cpu_kernels *kern, int bm, int bn, int d, double p
     for (int r = 0; r < reps; ++r) {
         const int tile = r % tiles;
         t0 = kb_now();
-        kern->gemm_b16(bm, bn, dk, q, dk, kpan + tile * ke, s, bn, 0);
+        kern->gemm_b16(bm, bn, dk, q, dk, kpan + tile * ke, dk, s, bn, 0);
         t[0] += kb_now() - t0;
         t0 = kb_now();
         for (int i = 0; i < bm; ++i) { /* as fmsa_cpu_b16_rows (after the first tile) */
@@ -85,7 +85,7 @@ static void kb_b16(const fmsa_cpu_kernels *kern, int bm, int bn, int d, double p
         }
         t[1] += kb_now() - t0;
         t0 = kb_now();
-        kern->gemm_b16(bm, dn, kp, pp, bn, vpan + tile * ve, acc, dn, 1);
+        kern->gemm_b16(bm, dn, kp, pp, bn, vpan + tile * ve, kp, acc, dn, 1);
         t[2] += kb_now() - t0;
     }
     printf("b16 S = Q.K^T  %8.1f GFLOP/s  %5.1f%% of the 16-bit peak  %7.3f "

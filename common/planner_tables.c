@@ -233,7 +233,11 @@ static const fmsa_tile_row fmsa_rows_cpu[] = {
     {"cpu-fwd-b16-d256-64x64",   FWD, 256, B16,   0,        64,  64, 1, 1, 0},  /* 184.5 / 32 */
     {"cpu-fwd-b16-d256-32x32",   FWD, 256, B16,   0,        32,  32, 1, 1, 0},  /*  86.25 / 16: last resort */
     /* backward on bf16 products: P and dS enter the dK/dV products as the B
-     * panel with k = query rows (padded to 32 with zero rows) */
+     * panel with k = query rows (padded to 32 with zero rows).  64x128 ran
+     * 1.02-1.21x the speed of 64x64 on the Xeon (AMX) in one rotation with
+     * torch, 16 threads, d = 64 and 128, s = 512-8192 (bench/RESULTS.md
+     * 2026-12-01); 64x64 stays as the fallback. */
+    {"cpu-bwd-b16-d128-64x128",  BWD, 128, B16,   0,        64, 128, 1, 1, 0},
     {"cpu-bwd-b16-d128-64x64",   BWD, 128, B16,   0,        64,  64, 1, 1, 0},  /* 208.5 / 16 */
     {"cpu-bwd-b16-d256-32x64",   BWD, 256, B16,   0,        32,  64, 1, 1, 0},  /* 280.25 / 32 */
     {"cpu-bwd-b16-d256-32x32",   BWD, 256, B16,   0,        32,  32, 1, 1, 0},  /* 172.25 / 16: last resort */

@@ -288,7 +288,7 @@ void fmsa_cpu_b16_bwd_pack(const fmsa_problem *p, const fmsa_cpu_plan *pl, int64
         if (pl->kern->b16_begin) pl->kern->b16_begin();
         for (int r0 = 0; r0 < rows; r0 += 16) {
             pl->kern->gemm_b16(16, 16, (int)g.dk, x.doa + ht * g.rowa + r0 * g.dk, g.dk,
-                               t.opan + (int64_t)(r0 / 16) * g.dk * 16, t.dp, 16, 0);
+                               t.opan + (int64_t)(r0 / 16) * g.dk * 16, (int)g.dk, t.dp, 16, 0);
             for (int r = r0; r < rows && r < r0 + 16; ++r)
                 x.delta[ht * g.bm + r] = t.dp[(r - r0) * 16 + (r - r0)];
         }
@@ -304,11 +304,11 @@ static void b16b_ds(const fmsa_cpu_plan *pl, const b16b_geo *g, const b16b_panel
     const fmsa_cpu_kernels *kern = pl->kern;
     const int mp = (int)b16b_round(rows, 16), np = (int)b16b_round(cols, 16);
     float *gr = sc->softcap > 0.0f ? t->gr : NULL;
-    kern->gemm_b16(mp, np, (int)g->dk, x->qa + ht * g->rowa, g->dk, x->kb + kt * g->kbe, t->s,
-                   g->bn, 0);
+    kern->gemm_b16(mp, np, (int)g->dk, x->qa + ht * g->rowa, g->dk, x->kb + kt * g->kbe,
+                   (int)g->dk, t->s, g->bn, 0);
     fmsa_cpu_score_apply(sc, rows, i0, cols, j0, (int)g->bn, t->s, gr);
-    kern->gemm_b16(mp, np, (int)g->dk, x->doa + ht * g->rowa, g->dk, x->vb + kt * g->kbe, t->dp,
-                   g->bn, 0);
+    kern->gemm_b16(mp, np, (int)g->dk, x->doa + ht * g->rowa, g->dk, x->vb + kt * g->kbe,
+                   (int)g->dk, t->dp, g->bn, 0);
     for (int r = 0; r < rows; ++r) {
         float *sr = t->s + r * g->bn, *dpr = t->dp + r * g->bn;
         const float lse2 = x->lse2[ht * g->bm + r];
@@ -365,14 +365,16 @@ void fmsa_cpu_b16_bwd_dkdv(const fmsa_problem *p, const fmsa_cpu_plan *pl, int64
             /* P, dS (rounded to bf16) as B: dVᵀ += dOᵀ·P, dKᵀ += Qᵀ·dS */
             b16b_pack_rows(kern, rows, cols, t.s, g.bn, t.pp);
             b16b_pack_rows(kern, rows, cols, t.dp, g.bn, t.dsp);
-            kern->gemm_b16((int)g.dn, np, kq, x.dot + ht * g.rowt, g.bm32, t.pp, t.dvt, g.bn, 1);
-            kern->gemm_b16((int)g.dn, np, kq, x.qt + ht * g.rowt, g.bm32, t.dsp, t.dkt, g.bn, 1);
+            kern->gemm_b16((int)g.dn, np, kq, x.dot + ht * g.rowt, g.bm32, t.pp, kq, t.dvt, g.bn,
+                           1);
+            kern->gemm_b16((int)g.dn, np, kq, x.qt + ht * g.rowt, g.bm32, t.dsp, kq, t.dkt, g.bn,
+                           1);
             if (g.parts > 0) { /* dQ partial += dS·K; the part's first write overwrites */
                 float *written = x.dq.written + (part * g.group + gi) * g.tiles_q + i0 / g.bm;
                 float *rows_out = x.dq.rows + ((part * g.group + gi) * x.dq.head_rows + i0) * g.dn;
                 b16b_ds_rows(kern, &g, rows, cols, &t);
                 kern->gemm_b16((int)b16b_round(rows, 16), (int)g.dn, (int)b16b_round(cols, 32),
-                               t.dsa, g.bn, x.kr + kt * g.kre, rows_out, g.dn, *written != 0.0f);
+                               t.dsa, g.bn, x.kr + kt * g.kre, (int)b16b_round(cols, 32), rows_out, g.dn, *written != 0.0f);
                 *written = 1.0f;
             }
         }
@@ -418,7 +420,7 @@ void fmsa_cpu_b16_bwd_dq(const fmsa_problem *p, const fmsa_cpu_plan *pl, int64_t
         if (!fmsa_cpu_tile_visible(&sc, i0, rows, j0, cols)) continue;
         b16b_ds(pl, &g, &x, &sc, ht, i0, rows, j0 / ld, j0, cols, &t);
         b16b_ds_rows(kern, &g, rows, cols, &t);
-        kern->gemm_b16(mp, (int)g.dn, kc, t.dsa, ld, x.kr + (j0 / ld) * g.kre, t.dq, g.dn, 1);
+        kern->gemm_b16(mp, (int)g.dn, kc, t.dsa, ld, x.kr + (j0 / ld) * g.kre, kc, t.dq, g.dn, 1);
     }
     for (int r = 0; r < rows; ++r)
         fmsa_cpu_row_store(fmsa_view4_host(&p->dq), p->dtype,

@@ -126,12 +126,13 @@ void fmsa_cpu_b16_rows(const fmsa_problem *p, const fmsa_cpu_plan *pl, const fms
     if (kern->b16_begin) kern->b16_begin();
 
     for (int64_t j0 = k_begin / ld * ld; j0 < k_end; j0 += ld) {
-        /* S and the softmax stop at k_end (keys from there on are outside
-         * every row's window: the causal diagonal's tile); P is zero up to
-         * the packed tile's k, whose V panel P·V reads whole */
+        /* S, the softmax and P·V stop at k_end (keys from there on are
+         * outside every row's window: the causal diagonal's tile); P·V reads
+         * the first kp pair rows of a V panel packed for kpanel */
         const int packed = (int)(seq->sk - j0 < ld ? seq->sk - j0 : ld);
         const int cols = (int)(k_end - j0 < packed ? k_end - j0 : packed);
-        const int np = (int)b16_round(cols, 16), kp = (int)b16_round(packed, 32);
+        const int np = (int)b16_round(cols, 16), kp = (int)b16_round(cols, 32);
+        const int kpanel = (int)b16_round(packed, 32);
         const int64_t tile = j0 / ld;
         /* the next key tile's panels (K and V: 64 KiB at d = 128), fetched into
          * L2 a slice per row while this tile's softmax runs: the panels are
@@ -139,7 +140,7 @@ void fmsa_cpu_b16_rows(const fmsa_problem *p, const fmsa_cpu_plan *pl, const fms
          * products do not train the hardware prefetchers */
         const int next = j0 + ld < k_end;
         if (!fmsa_cpu_tile_visible(&sc, i0, rows, j0, cols)) continue;
-        kern->gemm_b16(mp, np, (int)dk, t->q, dk, kpan + tile * k_elems, t->s, ld, 0);
+        kern->gemm_b16(mp, np, (int)dk, t->q, dk, kpan + tile * k_elems, (int)dk, t->s, ld, 0);
         fmsa_cpu_score_apply(&sc, rows, i0, cols, j0, ld, t->s, NULL);
         for (int r = 0; r < rows; ++r) {
             const float *sr = t->s + (int64_t)r * ld;
@@ -179,6 +180,6 @@ void fmsa_cpu_b16_rows(const fmsa_problem *p, const fmsa_cpu_plan *pl, const fms
             }
             t->l[r] += kern->row_exp2_b16(sr, cols, exp_scale, t->m[r], pr, kp, NULL);
         }
-        kern->gemm_b16(mp, (int)dn, kp, t->p, ld, vpan + tile * v_elems, t->acc, dn, 1);
+        kern->gemm_b16(mp, (int)dn, kp, t->p, ld, vpan + tile * v_elems, kpanel, t->acc, dn, 1);
     }
 }

@@ -91,8 +91,8 @@ AMX_INLINE void amx_block(const int mi, const int ni, int k, const uint16_t *a, 
 }
 
 static void amx_gemm_b16(int m, int n, int k, const uint16_t *a, int64_t lda, const uint16_t *bp,
-                         float *c, int64_t ldc, int accumulate) {
-    const int64_t half = k / 2; /* pair rows per 16-column block of the panel */
+                         int kb, float *c, int64_t ldc, int accumulate) {
+    const int64_t half = kb / 2; /* pair rows per 16-column block of the panel */
     for (int j = 0; j < n; j += 32) {
         const uint16_t *b0 = bp + (int64_t)(j / 16) * half * 32, *b1 = b0 + half * 32;
         const int two_n = n - j >= 32;

@@ -270,8 +270,8 @@ AVX512_INLINE void avx512_b16_ukr(const int nv, int k, const uint16_t *a, int64_
 }
 
 static void avx512_gemm_b16(int m, int n, int k, const uint16_t *a, int64_t lda,
-                            const uint16_t *bp, float *c, int64_t ldc, int accumulate) {
-    const int64_t half = k / 2; /* pair rows per 16-column block of the panel */
+                            const uint16_t *bp, int kb, float *c, int64_t ldc, int accumulate) {
+    const int64_t half = kb / 2; /* pair rows per 16-column block of the panel */
     for (int j = 0; j < n; j += 32) {
         const uint16_t *b0 = bp + (int64_t)(j / 16) * half * 32, *b1 = b0 + half * 32;
         for (int i = 0; i < m; i += 8) {

@@ -78,8 +78,9 @@ static void CPU_KERN(row_bwd_ds)(float *restrict s, float *restrict dp, const fl
 __attribute__((optimize("no-tree-loop-vectorize")))
 #endif /* GCC */
 static void cpu_generic_gemm_b16(int m, int n, int k, const uint16_t *a, int64_t lda,
-                                 const uint16_t *bp, float *c, int64_t ldc, int accumulate) {
-    const int64_t half = (int64_t)(k + 31) / 32 * 16; /* pair rows per 16-column block */
+                                 const uint16_t *bp, int kb, float *c, int64_t ldc,
+                                 int accumulate) {
+    const int64_t half = (int64_t)(kb + 31) / 32 * 16; /* pair rows per 16-column block */
     for (int i = 0; i < m; ++i) {
         const uint16_t *ai = a + (int64_t)i * lda;
         for (int jb = 0; jb < n / 16; ++jb) {

@@ -79,11 +79,13 @@ typedef struct fmsa_cpu_kernels {
     void (*b16_begin)(void);
 
     /// C[m][n] = (accumulate ? C : 0) + A·B in fp32, A bf16 row-major (a[i * lda
-    /// + p]), B a panel written by fmsa_cpu_pack_b16 for k rows and n columns.
-    /// m a multiple of 16, n a multiple of 16, k a multiple of 32 (callers pad
-    /// with zeros).  Each C element sums the k products in an order fixed by k.
+    /// + p]), B the first k rows of a panel written by fmsa_cpu_pack_b16 for kb
+    /// >= k rows and n columns (kb sets the panel's block stride).  m a
+    /// multiple of 16, n a multiple of 16, k and kb multiples of 32 (callers
+    /// pad with zeros).  Each C element sums the k products in an order fixed
+    /// by k.
     void (*gemm_b16)(int m, int n, int k, const uint16_t *a, int64_t lda, const uint16_t *bp,
-                     float *c, int64_t ldc, int accumulate);
+                     int kb, float *c, int64_t ldc, int accumulate);
 
     /// dst[j] = bf16(exp2(x[j] * scale - m)) for j < n (0 where x[j] = -inf; one
     /// rounding for x * scale - m), dst[j] = 0 for n <= j < npad; returns the
