@@ -129,18 +129,25 @@ static void cpu_fwd_rows(const fmsa_problem *p, const fmsa_cpu_plan *pl, const f
 }
 
 /// Finalizes rows into O (output dtype) and LSE (fp32, natural log) when requested.
-static void cpu_fwd_store(const fmsa_problem *p, const fmsa_seq *seq, int64_t h, int64_t i0,
-                          int rows, const float *m, const float *l, const float *acc,
-                          int64_t acc_ld) {
+static void cpu_fwd_store(const fmsa_problem *p, const fmsa_cpu_kernels *kern,
+                          const fmsa_seq *seq, int64_t h, int64_t i0, int rows, const float *m,
+                          const float *l, const float *acc, int64_t acc_ld) {
     const int64_t D = p->head_dim;
     char *ob = fmsa_view4_host(&p->o);
     float *lse_base = p->has_lse ? (float *)fmsa_viewn_host(&p->lse) : NULL;
     for (int r = 0; r < rows; ++r) {
         float lse;
         float inv_l = fmsa_softmax_finalize(m[r], l[r], &lse);
+        const int64_t off = fmsa_problem_q_offset(&p->o, seq, i0 + r, h);
         /* a fully masked row has acc = 0 and inv_l = 0: O = 0, never NaN */
-        fmsa_cpu_row_store(ob, p->dtype, fmsa_problem_q_offset(&p->o, seq, i0 + r, h), D, inv_l,
-                           acc + (int64_t)r * acc_ld);
+        if (p->dtype == FMSA_DTYPE_BF16 && kern->row_to_b16) {
+            /* the path's vector conversion (same rounding: nearest even) */
+            float row[FMSA_CPU_MAX_HEAD_DIM];
+            for (int64_t d = 0; d < D; ++d) row[d] = inv_l * acc[(int64_t)r * acc_ld + d];
+            kern->row_to_b16(row, (int)D, (uint16_t *)ob + off, (int)D);
+        } else {
+            fmsa_cpu_row_store(ob, p->dtype, off, D, inv_l, acc + (int64_t)r * acc_ld);
+        }
         if (lse_base) lse_base[fmsa_problem_lse_offset(p, seq, i0 + r, h)] = lse;
     }
 }
@@ -184,7 +191,9 @@ static void cpu_fwd_item(const fmsa_problem *p, const fmsa_cpu_plan *pl, const f
         m = t->m, l = t->l, acc = t->acc, acc_ld = D;
     }
     if (pl->num_splits == 1) {
-        cpu_fwd_store(p, &seq, h, i0, rows, m, l, acc, acc_ld);
+        const double t0 = pl->trace ? fmsa_cpu_trace_now(pl->trace) : 0.0;
+        cpu_fwd_store(p, pl->kern, &seq, h, i0, rows, m, l, acc, acc_ld);
+        if (pl->trace) fmsa_cpu_trace_add(pl->trace, FMSA_CPU_TRACE_STORE, t0);
         return;
     }
     for (int r = 0; r < rows; ++r) { /* partial state record (m, l, acc) of (b, h, i, s) */
@@ -239,7 +248,7 @@ static void cpu_fwd_merge_row(const fmsa_problem *p, const fmsa_cpu_plan *pl, in
         fmsa_softmax_merge(&m, &l, rec[0], rec[1], &ca, &cb);
         for (int64_t d = 0; d < D; ++d) acc[d] = ca * acc[d] + cb * rec[2 + d];
     }
-    cpu_fwd_store(p, &seq, h, i, 1, &m, &l, acc, D);
+    cpu_fwd_store(p, pl->kern, &seq, h, i, 1, &m, &l, acc, D);
 }
 
 fmsa_status fmsa_cpu_forward(void *state, const fmsa_problem *p, void *workspace,
@@ -283,6 +292,7 @@ fmsa_status fmsa_cpu_forward(void *state, const fmsa_problem *p, void *workspace
     }
 
     fmsa_cpu_trace_begin(&tr, nthreads);
+    pl.trace = tr.on ? &tr : NULL;
 FMSA_CPU_OMP(omp parallel num_threads(nthreads))
     {
         char *mine = scratch + (size_t)fmsa_cpu_thread_num() * pl.scratch_bytes;

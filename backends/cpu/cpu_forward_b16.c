@@ -20,6 +20,7 @@
 #include "backends/cpu/cpu_internal.h"
 #include "backends/cpu/cpu_pack.h"
 #include "backends/cpu/cpu_tile.h"
+#include "backends/cpu/cpu_trace.h"
 #include "common/fmsa_score.h"
 #include "common/fmsa_softmax.h"
 
@@ -139,9 +140,15 @@ void fmsa_cpu_b16_rows(const fmsa_problem *p, const fmsa_cpu_plan *pl, const fms
          * shared by every thread and come from L3, and the tile loads of the
          * products do not train the hardware prefetchers */
         const int next = j0 + ld < k_end;
+        double t0;
         if (!fmsa_cpu_tile_visible(&sc, i0, rows, j0, cols)) continue;
+        t0 = pl->trace ? fmsa_cpu_trace_now(pl->trace) : 0.0;
         kern->gemm_b16(mp, np, (int)dk, t->q, dk, kpan + tile * k_elems, (int)dk, t->s, ld, 0);
         fmsa_cpu_score_apply(&sc, rows, i0, cols, j0, ld, t->s, NULL);
+        if (pl->trace) {
+            fmsa_cpu_trace_add(pl->trace, FMSA_CPU_TRACE_S, t0);
+            t0 = fmsa_cpu_trace_now(pl->trace);
+        }
         for (int r = 0; r < rows; ++r) {
             const float *sr = t->s + (int64_t)r * ld;
             uint16_t *pr = t->p + (int64_t)r * ld;
@@ -180,6 +187,11 @@ void fmsa_cpu_b16_rows(const fmsa_problem *p, const fmsa_cpu_plan *pl, const fms
             }
             t->l[r] += kern->row_exp2_b16(sr, cols, exp_scale, t->m[r], pr, kp, NULL);
         }
+        if (pl->trace) {
+            fmsa_cpu_trace_add(pl->trace, FMSA_CPU_TRACE_SOFTMAX, t0);
+            t0 = fmsa_cpu_trace_now(pl->trace);
+        }
         kern->gemm_b16(mp, (int)dn, kp, t->p, ld, vpan + tile * v_elems, kpanel, t->acc, dn, 1);
+        if (pl->trace) fmsa_cpu_trace_add(pl->trace, FMSA_CPU_TRACE_PV, t0);
     }
 }

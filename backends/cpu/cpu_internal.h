@@ -71,6 +71,7 @@ typedef struct fmsa_cpu_plan {
     const fmsa_cpu_kernels *kern; ///< the micro-kernel path (cpu_dispatch.c)
     int b16;                ///< the planner chose a bf16-product row (FMSA_PLAN_DTYPES_BF16_MMA):
                             ///< bf16 inputs on kern->gemm_b16 (cpu_forward_b16.c, cpu_backward_b16.c)
+    struct fmsa_cpu_trace *trace; ///< the pass's FLASHMSA_CPU_TRACE (cpu_trace.h), or NULL
 } fmsa_cpu_plan;
 
 /// One thread's tiles of the bf16-product forward.

@@ -335,18 +335,20 @@ void fmsa_cpu_avx512_pack_b16_words_t(const uint16_t *const src[16], int words, 
     }
 }
 
-void fmsa_cpu_avx512_pack_b16_pair_rows(const uint16_t *s0, const uint16_t *s1, int n, int npad,
-                                        uint16_t *out, int64_t block_stride) {
-    /* element 2i of the output is s0[i], 2i + 1 is s1[i] (s1 sits in the upper half) */
+void fmsa_cpu_avx512_pack_b16_pair_rows(const uint16_t *const src[32], int col0, int n,
+                                        uint16_t *out) {
+    /* element 2i of an output row is src[2r][col0 + i], 2i + 1 is src[2r + 1][col0 + i]
+     * (the second row sits in the upper half of the permuted register) */
     const __m512i idx = _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9,
                                          24, 8, 23, 7, 22, 6, 21, 5, 20, 4, 19, 3, 18, 2, 17, 1,
                                          16, 0);
-    for (int db = 0; db < npad / 16; ++db) {
-        const __mmask16 mk = avx512_mask(n - db * 16);
-        const __m256i a = s0 ? _mm256_maskz_loadu_epi16(mk, s0 + db * 16) : _mm256_setzero_si256();
-        const __m256i b = s1 ? _mm256_maskz_loadu_epi16(mk, s1 + db * 16) : _mm256_setzero_si256();
+    const __mmask16 mk = avx512_mask(n - col0);
+    for (int r = 0; r < 16; ++r) {
+        const uint16_t *s0 = src[2 * r], *s1 = src[2 * r + 1];
+        const __m256i a = s0 ? _mm256_maskz_loadu_epi16(mk, s0 + col0) : _mm256_setzero_si256();
+        const __m256i b = s1 ? _mm256_maskz_loadu_epi16(mk, s1 + col0) : _mm256_setzero_si256();
         const __m512i ab = _mm512_inserti64x4(_mm512_castsi256_si512(a), b, 1);
-        _mm512_storeu_si512(out + db * block_stride, _mm512_permutexvar_epi16(idx, ab));
+        _mm512_storeu_si512(out + r * 32, _mm512_permutexvar_epi16(idx, ab));
     }
 }
 

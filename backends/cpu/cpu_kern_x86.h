@@ -24,8 +24,8 @@ void fmsa_cpu_avx512_row_to_b16(const float *x, int n, uint16_t *dst, int npad);
 void fmsa_cpu_avx512_pack_b16_rows(int k, int n, const float *b, int64_t ldb, uint16_t *dst);
 void fmsa_cpu_avx512_pack_b16_words_t(const uint16_t *const src[16], int words, int words_pad,
                                       uint32_t *out);
-void fmsa_cpu_avx512_pack_b16_pair_rows(const uint16_t *s0, const uint16_t *s1, int n, int npad,
-                                        uint16_t *out, int64_t block_stride);
+void fmsa_cpu_avx512_pack_b16_pair_rows(const uint16_t *const src[32], int col0, int n,
+                                        uint16_t *out);
 float fmsa_cpu_avx512_row_exp2_b16(const float *x, int n, float scale, float m, uint16_t *dst,
                                    int npad, float *xmax);
 #endif /* AVX-512F + DQ + BF16 */

@@ -113,11 +113,10 @@ typedef struct fmsa_cpu_kernels {
     /// words_pad a multiple of 16.
     void (*pack_b16_words_t)(const uint16_t *const src[16], int words, int words_pad,
                              uint32_t *out);
-    /// Keys as the rows of B, one pair row: for each 16-column block db <
-    /// npad / 16, out[db * block_stride + 2 * i + e] = (e ? s1 : s0)[16 db + i]
-    /// for columns < n, else 0 (a NULL row is zeros).
-    void (*pack_b16_pair_rows)(const uint16_t *s0, const uint16_t *s1, int n, int npad,
-                               uint16_t *out, int64_t block_stride);
+    /// Keys as the rows of B, 16 pair rows of one 16-column block (1 KiB):
+    /// out[r * 32 + 2 * i + e] = src[2 r + e][col0 + i] for col0 + i < n,
+    /// else 0 (a NULL row is zeros).
+    void (*pack_b16_pair_rows)(const uint16_t *const src[32], int col0, int n, uint16_t *out);
 } fmsa_cpu_kernels;
 
 /*

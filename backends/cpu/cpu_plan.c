@@ -169,6 +169,7 @@ fmsa_status fmsa_cpu_plan_make(const fmsa_cpu_state *st, const fmsa_problem *p,
                          "cpu: head_dim %lld outside [1, %d] is not supported by the CPU backend",
                          (long long)D, FMSA_CPU_MAX_HEAD_DIM);
     FMSA_TRY(fmsa_cpu_kernels_get(&plan->kern));
+    plan->trace = NULL;
     if (st) {
         dev = st->info;
     } else {

@@ -48,7 +48,7 @@ void fmsa_cpu_trace_end(fmsa_cpu_trace *tr, const char *what, int64_t chunks) {
             const double b = tr->busy[t * FMSA_CPU_TRACE_PHASES + ph];
             sum[ph] += b;
             if (b > max[ph]) max[ph] = b;
-            total += b;
+            if (ph <= FMSA_CPU_TRACE_STAGE_B) total += b; /* the rest lie inside stage a */
         }
         if (total > most) most = total;
         if (least < 0.0 || total < least) least = total;
@@ -56,9 +56,11 @@ void fmsa_cpu_trace_end(fmsa_cpu_trace *tr, const char *what, int64_t chunks) {
     fmsa_log(FMSA_LOG_DEBUG,
              "cpu trace %s: %.3f ms wall, %d threads, %lld chunks; busy ms (sum / busiest "
              "thread): pack %.3f / %.3f, stage a %.3f / %.3f, stage b %.3f / %.3f; thread "
-             "totals %.3f .. %.3f",
+             "totals %.3f .. %.3f; within stage a (sums): S %.3f, softmax %.3f, P.V %.3f, "
+             "store %.3f",
              what, 1e3 * wall, tr->nthreads, (long long)chunks, 1e3 * sum[0], 1e3 * max[0],
-             1e3 * sum[1], 1e3 * max[1], 1e3 * sum[2], 1e3 * max[2], 1e3 * least, 1e3 * most);
+             1e3 * sum[1], 1e3 * max[1], 1e3 * sum[2], 1e3 * max[2], 1e3 * least, 1e3 * most,
+             1e3 * sum[3], 1e3 * sum[4], 1e3 * sum[5], 1e3 * sum[6]);
     free(tr->busy);
     tr->busy = NULL;
     tr->on = 0;

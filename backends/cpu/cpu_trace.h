@@ -12,8 +12,19 @@
 
 #include <stdint.h>
 
-/// Phases a pass reports (unused ones print as 0).
-enum { FMSA_CPU_TRACE_PACK, FMSA_CPU_TRACE_STAGE_A, FMSA_CPU_TRACE_STAGE_B, FMSA_CPU_TRACE_PHASES };
+/// Phases a pass reports (unused ones print as 0).  The forward's stage a
+/// (its work items) is also split: the bf16-product forward times its S
+/// products, softmax rows, P·V products and output stores inside it.
+enum {
+    FMSA_CPU_TRACE_PACK,
+    FMSA_CPU_TRACE_STAGE_A,
+    FMSA_CPU_TRACE_STAGE_B,
+    FMSA_CPU_TRACE_S,
+    FMSA_CPU_TRACE_SOFTMAX,
+    FMSA_CPU_TRACE_PV,
+    FMSA_CPU_TRACE_STORE,
+    FMSA_CPU_TRACE_PHASES
+};
 
 typedef struct fmsa_cpu_trace {
     int on;          ///< FLASHMSA_CPU_TRACE was set at the start of the pass
