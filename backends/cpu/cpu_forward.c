@@ -180,6 +180,15 @@ static void cpu_fwd_item(const fmsa_problem *p, const fmsa_cpu_plan *pl, const f
     int64_t acc_ld;
 
     cpu_fwd_keys(p, pl, &seq, i0, rows, s, &k_begin, &k_end);
+    if (pl->num_splits == 1) { /* the output rows, owned for writing by the time they are stored */
+        const int64_t row_bytes = D * (p->dtype == FMSA_DTYPE_F32 ? 4 : 2);
+        char *ob = fmsa_view4_host(&p->o);
+        for (int r = 0; r < rows; ++r) {
+            const char *orow = ob + fmsa_problem_q_offset(&p->o, &seq, i0 + r, h) *
+                                        (p->dtype == FMSA_DTYPE_F32 ? 4 : 2);
+            for (int64_t x = 0; x < row_bytes; x += 64) FMSA_CPU_PREFETCH_L2_W(orow + x);
+        }
+    }
     if (pl->b16) {
         fmsa_cpu_b16_rows(p, pl, &seq, b, h, i0, rows, k_begin, k_end,
                           cpu_fwd_kt(pl, panels, slot_in_chunk), bt);

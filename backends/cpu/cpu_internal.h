@@ -203,8 +203,11 @@ static inline int fmsa_cpu_thread_num(void) {
 /// compiler has no builtin).
 #if defined(__GNUC__) || defined(__clang__)
 #define FMSA_CPU_PREFETCH_L2(addr) __builtin_prefetch((addr), 0, 2)
+/// ... the same with the intent to write it (an output row's lines).
+#define FMSA_CPU_PREFETCH_L2_W(addr) __builtin_prefetch((addr), 1, 2)
 #else
 #define FMSA_CPU_PREFETCH_L2(addr) ((void)(addr))
+#define FMSA_CPU_PREFETCH_L2_W(addr) ((void)(addr))
 #endif /* __GNUC__ */
 
 /// Prefetches slice `part` of `parts` of the `bytes` at base into L2: callers

@@ -103,7 +103,7 @@ static float cpu_generic_row_exp2_b16(const float *x, int n, float scale, float 
                                       int npad, float *xmax) {
     float sum = 0.0f, mx = -INFINITY;
     for (int j = 0; j < n; ++j) {
-        const float p = fmsa_cpu_exp2(fmaf(x[j], scale, -m));
+        const float p = fmsa_cpu_exp2_b16(fmaf(x[j], scale, -m));
         sum += p;
         dst[j] = fmsa_f32_to_bf16(p);
         mx = x[j] > mx ? x[j] : mx;
