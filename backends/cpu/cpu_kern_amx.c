@@ -96,6 +96,15 @@ static void amx_gemm_b16(int m, int n, int k, const uint16_t *a, int64_t lda, co
     for (int j = 0; j < n; j += 32) {
         const uint16_t *b0 = bp + (int64_t)(j / 16) * half * 32, *b1 = b0 + half * 32;
         const int two_n = n - j >= 32;
+        if (j + 32 < n) {
+            /* the next 32 columns' B tiles (k * 32 bytes per 16 columns, from
+             * L2: the panels are 32-64 KiB per key tile) into L1 while these
+             * run; the tile loads themselves train no prefetcher */
+            const char *next = (const char *)(b0 + 2 * half * 32);
+            for (int blk = 0; blk < (n - j - 32 >= 32 ? 2 : 1); ++blk)
+                for (int64_t x = 0; x < (int64_t)k * 32; x += 64)
+                    _mm_prefetch(next + blk * half * 64 + x, _MM_HINT_T0);
+        }
         for (int i = 0; i < m; i += 32) {
             const uint16_t *ai = a + i * lda;
             float *ci = c + i * ldc + j;
