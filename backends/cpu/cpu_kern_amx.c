@@ -90,33 +90,56 @@ AMX_INLINE void amx_block(const int mi, const int ni, int k, const uint16_t *a, 
     }
 }
 
+/// Prefetches into L1 the B tiles of the 32 columns from j (k * 32 bytes per
+/// 16-column block, `half` pair rows apart): the panels come from L2 (32-64
+/// KiB per key tile) and tile loads train no hardware prefetcher.
+AMX_INLINE void amx_prefetch_b(const uint16_t *bp, int64_t half, int n, int j, int k) {
+    const char *b = (const char *)(bp + (int64_t)(j / 16) * half * 32);
+    for (int blk = 0; blk < (n - j >= 32 ? 2 : 1); ++blk)
+        for (int64_t x = 0; x < (int64_t)k * 32; x += 64)
+            _mm_prefetch(b + blk * half * 64 + x, _MM_HINT_T0);
+}
+
+/// The (up to) 32 x 32 block of C at (i, j).
+AMX_INLINE void amx_block_at(int m, int n, int k, const uint16_t *a, int64_t lda,
+                             const uint16_t *bp, int64_t half, float *c, int64_t ldc,
+                             int accumulate, int i, int j) {
+    const uint16_t *b0 = bp + (int64_t)(j / 16) * half * 32, *b1 = b0 + half * 32;
+    const uint16_t *ai = a + i * lda;
+    float *ci = c + i * ldc + j;
+    const int two_n = n - j >= 32;
+    if (m - i >= 32) {
+        if (two_n) amx_block(2, 2, k, ai, lda, b0, b1, ci, ldc, accumulate);
+        else amx_block(2, 1, k, ai, lda, b0, b0, ci, ldc, accumulate);
+    } else {
+        if (two_n) amx_block(1, 2, k, ai, lda, b0, b1, ci, ldc, accumulate);
+        else amx_block(1, 1, k, ai, lda, b0, b0, ci, ldc, accumulate);
+    }
+}
+
 static void amx_gemm_b16(int m, int n, int k, const uint16_t *a, int64_t lda, const uint16_t *bp,
                          int kb, float *c, int64_t ldc, int accumulate) {
     const int64_t half = kb / 2; /* pair rows per 16-column block of the panel */
-    for (int j = 0; j < n; j += 32) {
-        const uint16_t *b0 = bp + (int64_t)(j / 16) * half * 32, *b1 = b0 + half * 32;
-        const int two_n = n - j >= 32;
-        if (j + 32 < n) {
-            /* the next 32 columns' B tiles (k * 32 bytes per 16 columns, from
-             * L2: the panels are 32-64 KiB per key tile) into L1 while these
-             * run; the tile loads themselves train no prefetcher */
-            const char *next = (const char *)(b0 + 2 * half * 32);
-            for (int blk = 0; blk < (n - j - 32 >= 32 ? 2 : 1); ++blk)
-                for (int64_t x = 0; x < (int64_t)k * 32; x += 64)
-                    _mm_prefetch(next + blk * half * 64 + x, _MM_HINT_T0);
+    /* Each 32 x 32 block loads one A and one B tile per tdpbf16ps, which the
+     * tile unit keeps up with only from L1.  The block order keeps the
+     * smaller operand there: A whole (S = Q·Kᵀ: 16 KiB of Q) with the
+     * columns outside, or, when A is larger than half of L1 (P·V at 256
+     * keys: 32 KiB of P), 32 rows of A with the rows outside; the B tiles
+     * the next block needs are prefetched while a block runs. */
+    if ((int64_t)m * k * 2 <= 24 * 1024) {
+        for (int j = 0; j < n; j += 32) {
+            if (j + 32 < n) amx_prefetch_b(bp, half, n, j + 32, k);
+            for (int i = 0; i < m; i += 32)
+                amx_block_at(m, n, k, a, lda, bp, half, c, ldc, accumulate, i, j);
         }
-        for (int i = 0; i < m; i += 32) {
-            const uint16_t *ai = a + i * lda;
-            float *ci = c + i * ldc + j;
-            if (m - i >= 32) {
-                if (two_n) amx_block(2, 2, k, ai, lda, b0, b1, ci, ldc, accumulate);
-                else amx_block(2, 1, k, ai, lda, b0, b0, ci, ldc, accumulate);
-            } else {
-                if (two_n) amx_block(1, 2, k, ai, lda, b0, b1, ci, ldc, accumulate);
-                else amx_block(1, 1, k, ai, lda, b0, b0, ci, ldc, accumulate);
-            }
-        }
+        return;
     }
+    for (int i = 0; i < m; i += 32)
+        for (int j = 0; j < n; j += 32) {
+            if (j + 32 < n) amx_prefetch_b(bp, half, n, j + 32, k);
+            else if (i + 32 < m) amx_prefetch_b(bp, half, n, 0, k);
+            amx_block_at(m, n, k, a, lda, bp, half, c, ldc, accumulate, i, j);
+        }
 }
 
 static const fmsa_cpu_kernels amx_table = {
