@@ -237,7 +237,7 @@ if want torch; then
     timeout $((TORCH_BUDGET + 90)) python3 bench/cpu_vs_torch.py --lib $B/libflashmsa.so --cli $CLI \
       --threads "$t" --dtypes ${TORCH_DTYPES:-bf16,fp32} --dims ${TORCH_DIMS:-128} \
       --seqlens ${TORCH_SEQLENS:-2048,8192} --min-time 0.3 --max-runs 3 --budget $TORCH_BUDGET \
-      --masks ${TORCH_MASKS:-none,causal} "${VARIANT_ARGS[@]}" \
+      --masks ${TORCH_MASKS:-none,causal} "${VARIANT_ARGS[@]}" ${TORCH_ARGS:-} \
       --json "$OUT/torch.jsonl" > "$OUT/torch_t$t.txt" 2> "$OUT/torch_t$t.err"
     echo "  rc $?"; tail -3 "$OUT/torch_t$t.err"
   done
