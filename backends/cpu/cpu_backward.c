@@ -362,7 +362,7 @@ fmsa_status fmsa_cpu_backward(void *state, const fmsa_problem *p, void *workspac
     fmsa_cpu_item *kv_items, *q_items;
     int64_t group, n_kv = 0, n_q = 0; /* n_kv, n_q: shared, written by one thread per chunk */
     fmsa_cpu_arena *arena = state ? &((fmsa_cpu_state *)state)->arena : NULL;
-    char *buf;
+    fmsa_cpu_pass_buffers bufs;
     fmsa_cpu_trace tr;
     (void)stream; /* the CPU runs synchronously */
 
@@ -378,23 +378,13 @@ fmsa_status fmsa_cpu_backward(void *state, const fmsa_problem *p, void *workspac
 
     nthreads = fmsa_cpu_max_threads();
     {
-        const size_t scratch_all = fmsa_cpu_round64((size_t)nthreads * pl.scratch_bytes);
-        const size_t panel_all =
-            fmsa_cpu_round64((size_t)(pl.chunk_slots * pl.slot_floats) * sizeof(float));
-        const size_t kv_all =
-            fmsa_cpu_round64((size_t)(pl.chunk_slots * pl.tiles_k) * sizeof *kv_items);
-        char *at = buf = (char *)fmsa_cpu_arena_take(
-            arena, scratch_all + panel_all + kv_all +
-                       (size_t)(pl.chunk_slots * group * pl.tiles_q) * sizeof *q_items);
-        if (!buf)
-            return fmsa_fail(FMSA_ERR_OUT_OF_MEMORY,
-                             "cpu: backward scratch (%d x %zu bytes) and panels (%lld slots x "
-                             "%lld floats)", nthreads, pl.scratch_bytes,
-                             (long long)pl.chunk_slots, (long long)pl.slot_floats);
-        scratch = (char *)fmsa_cpu_carve(&at, scratch_all);
-        panels = (float *)fmsa_cpu_carve(&at, panel_all);
-        kv_items = (fmsa_cpu_item *)fmsa_cpu_carve(&at, kv_all);
-        q_items = (fmsa_cpu_item *)at;
+        const size_t lists[2] = {(size_t)(pl.chunk_slots * pl.tiles_k) * sizeof *kv_items,
+                                 (size_t)(pl.chunk_slots * group * pl.tiles_q) * sizeof *q_items};
+        FMSA_TRY(fmsa_cpu_pass_buffers_take(arena, "backward", nthreads, &pl, 2, lists, &bufs));
+        scratch = bufs.scratch;
+        panels = bufs.panels;
+        kv_items = (fmsa_cpu_item *)bufs.lists[0];
+        q_items = (fmsa_cpu_item *)bufs.lists[1];
     }
 
     fmsa_cpu_trace_begin(&tr, nthreads);
@@ -461,6 +451,6 @@ FMSA_CPU_OMP(omp for schedule(dynamic, 1))
         }
     }
     fmsa_cpu_trace_end(&tr, "backward", fmsa_cpu_ceil_div(pl.slots, pl.chunk_slots));
-    fmsa_cpu_arena_give(arena, buf);
+    fmsa_cpu_arena_give(arena, bufs.base);
     return FMSA_SUCCESS;
 }

@@ -30,23 +30,34 @@
 /// Above this 2^n overflows the exponent field (never reached by softmax inputs).
 #define FMSA_CPU_EXP2_HI 127.0f
 
+/// The steps both scalar forms share: x = n + f with n = round(x) (x
+/// clamped at FMSA_CPU_EXP2_HI), f in [-0.5, 0.5] ...
+static inline float fmsa_cpu_exp2_reduce(float x, float *n) {
+    const float xc = x > FMSA_CPU_EXP2_HI ? FMSA_CPU_EXP2_HI : x;
+    *n = (xc + FMSA_CPU_EXP2_ROUND) - FMSA_CPU_EXP2_ROUND;
+    return xc - *n;
+}
+
+/// ... and 2^x = p * 2^n, 0 below 2^-126 and for -inf (p = 2^f from a polynomial).
+static inline float fmsa_cpu_exp2_scale(float x, float n, float p) {
+    float scale;
+    const int32_t bits = ((int32_t)(n < FMSA_CPU_EXP2_LO ? FMSA_CPU_EXP2_LO : n) + 127) * (1 << 23);
+    memcpy(&scale, &bits, sizeof scale);
+    return x < FMSA_CPU_EXP2_LO ? 0.0f : p * scale;
+}
+
 /// Scalar form (generic and scalar paths; written so compilers vectorise it).
 static inline float fmsa_cpu_exp2(float x) {
-    float n, f, p, scale;
-    int32_t bits;
-    const float xc = x > FMSA_CPU_EXP2_HI ? FMSA_CPU_EXP2_HI : x;
-    n = (xc + FMSA_CPU_EXP2_ROUND) - FMSA_CPU_EXP2_ROUND;
-    f = xc - n;
-    p = FMSA_CPU_EXP2_C6;
+    float n;
+    const float f = fmsa_cpu_exp2_reduce(x, &n);
+    float p = FMSA_CPU_EXP2_C6;
     p = p * f + FMSA_CPU_EXP2_C5;
     p = p * f + FMSA_CPU_EXP2_C4;
     p = p * f + FMSA_CPU_EXP2_C3;
     p = p * f + FMSA_CPU_EXP2_C2;
     p = p * f + FMSA_CPU_EXP2_C1;
     p = p * f + 1.0f;
-    bits = ((int32_t)(n < FMSA_CPU_EXP2_LO ? FMSA_CPU_EXP2_LO : n) + 127) * (1 << 23);
-    memcpy(&scale, &bits, sizeof scale);
-    return x < FMSA_CPU_EXP2_LO ? 0.0f : p * scale;
+    return fmsa_cpu_exp2_scale(x, n, p);
 }
 
 /*
@@ -69,19 +80,14 @@ static inline float fmsa_cpu_exp2(float x) {
 
 /// Scalar form of the degree-4 exp2 (the generic-bf16 twin).
 static inline float fmsa_cpu_exp2_b16(float x) {
-    float n, f, p, scale;
-    int32_t bits;
-    const float xc = x > FMSA_CPU_EXP2_HI ? FMSA_CPU_EXP2_HI : x;
-    n = (xc + FMSA_CPU_EXP2_ROUND) - FMSA_CPU_EXP2_ROUND;
-    f = xc - n;
-    p = FMSA_CPU_EXP2_B16_C4;
+    float n;
+    const float f = fmsa_cpu_exp2_reduce(x, &n);
+    float p = FMSA_CPU_EXP2_B16_C4;
     p = p * f + FMSA_CPU_EXP2_B16_C3;
     p = p * f + FMSA_CPU_EXP2_B16_C2;
     p = p * f + FMSA_CPU_EXP2_B16_C1;
     p = p * f + FMSA_CPU_EXP2_B16_C0;
-    bits = ((int32_t)(n < FMSA_CPU_EXP2_LO ? FMSA_CPU_EXP2_LO : n) + 127) * (1 << 23);
-    memcpy(&scale, &bits, sizeof scale);
-    return x < FMSA_CPU_EXP2_LO ? 0.0f : p * scale;
+    return fmsa_cpu_exp2_scale(x, n, p);
 }
 
 #endif /* FMSA_CPU_EXP2_H */

@@ -270,7 +270,7 @@ fmsa_status fmsa_cpu_forward(void *state, const fmsa_problem *p, void *workspace
     int64_t max_items, n_items = 0; /* n_items: shared, written by one thread per chunk */
     float *partials = (float *)workspace;
     fmsa_cpu_arena *arena = state ? &((fmsa_cpu_state *)state)->arena : NULL;
-    char *buf;
+    fmsa_cpu_pass_buffers bufs;
     fmsa_cpu_trace tr;
     (void)stream; /* the CPU runs synchronously */
 
@@ -285,19 +285,11 @@ fmsa_status fmsa_cpu_forward(void *state, const fmsa_problem *p, void *workspace
     nthreads = fmsa_cpu_max_threads();
     max_items = pl.chunk_slots * (p->heads_q / p->heads_kv) * pl.tiles_q * pl.num_splits;
     {
-        const size_t scratch_all = fmsa_cpu_round64((size_t)nthreads * pl.scratch_bytes);
-        const size_t panel_all =
-            fmsa_cpu_round64((size_t)(pl.chunk_slots * pl.slot_floats) * sizeof(float));
-        char *at = buf = (char *)fmsa_cpu_arena_take(
-            arena, scratch_all + panel_all + (size_t)max_items * sizeof *items);
-        if (!buf)
-            return fmsa_fail(FMSA_ERR_OUT_OF_MEMORY,
-                             "cpu: forward scratch (%d x %zu bytes) and panels (%lld slots x "
-                             "%lld floats)", nthreads, pl.scratch_bytes,
-                             (long long)pl.chunk_slots, (long long)pl.slot_floats);
-        scratch = (char *)fmsa_cpu_carve(&at, scratch_all);
-        panels = (float *)fmsa_cpu_carve(&at, panel_all);
-        items = (fmsa_cpu_item *)at;
+        const size_t list = (size_t)max_items * sizeof *items;
+        FMSA_TRY(fmsa_cpu_pass_buffers_take(arena, "forward", nthreads, &pl, 1, &list, &bufs));
+        scratch = bufs.scratch;
+        panels = bufs.panels;
+        items = (fmsa_cpu_item *)bufs.lists[0];
     }
 
     fmsa_cpu_trace_begin(&tr, nthreads);
@@ -350,6 +342,6 @@ FMSA_CPU_OMP(omp for schedule(static))
         }
     }
     fmsa_cpu_trace_end(&tr, "forward", fmsa_cpu_ceil_div(pl.slots, pl.chunk_slots));
-    fmsa_cpu_arena_give(arena, buf);
+    fmsa_cpu_arena_give(arena, bufs.base);
     return FMSA_SUCCESS;
 }

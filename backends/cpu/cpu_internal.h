@@ -167,12 +167,20 @@ void fmsa_cpu_arena_give(fmsa_cpu_arena *a, void *buf);
 /// Frees the arena's buffer (context destroy; no pass may hold it).
 void fmsa_cpu_arena_release(fmsa_cpu_arena *a);
 
-/// Carves `bytes` (rounded to 64) from *at and advances it.
-static inline void *fmsa_cpu_carve(char **at, size_t bytes) {
-    void *p = *at;
-    *at += (bytes + 63u) & ~(size_t)63u;
-    return p;
-}
+/// One pass's buffers, taken from the arena in one piece (fmsa_cpu_arena_take):
+/// per-thread scratch (nthreads x plan scratch_bytes), one chunk's panels,
+/// then n_lists work lists of list_bytes[i] bytes, each 64-byte aligned.
+typedef struct fmsa_cpu_pass_buffers {
+    char *base;     ///< what fmsa_cpu_arena_give takes back
+    char *scratch;  ///< thread t's tiles at scratch + t * scratch_bytes
+    float *panels;  ///< chunk_slots x slot_floats
+    void *lists[2]; ///< the work lists
+} fmsa_cpu_pass_buffers;
+
+/// Takes the buffers of a pass (`pass` names it in the out-of-memory message).
+fmsa_status fmsa_cpu_pass_buffers_take(fmsa_cpu_arena *a, const char *pass, int nthreads,
+                                       const fmsa_cpu_plan *pl, int n_lists,
+                                       const size_t *list_bytes, fmsa_cpu_pass_buffers *out);
 
 /// The forward pass (cpu_forward.c).
 fmsa_status fmsa_cpu_forward(void *state, const fmsa_problem *p, void *workspace,

@@ -139,33 +139,32 @@ void fmsa_cpu_avx512_gemm(int m, int n, int k, const float *a, int64_t rsa, int6
 /// returns 0 there.  The mask is "not less than -126", true for NaN, so a NaN
 /// input stays NaN.  Every caller passes x <= ~0 (a score minus its row's
 /// maximum or log-sum-exp), so the scalar form's clamp at +127 is not needed.
-/// 10 vector operations.
-AVX512_INLINE __m512 avx512_exp2(__m512 x) {
+/// 10 vector operations with the degree-6 polynomial (b16 = 0), 8 with the
+/// degree-4 one of the bf16 probabilities (b16 = 1, a constant after inlining).
+AVX512_INLINE __m512 avx512_exp2_poly(__m512 x, const int b16) {
     const __m512 n = _mm512_roundscale_ps(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
     const __m512 f = _mm512_sub_ps(x, n);
-    __m512 p = _mm512_set1_ps(FMSA_CPU_EXP2_C6);
-    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(FMSA_CPU_EXP2_C5));
-    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(FMSA_CPU_EXP2_C4));
-    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(FMSA_CPU_EXP2_C3));
-    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(FMSA_CPU_EXP2_C2));
-    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(FMSA_CPU_EXP2_C1));
-    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(1.0f));
+    __m512 p;
+    if (b16) { /* the degree-4 form of the bf16 probabilities (cpu_exp2.h): 8 operations */
+        p = _mm512_set1_ps(FMSA_CPU_EXP2_B16_C4);
+        p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(FMSA_CPU_EXP2_B16_C3));
+        p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(FMSA_CPU_EXP2_B16_C2));
+        p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(FMSA_CPU_EXP2_B16_C1));
+        p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(FMSA_CPU_EXP2_B16_C0));
+    } else {
+        p = _mm512_set1_ps(FMSA_CPU_EXP2_C6);
+        p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(FMSA_CPU_EXP2_C5));
+        p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(FMSA_CPU_EXP2_C4));
+        p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(FMSA_CPU_EXP2_C3));
+        p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(FMSA_CPU_EXP2_C2));
+        p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(FMSA_CPU_EXP2_C1));
+        p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(1.0f));
+    }
     return _mm512_maskz_scalef_ps(
         _mm512_cmp_ps_mask(x, _mm512_set1_ps(FMSA_CPU_EXP2_LO), _CMP_NLT_UQ), p, n);
 }
-
-/// The degree-4 exp2 of the bf16 probabilities (cpu_exp2.h): 8 operations.
-AVX512_INLINE __m512 avx512_exp2_b16(__m512 x) {
-    const __m512 n = _mm512_roundscale_ps(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    const __m512 f = _mm512_sub_ps(x, n);
-    __m512 p = _mm512_set1_ps(FMSA_CPU_EXP2_B16_C4);
-    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(FMSA_CPU_EXP2_B16_C3));
-    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(FMSA_CPU_EXP2_B16_C2));
-    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(FMSA_CPU_EXP2_B16_C1));
-    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(FMSA_CPU_EXP2_B16_C0));
-    return _mm512_maskz_scalef_ps(
-        _mm512_cmp_ps_mask(x, _mm512_set1_ps(FMSA_CPU_EXP2_LO), _CMP_NLT_UQ), p, n);
-}
+#define avx512_exp2(x) avx512_exp2_poly((x), 0)
+#define avx512_exp2_b16(x) avx512_exp2_poly((x), 1)
 
 /// Horizontal sum in a fixed order (halves, then the AVX2 path's 8-lane order).
 AVX512_INLINE float avx512_hsum(__m512 v) {

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 
 #include "backends/cpu/cpu_internal.h"
+#include "common/error.h"
 
 /// One cache line: keeps fp32 tiles on their own lines and satisfies every
 /// SIMD load alignment up to AVX-512.
@@ -61,4 +62,28 @@ void fmsa_cpu_arena_release(fmsa_cpu_arena *a) {
     fmsa_cpu_aligned_free(a->buf);
     a->buf = NULL;
     a->bytes = 0;
+}
+
+fmsa_status fmsa_cpu_pass_buffers_take(fmsa_cpu_arena *a, const char *pass, int nthreads,
+                                       const fmsa_cpu_plan *pl, int n_lists,
+                                       const size_t *list_bytes, fmsa_cpu_pass_buffers *out) {
+    const size_t scratch = fmsa_cpu_round64((size_t)nthreads * pl->scratch_bytes);
+    const size_t panels = fmsa_cpu_round64((size_t)(pl->chunk_slots * pl->slot_floats) * sizeof(float));
+    size_t total = scratch + panels;
+    char *at;
+    for (int i = 0; i < n_lists; ++i) total += fmsa_cpu_round64(list_bytes[i]);
+    out->base = at = (char *)fmsa_cpu_arena_take(a, total);
+    if (!at)
+        return fmsa_fail(FMSA_ERR_OUT_OF_MEMORY,
+                         "cpu: %s scratch (%d x %zu bytes) and panels (%lld slots x %lld floats)",
+                         pass, nthreads, pl->scratch_bytes, (long long)pl->chunk_slots,
+                         (long long)pl->slot_floats);
+    out->scratch = at;
+    out->panels = (float *)(at += scratch);
+    at += panels;
+    for (int i = 0; i < n_lists && i < 2; ++i) {
+        out->lists[i] = at;
+        at += fmsa_cpu_round64(list_bytes[i]);
+    }
+    return FMSA_SUCCESS;
 }

@@ -16,9 +16,9 @@
 #include "backends/cpu/cpu_peak.h"
 
 #include <string.h>
-#include <time.h>
 
 #include "backends/cpu/cpu_internal.h"
+#include "backends/cpu/cpu_trace.h"
 #include "common/error.h"
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
@@ -164,15 +164,6 @@ static peak_loop_fn peak_loop(fmsa_cpu_isa isa, fmsa_cpu_peak_kind kind, double 
     return NULL;
 }
 
-static double peak_now(void) {
-#ifdef _OPENMP
-    return omp_get_wtime();
-#else
-    struct timespec ts;
-    timespec_get(&ts, TIME_UTC);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-#endif /* _OPENMP */
-}
 
 /// volatile sink: keeps the loops' results alive
 static volatile double peak_sink;
@@ -195,22 +186,22 @@ fmsa_status fmsa_cpu_peak_measure(fmsa_cpu_isa isa, fmsa_cpu_peak_kind kind, int
     /* calibrate on one thread (also warms the vector units up to speed) */
     while (elapsed < 0.02 && iters < ((int64_t)1 << 40)) {
         iters *= 4;
-        t0 = peak_now();
+        t0 = fmsa_cpu_wall_seconds();
         peak_sink = fn(iters, 1.0f);
-        elapsed = peak_now() - t0;
+        elapsed = fmsa_cpu_wall_seconds() - t0;
     }
     iters = (int64_t)((double)iters * seconds / elapsed) + 1;
-    t0 = peak_now();
+    t0 = fmsa_cpu_wall_seconds();
 FMSA_CPU_OMP(omp parallel num_threads(threads))
     {
         double r;
 FMSA_CPU_OMP(omp barrier)
 FMSA_CPU_OMP(omp master)
-        t0 = peak_now();
+        t0 = fmsa_cpu_wall_seconds();
         r = fn(iters, (float)fmsa_cpu_thread_num());
 FMSA_CPU_OMP(omp barrier)
 FMSA_CPU_OMP(omp master)
-        t1 = peak_now();
+        t1 = fmsa_cpu_wall_seconds();
 FMSA_CPU_OMP(omp atomic)
         peak_sink += r;
     }

@@ -7,7 +7,7 @@
 #include "backends/cpu/cpu_internal.h"
 #include "common/error.h"
 
-static double trace_clock(void) {
+double fmsa_cpu_wall_seconds(void) {
 #ifdef _OPENMP
     return omp_get_wtime();
 #else
@@ -26,22 +26,22 @@ void fmsa_cpu_trace_begin(fmsa_cpu_trace *tr, int nthreads) {
         tr->busy = (double *)calloc((size_t)nthreads * FMSA_CPU_TRACE_PHASES, sizeof(double));
         tr->on = tr->busy != NULL;
     }
-    tr->t0 = tr->on ? trace_clock() : 0.0;
+    tr->t0 = tr->on ? fmsa_cpu_wall_seconds() : 0.0;
 }
 
-double fmsa_cpu_trace_now(const fmsa_cpu_trace *tr) { return tr->on ? trace_clock() : 0.0; }
+double fmsa_cpu_trace_now(const fmsa_cpu_trace *tr) { return tr->on ? fmsa_cpu_wall_seconds() : 0.0; }
 
 void fmsa_cpu_trace_add(fmsa_cpu_trace *tr, int phase, double since) {
     const int t = fmsa_cpu_thread_num();
     if (tr->on && t < tr->nthreads)
-        tr->busy[(int64_t)t * FMSA_CPU_TRACE_PHASES + phase] += trace_clock() - since;
+        tr->busy[(int64_t)t * FMSA_CPU_TRACE_PHASES + phase] += fmsa_cpu_wall_seconds() - since;
 }
 
 void fmsa_cpu_trace_end(fmsa_cpu_trace *tr, const char *what, int64_t chunks) {
     double sum[FMSA_CPU_TRACE_PHASES] = {0}, max[FMSA_CPU_TRACE_PHASES] = {0};
     double most = 0.0, least = -1.0, wall;
     if (!tr->on) return;
-    wall = trace_clock() - tr->t0;
+    wall = fmsa_cpu_wall_seconds() - tr->t0;
     for (int t = 0; t < tr->nthreads; ++t) {
         double total = 0.0;
         for (int ph = 0; ph < FMSA_CPU_TRACE_PHASES; ++ph) {

@@ -33,6 +33,10 @@ typedef struct fmsa_cpu_trace {
     double *busy;    ///< [nthreads][FMSA_CPU_TRACE_PHASES] seconds (NULL when off)
 } fmsa_cpu_trace;
 
+/// Wall clock in seconds (omp_get_wtime, else timespec_get): the CPU
+/// backend's one clock, for the trace and the peak probe (cpu_peak.c).
+double fmsa_cpu_wall_seconds(void);
+
 /// Starts the trace of one pass (reads FLASHMSA_CPU_TRACE; allocation failure turns it off).
 void fmsa_cpu_trace_begin(fmsa_cpu_trace *tr, int nthreads);
 /// Wall clock in seconds (0 when the trace is off).
