@@ -3,12 +3,14 @@
 # same executables under their own name and label, e.g.
 #   add_test(NAME test_grid_forward_opencl COMMAND test_grid_forward --backend opencl)).
 # The environment pins these to the CPU even if the caller exported a
-# FLASHMSA_BACKEND override.  No skip code here: the CPU backend is always
+# FLASHMSA_BACKEND override, and poisons the backend's internal buffers
+# (FLASHMSA_CPU_POISON: NaN bytes), so a result that reads memory a pass never
+# wrote fails instead of passing on zeroed pages.  No skip code here: the CPU backend is always
 # present, so "backend unavailable" (exit status 77) is a failure on it.
 foreach(suite test_grid_forward test_grid_backward test_grid_edges test_grid_large)
   fmsa_add_test(${suite} LABELS cpu SOURCES ${suite}.c)
   set_tests_properties(${suite} PROPERTIES
-    ENVIRONMENT "FLASHMSA_TEST_BACKEND=cpu;FLASHMSA_BACKEND=cpu")
+    ENVIRONMENT "FLASHMSA_TEST_BACKEND=cpu;FLASHMSA_BACKEND=cpu;FLASHMSA_CPU_POISON=1")
 endforeach()
 
 # The fp32 backward has two ways to own dQ (backends/cpu/cpu_backward.c): the
@@ -18,7 +20,7 @@ endforeach()
 foreach(suite test_grid_backward test_grid_edges test_grid_large)
   add_test(NAME ${suite}_dqparts COMMAND ${suite})
   set_tests_properties(${suite}_dqparts PROPERTIES LABELS cpu
-    ENVIRONMENT "FLASHMSA_TEST_BACKEND=cpu;FLASHMSA_BACKEND=cpu;FLASHMSA_CPU_BWD=parts")
+    ENVIRONMENT "FLASHMSA_TEST_BACKEND=cpu;FLASHMSA_BACKEND=cpu;FLASHMSA_CPU_BWD=parts;FLASHMSA_CPU_POISON=1")
 endforeach()
 
 # The oracle itself (fp64 reference, naive implementation, checks); no backend.

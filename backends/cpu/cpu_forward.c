@@ -1,10 +1,15 @@
 /*
  * CPU forward: FlashAttention-2 tiling (Dao 2023, §3.1) over OpenMP.
  *
- * For each chunk of (sequence, kv head) slots, K and V are first packed into
- * fp32 panels (cpu_pack.h) in parallel; then the work items (query head of
- * the GQA group, query tile[, key split]) of the chunk run heaviest first
- * from a dynamic loop, all of them reading the shared panels.  Each item
+ * For each chunk of (sequence, kv head) slots, the work items (query head of
+ * the GQA group, query tile[, key split]) run heaviest first from a dynamic
+ * loop, all of them reading K and V from shared panels (cpu_pack.h).  A
+ * slot's panels are packed on first use: the first items to need a slot
+ * claim its key tiles one by one and pack them, later ones wait for the
+ * last tile, so packing overlaps other threads' products and the panels
+ * are used while they are still in the packing cores' caches (a pack phase
+ * before the items sent 32-64 MiB of panels to DRAM and back at 16 threads:
+ * FLASHMSA_CPU_TRACE, bench/RESULTS.md 2026-12-01).  Each item
  * keeps one online-softmax state per row (fmsa_softmax.h), walks only the
  * key tiles its window can see, and runs S = Q·Kᵀ and acc += P·V through
  * the ISA's micro-kernels (cpu_kernels.h).  With split-KV (decode shapes)
@@ -12,6 +17,7 @@
  * workspace; a last parallel loop merges the ranges of every row in split
  * order.  Nothing an item computes depends on which thread runs it.
  */
+#include <stdatomic.h>
 #include <stdint.h>
 
 #include "backends/cpu/cpu_internal.h"
@@ -74,6 +80,30 @@ static void cpu_fwd_pack(const fmsa_problem *p, const fmsa_cpu_plan *pl, int64_t
     fmsa_cpu_pack_keys_t(p, &p->k, &seq, b, hk, j0, cols, pl->block_n,
                          cpu_fwd_kt(pl, panels, slot_in_chunk) + ktile * D * pl->block_n);
     fmsa_cpu_pack_rows(p, &p->v, &seq, b, hk, 1, j0, cols, 1.0f, v);
+}
+
+/// Per-slot packing state of a chunk: key tiles claimed and key tiles packed.
+typedef struct cpu_fwd_slot_pack {
+    atomic_llong claimed, packed;
+} cpu_fwd_slot_pack;
+
+/// Returns once every key tile of the chunk's slot `in_chunk` is packed,
+/// packing unclaimed ones itself (stage: the thread's bf16 staging tile).
+static void cpu_fwd_ensure_packed(const fmsa_problem *p, const fmsa_cpu_plan *pl, int64_t slot,
+                                  int64_t in_chunk, float *panels, float *stage,
+                                  cpu_fwd_slot_pack *st) {
+    long long job;
+    if (atomic_load_explicit(&st->packed, memory_order_acquire) == pl->tiles_k) return;
+    while ((job = atomic_fetch_add_explicit(&st->claimed, 1, memory_order_relaxed)) <
+           pl->tiles_k) {
+        const double t0 = pl->trace ? fmsa_cpu_trace_now(pl->trace) : 0.0;
+        cpu_fwd_pack(p, pl, slot, in_chunk, job, panels, stage);
+        atomic_fetch_add_explicit(&st->packed, 1, memory_order_release);
+        if (pl->trace) fmsa_cpu_trace_add(pl->trace, FMSA_CPU_TRACE_PACK, t0);
+    }
+    /* the remaining tiles are in other threads' hands: at most one tile pack each */
+    while (atomic_load_explicit(&st->packed, memory_order_acquire) < pl->tiles_k) {
+    }
 }
 
 /// Folds one score tile (already in t->s, cols keys) into the row states.
@@ -267,6 +297,7 @@ fmsa_status fmsa_cpu_forward(void *state, const fmsa_problem *p, void *workspace
     char *scratch;
     float *panels;
     fmsa_cpu_item *items;
+    cpu_fwd_slot_pack *slot_packs;
     int64_t max_items, n_items = 0; /* n_items: shared, written by one thread per chunk */
     float *partials = (float *)workspace;
     fmsa_cpu_arena *arena = state ? &((fmsa_cpu_state *)state)->arena : NULL;
@@ -285,11 +316,13 @@ fmsa_status fmsa_cpu_forward(void *state, const fmsa_problem *p, void *workspace
     nthreads = fmsa_cpu_max_threads();
     max_items = pl.chunk_slots * (p->heads_q / p->heads_kv) * pl.tiles_q * pl.num_splits;
     {
-        const size_t list = (size_t)max_items * sizeof *items;
-        FMSA_TRY(fmsa_cpu_pass_buffers_take(arena, "forward", nthreads, &pl, 1, &list, &bufs));
+        const size_t lists[2] = {(size_t)max_items * sizeof *items,
+                                 (size_t)pl.chunk_slots * sizeof *slot_packs};
+        FMSA_TRY(fmsa_cpu_pass_buffers_take(arena, "forward", nthreads, &pl, 2, lists, &bufs));
         scratch = bufs.scratch;
         panels = bufs.panels;
         items = (fmsa_cpu_item *)bufs.lists[0];
+        slot_packs = (cpu_fwd_slot_pack *)bufs.lists[1];
     }
 
     fmsa_cpu_trace_begin(&tr, nthreads);
@@ -310,23 +343,24 @@ FMSA_CPU_OMP(omp parallel num_threads(nthreads))
         for (int64_t slot0 = 0; slot0 < pl.slots; slot0 += pl.chunk_slots) {
             const int64_t nslots =
                 pl.slots - slot0 < pl.chunk_slots ? pl.slots - slot0 : pl.chunk_slots;
-            const int64_t packs = nslots * pl.tiles_k;
-            /* one thread orders the chunk's items while the others pack */
-FMSA_CPU_OMP(omp single nowait)
-            n_items = cpu_fwd_items(p, &pl, slot0, nslots, items);
-FMSA_CPU_OMP(omp for schedule(dynamic, 1))
-            for (int64_t it = 0; it < packs; ++it) {
-                const double t0 = fmsa_cpu_trace_now(&tr);
-                cpu_fwd_pack(p, &pl, slot0 + it / pl.tiles_k, it / pl.tiles_k, it % pl.tiles_k,
-                             panels, bt.stage);
-                fmsa_cpu_trace_add(&tr, FMSA_CPU_TRACE_PACK, t0);
+            /* one thread orders the chunk's items and resets its packing state
+             * (the single's barrier publishes both) */
+FMSA_CPU_OMP(omp single)
+            {
+                n_items = cpu_fwd_items(p, &pl, slot0, nslots, items);
+                for (int64_t s = 0; s < nslots; ++s) {
+                    atomic_init(&slot_packs[s].claimed, 0);
+                    atomic_init(&slot_packs[s].packed, 0);
+                }
             }
-FMSA_CPU_OMP(omp barrier)
 FMSA_CPU_OMP(omp for schedule(dynamic, 1))
             for (int64_t it = 0; it < n_items; ++it) {
-                const double t0 = fmsa_cpu_trace_now(&tr);
-                cpu_fwd_item(p, &pl, &items[it], items[it].slot - slot0, panels, &t, &bt,
-                             partials);
+                const int64_t in_chunk = items[it].slot - slot0;
+                double t0;
+                cpu_fwd_ensure_packed(p, &pl, items[it].slot, in_chunk, panels, bt.stage,
+                                      &slot_packs[in_chunk]);
+                t0 = fmsa_cpu_trace_now(&tr);
+                cpu_fwd_item(p, &pl, &items[it], in_chunk, panels, &t, &bt, partials);
                 fmsa_cpu_trace_add(&tr, FMSA_CPU_TRACE_STAGE_A, t0);
             }
         }

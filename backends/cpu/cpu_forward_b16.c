@@ -117,11 +117,13 @@ void fmsa_cpu_b16_rows(const fmsa_problem *p, const fmsa_cpu_plan *pl, const fms
     const int fused = !(p->softcap > 0.0f) && !p->has_alibi && !p->has_mask;
     const float exp_scale = fused ? dot_scale : 1.0f;
     fmsa_cpu_score sc;
+    /* acc is not zeroed up front: the first P·V overwrites it (a row with l
+     * = 0 has had only zero probabilities, so rescaling it is skipped) */
+    int acc_written = 0;
 
     fmsa_cpu_score_init(&sc, p, seq, b, h, fused ? 1.0f : dot_scale);
     for (int r = 0; r < rows; ++r) fmsa_softmax_init(&t->m[r], &t->l[r]);
     b16_load_q(p, seq, h, i0, rows, mp, t);
-    fmsa_cpu_zero(t->acc, (int64_t)mp * dn);
     /* padding rows of P stay 0 (their acc rows are never stored) */
     memset(t->p + (int64_t)rows * ld, 0, (size_t)(mp - rows) * ld * 2);
     if (kern->b16_begin) kern->b16_begin();
@@ -181,7 +183,7 @@ void fmsa_cpu_b16_rows(const fmsa_problem *p, const fmsa_cpu_plan *pl, const fms
                 }
             }
             c = fmsa_softmax_update(&t->m[r], tile_max);
-            if (c != 1.0f) {
+            if (c != 1.0f && t->l[r] != 0.0f) {
                 t->l[r] *= c;
                 kern->row_scale(t->acc + (int64_t)r * dn, (int)D, c);
             }
@@ -191,7 +193,10 @@ void fmsa_cpu_b16_rows(const fmsa_problem *p, const fmsa_cpu_plan *pl, const fms
             fmsa_cpu_trace_add(pl->trace, FMSA_CPU_TRACE_SOFTMAX, t0);
             t0 = fmsa_cpu_trace_now(pl->trace);
         }
-        kern->gemm_b16(mp, (int)dn, kp, t->p, ld, vpan + tile * v_elems, kpanel, t->acc, dn, 1);
+        kern->gemm_b16(mp, (int)dn, kp, t->p, ld, vpan + tile * v_elems, kpanel, t->acc, dn,
+                       acc_written);
+        acc_written = 1;
         if (pl->trace) fmsa_cpu_trace_add(pl->trace, FMSA_CPU_TRACE_PV, t0);
     }
+    if (!acc_written) fmsa_cpu_zero(t->acc, (int64_t)mp * dn); /* no key was visible */
 }

@@ -177,6 +177,10 @@ typedef struct fmsa_cpu_pass_buffers {
     void *lists[2]; ///< the work lists
 } fmsa_cpu_pass_buffers;
 
+/// FLASHMSA_CPU_POISON is set (and not 0): fmsa_cpu_pass_buffers_take fills
+/// the buffers with 0xff bytes (NaN floats), for the test suites.
+int fmsa_cpu_poison_buffers(void);
+
 /// Takes the buffers of a pass (`pass` names it in the out-of-memory message).
 fmsa_status fmsa_cpu_pass_buffers_take(fmsa_cpu_arena *a, const char *pass, int nthreads,
                                        const fmsa_cpu_plan *pl, int n_lists,

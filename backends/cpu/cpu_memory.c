@@ -9,6 +9,7 @@
  */
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "backends/cpu/cpu_internal.h"
 #include "common/error.h"
@@ -64,6 +65,11 @@ void fmsa_cpu_arena_release(fmsa_cpu_arena *a) {
     a->bytes = 0;
 }
 
+int fmsa_cpu_poison_buffers(void) {
+    const char *env = getenv("FLASHMSA_CPU_POISON");
+    return env && *env && *env != '0';
+}
+
 fmsa_status fmsa_cpu_pass_buffers_take(fmsa_cpu_arena *a, const char *pass, int nthreads,
                                        const fmsa_cpu_plan *pl, int n_lists,
                                        const size_t *list_bytes, fmsa_cpu_pass_buffers *out) {
@@ -78,6 +84,10 @@ fmsa_status fmsa_cpu_pass_buffers_take(fmsa_cpu_arena *a, const char *pass, int 
                          "cpu: %s scratch (%d x %zu bytes) and panels (%lld slots x %lld floats)",
                          pass, nthreads, pl->scratch_bytes, (long long)pl->chunk_slots,
                          (long long)pl->slot_floats);
+    /* FLASHMSA_CPU_POISON (the test suites): every byte 0xff, a NaN in any
+     * float read before it is written, so an output that depends on memory a
+     * pass forgot to initialise fails the check instead of passing by luck */
+    if (fmsa_cpu_poison_buffers()) memset(at, 0xff, total);
     out->scratch = at;
     out->panels = (float *)(at += scratch);
     at += panels;
