@@ -161,7 +161,7 @@ static void cpu_fwd_rows(const fmsa_problem *p, const fmsa_cpu_plan *pl, const f
 /// Finalizes rows into O (output dtype) and LSE (fp32, natural log) when requested.
 static void cpu_fwd_store(const fmsa_problem *p, const fmsa_cpu_kernels *kern,
                           const fmsa_seq *seq, int64_t h, int64_t i0, int rows, const float *m,
-                          const float *l, const float *acc, int64_t acc_ld) {
+                          const float *l, float *acc, int64_t acc_ld) {
     const int64_t D = p->head_dim;
     char *ob = fmsa_view4_host(&p->o);
     float *lse_base = p->has_lse ? (float *)fmsa_viewn_host(&p->lse) : NULL;
@@ -171,9 +171,11 @@ static void cpu_fwd_store(const fmsa_problem *p, const fmsa_cpu_kernels *kern,
         const int64_t off = fmsa_problem_q_offset(&p->o, seq, i0 + r, h);
         /* a fully masked row has acc = 0 and inv_l = 0: O = 0, never NaN */
         if (p->dtype == FMSA_DTYPE_BF16 && kern->row_to_b16) {
-            /* the path's vector conversion (same rounding: nearest even) */
-            float row[FMSA_CPU_MAX_HEAD_DIM];
-            for (int64_t d = 0; d < D; ++d) row[d] = inv_l * acc[(int64_t)r * acc_ld + d];
+            /* the path's vector kernels, scaling the accumulator row in place
+             * (it is not read again): the same products, the same rounding
+             * (nearest even) as fmsa_cpu_row_store */
+            float *row = acc + (int64_t)r * acc_ld;
+            kern->row_scale(row, (int)D, inv_l);
             kern->row_to_b16(row, (int)D, (uint16_t *)ob + off, (int)D);
         } else {
             fmsa_cpu_row_store(ob, p->dtype, off, D, inv_l, acc + (int64_t)r * acc_ld);
@@ -206,7 +208,8 @@ static void cpu_fwd_item(const fmsa_problem *p, const fmsa_cpu_plan *pl, const f
     const int rows = (int)(seq.sq - i0 < pl->block_m ? seq.sq - i0 : pl->block_m);
     int64_t k_begin, k_end;
 
-    const float *m, *l, *acc;
+    const float *m, *l;
+    float *acc;
     int64_t acc_ld;
 
     cpu_fwd_keys(p, pl, &seq, i0, rows, s, &k_begin, &k_end);
