@@ -224,9 +224,11 @@ static const fmsa_tile_row fmsa_rows_cpu[] = {
      * acc tile loads/stores of P.V per key again: in one rotation with torch
      * on the same Xeon (2026-12-01) 64x256 ran 1.24 / 1.55x torch at d = 128
      * s = 2048 / 8192 where 64x128 ran 1.00-1.03 / 1.32-1.39x (16 threads:
-     * 1.60 / 1.56x against 1.48-1.56 / 1.37-1.39x), and 1-5% faster on Zen 5's
-     * vdpbf16ps; the causal diagonal's extra waste is cut off at the last
-     * visible key (cpu_forward_b16.c). */
+     * 1.60 / 1.56x against 1.48-1.56 / 1.37-1.39x), and in a later rotation
+     * against 64x128, 32x256 and 128x128 it was best or within 5% in 20 of
+     * 24 shapes; on Zen 5's vdpbf16ps within +-5% of 64x128.  The causal
+     * diagonal's extra waste is cut off at the last visible key
+     * (cpu_forward_b16.c). */
     {"cpu-fwd-b16-d128-64x256",  FWD, 128, B16,   0,        64, 256, 1, 1, 0},  /* 289 / 64 */
     {"cpu-fwd-b16-d128-64x128",  FWD, 128, B16,   0,        64, 128, 1, 1, 0},  /* 160.5 / 32 */
     {"cpu-fwd-b16-d128-32x128",  FWD, 128, B16,   0,        32, 128, 1, 1, 0},  /* 112.25 / 32 */
@@ -234,8 +236,9 @@ static const fmsa_tile_row fmsa_rows_cpu[] = {
     {"cpu-fwd-b16-d256-32x32",   FWD, 256, B16,   0,        32,  32, 1, 1, 0},  /*  86.25 / 16: last resort */
     /* backward on bf16 products: P and dS enter the dK/dV products as the B
      * panel with k = query rows (padded to 32 with zero rows).  64x128 ran
-     * 1.02-1.21x the speed of 64x64 on the Xeon (AMX) in one rotation with
-     * torch, 16 threads, d = 64 and 128, s = 512-8192 (bench/RESULTS.md
+     * 1.08-1.22x the speed of 64x64 in 22 of 24 shapes on the Xeon (AMX),
+     * 2 and 16 threads, d = 64 and 128, s = 512-8192, timed in one rotation
+     * with torch (0.90x / 0.94x in the other two; bench/RESULTS.md
      * 2026-12-01); 64x64 stays as the fallback. */
     {"cpu-bwd-b16-d128-64x128",  BWD, 128, B16,   0,        64, 128, 1, 1, 0},
     {"cpu-bwd-b16-d128-64x64",   BWD, 128, B16,   0,        64,  64, 1, 1, 0},  /* 208.5 / 16 */

@@ -34,3 +34,12 @@ if(FLASHMSA_HAVE_OPENCL)
                        WILL_FAIL FALSE PASS_REGULAR_EXPRESSION "BACKEND_UNAVAILABLE|backend unavailable")
 endif()
 fmsa_add_test(test_api_large_offsets LABELS api cpu SOURCES test_api_large_offsets.c)
+
+# Passes on one CPU context from several threads at once (the context's kept
+# buffers go to one pass, the others allocate their own): bit-identical to
+# each problem run alone, with the internal buffers poisoned.
+find_package(Threads REQUIRED)
+fmsa_add_test(test_api_concurrent LABELS api cpu SOURCES test_api_concurrent.c)
+target_link_libraries(test_api_concurrent PRIVATE Threads::Threads)
+set_tests_properties(test_api_concurrent PROPERTIES
+                     ENVIRONMENT "FLASHMSA_CPU_POISON=1;OMP_NUM_THREADS=2")

@@ -142,7 +142,12 @@ typedef struct fmsa_context fmsa_context;
 /// FMSA_ERR_BACKEND_UNAVAILABLE (never a silent fallback).
 FMSA_API fmsa_status fmsa_context_create(fmsa_backend backend, int device,
                                          fmsa_context **ctx);
-/// Destroys a context (NULL is allowed).
+/// Destroys a context (NULL is allowed).  On the CPU backend a context keeps
+/// the buffers of its largest pass between calls (packed K/V panels, up to
+/// about 64 MiB, and per-thread tiles), so repeated calls do not fault in
+/// fresh pages; this frees them.  Passes may run on one CPU context from
+/// several threads at once: one of them uses the kept buffers, the others
+/// allocate their own for the call.
 FMSA_API void fmsa_context_destroy(fmsa_context *ctx);
 /// The device this context runs on.
 FMSA_API fmsa_status fmsa_context_device(const fmsa_context *ctx, fmsa_device_info *info);
