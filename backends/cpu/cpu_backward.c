@@ -134,8 +134,8 @@ static void cpu_bwd_pack(const fmsa_problem *p, const fmsa_cpu_plan *pl, int64_t
         const int64_t j0 = job * pl->block_n, tile = job * D * pl->block_n;
         const int cols = (int)(seq.sk - j0 < pl->block_n ? seq.sk - j0 : pl->block_n);
         if (cols <= 0) return;
-        fmsa_cpu_pack_keys_t(p, &p->k, &seq, b, hk, j0, cols, pl->block_n, x->kt + tile);
-        fmsa_cpu_pack_keys_t(p, &p->v, &seq, b, hk, j0, cols, pl->block_n, x->vt + tile);
+        fmsa_cpu_pack_keys_t(pl->kern, p, &p->k, &seq, b, hk, j0, cols, pl->block_n, x->kt + tile);
+        fmsa_cpu_pack_keys_t(pl->kern, p, &p->v, &seq, b, hk, j0, cols, pl->block_n, x->vt + tile);
         fmsa_cpu_pack_rows(p, &p->k, &seq, b, hk, 1, j0, cols, 1.0f, x->k + j0 * D);
     } else {
         const int64_t g = (job - pl->tiles_k) / pl->tiles_q, qt = (job - pl->tiles_k) % pl->tiles_q;

@@ -77,7 +77,7 @@ static void cpu_fwd_pack(const fmsa_problem *p, const fmsa_cpu_plan *pl, int64_t
         return;
     }
     if (cols <= 0) return;
-    fmsa_cpu_pack_keys_t(p, &p->k, &seq, b, hk, j0, cols, pl->block_n,
+    fmsa_cpu_pack_keys_t(pl->kern, p, &p->k, &seq, b, hk, j0, cols, pl->block_n,
                          cpu_fwd_kt(pl, panels, slot_in_chunk) + ktile * D * pl->block_n);
     fmsa_cpu_pack_rows(p, &p->v, &seq, b, hk, 1, j0, cols, 1.0f, v);
 }

@@ -157,7 +157,7 @@ static const fmsa_cpu_kernels amx_table = {
     .row_exp2_b16 = fmsa_cpu_avx512_row_exp2_b16,
     .row_to_b16 = fmsa_cpu_avx512_row_to_b16,
     .pack_b16_rows = fmsa_cpu_avx512_pack_b16_rows,
-    .pack_b16_words_t = fmsa_cpu_avx512_pack_b16_words_t,
+    .words_t16 = fmsa_cpu_avx512_words_t16,
     .pack_b16_pair_rows = fmsa_cpu_avx512_pack_b16_pair_rows,
 };
 

@@ -320,13 +320,14 @@ float fmsa_cpu_avx512_row_exp2_b16(const float *x, int n, float scale, float m, 
     return avx512_hsum(sum);
 }
 
-void fmsa_cpu_avx512_pack_b16_words_t(const uint16_t *const src[16], int words, int words_pad,
-                                      uint32_t *out) {
+void fmsa_cpu_avx512_words_t16(const void *const src[16], int words, int words_pad, uint32_t *out,
+                               int64_t ostride) {
     for (int w0 = 0; w0 < words_pad; w0 += 16) {
         const __mmask16 mk = avx512_mask(words - w0);
         __m512i r[16], t[16];
         for (int i = 0; i < 16; ++i)
-            r[i] = src[i] ? _mm512_maskz_loadu_epi32(mk, src[i] + 2 * w0) : _mm512_setzero_si512();
+            r[i] = src[i] ? _mm512_maskz_loadu_epi32(mk, (const uint32_t *)src[i] + w0)
+                          : _mm512_setzero_si512();
         /* 16 x 16 transpose of words: pairs of rows, then quads (within each
          * 128-bit lane), then the lanes: u[4g + m] lane L holds word 4L + m
          * of rows 4g .. 4g + 3 */
@@ -345,10 +346,13 @@ void fmsa_cpu_avx512_pack_b16_words_t(const uint16_t *const src[16], int words, 
             const __m512i x1 = _mm512_shuffle_i32x4(r[m], r[4 + m], 0xEE);
             const __m512i y0 = _mm512_shuffle_i32x4(r[8 + m], r[12 + m], 0x44);
             const __m512i y1 = _mm512_shuffle_i32x4(r[8 + m], r[12 + m], 0xEE);
-            _mm512_storeu_si512(out + (int64_t)(w0 + m) * 16, _mm512_shuffle_i32x4(x0, y0, 0x88));
-            _mm512_storeu_si512(out + (int64_t)(w0 + 4 + m) * 16, _mm512_shuffle_i32x4(x0, y0, 0xDD));
-            _mm512_storeu_si512(out + (int64_t)(w0 + 8 + m) * 16, _mm512_shuffle_i32x4(x1, y1, 0x88));
-            _mm512_storeu_si512(out + (int64_t)(w0 + 12 + m) * 16, _mm512_shuffle_i32x4(x1, y1, 0xDD));
+            const __m512i rows[4] = {_mm512_shuffle_i32x4(x0, y0, 0x88),
+                                     _mm512_shuffle_i32x4(x0, y0, 0xDD),
+                                     _mm512_shuffle_i32x4(x1, y1, 0x88),
+                                     _mm512_shuffle_i32x4(x1, y1, 0xDD)};
+            for (int q = 0; q < 4; ++q) /* output row w0 + 4q + m */
+                if (w0 + 4 * q + m < words_pad)
+                    _mm512_storeu_si512(out + (int64_t)(w0 + 4 * q + m) * ostride, rows[q]);
         }
     }
 }
@@ -415,7 +419,7 @@ static const fmsa_cpu_kernels avx512_table = {
     .row_exp2_b16 = fmsa_cpu_avx512_row_exp2_b16,
     .row_to_b16 = fmsa_cpu_avx512_row_to_b16,
     .pack_b16_rows = fmsa_cpu_avx512_pack_b16_rows,
-    .pack_b16_words_t = fmsa_cpu_avx512_pack_b16_words_t,
+    .words_t16 = fmsa_cpu_avx512_words_t16,
     .pack_b16_pair_rows = fmsa_cpu_avx512_pack_b16_pair_rows,
 };
 

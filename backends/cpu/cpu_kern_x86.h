@@ -22,8 +22,8 @@ void fmsa_cpu_avx512_row_bwd_ds(float *s, float *dp, const float *g, int n, floa
                                 float delta);
 void fmsa_cpu_avx512_row_to_b16(const float *x, int n, uint16_t *dst, int npad);
 void fmsa_cpu_avx512_pack_b16_rows(int k, int n, const float *b, int64_t ldb, uint16_t *dst);
-void fmsa_cpu_avx512_pack_b16_words_t(const uint16_t *const src[16], int words, int words_pad,
-                                      uint32_t *out);
+void fmsa_cpu_avx512_words_t16(const void *const src[16], int words, int words_pad, uint32_t *out,
+                               int64_t ostride);
 void fmsa_cpu_avx512_pack_b16_pair_rows(const uint16_t *const src[32], int col0, int n,
                                         uint16_t *out);
 float fmsa_cpu_avx512_row_exp2_b16(const float *x, int n, float scale, float m, uint16_t *dst,

@@ -106,13 +106,14 @@ typedef struct fmsa_cpu_kernels {
     /// ... and fmsa_cpu_pack_b16(k, n, b, ldb, 1, dst): a row-major fp32 tile
     /// (P or dS, k query rows x n keys) into the panel layout below.
     void (*pack_b16_rows)(int k, int n, const float *b, int64_t ldb, uint16_t *dst);
-    /// Panels straight from bf16 K / V rows (cpu_pack.c; both optional: NULL =
-    /// plain C there).  Keys as the columns of B, one 16-key block: a transpose
-    /// of 32-bit words, out[w * 16 + r] = word w (elements 2w, 2w + 1) of
-    /// src[r] for w < words, 0 for words <= w < words_pad or src[r] == NULL;
-    /// words_pad a multiple of 16.
-    void (*pack_b16_words_t)(const uint16_t *const src[16], int words, int words_pad,
-                             uint32_t *out);
+    /// Panels straight from K / V rows (cpu_pack.c; both optional: NULL =
+    /// plain C there).  Sixteen rows transposed as 32-bit words (a pair of
+    /// bf16 elements: keys as the columns of a bf16 B panel; one fp32
+    /// element: the fp32 Kᵀ tiles): out[w * ostride + r] = word w of src[r]
+    /// for w < words, 0 for words <= w < words_pad or src[r] == NULL; rows w
+    /// >= words_pad are not written.
+    void (*words_t16)(const void *const src[16], int words, int words_pad, uint32_t *out,
+                      int64_t ostride);
     /// Keys as the rows of B, 16 pair rows of one 16-column block (1 KiB):
     /// out[r * 32 + 2 * i + e] = src[2 r + e][col0 + i] for col0 + i < n,
     /// else 0 (a NULL row is zeros).

@@ -37,14 +37,28 @@ void fmsa_cpu_pack_rows(const fmsa_problem *p, const fmsa_view4 *v, const fmsa_s
     }
 }
 
-void fmsa_cpu_pack_keys_t(const fmsa_problem *p, const fmsa_view4 *v, const fmsa_seq *seq,
-                          int64_t b, int64_t hk, int64_t row0, int n, int ld, float *dst) {
+void fmsa_cpu_pack_keys_t(const fmsa_cpu_kernels *kern, const fmsa_problem *p,
+                          const fmsa_view4 *v, const fmsa_seq *seq, int64_t b, int64_t hk,
+                          int64_t row0, int n, int ld, float *dst) {
     const int64_t D = p->head_dim;
     const char *base = fmsa_view4_host(v);
+    float rowbuf[8][FMSA_CPU_MAX_HEAD_DIM];
+    if (p->dtype == FMSA_DTYPE_F32 && kern->words_t16 && ld % 16 == 0) {
+        /* fp32 rows are the words themselves: 16 keys per vector transpose,
+         * the key columns past n (to ld) come out as zeros */
+        for (int c0 = 0; c0 < ld; c0 += 16) {
+            const void *src[16];
+            for (int c = 0; c < 16; ++c)
+                src[c] = c0 + c < n ? (const float *)base + fmsa_problem_k_offset(p, v, seq, b,
+                                                                               row0 + c0 + c, hk)
+                                    : NULL;
+            kern->words_t16(src, (int)D, (int)D, (uint32_t *)(dst + c0), ld);
+        }
+        return;
+    }
     /* 8 keys at a time through a small row buffer: each source row is read
      * contiguously and each destination row gets 8 adjacent floats (one
      * 32-byte run) instead of D scattered single stores per key */
-    float rowbuf[8][FMSA_CPU_MAX_HEAD_DIM];
     for (int c0 = 0; c0 < n; c0 += 8) {
         const int nc = n - c0 < 8 ? n - c0 : 8;
         for (int c = 0; c < nc; ++c)
@@ -85,16 +99,23 @@ static const uint16_t *cpu_b16_src_row(const fmsa_problem *p, const fmsa_view4 *
     return (const uint16_t *)fmsa_view4_host(v) + fmsa_problem_k_offset(p, v, seq, b, row0 + r, hk);
 }
 
-/// The portable form of kern->pack_b16_words_t (cpu_kernels.h).
-static void cpu_b16_words_t(const uint16_t *const src[16], int words, int words_pad,
-                            uint32_t *out) {
-    /* one 64-byte output row per word: sequential writes, 16 sequential reads */
-    for (int w = 0; w < words_pad; ++w, out += 16)
+/// The portable form of kern->words_t16 (cpu_kernels.h).
+static void cpu_words_t16(const void *const src[16], int words, int words_pad, uint32_t *out,
+                          int64_t ostride) {
+    /* one output row per word: sequential writes, 16 sequential reads */
+    for (int w = 0; w < words_pad; ++w, out += ostride)
         for (int r = 0; r < 16; ++r) {
             uint32_t x = 0;
-            if (src[r] && w < words) memcpy(&x, src[r] + 2 * w, 4);
+            if (src[r] && w < words) memcpy(&x, (const char *)src[r] + 4 * (size_t)w, 4);
             out[r] = x;
         }
+}
+
+/// kern->words_t16 where the path has it, else the C form.
+static void cpu_transpose16(const fmsa_cpu_kernels *kern, const void *const src[16], int words,
+                            int words_pad, uint32_t *out, int64_t ostride) {
+    if (kern->words_t16) kern->words_t16(src, words, words_pad, out, ostride);
+    else cpu_words_t16(src, words, words_pad, out, ostride);
 }
 
 /// The portable form of kern->pack_b16_pair_rows (cpu_kernels.h).
@@ -110,8 +131,7 @@ static void cpu_b16_pair_rows(const uint16_t *const src[32], int col0, int n, ui
 void fmsa_cpu_pack_b16_cols16(const fmsa_cpu_kernels *kern, const uint16_t *const src[16], int D,
                               uint16_t *out) {
     const int kp = (D + 31) / 32 * 32;
-    if (kern->pack_b16_words_t) kern->pack_b16_words_t(src, D / 2, kp / 2, (uint32_t *)out);
-    else cpu_b16_words_t(src, D / 2, kp / 2, (uint32_t *)out);
+    cpu_transpose16(kern, (const void *const *)src, D / 2, kp / 2, (uint32_t *)out, 16);
 }
 
 void fmsa_cpu_pack_b16_keys_as_cols(const fmsa_cpu_kernels *kern, const fmsa_problem *p,

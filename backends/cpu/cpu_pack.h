@@ -46,8 +46,9 @@ void fmsa_cpu_pack_rows(const fmsa_problem *p, const fmsa_view4 *v, const fmsa_s
                         float *dst);
 
 /// dst[d * ld + c] = key row c (c < n) of view v, transposed; columns [n, ld) zeroed.
-void fmsa_cpu_pack_keys_t(const fmsa_problem *p, const fmsa_view4 *v, const fmsa_seq *seq,
-                          int64_t b, int64_t hk, int64_t row0, int n, int ld, float *dst);
+void fmsa_cpu_pack_keys_t(const fmsa_cpu_kernels *kern, const fmsa_problem *p,
+                          const fmsa_view4 *v, const fmsa_seq *seq, int64_t b, int64_t hk,
+                          int64_t row0, int n, int ld, float *dst);
 
 /*
  * bf16 inputs straight into the 16-bit panel layout of cpu_kernels.h (no fp32
@@ -56,7 +57,7 @@ void fmsa_cpu_pack_keys_t(const fmsa_problem *p, const fmsa_view4 *v, const fmsa
  */
 /// ... as the columns of B: B(d, j) = row j (k = D, n keys), as S = Q·Kᵀ reads K.
 /// One 16-column block (k = D rounded to 32) of a bf16 B panel whose
-/// column j is the bf16 row src[j] (NULL: zeros): kern->pack_b16_words_t or C.
+/// column j is the bf16 row src[j] (NULL: zeros): kern->words_t16 or C.
 void fmsa_cpu_pack_b16_cols16(const fmsa_cpu_kernels *kern, const uint16_t *const src[16], int D,
                               uint16_t *out);
 
