@@ -224,6 +224,44 @@ static void avx2_row_bwd_ds(float *s, float *dp, const float *g, int n, float ls
     }
 }
 
+/// 8 x 8 transpose of 32-bit elements in place (unpack pairs, then quads, then lanes).
+AVX2_INLINE void avx2_transpose8(__m256 r[8]) {
+    __m256 t[8], u[8];
+    for (int i = 0; i < 8; i += 2) {
+        t[i] = _mm256_unpacklo_ps(r[i], r[i + 1]);
+        t[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);
+    }
+    for (int g = 0; g < 8; g += 4) {
+        u[g] = _mm256_shuffle_ps(t[g], t[g + 2], 0x44);
+        u[g + 1] = _mm256_shuffle_ps(t[g], t[g + 2], 0xEE);
+        u[g + 2] = _mm256_shuffle_ps(t[g + 1], t[g + 3], 0x44);
+        u[g + 3] = _mm256_shuffle_ps(t[g + 1], t[g + 3], 0xEE);
+    }
+    /* u[4h + m] lane L holds element 4L + m of rows 4h .. 4h + 3 */
+    for (int m = 0; m < 4; ++m) {
+        r[m] = _mm256_permute2f128_ps(u[m], u[4 + m], 0x20);
+        r[4 + m] = _mm256_permute2f128_ps(u[m], u[4 + m], 0x31);
+    }
+}
+
+/// words_t16 of cpu_kernels.h: two 8 x 8 transposes per 8 words (rows 0-7, 8-15).
+static void avx2_words_t16(const void *const src[16], int words, int words_pad, uint32_t *out,
+                           int64_t ostride) {
+    for (int w0 = 0; w0 < words_pad; w0 += 8) {
+        const __m256i mk = avx2_mask(words - w0);
+        for (int half = 0; half < 2; ++half) {
+            __m256 r[8];
+            for (int i = 0; i < 8; ++i) {
+                const float *row = (const float *)src[8 * half + i];
+                r[i] = row ? _mm256_maskload_ps(row + w0, mk) : _mm256_setzero_ps();
+            }
+            avx2_transpose8(r);
+            for (int i = 0; i < 8 && w0 + i < words_pad; ++i)
+                _mm256_storeu_ps((float *)(out + (int64_t)(w0 + i) * ostride) + 8 * half, r[i]);
+        }
+    }
+}
+
 static const fmsa_cpu_kernels avx2_table = {
     .name = "avx2",          /* FLASHMSA_CPU_KERNEL=avx2 */
     .isa = FMSA_CPU_ISA_AVX2,
@@ -237,6 +275,7 @@ static const fmsa_cpu_kernels avx2_table = {
     .b16_begin = NULL,
     .gemm_b16 = NULL,        /* bf16/fp16 inputs are staged in fp32 */
     .row_exp2_b16 = NULL,
+    .words_t16 = avx2_words_t16, /* the fp32 Kᵀ tiles */
 };
 
 const fmsa_cpu_kernels *fmsa_cpu_kernels_avx2(void) { return &avx2_table; }
