@@ -10,7 +10,8 @@
  *
  * Per chunk of (sequence, kv head) slots, K, Kᵀ, Vᵀ and every group head's
  * Q, dO, lse2, D are packed once into fp32 panels (cpu_pack.h) that both
- * stages read; the five products run through the ISA's micro-kernels
+ * stages read (fp32 inputs: Q, dO and K rows are read in place instead, the
+ * products taking their row strides); the five products run through the ISA's micro-kernels
  * (S = Q·Kᵀ, dP = dO·Vᵀ, dV += Pᵀ·dO, dK += dSᵀ·Q, dQ += dS·K), items
  * heaviest first.  Without atomics, dQ = sum_j dS_j·K_j needs one owner per
  * row, which costs either
@@ -124,8 +125,35 @@ FMSA_CPU_OMP(omp parallel for schedule(static))
     }
 }
 
+/// Rows of a product operand: the fp32 input in place (rows `ld` apart) or the
+/// packed panel (rows D apart).
+typedef struct cpu_rows {
+    const float *ptr;
+    int64_t ld;
+} cpu_rows;
+
+/// Query rows from i0 of head h in view v (Q or dO); panel row r0 when packed.
+static cpu_rows cpu_bwd_qrows(const fmsa_problem *p, const fmsa_view4 *v, const float *panel,
+                              const fmsa_seq *seq, int64_t h, int64_t i0, int64_t r0) {
+    if (p->dtype == FMSA_DTYPE_F32)
+        return (cpu_rows){(const float *)fmsa_view4_host(v) + fmsa_problem_q_offset(v, seq, i0, h),
+                          v->ss};
+    return (cpu_rows){panel + r0 * p->head_dim, p->head_dim};
+}
+
+/// K rows from key j0 of the slot (b, hk).
+static cpu_rows cpu_bwd_krows(const fmsa_problem *p, const cpu_bwd_panels *x, const fmsa_seq *seq,
+                              int64_t b, int64_t hk, int64_t j0) {
+    if (p->dtype == FMSA_DTYPE_F32) /* no paged K in the backward: rows are ss apart */
+        return (cpu_rows){(const float *)fmsa_view4_host(&p->k) +
+                              fmsa_problem_k_offset(p, &p->k, seq, b, j0, hk),
+                          p->k.ss};
+    return (cpu_rows){x->k + j0 * p->head_dim, p->head_dim};
+}
+
 /// Pack job `job` of a slot: key tiles first (K, Kᵀ, Vᵀ), then query tiles of
-/// every head of the group (Q, dO, lse2, delta).
+/// every head of the group (Q, dO, lse2, delta); fp32 inputs skip the rows
+/// the products read in place (cpu_bwd_qrows, cpu_bwd_krows).
 static void cpu_bwd_pack(const fmsa_problem *p, const fmsa_cpu_plan *pl, int64_t slot,
                          const cpu_bwd_panels *x, int64_t job, const float *delta) {
     const int64_t D = p->head_dim, b = slot / p->heads_kv, hk = slot % p->heads_kv;
@@ -136,7 +164,8 @@ static void cpu_bwd_pack(const fmsa_problem *p, const fmsa_cpu_plan *pl, int64_t
         if (cols <= 0) return;
         fmsa_cpu_pack_keys_t(pl->kern, p, &p->k, &seq, b, hk, j0, cols, pl->block_n, x->kt + tile);
         fmsa_cpu_pack_keys_t(pl->kern, p, &p->v, &seq, b, hk, j0, cols, pl->block_n, x->vt + tile);
-        fmsa_cpu_pack_rows(p, &p->k, &seq, b, hk, 1, j0, cols, 1.0f, x->k + j0 * D);
+        if (p->dtype != FMSA_DTYPE_F32)
+            fmsa_cpu_pack_rows(p, &p->k, &seq, b, hk, 1, j0, cols, 1.0f, x->k + j0 * D);
     } else {
         const int64_t g = (job - pl->tiles_k) / pl->tiles_q, qt = (job - pl->tiles_k) % pl->tiles_q;
         const int64_t h = hk * (p->heads_q / p->heads_kv) + g, i0 = qt * pl->block_m;
@@ -144,8 +173,10 @@ static void cpu_bwd_pack(const fmsa_problem *p, const fmsa_cpu_plan *pl, int64_t
         const int rows = (int)(seq.sq - i0 < pl->block_m ? seq.sq - i0 : pl->block_m);
         const float *lse = (const float *)fmsa_viewn_host(&p->lse);
         if (rows <= 0) return;
-        fmsa_cpu_pack_rows(p, &p->q, &seq, b, h, 0, i0, rows, 1.0f, x->q + r0 * D);
-        fmsa_cpu_pack_rows(p, &p->dout, &seq, b, h, 0, i0, rows, 1.0f, x->dout + r0 * D);
+        if (p->dtype != FMSA_DTYPE_F32) {
+            fmsa_cpu_pack_rows(p, &p->q, &seq, b, h, 0, i0, rows, 1.0f, x->q + r0 * D);
+            fmsa_cpu_pack_rows(p, &p->dout, &seq, b, h, 0, i0, rows, 1.0f, x->dout + r0 * D);
+        }
         for (int r = 0; r < rows; ++r) {
             x->lse2[r0 + r] = lse[fmsa_problem_lse_offset(p, &seq, i0 + r, h)] * FMSA_LOG2E;
             x->delta[r0 + r] = delta[cpu_delta_index(p, &seq, h, i0 + r)];
@@ -153,17 +184,17 @@ static void cpu_bwd_pack(const fmsa_problem *p, const fmsa_cpu_plan *pl, int64_t
     }
 }
 
-/// S -> P (in t->s) and dP -> dS (in t->dp) for query rows r0.. of head g
-/// (panel row index) against key tile j0.
+/// S -> P (in t->s) and dP -> dS (in t->dp) for query rows r0.. (panel row
+/// index; q, dout: their rows) against key tile j0.
 static void cpu_bwd_ds(const fmsa_cpu_plan *pl, const fmsa_cpu_score *sc,
-                       const cpu_bwd_panels *x, int64_t r0, int64_t i0, int rows, int64_t j0,
-                       int cols, cpu_bwd_tiles *t) {
+                       const cpu_bwd_panels *x, cpu_rows q, cpu_rows dout, int64_t r0, int64_t i0,
+                       int rows, int64_t j0, int cols, cpu_bwd_tiles *t) {
     const fmsa_cpu_kernels *kern = pl->kern;
     const int64_t D = sc->head_dim, tile = (j0 / pl->block_n) * D * pl->block_n;
     const int ld = pl->block_n;
     float *g = sc->softcap > 0.0f ? t->g : NULL;
-    fmsa_cpu_score_tile(kern, sc, x->q + r0 * D, rows, i0, x->kt + tile, cols, j0, ld, t->s, g);
-    kern->gemm(rows, cols, (int)D, x->dout + r0 * D, D, 1, x->vt + tile, ld, t->dp, ld, 0);
+    fmsa_cpu_score_tile(kern, sc, q.ptr, q.ld, rows, i0, x->kt + tile, cols, j0, ld, t->s, g);
+    kern->gemm(rows, cols, (int)D, dout.ptr, dout.ld, 1, x->vt + tile, ld, t->dp, ld, 0);
     for (int r = 0; r < rows; ++r) {
         float *sr = t->s + (int64_t)r * ld, *dpr = t->dp + (int64_t)r * ld;
         const float lse2 = x->lse2[r0 + r];
@@ -187,8 +218,10 @@ static void cpu_bwd_dkdv_tile(const fmsa_problem *p, const fmsa_cpu_plan *pl, in
     const int ld = pl->block_n;
     const float dot_scale = p->softcap > 0.0f ? p->softmax_scale : p->softmax_scale * FMSA_LOG2E;
     int cols;
+    cpu_rows q, dout, k;
     if (j0 >= seq.sk) return;
     cols = (int)(seq.sk - j0 < pl->block_n ? seq.sk - j0 : pl->block_n);
+    k = cpu_bwd_krows(p, x, &seq, b, hk, j0);
 
     fmsa_cpu_zero(t->dk, (int64_t)cols * D);
     fmsa_cpu_zero(t->dv, (int64_t)cols * D);
@@ -203,14 +236,16 @@ static void cpu_bwd_dkdv_tile(const fmsa_problem *p, const fmsa_cpu_plan *pl, in
             const int64_t r0 = g * x->head_rows + i0;
             if (ke <= j0 || kb >= j0 + cols) continue;
             if (!fmsa_cpu_tile_visible(&sc, i0, rows, j0, cols)) continue;
-            cpu_bwd_ds(pl, &sc, x, r0, i0, rows, j0, cols, t);
+            q = cpu_bwd_qrows(p, &p->q, x->q, &seq, h, i0, r0);
+            dout = cpu_bwd_qrows(p, &p->dout, x->dout, &seq, h, i0, r0);
+            cpu_bwd_ds(pl, &sc, x, q, dout, r0, i0, rows, j0, cols, t);
             /* dV += Pᵀ·dO, dK += dSᵀ·Q: the transposed A is the same tile with swapped strides */
-            pl->kern->gemm(cols, (int)D, rows, t->s, 1, ld, x->dout + r0 * D, D, t->dv, D, 1);
-            pl->kern->gemm(cols, (int)D, rows, t->dp, 1, ld, x->q + r0 * D, D, t->dk, D, 1);
+            pl->kern->gemm(cols, (int)D, rows, t->s, 1, ld, dout.ptr, dout.ld, t->dv, D, 1);
+            pl->kern->gemm(cols, (int)D, rows, t->dp, 1, ld, q.ptr, q.ld, t->dk, D, 1);
             if (pl->dq_parts > 0) { /* the part's first write of these rows overwrites */
                 float *flag = x->dq.written + (part * group + g) * pl->tiles_q + i0 / pl->block_m;
                 float *dqp = x->dq.rows + ((part * group + g) * x->head_rows + i0) * D;
-                pl->kern->gemm(rows, (int)D, cols, t->dp, ld, 1, x->k + j0 * D, D, dqp, D,
+                pl->kern->gemm(rows, (int)D, cols, t->dp, ld, 1, k.ptr, k.ld, dqp, D,
                                *flag != 0.0f);
                 *flag = 1.0f;
             }
@@ -301,9 +336,12 @@ static void cpu_bwd_dq_item(const fmsa_problem *p, const fmsa_cpu_plan *pl, int6
     fmsa_cpu_zero(t->dq, (int64_t)rows * D);
     for (int64_t j0 = kb / ld * ld; j0 < ke; j0 += ld) {
         const int cols = (int)(seq.sk - j0 < ld ? seq.sk - j0 : ld);
+        const cpu_rows k = cpu_bwd_krows(p, x, &seq, b, slot % p->heads_kv, j0);
         if (!fmsa_cpu_tile_visible(&sc, i0, rows, j0, cols)) continue;
-        cpu_bwd_ds(pl, &sc, x, r0, i0, rows, j0, cols, t);
-        pl->kern->gemm(rows, (int)D, cols, t->dp, ld, 1, x->k + j0 * D, D, t->dq, D, 1);
+        cpu_bwd_ds(pl, &sc, x, cpu_bwd_qrows(p, &p->q, x->q, &seq, h, i0, r0),
+                   cpu_bwd_qrows(p, &p->dout, x->dout, &seq, h, i0, r0), r0, i0, rows, j0, cols,
+                   t);
+        pl->kern->gemm(rows, (int)D, cols, t->dp, ld, 1, k.ptr, k.ld, t->dq, D, 1);
     }
     for (int r = 0; r < rows; ++r)
         fmsa_cpu_row_store(fmsa_view4_host(&p->dq), p->dtype,

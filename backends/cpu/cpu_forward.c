@@ -150,7 +150,7 @@ static void cpu_fwd_rows(const fmsa_problem *p, const fmsa_cpu_plan *pl, const f
     for (int64_t j0 = k_begin / ld * ld; j0 < k_end; j0 += ld) {
         const int cols = (int)(k_end - j0 < ld ? k_end - j0 : ld);
         if (!fmsa_cpu_tile_visible(&sc, i0, rows, j0, cols)) continue;
-        fmsa_cpu_score_tile(pl->kern, &sc, t->q, rows, i0, kt + (j0 / ld) * D * ld, cols, j0, ld,
+        fmsa_cpu_score_tile(pl->kern, &sc, t->q, D, rows, i0, kt + (j0 / ld) * D * ld, cols, j0, ld,
                             t->s, NULL);
         cpu_fwd_update(pl->kern, t, rows, cols, ld, v + j0 * D, D,
                        j0 + ld < k_end ? kt + (j0 / ld + 1) * D * ld : NULL,

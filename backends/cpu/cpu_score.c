@@ -76,9 +76,9 @@ int fmsa_cpu_tile_visible(const fmsa_cpu_score *sc, int64_t i0, int rows, int64_
 }
 
 void fmsa_cpu_score_tile(const fmsa_cpu_kernels *kern, const fmsa_cpu_score *sc, const float *q,
-                         int rows, int64_t i0, const float *kt, int cols, int64_t j0, int ld,
-                         float *s, float *g) {
-    kern->gemm(rows, cols, (int)sc->head_dim, q, sc->head_dim, 1, kt, ld, s, ld, 0);
+                         int64_t ldq, int rows, int64_t i0, const float *kt, int cols, int64_t j0,
+                         int ld, float *s, float *g) {
+    kern->gemm(rows, cols, (int)sc->head_dim, q, ldq, 1, kt, ld, s, ld, 0);
     fmsa_cpu_score_apply(sc, rows, i0, cols, j0, ld, s, g);
 }
 

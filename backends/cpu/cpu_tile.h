@@ -41,12 +41,12 @@ void fmsa_cpu_score_init(fmsa_cpu_score *sc, const fmsa_problem *p, const fmsa_s
 int fmsa_cpu_tile_visible(const fmsa_cpu_score *sc, int64_t i0, int rows, int64_t j0, int cols);
 
 /// s[r][c] = base-2 score of query i0+r against key j0+c (-inf where masked),
-/// from the Q row tile q ([rows][D]) and the transposed K tile kt ([D][ld]),
-/// the product through kern->gemm.  With g != NULL, also g[r][c] = d softcap /
-/// d s (0 where masked, 1 without softcap).
+/// from the Q rows q (rows of D, ldq apart) and the transposed K tile kt
+/// ([D][ld]), the product through kern->gemm.  With g != NULL, also g[r][c] =
+/// d softcap / d s (0 where masked, 1 without softcap).
 void fmsa_cpu_score_tile(const fmsa_cpu_kernels *kern, const fmsa_cpu_score *sc, const float *q,
-                         int rows, int64_t i0, const float *kt, int cols, int64_t j0, int ld,
-                         float *s, float *g);
+                         int64_t ldq, int rows, int64_t i0, const float *kt, int cols, int64_t j0,
+                         int ld, float *s, float *g);
 
 /// The transform half of fmsa_cpu_score_tile: s[r][c] holds the raw products
 /// q·k of query i0+r and key j0+c and becomes the base-2 score (-inf where
