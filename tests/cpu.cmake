@@ -25,3 +25,13 @@ endforeach()
 
 # The oracle itself (fp64 reference, naive implementation, checks); no backend.
 fmsa_add_test(test_oracle LABELS cpu SOURCES test_oracle.c)
+
+# The bf16 forward's interleaved issue order (FLASHMSA_CPU_B16_INTERLEAVE,
+# backends/cpu/cpu_forward_b16.c; off by default until measured on AMX), on
+# the portable bf16-product twin so every machine runs it, with 128-row tiles
+# so that middle groups issue both S and P·V blocks between their softmax rows.
+foreach(suite test_grid_forward test_grid_edges)
+  add_test(NAME ${suite}_b16_interleave COMMAND ${suite})
+  set_tests_properties(${suite}_b16_interleave PROPERTIES LABELS cpu
+    ENVIRONMENT "FLASHMSA_TEST_BACKEND=cpu;FLASHMSA_BACKEND=cpu;FLASHMSA_CPU_POISON=1;FLASHMSA_CPU_KERNEL=generic-bf16;FLASHMSA_CPU_B16_INTERLEAVE=1;FLASHMSA_CPU_TILES=fwd=128x256")
+endforeach()

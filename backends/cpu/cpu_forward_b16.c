@@ -15,6 +15,7 @@
  * tile, into the panel layout of cpu_kernels.h: K as the B of S (k = D,
  * n = keys), V as the B of P·V (k = keys, n = D).
  */
+#include <stdlib.h>
 #include <string.h>
 
 #include "backends/cpu/cpu_internal.h"
@@ -98,6 +99,128 @@ static void b16_load_q(const fmsa_problem *p, const fmsa_seq *seq, int64_t h, in
     }
 }
 
+/// One key tile of one work item, as the row steps below see it.
+typedef struct b16_tile {
+    const fmsa_cpu_kernels *kern;
+    fmsa_cpu_b16_tiles *t;
+    int64_t D, dn;           ///< head dim, acc row length
+    int ld, rows, cols, kp;  ///< tile stride, valid rows, visible keys, k of P·V
+    float exp_scale;         ///< see fmsa_cpu_b16_rows
+    const uint16_t *next_k;  ///< the next key tile's panels (NULL: none)
+    const uint16_t *next_v;
+    int64_t k_elems, v_elems;
+} b16_tile;
+
+/// The online-softmax step of row r of the tile: P row r (bf16), m, l and,
+/// when the maximum moves, the rescaled acc row.
+static void b16_softmax_row(const b16_tile *x, int r) {
+    const fmsa_cpu_kernels *kern = x->kern;
+    fmsa_cpu_b16_tiles *t = x->t;
+    const float *sr = t->s + (int64_t)r * x->ld;
+    uint16_t *pr = t->p + (int64_t)r * x->ld;
+    float tile_max, c;
+    if (x->next_k) {
+        fmsa_cpu_prefetch_slice(x->next_k, x->k_elems * 2, r, x->rows);
+        fmsa_cpu_prefetch_slice(x->next_v, x->v_elems * 2, r, x->rows);
+    }
+    if (t->m[r] != FMSA_NEG_INF) {
+        /* A maximum is known from earlier tiles: exponentiate against it and
+         * take this tile's maximum in the same pass, so the row is read once
+         * and its exponentials need not wait for a max reduction; the state
+         * machine's lazy rescaling (fmsa_softmax_keeps) says whether that
+         * maximum may stay, else the row is redone against the new one. */
+        float xmax;
+        const float sum =
+            kern->row_exp2_b16(sr, x->cols, x->exp_scale, t->m[r], pr, x->kp, &xmax);
+        tile_max = xmax * x->exp_scale; /* -inf stays -inf */
+        if (fmsa_softmax_keeps(t->m[r], tile_max)) {
+            t->l[r] += sum;
+            return;
+        }
+    } else {
+        tile_max = kern->row_max(sr, x->cols) * x->exp_scale;
+        if (tile_max == FMSA_NEG_INF) { /* every key of this row masked so far: P = 0 */
+            memset(pr, 0, (size_t)x->kp * 2);
+            return;
+        }
+    }
+    c = fmsa_softmax_update(&t->m[r], tile_max);
+    if (c != 1.0f && t->l[r] != 0.0f) {
+        t->l[r] *= c;
+        kern->row_scale(t->acc + (int64_t)r * x->dn, (int)x->D, c);
+    }
+    t->l[r] += kern->row_exp2_b16(sr, x->cols, x->exp_scale, t->m[r], pr, x->kp, NULL);
+}
+
+/// FLASHMSA_CPU_B16_INTERLEAVE=1 (developer, for measuring): the tile in
+/// groups of 32 rows, with the products of one group issued between the
+/// softmax rows of another -- S of group g + 1 and P·V of group g - 1 while
+/// group g's softmax runs -- so that a tile unit working apart from the
+/// vector units (AMX) can overlap the two.  Every product block and softmax
+/// row computes exactly what the whole-tile order computes (the results are
+/// bit-identical); only the order of issue changes.  Off by default until it
+/// is measured on an AMX machine.
+static int b16_interleave(void) {
+    const char *env = getenv("FLASHMSA_CPU_B16_INTERLEAVE");
+    return env && *env == '1';
+}
+
+/// One key tile in the interleaved order (see b16_interleave).  q_k: the K
+/// panel of the tile (kb = dk), v: the V panel (kb = kpanel); written[g]:
+/// whether group g's acc rows hold a P·V yet.
+static void b16_tile_interleaved(const b16_tile *x, fmsa_cpu_score *sc, int64_t i0, int64_t j0,
+                                 int np, int64_t dk, const uint16_t *kp_panel,
+                                 const uint16_t *v_panel, int kpanel, int *written) {
+    const fmsa_cpu_kernels *kern = x->kern;
+    fmsa_cpu_b16_tiles *t = x->t;
+    const int mp = (int)b16_round(x->rows, 16), groups = (mp + 31) / 32;
+    const int64_t half_k = dk / 2, half_v = kpanel / 2;
+    /* S of group 0 whole; then per group g, the column blocks of S(g + 1) and
+     * of P·V(g - 1) spread between g's softmax rows */
+    kern->gemm_b16(mp < 32 ? mp : 32, np, (int)dk, t->q, dk, kp_panel, (int)dk, t->s, x->ld, 0);
+    fmsa_cpu_score_apply(sc, x->rows < 32 ? x->rows : 32, i0, x->cols, j0, x->ld, t->s, NULL);
+    for (int g = 0; g < groups; ++g) {
+        const int r0 = 32 * g, rg = x->rows - r0 < 32 ? x->rows - r0 : 32;
+        const int n_rows = mp - 32 * (g + 1) < 32 ? mp - 32 * (g + 1) : 32; /* S(g + 1) rows */
+        const int s_blocks = g + 1 < groups ? (np + 31) / 32 : 0;
+        const int v_blocks = g >= 1 ? (int)((x->dn + 31) / 32) : 0;
+        const int blocks = s_blocks + v_blocks;
+        int r = r0;
+        for (int blk = 0; blk < blocks; ++blk) {
+            /* the softmax rows that go before this block: an even share */
+            const int until = r0 + (int)((int64_t)rg * (blk + 1) / (blocks + 1));
+            for (; r < until; ++r) b16_softmax_row(x, r);
+            if (blk < s_blocks) {
+                const int c0 = 32 * blk, nc = np - c0 < 32 ? np - c0 : 32;
+                kern->gemm_b16(n_rows, nc, (int)dk, t->q + (int64_t)(r0 + 32) * dk, dk,
+                               kp_panel + (int64_t)(c0 / 16) * half_k * 32, (int)dk,
+                               t->s + (int64_t)(r0 + 32) * x->ld + c0, x->ld, 0);
+            } else {
+                const int c0 = 32 * (blk - s_blocks);
+                const int nc = (int)(x->dn - c0 < 32 ? x->dn - c0 : 32);
+                kern->gemm_b16(32, nc, x->kp, t->p + (int64_t)(r0 - 32) * x->ld, x->ld,
+                               v_panel + (int64_t)(c0 / 16) * half_v * 32, kpanel,
+                               t->acc + (int64_t)(r0 - 32) * x->dn + c0, x->dn, written[g - 1]);
+            }
+        }
+        for (; r < r0 + rg; ++r) b16_softmax_row(x, r);
+        if (g >= 1) written[g - 1] = 1;
+        if (g + 1 < groups) {
+            const int next_rows = x->rows - r0 - 32;
+            if (next_rows > 0)
+                fmsa_cpu_score_apply(sc, next_rows < 32 ? next_rows : 32, i0 + r0 + 32, x->cols,
+                                     j0, x->ld, t->s + (int64_t)(r0 + 32) * x->ld, NULL);
+        }
+    }
+    /* the last group's P·V */
+    {
+        const int r0 = 32 * (groups - 1), mg = mp - r0;
+        kern->gemm_b16(mg, (int)x->dn, x->kp, t->p + (int64_t)r0 * x->ld, x->ld, v_panel, kpanel,
+                       t->acc + (int64_t)r0 * x->dn, x->dn, written[groups - 1]);
+        written[groups - 1] = 1;
+    }
+}
+
 void fmsa_cpu_b16_rows(const fmsa_problem *p, const fmsa_cpu_plan *pl, const fmsa_seq *seq,
                        int64_t b, int64_t h, int64_t i0, int rows, int64_t k_begin,
                        int64_t k_end, const float *slot_panels, fmsa_cpu_b16_tiles *t) {
@@ -117,9 +240,11 @@ void fmsa_cpu_b16_rows(const fmsa_problem *p, const fmsa_cpu_plan *pl, const fms
     const int fused = !(p->softcap > 0.0f) && !p->has_alibi && !p->has_mask;
     const float exp_scale = fused ? dot_scale : 1.0f;
     fmsa_cpu_score sc;
-    /* acc is not zeroed up front: the first P·V overwrites it (a row with l
-     * = 0 has had only zero probabilities, so rescaling it is skipped) */
-    int acc_written = 0;
+    /* acc is not zeroed up front: the first P·V of a group of 32 rows
+     * overwrites its rows (a row with l = 0 has had only zero probabilities,
+     * so rescaling it is skipped); bm <= 512 rows, 16 groups */
+    int written[16] = {0};
+    const int interleave = mp > 32 && b16_interleave();
 
     fmsa_cpu_score_init(&sc, p, seq, b, h, fused ? 1.0f : dot_scale);
     for (int r = 0; r < rows; ++r) fmsa_softmax_init(&t->m[r], &t->l[r]);
@@ -142,8 +267,16 @@ void fmsa_cpu_b16_rows(const fmsa_problem *p, const fmsa_cpu_plan *pl, const fms
          * shared by every thread and come from L3, and the tile loads of the
          * products do not train the hardware prefetchers */
         const int next = j0 + ld < k_end;
+        const b16_tile x = {kern, t, D, dn, ld, rows, cols, kp, exp_scale,
+                            next ? kpan + (tile + 1) * k_elems : NULL,
+                            next ? vpan + (tile + 1) * v_elems : NULL, k_elems, v_elems};
         double t0;
         if (!fmsa_cpu_tile_visible(&sc, i0, rows, j0, cols)) continue;
+        if (interleave) {
+            b16_tile_interleaved(&x, &sc, i0, j0, np, dk, kpan + tile * k_elems,
+                                 vpan + tile * v_elems, kpanel, written);
+            continue;
+        }
         t0 = pl->trace ? fmsa_cpu_trace_now(pl->trace) : 0.0;
         kern->gemm_b16(mp, np, (int)dk, t->q, dk, kpan + tile * k_elems, (int)dk, t->s, ld, 0);
         fmsa_cpu_score_apply(&sc, rows, i0, cols, j0, ld, t->s, NULL);
@@ -151,52 +284,18 @@ void fmsa_cpu_b16_rows(const fmsa_problem *p, const fmsa_cpu_plan *pl, const fms
             fmsa_cpu_trace_add(pl->trace, FMSA_CPU_TRACE_S, t0);
             t0 = fmsa_cpu_trace_now(pl->trace);
         }
-        for (int r = 0; r < rows; ++r) {
-            const float *sr = t->s + (int64_t)r * ld;
-            uint16_t *pr = t->p + (int64_t)r * ld;
-            float tile_max, c;
-            if (next) {
-                fmsa_cpu_prefetch_slice(kpan + (tile + 1) * k_elems, k_elems * 2, r,
-                                        rows);
-                fmsa_cpu_prefetch_slice(vpan + (tile + 1) * v_elems, v_elems * 2, r,
-                                        rows);
-            }
-            if (t->m[r] != FMSA_NEG_INF) {
-                /* A maximum is known from earlier tiles: exponentiate against it
-                 * and take this tile's maximum in the same pass, so the row is
-                 * read once and its exponentials need not wait for a max
-                 * reduction; the state machine's lazy rescaling
-                 * (fmsa_softmax_keeps) says whether that maximum may stay, else
-                 * the row is redone against the new one. */
-                float xmax;
-                const float sum = kern->row_exp2_b16(sr, cols, exp_scale, t->m[r], pr, kp, &xmax);
-                tile_max = xmax * exp_scale; /* -inf stays -inf */
-                if (fmsa_softmax_keeps(t->m[r], tile_max)) {
-                    t->l[r] += sum;
-                    continue;
-                }
-            } else {
-                tile_max = kern->row_max(sr, cols) * exp_scale;
-                if (tile_max == FMSA_NEG_INF) { /* every key of this row masked so far: P = 0 */
-                    memset(pr, 0, (size_t)kp * 2);
-                    continue;
-                }
-            }
-            c = fmsa_softmax_update(&t->m[r], tile_max);
-            if (c != 1.0f && t->l[r] != 0.0f) {
-                t->l[r] *= c;
-                kern->row_scale(t->acc + (int64_t)r * dn, (int)D, c);
-            }
-            t->l[r] += kern->row_exp2_b16(sr, cols, exp_scale, t->m[r], pr, kp, NULL);
-        }
+        for (int r = 0; r < rows; ++r) b16_softmax_row(&x, r);
         if (pl->trace) {
             fmsa_cpu_trace_add(pl->trace, FMSA_CPU_TRACE_SOFTMAX, t0);
             t0 = fmsa_cpu_trace_now(pl->trace);
         }
         kern->gemm_b16(mp, (int)dn, kp, t->p, ld, vpan + tile * v_elems, kpanel, t->acc, dn,
-                       acc_written);
-        acc_written = 1;
+                       written[0]);
+        for (int g = 0; g < 16; ++g) written[g] = 1;
         if (pl->trace) fmsa_cpu_trace_add(pl->trace, FMSA_CPU_TRACE_PV, t0);
     }
-    if (!acc_written) fmsa_cpu_zero(t->acc, (int64_t)mp * dn); /* no key was visible */
+    for (int g = 0; 32 * g < mp; ++g) /* groups no key reached */
+        if (!written[g])
+            fmsa_cpu_zero(t->acc + (int64_t)32 * g * dn,
+                          (int64_t)(mp - 32 * g < 32 ? mp - 32 * g : 32) * dn);
 }
