@@ -12,8 +12,9 @@
  * inside the correctness rule.  fp16 inputs never come here (cpu_plan.c).
  *
  * K and V are packed once per (sequence, kv head) slot, key tile by key
- * tile, into the panel layout of cpu_kernels.h: K as the B of S (k = D,
- * n = keys), V as the B of P·V (k = keys, n = D).
+ * tile, on the slot's first use (cpu_forward.c), into the panel layout of
+ * cpu_kernels.h: K as the B of S (k = D, n = keys), V as the B of P·V (k =
+ * keys, n = D).
  */
 #include <stdlib.h>
 #include <string.h>

@@ -50,17 +50,17 @@ void fmsa_cpu_pack_keys_t(const fmsa_cpu_kernels *kern, const fmsa_problem *p,
                           const fmsa_view4 *v, const fmsa_seq *seq, int64_t b, int64_t hk,
                           int64_t row0, int n, int ld, float *dst);
 
+/// One 16-column block (k = D rounded to 32) of a bf16 B panel whose
+/// column j is the bf16 row src[j] (NULL: zeros): kern->words_t16 or C.
+void fmsa_cpu_pack_b16_cols16(const fmsa_cpu_kernels *kern, const uint16_t *const src[16], int D,
+                              uint16_t *out);
+
 /*
  * bf16 inputs straight into the 16-bit panel layout of cpu_kernels.h (no fp32
  * staging, no rounding: the values are copied).  Rows row0 .. row0 + n - 1 of
  * key-shaped view v (K or V: block table and varlen followed), p->dtype bf16.
  */
 /// ... as the columns of B: B(d, j) = row j (k = D, n keys), as S = Q·Kᵀ reads K.
-/// One 16-column block (k = D rounded to 32) of a bf16 B panel whose
-/// column j is the bf16 row src[j] (NULL: zeros): kern->words_t16 or C.
-void fmsa_cpu_pack_b16_cols16(const fmsa_cpu_kernels *kern, const uint16_t *const src[16], int D,
-                              uint16_t *out);
-
 void fmsa_cpu_pack_b16_keys_as_cols(const fmsa_cpu_kernels *kern, const fmsa_problem *p,
                                     const fmsa_view4 *v, const fmsa_seq *seq, int64_t b,
                                     int64_t hk, int64_t row0, int n, uint16_t *dst);
