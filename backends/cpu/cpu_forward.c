@@ -19,6 +19,8 @@
  */
 #include <stdatomic.h>
 #include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "backends/cpu/cpu_internal.h"
 #include "backends/cpu/cpu_pack.h"
@@ -87,23 +89,39 @@ typedef struct cpu_fwd_slot_pack {
     atomic_llong claimed, packed;
 } cpu_fwd_slot_pack;
 
+/// Claims the slot's next unpacked key tile and packs it; 0 when none was left.
+static int cpu_fwd_pack_next(const fmsa_problem *p, const fmsa_cpu_plan *pl, int64_t slot,
+                             int64_t in_chunk, float *panels, float *stage,
+                             cpu_fwd_slot_pack *st) {
+    const long long job = atomic_fetch_add_explicit(&st->claimed, 1, memory_order_relaxed);
+    double t0;
+    if (job >= pl->tiles_k) return 0;
+    t0 = pl->trace ? fmsa_cpu_trace_now(pl->trace) : 0.0;
+    cpu_fwd_pack(p, pl, slot, in_chunk, job, panels, stage);
+    atomic_fetch_add_explicit(&st->packed, 1, memory_order_release);
+    if (pl->trace) fmsa_cpu_trace_add(pl->trace, FMSA_CPU_TRACE_PACK, t0);
+    return 1;
+}
+
 /// Returns once every key tile of the chunk's slot `in_chunk` is packed,
 /// packing unclaimed ones itself (stage: the thread's bf16 staging tile).
 static void cpu_fwd_ensure_packed(const fmsa_problem *p, const fmsa_cpu_plan *pl, int64_t slot,
                                   int64_t in_chunk, float *panels, float *stage,
                                   cpu_fwd_slot_pack *st) {
-    long long job;
     if (atomic_load_explicit(&st->packed, memory_order_acquire) == pl->tiles_k) return;
-    while ((job = atomic_fetch_add_explicit(&st->claimed, 1, memory_order_relaxed)) <
-           pl->tiles_k) {
-        const double t0 = pl->trace ? fmsa_cpu_trace_now(pl->trace) : 0.0;
-        cpu_fwd_pack(p, pl, slot, in_chunk, job, panels, stage);
-        atomic_fetch_add_explicit(&st->packed, 1, memory_order_release);
-        if (pl->trace) fmsa_cpu_trace_add(pl->trace, FMSA_CPU_TRACE_PACK, t0);
+    while (cpu_fwd_pack_next(p, pl, slot, in_chunk, panels, stage, st)) {
     }
     /* the remaining tiles are in other threads' hands: at most one tile pack each */
     while (atomic_load_explicit(&st->packed, memory_order_acquire) < pl->tiles_k) {
     }
+}
+
+/// FLASHMSA_CPU_PACK=phase (developer, for A/B runs): every slot of a chunk
+/// packed in a parallel phase before its items, as before packing on first
+/// use; the results are the same either way.
+static int cpu_fwd_pack_phase(void) {
+    const char *env = getenv("FLASHMSA_CPU_PACK");
+    return env && strcmp(env, "phase") == 0;
 }
 
 /// Folds one score tile (already in t->s, cols keys) into the row states.
@@ -309,6 +327,7 @@ fmsa_status fmsa_cpu_forward(void *state, const fmsa_problem *p, void *workspace
     fmsa_cpu_arena *arena = state ? &((fmsa_cpu_state *)state)->arena : NULL;
     fmsa_cpu_pass_buffers bufs;
     fmsa_cpu_trace tr;
+    int pack_phase;
     (void)stream; /* the CPU runs synchronously */
 
     FMSA_TRY(fmsa_cpu_plan_make((const fmsa_cpu_state *)state, p, &pl));
@@ -333,6 +352,7 @@ fmsa_status fmsa_cpu_forward(void *state, const fmsa_problem *p, void *workspace
 
     fmsa_cpu_trace_begin(&tr, nthreads);
     pl.trace = tr.on ? &tr : NULL;
+    pack_phase = cpu_fwd_pack_phase();
 FMSA_CPU_OMP(omp parallel num_threads(nthreads))
     {
         char *mine = scratch + (size_t)fmsa_cpu_thread_num() * pl.scratch_bytes;
@@ -358,6 +378,12 @@ FMSA_CPU_OMP(omp single)
                     atomic_init(&slot_packs[s].claimed, 0);
                     atomic_init(&slot_packs[s].packed, 0);
                 }
+            }
+            if (pack_phase) { /* one tile per iteration; the loop's barrier ends the phase */
+FMSA_CPU_OMP(omp for schedule(dynamic, 1))
+                for (int64_t it = 0; it < nslots * pl.tiles_k; ++it)
+                    (void)cpu_fwd_pack_next(p, &pl, slot0 + it / pl.tiles_k, it / pl.tiles_k,
+                                            panels, bt.stage, &slot_packs[it / pl.tiles_k]);
             }
 FMSA_CPU_OMP(omp for schedule(dynamic, 1))
             for (int64_t it = 0; it < n_items; ++it) {
