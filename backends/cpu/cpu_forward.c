@@ -19,8 +19,6 @@
  */
 #include <stdatomic.h>
 #include <stdint.h>
-#include <stdlib.h>
-#include <string.h>
 
 #include "backends/cpu/cpu_internal.h"
 #include "backends/cpu/cpu_pack.h"
@@ -114,14 +112,6 @@ static void cpu_fwd_ensure_packed(const fmsa_problem *p, const fmsa_cpu_plan *pl
     /* the remaining tiles are in other threads' hands: at most one tile pack each */
     while (atomic_load_explicit(&st->packed, memory_order_acquire) < pl->tiles_k) {
     }
-}
-
-/// FLASHMSA_CPU_PACK=phase (developer, for A/B runs): every slot of a chunk
-/// packed in a parallel phase before its items, as before packing on first
-/// use; the results are the same either way.
-static int cpu_fwd_pack_phase(void) {
-    const char *env = getenv("FLASHMSA_CPU_PACK");
-    return env && strcmp(env, "phase") == 0;
 }
 
 /// Folds one score tile (already in t->s, cols keys) into the row states.
@@ -327,7 +317,6 @@ fmsa_status fmsa_cpu_forward(void *state, const fmsa_problem *p, void *workspace
     fmsa_cpu_arena *arena = state ? &((fmsa_cpu_state *)state)->arena : NULL;
     fmsa_cpu_pass_buffers bufs;
     fmsa_cpu_trace tr;
-    int pack_phase;
     (void)stream; /* the CPU runs synchronously */
 
     FMSA_TRY(fmsa_cpu_plan_make((const fmsa_cpu_state *)state, p, &pl));
@@ -352,7 +341,6 @@ fmsa_status fmsa_cpu_forward(void *state, const fmsa_problem *p, void *workspace
 
     fmsa_cpu_trace_begin(&tr, nthreads);
     pl.trace = tr.on ? &tr : NULL;
-    pack_phase = cpu_fwd_pack_phase();
 FMSA_CPU_OMP(omp parallel num_threads(nthreads))
     {
         char *mine = scratch + (size_t)fmsa_cpu_thread_num() * pl.scratch_bytes;
@@ -379,7 +367,10 @@ FMSA_CPU_OMP(omp single)
                     atomic_init(&slot_packs[s].packed, 0);
                 }
             }
-            if (pack_phase) { /* one tile per iteration; the loop's barrier ends the phase */
+            /* FLASHMSA_CPU_PACK=phase (developer, for A/B runs): the chunk packed
+             * in a parallel phase before its items, as before packing on first
+             * use; one tile per iteration, the loop's barrier ends the phase */
+            if (pl.pack_phase) {
 FMSA_CPU_OMP(omp for schedule(dynamic, 1))
                 for (int64_t it = 0; it < nslots * pl.tiles_k; ++it)
                     (void)cpu_fwd_pack_next(p, &pl, slot0 + it / pl.tiles_k, it / pl.tiles_k,

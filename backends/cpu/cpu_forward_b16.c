@@ -16,7 +16,6 @@
  * cpu_kernels.h: K as the B of S (k = D, n = keys), V as the B of P·V (k =
  * keys, n = D).
  */
-#include <stdlib.h>
 #include <string.h>
 
 #include "backends/cpu/cpu_internal.h"
@@ -153,20 +152,14 @@ static void b16_softmax_row(const b16_tile *x, int r) {
     t->l[r] += kern->row_exp2_b16(sr, x->cols, x->exp_scale, t->m[r], pr, x->kp, NULL);
 }
 
-/// FLASHMSA_CPU_B16_INTERLEAVE=1 (developer, for measuring): the tile in
-/// groups of 32 rows, with the products of one group issued between the
-/// softmax rows of another -- S of group g + 1 and P·V of group g - 1 while
-/// group g's softmax runs -- so that a tile unit working apart from the
-/// vector units (AMX) can overlap the two.  Every product block and softmax
-/// row computes exactly what the whole-tile order computes (the results are
-/// bit-identical); only the order of issue changes.  Off by default until it
-/// is measured on an AMX machine.
-static int b16_interleave(void) {
-    const char *env = getenv("FLASHMSA_CPU_B16_INTERLEAVE");
-    return env && *env == '1';
-}
-
-/// One key tile in the interleaved order (see b16_interleave).  q_k: the K
+/// One key tile in the interleaved order (FLASHMSA_CPU_B16_INTERLEAVE=1,
+/// plan->b16_interleave, for measuring): the tile in groups of 32 rows, with
+/// the products of one group issued between the softmax rows of another --
+/// S of group g + 1 and P·V of group g - 1 while group g's softmax runs -- so
+/// that a tile unit working apart from the vector units (AMX) can overlap
+/// the two.  Every product block and softmax row computes exactly what the
+/// whole-tile order computes (the results are bit-identical); only the order
+/// of issue changes.  Off by default until it is measured on an AMX machine.  q_k: the K
 /// panel of the tile (kb = dk), v: the V panel (kb = kpanel); written[g]:
 /// whether group g's acc rows hold a P·V yet.
 static void b16_tile_interleaved(const b16_tile *x, fmsa_cpu_score *sc, int64_t i0, int64_t j0,
@@ -245,7 +238,7 @@ void fmsa_cpu_b16_rows(const fmsa_problem *p, const fmsa_cpu_plan *pl, const fms
      * overwrites its rows (a row with l = 0 has had only zero probabilities,
      * so rescaling it is skipped); bm <= 512 rows, 16 groups */
     int written[16] = {0};
-    const int interleave = mp > 32 && b16_interleave();
+    const int interleave = mp > 32 && pl->b16_interleave;
 
     fmsa_cpu_score_init(&sc, p, seq, b, h, fused ? 1.0f : dot_scale);
     for (int r = 0; r < rows; ++r) fmsa_softmax_init(&t->m[r], &t->l[r]);

@@ -72,6 +72,10 @@ typedef struct fmsa_cpu_plan {
     int b16;                ///< the planner chose a bf16-product row (FMSA_PLAN_DTYPES_BF16_MMA):
                             ///< bf16 inputs on kern->gemm_b16 (cpu_forward_b16.c, cpu_backward_b16.c)
     struct fmsa_cpu_trace *trace; ///< the pass's FLASHMSA_CPU_TRACE (cpu_trace.h), or NULL
+    /* developer schedules (read once per plan, never per work item; the
+     * results do not depend on them) */
+    int pack_phase;         ///< FLASHMSA_CPU_PACK=phase: forward packs a chunk before its items
+    int b16_interleave;     ///< FLASHMSA_CPU_B16_INTERLEAVE=1: cpu_forward_b16.c's interleaved order
 } fmsa_cpu_plan;
 
 /// One thread's tiles of the bf16-product forward.

@@ -53,8 +53,9 @@
 /// the panel budget holds, then evened out over the chunks that takes, so a
 /// pass never ends on a chunk of a few slots whose items leave most threads
 /// idle between two barriers (64 slots of 1 MiB made chunks of 63 and 1).
-static int64_t cpu_chunk_slots(int64_t floats_per_slot, int64_t slots, size_t budget) {
-    int64_t chunk = (int64_t)(budget / ((size_t)floats_per_slot * sizeof(float) + 1));
+static int64_t cpu_chunk_slots(int64_t floats_per_slot, int64_t slots) {
+    int64_t chunk =
+        (int64_t)(FMSA_CPU_PANEL_BUDGET / ((size_t)floats_per_slot * sizeof(float) + 1));
     if (chunk < 1) chunk = 1;
     if (slots <= 0) return 1;
     if (chunk > slots) return slots;
@@ -96,8 +97,7 @@ static fmsa_status cpu_bwd_dq_parts(const fmsa_problem *p, int bm, int b16, int6
     }
     if (fits) {
         const int64_t with = slot_floats + cpu_dq_partial_floats(p, parts, tiles_q, bm, b16);
-        if (cpu_chunk_slots(with, p->batch * p->heads_kv, FMSA_CPU_PANEL_BUDGET) * parts >=
-            FMSA_CPU_PLAN_CORES)
+        if (cpu_chunk_slots(with, p->batch * p->heads_kv) * parts >= FMSA_CPU_PLAN_CORES)
             *out = parts;
     }
     return FMSA_SUCCESS;
@@ -233,14 +233,11 @@ fmsa_status fmsa_cpu_plan_make(const fmsa_cpu_state *st, const fmsa_problem *p,
                                                    tiles.block_m, plan->b16);
     }
     plan->slots = p->batch * p->heads_kv;
-    plan->chunk_slots = cpu_chunk_slots(plan->slot_floats, plan->slots, FMSA_CPU_PANEL_BUDGET);
-    if (p->pass == FMSA_PASS_FORWARD) {
-        /* FLASHMSA_CPU_PANEL_MIB: a developer override of the forward's panel
-         * budget (tuning runs; the forward's chunks never change its results) */
-        const char *env = getenv("FLASHMSA_CPU_PANEL_MIB");
-        const long mib = env && *env ? strtol(env, NULL, 10) : 0;
-        if (mib > 0 && mib <= 65536)
-            plan->chunk_slots = cpu_chunk_slots(plan->slot_floats, plan->slots, (size_t)mib << 20);
+    plan->chunk_slots = cpu_chunk_slots(plan->slot_floats, plan->slots);
+    {
+        const char *pack = getenv("FLASHMSA_CPU_PACK"), *il = getenv("FLASHMSA_CPU_B16_INTERLEAVE");
+        plan->pack_phase = pack && strcmp(pack, "phase") == 0;
+        plan->b16_interleave = plan->b16 && il && strcmp(il, "1") == 0;
     }
     if (p->pass == FMSA_PASS_BACKWARD)
         fmsa_log(FMSA_LOG_DEBUG, "cpu: backward owns dQ by %s (%lld slots per chunk)",
