@@ -426,6 +426,7 @@ fmsa_status fmsa_cpu_backward(void *state, const fmsa_problem *p, void *workspac
     }
 
     fmsa_cpu_trace_begin(&tr, nthreads);
+    pl.trace = &tr;
     /* the bf16 products take D through their own product (cpu_backward_b16.c) */
     if (!pl.b16) cpu_bwd_preprocess(p, pl.kern, delta);
 FMSA_CPU_OMP(omp parallel num_threads(nthreads))

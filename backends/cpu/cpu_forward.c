@@ -94,10 +94,10 @@ static int cpu_fwd_pack_next(const fmsa_problem *p, const fmsa_cpu_plan *pl, int
     const long long job = atomic_fetch_add_explicit(&st->claimed, 1, memory_order_relaxed);
     double t0;
     if (job >= pl->tiles_k) return 0;
-    t0 = pl->trace ? fmsa_cpu_trace_now(pl->trace) : 0.0;
+    t0 = fmsa_cpu_trace_now(pl->trace);
     cpu_fwd_pack(p, pl, slot, in_chunk, job, panels, stage);
     atomic_fetch_add_explicit(&st->packed, 1, memory_order_release);
-    if (pl->trace) fmsa_cpu_trace_add(pl->trace, FMSA_CPU_TRACE_PACK, t0);
+    fmsa_cpu_trace_add(pl->trace, FMSA_CPU_TRACE_PACK, t0);
     return 1;
 }
 
@@ -244,9 +244,9 @@ static void cpu_fwd_item(const fmsa_problem *p, const fmsa_cpu_plan *pl, const f
         m = t->m, l = t->l, acc = t->acc, acc_ld = D;
     }
     if (pl->num_splits == 1) {
-        const double t0 = pl->trace ? fmsa_cpu_trace_now(pl->trace) : 0.0;
+        const double t0 = fmsa_cpu_trace_now(pl->trace);
         cpu_fwd_store(p, pl->kern, &seq, h, i0, rows, m, l, acc, acc_ld);
-        if (pl->trace) fmsa_cpu_trace_add(pl->trace, FMSA_CPU_TRACE_STORE, t0);
+        fmsa_cpu_trace_add(pl->trace, FMSA_CPU_TRACE_STORE, t0);
         return;
     }
     for (int r = 0; r < rows; ++r) { /* partial state record (m, l, acc) of (b, h, i, s) */
@@ -340,7 +340,7 @@ fmsa_status fmsa_cpu_forward(void *state, const fmsa_problem *p, void *workspace
     }
 
     fmsa_cpu_trace_begin(&tr, nthreads);
-    pl.trace = tr.on ? &tr : NULL;
+    pl.trace = &tr;
 FMSA_CPU_OMP(omp parallel num_threads(nthreads))
     {
         char *mine = scratch + (size_t)fmsa_cpu_thread_num() * pl.scratch_bytes;

@@ -271,22 +271,16 @@ void fmsa_cpu_b16_rows(const fmsa_problem *p, const fmsa_cpu_plan *pl, const fms
                                  vpan + tile * v_elems, kpanel, written);
             continue;
         }
-        t0 = pl->trace ? fmsa_cpu_trace_now(pl->trace) : 0.0;
+        t0 = fmsa_cpu_trace_now(pl->trace);
         kern->gemm_b16(mp, np, (int)dk, t->q, dk, kpan + tile * k_elems, (int)dk, t->s, ld, 0);
         fmsa_cpu_score_apply(&sc, rows, i0, cols, j0, ld, t->s, NULL);
-        if (pl->trace) {
-            fmsa_cpu_trace_add(pl->trace, FMSA_CPU_TRACE_S, t0);
-            t0 = fmsa_cpu_trace_now(pl->trace);
-        }
+        fmsa_cpu_trace_lap(pl->trace, FMSA_CPU_TRACE_S, &t0);
         for (int r = 0; r < rows; ++r) b16_softmax_row(&x, r);
-        if (pl->trace) {
-            fmsa_cpu_trace_add(pl->trace, FMSA_CPU_TRACE_SOFTMAX, t0);
-            t0 = fmsa_cpu_trace_now(pl->trace);
-        }
+        fmsa_cpu_trace_lap(pl->trace, FMSA_CPU_TRACE_SOFTMAX, &t0);
         kern->gemm_b16(mp, (int)dn, kp, t->p, ld, vpan + tile * v_elems, kpanel, t->acc, dn,
                        written[0]);
         for (int g = 0; g < 16; ++g) written[g] = 1;
-        if (pl->trace) fmsa_cpu_trace_add(pl->trace, FMSA_CPU_TRACE_PV, t0);
+        fmsa_cpu_trace_add(pl->trace, FMSA_CPU_TRACE_PV, t0);
     }
     for (int g = 0; 32 * g < mp; ++g) /* groups no key reached */
         if (!written[g])

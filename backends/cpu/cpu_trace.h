@@ -23,14 +23,17 @@ enum {
     FMSA_CPU_TRACE_SOFTMAX,
     FMSA_CPU_TRACE_PV,
     FMSA_CPU_TRACE_STORE,
-    FMSA_CPU_TRACE_PHASES
+    FMSA_CPU_TRACE_PHASES,
+    /// doubles per thread in the busy table: one cache line, so the threads'
+    /// counters never share one (the trace must not slow what it measures)
+    FMSA_CPU_TRACE_STRIDE = 8
 };
 
 typedef struct fmsa_cpu_trace {
     int on;          ///< FLASHMSA_CPU_TRACE was set at the start of the pass
     int nthreads;    ///< threads the busy table has rows for
     double t0;       ///< wall clock at the start
-    double *busy;    ///< [nthreads][FMSA_CPU_TRACE_PHASES] seconds (NULL when off)
+    double *busy;    ///< [nthreads][FMSA_CPU_TRACE_STRIDE] seconds (NULL when off)
 } fmsa_cpu_trace;
 
 /// Wall clock in seconds (omp_get_wtime, else timespec_get): the CPU
@@ -39,10 +42,12 @@ double fmsa_cpu_wall_seconds(void);
 
 /// Starts the trace of one pass (reads FLASHMSA_CPU_TRACE; allocation failure turns it off).
 void fmsa_cpu_trace_begin(fmsa_cpu_trace *tr, int nthreads);
-/// Wall clock in seconds (0 when the trace is off).
+/// Wall clock in seconds (0 when tr is NULL or off: every call below accepts both).
 double fmsa_cpu_trace_now(const fmsa_cpu_trace *tr);
 /// Adds the time since `since` (from fmsa_cpu_trace_now) to this thread's phase.
 void fmsa_cpu_trace_add(fmsa_cpu_trace *tr, int phase, double since);
+/// fmsa_cpu_trace_add, then *since = now: consecutive phases of one thread.
+void fmsa_cpu_trace_lap(fmsa_cpu_trace *tr, int phase, double *since);
 /// Logs the pass's summary (`what`: e.g. "forward", chunks: slot chunks run) and frees.
 void fmsa_cpu_trace_end(fmsa_cpu_trace *tr, const char *what, int64_t chunks);
 
