@@ -81,16 +81,16 @@ typedef struct cpu_bwd_panels {
 static cpu_bwd_panels cpu_bwd_slot(const fmsa_problem *p, const fmsa_cpu_plan *pl, float *panels,
                                    int64_t slot_in_chunk) {
     const int64_t D = p->head_dim, keys = pl->tiles_k * pl->block_n;
-    const int64_t group = p->heads_q / p->heads_kv;
+    const int64_t group = p->heads_q / p->heads_kv, copies = fmsa_cpu_bwd_packs_rows(p);
     cpu_bwd_panels x;
     float *base = panels + slot_in_chunk * pl->slot_floats;
     x.head_rows = pl->tiles_q * pl->block_m;
     x.kt = base;
     x.vt = x.kt + keys * D;
-    x.k = x.vt + keys * D;
-    x.q = x.k + keys * D;
-    x.dout = x.q + group * x.head_rows * D;
-    x.lse2 = x.dout + group * x.head_rows * D;
+    x.k = x.vt + keys * D; /* the row panels are empty when read in place */
+    x.q = x.k + copies * keys * D;
+    x.dout = x.q + copies * group * x.head_rows * D;
+    x.lse2 = x.dout + copies * group * x.head_rows * D;
     x.delta = x.lse2 + group * x.head_rows;
     x.dq.ld = D;
     x.dq.head_rows = x.head_rows;
@@ -135,7 +135,7 @@ typedef struct cpu_rows {
 /// Query rows from i0 of head h in view v (Q or dO); panel row r0 when packed.
 static cpu_rows cpu_bwd_qrows(const fmsa_problem *p, const fmsa_view4 *v, const float *panel,
                               const fmsa_seq *seq, int64_t h, int64_t i0, int64_t r0) {
-    if (p->dtype == FMSA_DTYPE_F32)
+    if (!fmsa_cpu_bwd_packs_rows(p))
         return (cpu_rows){(const float *)fmsa_view4_host(v) + fmsa_problem_q_offset(v, seq, i0, h),
                           v->ss};
     return (cpu_rows){panel + r0 * p->head_dim, p->head_dim};
@@ -144,7 +144,7 @@ static cpu_rows cpu_bwd_qrows(const fmsa_problem *p, const fmsa_view4 *v, const 
 /// K rows from key j0 of the slot (b, hk).
 static cpu_rows cpu_bwd_krows(const fmsa_problem *p, const cpu_bwd_panels *x, const fmsa_seq *seq,
                               int64_t b, int64_t hk, int64_t j0) {
-    if (p->dtype == FMSA_DTYPE_F32) /* no paged K in the backward: rows are ss apart */
+    if (!fmsa_cpu_bwd_packs_rows(p)) /* no paged K in the backward: rows are ss apart */
         return (cpu_rows){(const float *)fmsa_view4_host(&p->k) +
                               fmsa_problem_k_offset(p, &p->k, seq, b, j0, hk),
                           p->k.ss};
@@ -164,7 +164,7 @@ static void cpu_bwd_pack(const fmsa_problem *p, const fmsa_cpu_plan *pl, int64_t
         if (cols <= 0) return;
         fmsa_cpu_pack_keys_t(pl->kern, p, &p->k, &seq, b, hk, j0, cols, pl->block_n, x->kt + tile);
         fmsa_cpu_pack_keys_t(pl->kern, p, &p->v, &seq, b, hk, j0, cols, pl->block_n, x->vt + tile);
-        if (p->dtype != FMSA_DTYPE_F32)
+        if (fmsa_cpu_bwd_packs_rows(p))
             fmsa_cpu_pack_rows(p, &p->k, &seq, b, hk, 1, j0, cols, 1.0f, x->k + j0 * D);
     } else {
         const int64_t g = (job - pl->tiles_k) / pl->tiles_q, qt = (job - pl->tiles_k) % pl->tiles_q;
@@ -173,7 +173,7 @@ static void cpu_bwd_pack(const fmsa_problem *p, const fmsa_cpu_plan *pl, int64_t
         const int rows = (int)(seq.sq - i0 < pl->block_m ? seq.sq - i0 : pl->block_m);
         const float *lse = (const float *)fmsa_viewn_host(&p->lse);
         if (rows <= 0) return;
-        if (p->dtype != FMSA_DTYPE_F32) {
+        if (fmsa_cpu_bwd_packs_rows(p)) {
             fmsa_cpu_pack_rows(p, &p->q, &seq, b, h, 0, i0, rows, 1.0f, x->q + r0 * D);
             fmsa_cpu_pack_rows(p, &p->dout, &seq, b, h, 0, i0, rows, 1.0f, x->dout + r0 * D);
         }
@@ -269,6 +269,12 @@ static void cpu_bwd_part_tiles(const fmsa_cpu_plan *pl, int64_t part, int64_t *k
     *kt1 = *kt0 + per < pl->tiles_k ? *kt0 + per : pl->tiles_k;
 }
 
+/// The dQ partials of a slot in either variant's panel layout.
+static fmsa_cpu_dq_partials cpu_bwd_partials(const fmsa_problem *p, const fmsa_cpu_plan *pl,
+                                             float *slot_panels, const cpu_bwd_panels *x) {
+    return pl->b16 ? fmsa_cpu_b16_bwd_partials(p, pl, slot_panels) : x->dq;
+}
+
 /// Stage (a) work item of either variant (fp32 tiles t, or bf16 products on
 /// the calling thread's scratch): key tile `tile`, or with dQ partials part
 /// `tile`, whose written-flags it clears before its key tiles run.
@@ -278,8 +284,7 @@ static void cpu_bwd_dkdv_item(const fmsa_problem *p, const fmsa_cpu_plan *pl, in
     const int64_t group = p->heads_q / p->heads_kv;
     int64_t kt0 = tile, kt1 = tile + 1, part = 0;
     if (pl->dq_parts > 0) {
-        const fmsa_cpu_dq_partials dq =
-            pl->b16 ? fmsa_cpu_b16_bwd_partials(p, pl, slot_panels) : x->dq;
+        const fmsa_cpu_dq_partials dq = cpu_bwd_partials(p, pl, slot_panels, x);
         for (int64_t f = 0; f < group * pl->tiles_q; ++f)
             dq.written[tile * group * pl->tiles_q + f] = 0.0f;
         cpu_bwd_part_tiles(pl, tile, &kt0, &kt1);
@@ -474,8 +479,7 @@ FMSA_CPU_OMP(omp for schedule(dynamic, 1))
                                                 : cpu_bwd_slot(p, &pl, panels, in_chunk);
                 const double t0 = fmsa_cpu_trace_now(&tr);
                 if (pl.dq_parts > 0) {
-                    const fmsa_cpu_dq_partials dq =
-                        pl.b16 ? fmsa_cpu_b16_bwd_partials(p, &pl, slot_panels) : x.dq;
+                    const fmsa_cpu_dq_partials dq = cpu_bwd_partials(p, &pl, slot_panels, &x);
                     cpu_bwd_dq_sum_item(p, &pl, q_items[it].slot, &dq, q_items[it].sub,
                                         q_items[it].tile);
                 } else if (pl.b16) {

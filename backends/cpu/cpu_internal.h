@@ -139,6 +139,13 @@ static inline int64_t fmsa_cpu_dq_partial_ld(int b16, int64_t D) {
     return b16 ? (D + 15) / 16 * 16 : D;
 }
 
+/// Whether the fp32 backward copies Q, dO and K rows into its slot panels:
+/// fp32 inputs are read in place (the products take their row strides), so
+/// the panels hold no rows for them (cpu_plan.c sizes, cpu_backward.c lays out).
+static inline int fmsa_cpu_bwd_packs_rows(const fmsa_problem *p) {
+    return p->dtype != FMSA_DTYPE_F32;
+}
+
 /// The bf16 backward's partials within one slot's panels (cpu_backward_b16.c).
 fmsa_cpu_dq_partials fmsa_cpu_b16_bwd_partials(const fmsa_problem *p, const fmsa_cpu_plan *pl,
                                                float *slot_panels);

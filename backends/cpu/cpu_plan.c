@@ -17,7 +17,9 @@
  * Packed panels of one (sequence, kv head) slot, fp32, tiles_k key tiles:
  *   forward  : Kᵀ tiles [tiles_k][D][Bc] | V rows [tiles_k * Bc][D]
  *   backward : Kᵀ tiles | Vᵀ tiles | K rows, then per query head of the group
- *              Q rows, dO rows [tiles_q * Br][D] and lse2, delta [tiles_q * Br];
+ *              Q rows, dO rows [tiles_q * Br][D] and lse2, delta [tiles_q * Br]
+ *              (K, Q and dO rows only where fmsa_cpu_bwd_packs_rows: fp32
+ *              inputs are read in place);
  *              with dq_parts > 0 then dQ partials [parts][group][tiles_q * Br][D]
  *              and their written-flags [parts][group][tiles_q]
  *   bf16 products: cpu_forward_b16.c / cpu_backward_b16.c (bf16 panels), the
@@ -120,8 +122,10 @@ static size_t cpu_scratch_bytes(fmsa_pass pass, int bm, int bn, int64_t D) {
 static int64_t cpu_slot_floats(const fmsa_problem *p, int bm, int bn, int64_t tiles_q,
                                int64_t tiles_k) {
     const int64_t D = p->head_dim, keys = tiles_k * bn, rows = tiles_q * bm;
+    const int64_t copies = fmsa_cpu_bwd_packs_rows(p); /* K, Q and dO rows (else in place) */
     if (p->pass == FMSA_PASS_FORWARD) return 2 * keys * D;
-    return 3 * keys * D + (p->heads_q / p->heads_kv) * (2 * rows * D + 2 * rows);
+    return (2 + copies) * keys * D +
+           (p->heads_q / p->heads_kv) * (2 * copies * rows * D + 2 * rows);
 }
 
 /// FLASHMSA_CPU_TILES="fwd=BMxBN,bwd=BMxBN" (either part optional): a
