@@ -370,11 +370,13 @@ void fmsa_cpu_b16_bwd_dkdv(const fmsa_problem *p, const fmsa_cpu_plan *pl, int64
             kern->gemm_b16((int)g.dn, np, kq, x.qt + ht * g.rowt, g.bm32, t.dsp, kq, t.dkt, g.bn,
                            1);
             if (g.parts > 0) { /* dQ partial += dS·K; the part's first write overwrites */
-                float *written = x.dq.written + (part * g.group + gi) * g.tiles_q + i0 / g.bm;
-                float *rows_out = x.dq.rows + ((part * g.group + gi) * x.dq.head_rows + i0) * g.dn;
+                const int64_t hq = part * g.group + gi;
+                const int kc = (int)b16b_round(cols, 32);
+                float *written = x.dq.written + hq * g.tiles_q + i0 / g.bm;
                 b16b_ds_rows(kern, &g, rows, cols, &t);
-                kern->gemm_b16((int)b16b_round(rows, 16), (int)g.dn, (int)b16b_round(cols, 32),
-                               t.dsa, g.bn, x.kr + kt * g.kre, (int)b16b_round(cols, 32), rows_out, g.dn, *written != 0.0f);
+                kern->gemm_b16((int)b16b_round(rows, 16), (int)g.dn, kc, t.dsa, g.bn,
+                               x.kr + kt * g.kre, kc, x.dq.rows + (hq * x.dq.head_rows + i0) * g.dn,
+                               g.dn, *written != 0.0f);
                 *written = 1.0f;
             }
         }

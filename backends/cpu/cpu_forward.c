@@ -225,12 +225,10 @@ static void cpu_fwd_item(const fmsa_problem *p, const fmsa_cpu_plan *pl, const f
      * the time they are stored (Zen 5, s = 512: the store 0.63 -> 0.46 ms);
      * not the fp32 ones, whose 32 KiB would fill most of L1 as the item starts */
     if (pl->num_splits == 1 && pl->b16) {
-        const int64_t row_bytes = D * (p->dtype == FMSA_DTYPE_F32 ? 4 : 2);
-        char *ob = fmsa_view4_host(&p->o);
+        const uint16_t *ob = (const uint16_t *)fmsa_view4_host(&p->o); /* bf16 */
         for (int r = 0; r < rows; ++r) {
-            const char *orow = ob + fmsa_problem_q_offset(&p->o, &seq, i0 + r, h) *
-                                        (p->dtype == FMSA_DTYPE_F32 ? 4 : 2);
-            for (int64_t x = 0; x < row_bytes; x += 64) FMSA_CPU_PREFETCH_L2_W(orow + x);
+            const char *orow = (const char *)(ob + fmsa_problem_q_offset(&p->o, &seq, i0 + r, h));
+            for (int64_t x = 0; x < D * 2; x += 64) FMSA_CPU_PREFETCH_L2_W(orow + x);
         }
     }
     if (pl->b16) {

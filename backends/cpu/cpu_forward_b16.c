@@ -236,8 +236,8 @@ void fmsa_cpu_b16_rows(const fmsa_problem *p, const fmsa_cpu_plan *pl, const fms
     fmsa_cpu_score sc;
     /* acc is not zeroed up front: the first P·V of a group of 32 rows
      * overwrites its rows (a row with l = 0 has had only zero probabilities,
-     * so rescaling it is skipped); bm <= 512 rows, 16 groups */
-    int written[16] = {0};
+     * so rescaling it is skipped) */
+    int written[FMSA_CPU_MAX_BLOCK_M / 32] = {0};
     const int interleave = mp > 32 && pl->b16_interleave;
 
     fmsa_cpu_score_init(&sc, p, seq, b, h, fused ? 1.0f : dot_scale);
@@ -279,7 +279,7 @@ void fmsa_cpu_b16_rows(const fmsa_problem *p, const fmsa_cpu_plan *pl, const fms
         fmsa_cpu_trace_lap(pl->trace, FMSA_CPU_TRACE_SOFTMAX, &t0);
         kern->gemm_b16(mp, (int)dn, kp, t->p, ld, vpan + tile * v_elems, kpanel, t->acc, dn,
                        written[0]);
-        for (int g = 0; g < 16; ++g) written[g] = 1;
+        for (int g = 0; g < FMSA_CPU_MAX_BLOCK_M / 32; ++g) written[g] = 1;
         fmsa_cpu_trace_add(pl->trace, FMSA_CPU_TRACE_PV, t0);
     }
     for (int g = 0; 32 * g < mp; ++g) /* groups no key reached */

@@ -32,6 +32,10 @@
 /// Largest head_dim the CPU kernels accept (the API's limit; row buffers are sized by it).
 #define FMSA_CPU_MAX_HEAD_DIM 256
 
+/// Largest query tile (block_m) of any plan: the planner's rows stay below it
+/// and FLASHMSA_CPU_TILES refuses more; per-tile row arrays are sized by it.
+#define FMSA_CPU_MAX_BLOCK_M 256
+
 /// A pass's buffers (panels, per-thread tiles, work lists) kept between the
 /// calls of one context: a fresh multi-MiB allocation per call comes back as
 /// new pages from the kernel, and their first-touch faults cost a sizeable

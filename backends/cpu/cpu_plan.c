@@ -145,7 +145,7 @@ static fmsa_status cpu_tiles_override(fmsa_pass pass, int b16, int *bm, int *bn)
     if (sscanf(at + 4, "%dx%d%n", &m, &n, &used) != 2 || (at[4 + used] != '\0' && at[4 + used] != ','))
         return fmsa_fail(FMSA_ERR_INVALID_ARGUMENT,
                          "FLASHMSA_CPU_TILES=\"%s\": expected fwd=BMxBN and/or bwd=BMxBN", env);
-    if (m < 8 || n < 8 || m > 256 || n > (b16 ? 512 : 256) || m % 8 || n % 8 ||
+    if (m < 8 || n < 8 || m > FMSA_CPU_MAX_BLOCK_M || n > (b16 ? 512 : 256) || m % 8 || n % 8 ||
         (b16 && (m % 16 || n % 32)))
         return fmsa_fail(FMSA_ERR_NOT_SUPPORTED,
                          "FLASHMSA_CPU_TILES: %s%dx%d is not a tile of this path (multiples of %s "
@@ -196,7 +196,7 @@ fmsa_status fmsa_cpu_plan_make(const fmsa_cpu_state *st, const fmsa_problem *p,
     req.seqlen_k = p->seqlen_k;
     req.batch_heads = p->batch * p->heads_q;
     FMSA_TRY(fmsa_plan_tiles(&dev, &req, &tiles));
-    if (tiles.block_m <= 0 || tiles.block_n <= 0)
+    if (tiles.block_m <= 0 || tiles.block_n <= 0 || tiles.block_m > FMSA_CPU_MAX_BLOCK_M)
         return fmsa_fail(FMSA_ERR_INTERNAL, "cpu: planner row %s gave tiles %d x %d",
                          tiles.table_row ? tiles.table_row : "?", tiles.block_m, tiles.block_n);
 
