@@ -64,8 +64,9 @@ static inline float fmsa_cpu_exp2(float x) {
  * The probabilities of the bf16-product forward (row_exp2_b16) are rounded to
  * bf16 (8 significant bits, relative rounding error up to 2^-9) right after
  * their exp2, so they take a degree-4 polynomial instead: the least-maximum-
- * relative-error fit of 2^f on [-0.5, 0.5] (Lawson iterations in double),
- * at most 2.6e-6 = 2^-18.5 relative there, 1/750 of the bf16 rounding that
+ * relative-error fit of 2^f on [-0.5, 0.5] (Lawson iterations in double,
+ * 2.6e-6 there), evaluated in fp32 at most 2.7e-6 = 2^-18.5 relative over
+ * [-30, 0.5] (tests/test_cpu_exp2.c), 1/730 of the bf16 rounding that
  * follows.  The row sum l adds the unrounded values, so it carries the same
  * 2^-18.5 relative error, again far below the bf16 rounding of the output.
  * Two fewer multiply-adds per score than the degree-6 form: the softmax is a
