@@ -14,8 +14,11 @@
 #      on 2 threads, with the hottest instructions of the top symbol;
 #   5b. bench/cpu_kernel_bench: each micro-kernel alone, one thread;
 #   6. 1 -> 2 thread scaling of the forward (d=128, s=2048);
+#   6c. FLASHMSA_CPU_TRACE of bf16 d=128 passes (stage trace);
 #   7. bench/cpu_vs_torch.py (flashmsa vs torch SDPA, same process, same
-#      threads) on 2 and on all threads, each with a time budget;
+#      threads) on 2 and on all threads, each with a time budget; TORCH_VARIANTS
+#      times other settings of the developer variables in the same rotation
+#      (this replaced a stage that ran each setting in its own process);
 #   8. a compact summary.
 # Everything lands in $OUT (the device tool's output folder; ./cpu-device-out
 # when run by hand).  Run from the repository root:
@@ -243,23 +246,6 @@ if want torch; then
   done
 fi
 
-# ---- 7b. A/B of planner alternatives against torch (2 threads, forward) -----------
-# TORCH_AB: ';'-separated sets of VAR=value settings; the speedup over torch in the
-# same process is the comparable figure (the VM's clock drifts between runs)
-if want torchab && [ -n "${TORCH_AB:-}" ]; then
-  IFS=';' read -r -a absets <<< "$TORCH_AB"
-  : > "$OUT/torchab.txt"
-  for ts in "${absets[@]}"; do
-    log "cpu_vs_torch.py A/B: $ts"
-    env_ts=; [ "$ts" != planner ] && env_ts=$ts
-    # shellcheck disable=SC2086 # the set is a list of VAR=value words
-    env $env_ts timeout 200 python3 bench/cpu_vs_torch.py --lib $B/libflashmsa.so --cli $CLI \
-      --threads 2 --dtypes ${TORCH_AB_DTYPES:-bf16} --dims 128 --seqlens 2048,8192 \
-      --no-backward --min-time 0.3 --max-runs 3 > "$OUT/torchab_cur.txt" 2>&1
-    { echo "== $ts"; grep -E '^ *[0-9]' "$OUT/torchab_cur.txt"; } | tee -a "$OUT/torchab.txt"
-  done
-fi
-
 # ---- 8. summary ------------------------------------------------------------------
 log "SUMMARY"
 echo "== test grid per forced path"; cat "$OUT/grid.txt"
@@ -272,5 +258,4 @@ echo "== tiles (2 threads, GFLOP/s)"; cat "$OUT/tiles.txt" 2>/dev/null
 echo "== scaling fwd fp32 d128 s2048: t1 ${s1:-?} t2 ${s2:-?} GFLOP/s"
 echo "== flashmsa vs torch SDPA (GFLOP/s, % of fp32 FMA peak, err vs fp64)"
 for t in ${TORCH_THREADS:-2 $NT}; do grep -E '^#|^ *[0-9a-z]' "$OUT/torch_t$t.txt" 2>/dev/null | grep -v '^# GFLOP'; done
-echo "== A/B vs torch (2 threads)"; cat "$OUT/torchab.txt" 2>/dev/null
 log "done (outputs in $OUT)"
