@@ -314,9 +314,9 @@ static void cpu_bwd_dq_sum_item(const fmsa_problem *p, const fmsa_cpu_plan *pl, 
             if (dq->written[(part * group + sub) * pl->tiles_q + qt] == 0.0f) continue;
             for (int64_t d = 0; d < D; ++d) row[d] += src[d];
         }
-        fmsa_cpu_row_store(fmsa_view4_host(&p->dq), p->dtype,
-                           fmsa_problem_q_offset(&p->dq, &seq, i0 + r, h), D, p->softmax_scale,
-                           row);
+        fmsa_cpu_row_store_kern(pl->kern, fmsa_view4_host(&p->dq), p->dtype,
+                                fmsa_problem_q_offset(&p->dq, &seq, i0 + r, h), D,
+                                p->softmax_scale, row);
     }
 }
 

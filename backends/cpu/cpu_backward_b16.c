@@ -383,13 +383,13 @@ void fmsa_cpu_b16_bwd_dkdv(const fmsa_problem *p, const fmsa_cpu_plan *pl, int64
     }
     for (int c = 0; c < cols; ++c) {
         for (int64_t d = 0; d < D; ++d) t.stage[d] = t.dkt[d * g.bn + c];
-        fmsa_cpu_row_store(fmsa_view4_host(&p->dk), p->dtype,
-                           fmsa_problem_k_offset(p, &p->dk, &seq, b, j0 + c, hk), D,
-                           p->softmax_scale, t.stage);
+        fmsa_cpu_row_store_kern(kern, fmsa_view4_host(&p->dk), p->dtype,
+                                fmsa_problem_k_offset(p, &p->dk, &seq, b, j0 + c, hk), D,
+                                p->softmax_scale, t.stage);
         for (int64_t d = 0; d < D; ++d) t.stage[d] = t.dvt[d * g.bn + c];
-        fmsa_cpu_row_store(fmsa_view4_host(&p->dv), p->dtype,
-                           fmsa_problem_k_offset(p, &p->dv, &seq, b, j0 + c, hk), D, 1.0f,
-                           t.stage);
+        fmsa_cpu_row_store_kern(kern, fmsa_view4_host(&p->dv), p->dtype,
+                                fmsa_problem_k_offset(p, &p->dv, &seq, b, j0 + c, hk), D, 1.0f,
+                                t.stage);
     }
 }
 
@@ -424,8 +424,8 @@ void fmsa_cpu_b16_bwd_dq(const fmsa_problem *p, const fmsa_cpu_plan *pl, int64_t
         b16b_ds_rows(kern, &g, rows, cols, &t);
         kern->gemm_b16(mp, (int)g.dn, kc, t.dsa, ld, x.kr + (j0 / ld) * g.kre, kc, t.dq, g.dn, 1);
     }
-    for (int r = 0; r < rows; ++r)
-        fmsa_cpu_row_store(fmsa_view4_host(&p->dq), p->dtype,
-                           fmsa_problem_q_offset(&p->dq, &seq, i0 + r, h), D, p->softmax_scale,
-                           t.dq + (int64_t)r * g.dn);
+    for (int r = 0; r < rows; ++r) /* t.dq is not read again: scaled in place */
+        fmsa_cpu_row_store_kern(kern, fmsa_view4_host(&p->dq), p->dtype,
+                                fmsa_problem_q_offset(&p->dq, &seq, i0 + r, h), D,
+                                p->softmax_scale, t.dq + (int64_t)r * g.dn);
 }

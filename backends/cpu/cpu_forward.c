@@ -177,17 +177,9 @@ static void cpu_fwd_store(const fmsa_problem *p, const fmsa_cpu_kernels *kern,
         float lse;
         float inv_l = fmsa_softmax_finalize(m[r], l[r], &lse);
         const int64_t off = fmsa_problem_q_offset(&p->o, seq, i0 + r, h);
-        /* a fully masked row has acc = 0 and inv_l = 0: O = 0, never NaN */
-        if (p->dtype == FMSA_DTYPE_BF16 && kern->row_to_b16) {
-            /* the path's vector kernels, scaling the accumulator row in place
-             * (it is not read again): the same products, the same rounding
-             * (nearest even) as fmsa_cpu_row_store */
-            float *row = acc + (int64_t)r * acc_ld;
-            kern->row_scale(row, (int)D, inv_l);
-            kern->row_to_b16(row, (int)D, (uint16_t *)ob + off, (int)D);
-        } else {
-            fmsa_cpu_row_store(ob, p->dtype, off, D, inv_l, acc + (int64_t)r * acc_ld);
-        }
+        /* a fully masked row has acc = 0 and inv_l = 0: O = 0, never NaN;
+         * the accumulator row is not read again, so it may be scaled in place */
+        fmsa_cpu_row_store_kern(kern, ob, p->dtype, off, D, inv_l, acc + (int64_t)r * acc_ld);
         if (lse_base) lse_base[fmsa_problem_lse_offset(p, seq, i0 + r, h)] = lse;
     }
 }

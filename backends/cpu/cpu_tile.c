@@ -76,3 +76,13 @@ void fmsa_cpu_row_store(char *base, fmsa_dtype dtype, int64_t off, int64_t D, fl
     }
     }
 }
+
+void fmsa_cpu_row_store_kern(const fmsa_cpu_kernels *kern, char *base, fmsa_dtype dtype,
+                             int64_t off, int64_t D, float scale, float *row) {
+    if (dtype == FMSA_DTYPE_BF16 && kern->row_to_b16) {
+        if (scale != 1.0f) kern->row_scale(row, (int)D, scale);
+        kern->row_to_b16(row, (int)D, (uint16_t *)base + off, (int)D);
+        return;
+    }
+    fmsa_cpu_row_store(base, dtype, off, D, scale, row);
+}

@@ -66,6 +66,13 @@ void fmsa_cpu_row_load_t(const char *base, fmsa_dtype dtype, int64_t off, int64_
 void fmsa_cpu_row_store(char *base, fmsa_dtype dtype, int64_t off, int64_t D, float scale,
                         const float *src);
 
+/// fmsa_cpu_row_store through the kernel path's vector conversion where it has
+/// one for bf16 (kern->row_scale, kern->row_to_b16: the same products, the
+/// same nearest-even rounding), scaling row in place, so row must be scratch
+/// that is not read again; elsewhere exactly fmsa_cpu_row_store.
+void fmsa_cpu_row_store_kern(const fmsa_cpu_kernels *kern, char *base, fmsa_dtype dtype,
+                             int64_t off, int64_t D, float scale, float *row);
+
 /// Zeroes n floats.
 void fmsa_cpu_zero(float *dst, int64_t n);
 
