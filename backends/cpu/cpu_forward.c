@@ -7,9 +7,13 @@
  * slot's panels are packed on first use: the first items to need a slot
  * claim its key tiles one by one and pack them, later ones wait for the
  * last tile, so packing overlaps other threads' products and the panels
- * are used while they are still in the packing cores' caches (a pack phase
- * before the items sent 32-64 MiB of panels to DRAM and back at 16 threads:
- * FLASHMSA_CPU_TRACE, bench/RESULTS.md 2026-12-01).  Each item
+ * are used while they are still in the packing cores' caches.  (With a pack
+ * phase before the items, FLASHMSA_CPU_TRACE showed packing at up to 39% of
+ * the busy time at 16 threads on the Xeon, and the 16-thread bf16 forward
+ * rose from 1.44-2.44x to 1.48-2.71x torch with this order, bench/RESULTS.md
+ * 2026-12-01 -- across two runs, not in one rotation; on Zen 5 at 2 threads
+ * the phase measured 0-3% faster in one rotation.  FLASHMSA_CPU_PACK=phase
+ * keeps the other order for that A/B.)  Each item
  * keeps one online-softmax state per row (fmsa_softmax.h), walks only the
  * key tiles its window can see, and runs S = Q·Kᵀ and acc += P·V through
  * the ISA's micro-kernels (cpu_kernels.h).  With split-KV (decode shapes)

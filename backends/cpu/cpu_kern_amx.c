@@ -121,11 +121,13 @@ static void amx_gemm_b16(int m, int n, int k, const uint16_t *a, int64_t lda, co
                          int kb, float *c, int64_t ldc, int accumulate) {
     const int64_t half = kb / 2; /* pair rows per 16-column block of the panel */
     /* Each 32 x 32 block loads one A and one B tile per tdpbf16ps, which the
-     * tile unit keeps up with only from L1.  The block order keeps the
+     * tile unit can keep up with only from L1.  The block order keeps the
      * smaller operand there: A whole (S = Q·Kᵀ: 16 KiB of Q) with the
      * columns outside, or, when A is larger than half of L1 (P·V at 256
      * keys: 32 KiB of P), 32 rows of A with the rows outside; the B tiles
-     * the next block needs are prefetched while a block runs. */
+     * the next block needs are prefetched while a block runs.  This is the
+     * reasoning, not a measurement: bench/cpu_kernel_bench on the device VM
+     * could not separate it from noise (bench/RESULTS.md 2026-12-01). */
     if ((int64_t)m * k * 2 <= 24 * 1024) {
         for (int j = 0; j < n; j += 32) {
             if (j + 32 < n) amx_prefetch_b(bp, half, n, j + 32, k);
