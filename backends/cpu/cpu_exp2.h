@@ -38,12 +38,19 @@ static inline float fmsa_cpu_exp2_reduce(float x, float *n) {
     return xc - *n;
 }
 
-/// ... and 2^x = p * 2^n, 0 below 2^-126 and for -inf (p = 2^f from a polynomial).
+/// ... and 2^x = p * 2^n, 0 below 2^-126 and for -inf (p = 2^f from a
+/// polynomial), NaN for NaN as on the SIMD paths.  Past those two early
+/// returns -126 <= n <= 127, so the exponent bits never overflow (a NaN n used
+/// to be converted to int: undefined behaviour, found by test_cpu_exp2 under
+/// UBSan).
 static inline float fmsa_cpu_exp2_scale(float x, float n, float p) {
     float scale;
-    const int32_t bits = ((int32_t)(n < FMSA_CPU_EXP2_LO ? FMSA_CPU_EXP2_LO : n) + 127) * (1 << 23);
+    int32_t bits;
+    if (x < FMSA_CPU_EXP2_LO) return 0.0f;
+    if (x != x) return x;
+    bits = ((int32_t)n + 127) * (1 << 23);
     memcpy(&scale, &bits, sizeof scale);
-    return x < FMSA_CPU_EXP2_LO ? 0.0f : p * scale;
+    return p * scale;
 }
 
 /// Scalar form (generic and scalar paths; written so compilers vectorise it).
