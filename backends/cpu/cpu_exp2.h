@@ -39,18 +39,15 @@ static inline float fmsa_cpu_exp2_reduce(float x, float *n) {
 }
 
 /// ... and 2^x = p * 2^n, 0 below 2^-126 and for -inf (p = 2^f from a
-/// polynomial), NaN for NaN as on the SIMD paths.  Past those two early
-/// returns -126 <= n <= 127, so the exponent bits never overflow (a NaN n used
-/// to be converted to int: undefined behaviour, found by test_cpu_exp2 under
-/// UBSan).
+/// polynomial), NaN for NaN (p is NaN then).  The clamp of n is written so
+/// that a NaN n takes the bound too: the old "n < LO ? LO : n" passed NaN to
+/// the int conversion, undefined behaviour found by test_cpu_exp2 under
+/// UBSan.  Branch-free, so the generic path's loops stay vectorised.
 static inline float fmsa_cpu_exp2_scale(float x, float n, float p) {
     float scale;
-    int32_t bits;
-    if (x < FMSA_CPU_EXP2_LO) return 0.0f;
-    if (x != x) return x;
-    bits = ((int32_t)n + 127) * (1 << 23);
+    const int32_t bits = ((int32_t)(n >= FMSA_CPU_EXP2_LO ? n : FMSA_CPU_EXP2_LO) + 127) * (1 << 23);
     memcpy(&scale, &bits, sizeof scale);
-    return p * scale;
+    return x < FMSA_CPU_EXP2_LO ? 0.0f : p * scale;
 }
 
 /// Scalar form (generic and scalar paths; written so compilers vectorise it).
