@@ -36,7 +36,11 @@ static float *kb_alloc(size_t n, float fill);
 /// on its own: S = Q.K^T, the row softmax into bf16 P, acc += P.V.
 static void kb_b16(const fmsa_cpu_kernels *kern, int bm, int bn, int d, double peak16) {
     const int dk = (d + 31) / 32 * 32, dn = (d + 15) / 16 * 16, kp = (bn + 31) / 32 * 32;
-    const int tiles = 16;
+    /* KB_TILES: key tiles the operands rotate over (1: K/V stay hot);
+     * KB_CHUNK: also time S + softmax in key chunks of that many columns */
+    const int tiles_env = getenv("KB_TILES") ? atoi(getenv("KB_TILES")) : 16;
+    const int tiles = tiles_env > 0 ? tiles_env : 16;
+    const int chunk = getenv("KB_CHUNK") ? atoi(getenv("KB_CHUNK")) : 0;
     const int64_t ke = fmsa_cpu_b16_panel_elems(d, bn), ve = fmsa_cpu_b16_panel_elems(bn, d);
     uint16_t *q = (uint16_t *)fmsa_cpu_aligned_alloc((size_t)bm * dk * 2);
     uint16_t *pp = (uint16_t *)fmsa_cpu_aligned_alloc((size_t)bm * bn * 2);
@@ -99,6 +103,29 @@ static void kb_b16(const fmsa_cpu_kernels *kern, int bm, int bn, int d, double p
            flops * reps / t[2] * 1e-9, peak16 > 0.0 ? 100.0 * flops * reps / t[2] * 1e-9 / peak16 : 0.0,
            t[2] / reps * 1e6);
     printf("b16 tile total %8.1f GFLOP/s\n", 2.0 * flops * reps / (t[0] + t[1] + t[2]) * 1e-9);
+    if (chunk > 0 && chunk < bn && bn % chunk == 0 && chunk % 32 == 0) {
+        /* S and its softmax in key chunks of `chunk` columns through one
+         * bm x chunk buffer (L1-resident), as against the whole bm x bn S */
+        float *sc = kb_alloc((size_t)bm * chunk, 0.0f);
+        double tc = 0.0;
+        for (int r = 0; r < reps && sc; ++r) {
+            const int tile = r % tiles;
+            t0 = kb_now();
+            for (int c0 = 0; c0 < bn; c0 += chunk) {
+                kern->gemm_b16(bm, chunk, dk, q, dk, kpan + tile * ke + (int64_t)(c0 / 16) * (dk / 2) * 32,
+                               dk, sc, chunk, 0);
+                for (int i = 0; i < bm; ++i) {
+                    float xmax;
+                    l[i] += kern->row_exp2_b16(sc + (size_t)i * chunk, chunk, 0.125f, m[i],
+                                               pp + (size_t)i * bn + c0, chunk, &xmax);
+                }
+            }
+            tc += kb_now() - t0;
+        }
+        printf("b16 S+softmax in %d-key chunks %7.3f us/tile (whole: %7.3f)\n", chunk,
+               tc / reps * 1e6, (t[0] + t[1]) / reps * 1e6);
+        fmsa_cpu_aligned_free(sc);
+    }
     fmsa_cpu_aligned_free(q);
     fmsa_cpu_aligned_free(pp);
     fmsa_cpu_aligned_free(kpan);
