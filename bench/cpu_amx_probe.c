@@ -36,8 +36,8 @@ static double pr_now(void) {
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-enum { PR_LIB, PR_NOPF, PR_JIT, PR_JOUTER, PR_HOTB, PR_NOLOAD, PR_TDPONLY, PR_N };
-static const char *const pr_names[PR_N] = {"lib", "nopf", "jit", "jouter", "hotb", "noload", "tdponly"};
+enum { PR_LIB, PR_NOPF, PR_REORD, PR_2X1, PR_JIT, PR_JOUTER, PR_HOTB, PR_NOLOAD, PR_TDPONLY, PR_N };
+static const char *const pr_names[PR_N] = {"lib", "nopf", "reord", "2x1db", "jit", "jouter", "hotb", "noload", "tdponly"};
 
 static inline __attribute__((always_inline)) void
 pr_block(const int mode, int k, const uint16_t *a, int64_t lda, const uint16_t *b0,
@@ -85,6 +85,68 @@ pr_block(const int mode, int k, const uint16_t *a, int64_t lda, const uint16_t *
     }
 }
 
+/// 2 x 2 block, each operand tile loaded right before its first reader and
+/// after its last reader of the previous k step.
+static inline __attribute__((always_inline)) void
+pr_block_reord(int k, const uint16_t *a, int64_t lda, const uint16_t *b0, const uint16_t *b1, float *c,
+               int64_t ldc, int acc) {
+    const int64_t sa = lda * 2, sc = ldc * 4;
+    if (acc) {
+        _tile_loadd(0, c, sc);
+        _tile_loadd(1, c + 16, sc);
+        _tile_loadd(2, c + 16 * ldc, sc);
+        _tile_loadd(3, c + 16 * ldc + 16, sc);
+    } else {
+        _tile_zero(0);
+        _tile_zero(1);
+        _tile_zero(2);
+        _tile_zero(3);
+    }
+    for (int kk = 0; kk < k; kk += 32) {
+        _tile_loadd(4, a + kk, sa);
+        _tile_loadd(6, b0 + (int64_t)kk * 16, 64);
+        _tile_dpbf16ps(0, 4, 6);
+        _tile_loadd(7, b1 + (int64_t)kk * 16, 64);
+        _tile_dpbf16ps(1, 4, 7);
+        _tile_loadd(5, a + 16 * lda + kk, sa);
+        _tile_dpbf16ps(2, 5, 6);
+        _tile_dpbf16ps(3, 5, 7);
+    }
+    _tile_stored(0, c, sc);
+    _tile_stored(1, c + 16, sc);
+    _tile_stored(2, c + 16 * ldc, sc);
+    _tile_stored(3, c + 16 * ldc + 16, sc);
+}
+
+/// 32 x 16 block of C (tiles 0, 1) with double-buffered operands: even k
+/// steps load A into 2, 3 and B into 4, odd ones into 5, 6 and 7, so a step's
+/// loads never wait for the previous step's tdpbf16ps.  k: a multiple of 64.
+static inline __attribute__((always_inline)) void
+pr_block_2x1(int k, const uint16_t *a, int64_t lda, const uint16_t *b, float *c, int64_t ldc, int acc) {
+    const int64_t sa = lda * 2, sc = ldc * 4;
+    if (acc) {
+        _tile_loadd(0, c, sc);
+        _tile_loadd(1, c + 16 * ldc, sc);
+    } else {
+        _tile_zero(0);
+        _tile_zero(1);
+    }
+    for (int kk = 0; kk < k; kk += 64) {
+        _tile_loadd(4, b + (int64_t)kk * 16, 64);
+        _tile_loadd(2, a + kk, sa);
+        _tile_loadd(3, a + 16 * lda + kk, sa);
+        _tile_loadd(7, b + (int64_t)(kk + 32) * 16, 64);
+        _tile_loadd(5, a + kk + 32, sa);
+        _tile_loadd(6, a + 16 * lda + kk + 32, sa);
+        _tile_dpbf16ps(0, 2, 4);
+        _tile_dpbf16ps(1, 3, 4);
+        _tile_dpbf16ps(0, 5, 7);
+        _tile_dpbf16ps(1, 6, 7);
+    }
+    _tile_stored(0, c, sc);
+    _tile_stored(1, c + 16 * ldc, sc);
+}
+
 static void pr_prefetch_block(const uint16_t *bp, int64_t half, int j, int k) {
     const char *b = (const char *)(bp + (int64_t)(j / 16) * half * 32);
     for (int blk = 0; blk < 2; ++blk)
@@ -97,6 +159,19 @@ static void pr_gemm(int mode, int m, int n, int k, const uint16_t *a, int64_t ld
     const int64_t half = kb / 2;
     const int jouter = mode == PR_JOUTER || (int64_t)m * k * 2 <= 24 * 1024;
 #define PR_B(j) (bp + (int64_t)((mode == PR_HOTB ? 0 : (j)) / 16) * half * 32)
+    if (mode == PR_REORD || mode == PR_2X1) { /* the library's block order, no prefetch */
+        for (int o = 0; o < (jouter ? n : m); o += 32)
+            for (int in = 0; in < (jouter ? m : n); in += 32) {
+                const int i = jouter ? in : o, j = jouter ? o : in;
+                if (mode == PR_REORD)
+                    pr_block_reord(k, a + i * lda, lda, PR_B(j), PR_B(j) + half * 32, c + i * ldc + j, ldc, acc);
+                else {
+                    pr_block_2x1(k, a + i * lda, lda, PR_B(j), c + i * ldc + j, ldc, acc);
+                    pr_block_2x1(k, a + i * lda, lda, PR_B(j) + half * 32, c + i * ldc + j + 16, ldc, acc);
+                }
+            }
+        return;
+    }
     if (jouter) {
         for (int j = 0; j < n; j += 32) {
             if (mode == PR_LIB && j + 32 < n) pr_prefetch_block(bp, half, j + 32, k);
@@ -120,13 +195,17 @@ static void pr_gemm(int mode, int m, int n, int k, const uint16_t *a, int64_t ld
 
 typedef struct pr_shape {
     const char *name;
-    int m, n, k, acc;
+    int m, n, k, acc, ldc; ///< ldc: C's row stride in floats (n, or padded)
 } pr_shape;
 
 int main(int argc, char **argv) {
     const int rounds = argc > 1 ? atoi(argv[1]) : 11, tiles = 16;
-    const pr_shape shapes[] = {{"S 64x256 k128", 64, 256, 128, 0}, {"PV 64x128 k256", 64, 128, 256, 1},
-                               {"S 64x128 k128", 64, 128, 128, 0}, {"PV 64x128 k128", 64, 128, 128, 1}};
+    const pr_shape shapes[] = {{"S 64x256 k128", 64, 256, 128, 0, 256},
+                               {"S 64x256 ld272", 64, 256, 128, 0, 272},
+                               {"PV 64x128 k256", 64, 128, 256, 1, 128},
+                               {"PV 64x128 ld144", 64, 128, 256, 1, 144},
+                               {"S 64x128 k128", 64, 128, 128, 0, 128},
+                               {"PV 64x128 k128", 64, 128, 128, 1, 128}};
     const fmsa_cpu_kernels *kern;
     if (fmsa_cpu_kernels_get(&kern) != FMSA_SUCCESS || !kern->gemm_b16 || kern->isa != FMSA_CPU_ISA_AMX) {
         fprintf(stderr, "cpu_amx_probe: needs the amx path (FLASHMSA_CPU_KERNEL=amx on an AMX CPU)\n");
@@ -137,14 +216,14 @@ int main(int argc, char **argv) {
         const int64_t pe = fmsa_cpu_b16_panel_elems(sh->k, sh->n);
         uint16_t *a = (uint16_t *)fmsa_cpu_aligned_alloc((size_t)sh->m * sh->k * 2);
         uint16_t *bp = (uint16_t *)fmsa_cpu_aligned_alloc((size_t)(tiles * pe) * 2);
-        float *c = (float *)fmsa_cpu_aligned_alloc((size_t)sh->m * sh->n * 4);
+        float *c = (float *)fmsa_cpu_aligned_alloc((size_t)sh->m * sh->ldc * 4);
         const double flops = 2.0 * sh->m * sh->n * sh->k;
         const int reps = (int)(5e9 / flops) + 1;
         double best[PR_N], sum[PR_N];
         if (!a || !bp || !c) return 1;
         for (int64_t i = 0; i < (int64_t)sh->m * sh->k; ++i) a[i] = (uint16_t)(0x3c00 + i % 97);
         for (int64_t i = 0; i < tiles * pe; ++i) bp[i] = (uint16_t)(0x3c00 + i % 89);
-        memset(c, 0, (size_t)sh->m * sh->n * 4);
+        memset(c, 0, (size_t)sh->m * sh->ldc * 4);
         for (int v = 0; v < PR_N; ++v) best[v] = 0.0, sum[v] = 0.0;
         kern->b16_begin();
         for (int r = 0; r < rounds; ++r)
@@ -152,8 +231,8 @@ int main(int argc, char **argv) {
                 const double t0 = pr_now();
                 for (int t = 0; t < reps; ++t) {
                     const uint16_t *b = bp + (int64_t)(t % tiles) * pe;
-                    if (v == PR_LIB) kern->gemm_b16(sh->m, sh->n, sh->k, a, sh->k, b, sh->k, c, sh->n, sh->acc);
-                    else pr_gemm(v, sh->m, sh->n, sh->k, a, sh->k, b, sh->k, c, sh->n, sh->acc);
+                    if (v == PR_LIB) kern->gemm_b16(sh->m, sh->n, sh->k, a, sh->k, b, sh->k, c, sh->ldc, sh->acc);
+                    else pr_gemm(v, sh->m, sh->n, sh->k, a, sh->k, b, sh->k, c, sh->ldc, sh->acc);
                 }
                 {
                     const double gf = flops * reps / (pr_now() - t0) * 1e-9;

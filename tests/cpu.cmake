@@ -26,12 +26,11 @@ endforeach()
 # The oracle itself (fp64 reference, naive implementation, checks); no backend.
 fmsa_add_test(test_oracle LABELS cpu SOURCES test_oracle.c)
 
-# The bf16 forward's interleaved issue order (FLASHMSA_CPU_B16_INTERLEAVE,
-# backends/cpu/cpu_forward_b16.c; off by default until measured on AMX), on
-# the portable bf16-product twin so every machine runs it, with 128-row tiles
-# so that middle groups issue both S and P·V blocks between their softmax rows.
+# The bf16-product forward on 128 x 256 tiles (the planner takes 64 x 256):
+# 128-row tiles through the padded S rows and the P·V of every row group, on
+# the portable bf16-product twin so every machine runs it.
 foreach(suite test_grid_forward test_grid_edges)
-  add_test(NAME ${suite}_b16_interleave COMMAND ${suite})
-  set_tests_properties(${suite}_b16_interleave PROPERTIES LABELS cpu
-    ENVIRONMENT "FLASHMSA_TEST_BACKEND=cpu;FLASHMSA_BACKEND=cpu;FLASHMSA_CPU_POISON=1;FLASHMSA_CPU_KERNEL=generic-bf16;FLASHMSA_CPU_B16_INTERLEAVE=1;FLASHMSA_CPU_TILES=fwd=128x256")
+  add_test(NAME ${suite}_b16_tiles128 COMMAND ${suite})
+  set_tests_properties(${suite}_b16_tiles128 PROPERTIES LABELS cpu
+    ENVIRONMENT "FLASHMSA_TEST_BACKEND=cpu;FLASHMSA_BACKEND=cpu;FLASHMSA_CPU_POISON=1;FLASHMSA_CPU_KERNEL=generic-bf16;FLASHMSA_CPU_TILES=fwd=128x256")
 endforeach()

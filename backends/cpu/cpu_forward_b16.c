@@ -40,7 +40,7 @@ size_t fmsa_cpu_b16_carve(char *base, int bm, int bn, int64_t D, fmsa_cpu_b16_ti
     const size_t sizes[7] = {
         fmsa_cpu_round64((size_t)(bm * dk) * 2),        /* q */
         fmsa_cpu_round64((size_t)bm * (size_t)bn * 2),  /* p */
-        fmsa_cpu_round64((size_t)bm * (size_t)bn * 4),  /* s */
+        fmsa_cpu_round64((size_t)bm * (size_t)(bn + FMSA_CPU_B16_S_PAD) * 4), /* s */
         fmsa_cpu_round64((size_t)(bm * dn) * 4),        /* acc */
         fmsa_cpu_round64((size_t)bm * 4),               /* m */
         fmsa_cpu_round64((size_t)bm * 4),               /* l */
@@ -57,6 +57,7 @@ size_t fmsa_cpu_b16_carve(char *base, int bm, int bn, int64_t D, fmsa_cpu_b16_ti
         t->l = (float *)(base += sizes[4]);
         t->stage = (float *)(base += sizes[5]);
         t->acc_ld = dn;
+        t->s_ld = bn + FMSA_CPU_B16_S_PAD;
     }
     return total;
 }
@@ -116,7 +117,7 @@ typedef struct b16_tile {
 static void b16_softmax_row(const b16_tile *x, int r) {
     const fmsa_cpu_kernels *kern = x->kern;
     fmsa_cpu_b16_tiles *t = x->t;
-    const float *sr = t->s + (int64_t)r * x->ld;
+    const float *sr = t->s + (int64_t)r * t->s_ld;
     uint16_t *pr = t->p + (int64_t)r * x->ld;
     float tile_max, c;
     if (x->next_k) {
@@ -152,69 +153,6 @@ static void b16_softmax_row(const b16_tile *x, int r) {
     t->l[r] += kern->row_exp2_b16(sr, x->cols, x->exp_scale, t->m[r], pr, x->kp, NULL);
 }
 
-/// One key tile in the interleaved order (FLASHMSA_CPU_B16_INTERLEAVE=1,
-/// plan->b16_interleave, for measuring): the tile in groups of 32 rows, with
-/// the products of one group issued between the softmax rows of another --
-/// S of group g + 1 and P·V of group g - 1 while group g's softmax runs -- so
-/// that a tile unit working apart from the vector units (AMX) can overlap
-/// the two.  Every product block and softmax row computes exactly what the
-/// whole-tile order computes (the results are bit-identical); only the order
-/// of issue changes.  Off by default until it is measured on an AMX machine.  q_k: the K
-/// panel of the tile (kb = dk), v: the V panel (kb = kpanel); written[g]:
-/// whether group g's acc rows hold a P·V yet.
-static void b16_tile_interleaved(const b16_tile *x, fmsa_cpu_score *sc, int64_t i0, int64_t j0,
-                                 int np, int64_t dk, const uint16_t *kp_panel,
-                                 const uint16_t *v_panel, int kpanel, int *written) {
-    const fmsa_cpu_kernels *kern = x->kern;
-    fmsa_cpu_b16_tiles *t = x->t;
-    const int mp = (int)b16_round(x->rows, 16), groups = (mp + 31) / 32;
-    const int64_t half_k = dk / 2, half_v = kpanel / 2;
-    /* S of group 0 whole; then per group g, the column blocks of S(g + 1) and
-     * of P·V(g - 1) spread between g's softmax rows */
-    kern->gemm_b16(mp < 32 ? mp : 32, np, (int)dk, t->q, dk, kp_panel, (int)dk, t->s, x->ld, 0);
-    fmsa_cpu_score_apply(sc, x->rows < 32 ? x->rows : 32, i0, x->cols, j0, x->ld, t->s, NULL);
-    for (int g = 0; g < groups; ++g) {
-        const int r0 = 32 * g, rg = x->rows - r0 < 32 ? x->rows - r0 : 32;
-        const int n_rows = mp - 32 * (g + 1) < 32 ? mp - 32 * (g + 1) : 32; /* S(g + 1) rows */
-        const int s_blocks = g + 1 < groups ? (np + 31) / 32 : 0;
-        const int v_blocks = g >= 1 ? (int)((x->dn + 31) / 32) : 0;
-        const int blocks = s_blocks + v_blocks;
-        int r = r0;
-        for (int blk = 0; blk < blocks; ++blk) {
-            /* the softmax rows that go before this block: an even share */
-            const int until = r0 + (int)((int64_t)rg * (blk + 1) / (blocks + 1));
-            for (; r < until; ++r) b16_softmax_row(x, r);
-            if (blk < s_blocks) {
-                const int c0 = 32 * blk, nc = np - c0 < 32 ? np - c0 : 32;
-                kern->gemm_b16(n_rows, nc, (int)dk, t->q + (int64_t)(r0 + 32) * dk, dk,
-                               kp_panel + (int64_t)(c0 / 16) * half_k * 32, (int)dk,
-                               t->s + (int64_t)(r0 + 32) * x->ld + c0, x->ld, 0);
-            } else {
-                const int c0 = 32 * (blk - s_blocks);
-                const int nc = (int)(x->dn - c0 < 32 ? x->dn - c0 : 32);
-                kern->gemm_b16(32, nc, x->kp, t->p + (int64_t)(r0 - 32) * x->ld, x->ld,
-                               v_panel + (int64_t)(c0 / 16) * half_v * 32, kpanel,
-                               t->acc + (int64_t)(r0 - 32) * x->dn + c0, x->dn, written[g - 1]);
-            }
-        }
-        for (; r < r0 + rg; ++r) b16_softmax_row(x, r);
-        if (g >= 1) written[g - 1] = 1;
-        if (g + 1 < groups) {
-            const int next_rows = x->rows - r0 - 32;
-            if (next_rows > 0)
-                fmsa_cpu_score_apply(sc, next_rows < 32 ? next_rows : 32, i0 + r0 + 32, x->cols,
-                                     j0, x->ld, t->s + (int64_t)(r0 + 32) * x->ld, NULL);
-        }
-    }
-    /* the last group's P·V */
-    {
-        const int r0 = 32 * (groups - 1), mg = mp - r0;
-        kern->gemm_b16(mg, (int)x->dn, x->kp, t->p + (int64_t)r0 * x->ld, x->ld, v_panel, kpanel,
-                       t->acc + (int64_t)r0 * x->dn, x->dn, written[groups - 1]);
-        written[groups - 1] = 1;
-    }
-}
-
 void fmsa_cpu_b16_rows(const fmsa_problem *p, const fmsa_cpu_plan *pl, const fmsa_seq *seq,
                        int64_t b, int64_t h, int64_t i0, int rows, int64_t k_begin,
                        int64_t k_end, const float *slot_panels, fmsa_cpu_b16_tiles *t) {
@@ -234,11 +172,9 @@ void fmsa_cpu_b16_rows(const fmsa_problem *p, const fmsa_cpu_plan *pl, const fms
     const int fused = !(p->softcap > 0.0f) && !p->has_alibi && !p->has_mask;
     const float exp_scale = fused ? dot_scale : 1.0f;
     fmsa_cpu_score sc;
-    /* acc is not zeroed up front: the first P·V of a group of 32 rows
-     * overwrites its rows (a row with l = 0 has had only zero probabilities,
-     * so rescaling it is skipped) */
-    int written[FMSA_CPU_MAX_BLOCK_M / 32] = {0};
-    const int interleave = mp > 32 && pl->b16_interleave;
+    /* acc is not zeroed up front: the first P·V overwrites it (a row with
+     * l = 0 has had only zero probabilities, so rescaling it is skipped) */
+    int written = 0;
 
     fmsa_cpu_score_init(&sc, p, seq, b, h, fused ? 1.0f : dot_scale);
     for (int r = 0; r < rows; ++r) fmsa_softmax_init(&t->m[r], &t->l[r]);
@@ -266,24 +202,16 @@ void fmsa_cpu_b16_rows(const fmsa_problem *p, const fmsa_cpu_plan *pl, const fms
                             next ? vpan + (tile + 1) * v_elems : NULL, k_elems, v_elems};
         double t0;
         if (!fmsa_cpu_tile_visible(&sc, i0, rows, j0, cols)) continue;
-        if (interleave) {
-            b16_tile_interleaved(&x, &sc, i0, j0, np, dk, kpan + tile * k_elems,
-                                 vpan + tile * v_elems, kpanel, written);
-            continue;
-        }
         t0 = fmsa_cpu_trace_now(pl->trace);
-        kern->gemm_b16(mp, np, (int)dk, t->q, dk, kpan + tile * k_elems, (int)dk, t->s, ld, 0);
-        fmsa_cpu_score_apply(&sc, rows, i0, cols, j0, ld, t->s, NULL);
+        kern->gemm_b16(mp, np, (int)dk, t->q, dk, kpan + tile * k_elems, (int)dk, t->s, t->s_ld, 0);
+        fmsa_cpu_score_apply(&sc, rows, i0, cols, j0, t->s_ld, t->s, NULL);
         fmsa_cpu_trace_lap(pl->trace, FMSA_CPU_TRACE_S, &t0);
         for (int r = 0; r < rows; ++r) b16_softmax_row(&x, r);
         fmsa_cpu_trace_lap(pl->trace, FMSA_CPU_TRACE_SOFTMAX, &t0);
         kern->gemm_b16(mp, (int)dn, kp, t->p, ld, vpan + tile * v_elems, kpanel, t->acc, dn,
-                       written[0]);
-        for (int g = 0; g < FMSA_CPU_MAX_BLOCK_M / 32; ++g) written[g] = 1;
+                       written);
+        written = 1;
         fmsa_cpu_trace_add(pl->trace, FMSA_CPU_TRACE_PV, t0);
     }
-    for (int g = 0; 32 * g < mp; ++g) /* groups no key reached */
-        if (!written[g])
-            fmsa_cpu_zero(t->acc + (int64_t)32 * g * dn,
-                          (int64_t)(mp - 32 * g < 32 ? mp - 32 * g : 32) * dn);
+    if (!written) fmsa_cpu_zero(t->acc, (int64_t)mp * dn); /* no key reached these rows */
 }

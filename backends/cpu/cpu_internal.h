@@ -79,7 +79,6 @@ typedef struct fmsa_cpu_plan {
     /* developer schedules (read once per plan, never per work item; the
      * results do not depend on them) */
     int pack_phase;         ///< FLASHMSA_CPU_PACK=phase: forward packs a chunk before its items
-    int b16_interleave;     ///< FLASHMSA_CPU_B16_INTERLEAVE=1: cpu_forward_b16.c's interleaved order
 } fmsa_cpu_plan;
 
 /// One thread's tiles of the bf16-product forward.
@@ -87,12 +86,20 @@ typedef struct fmsa_cpu_b16_tiles {
     uint16_t *q;    ///< [BM][Dk] query rows in bf16, Dk = D rounded up to 32, zero padded
                     ///< (BM, BN: the plan's block_m, block_n)
     uint16_t *p;    ///< [BM][BN] probabilities in bf16 (the A of P·V)
-    float *s;       ///< [BM][BN] scores
+    float *s;       ///< [BM][s_ld] scores
     float *acc;     ///< [BM][acc_ld] unnormalised output rows
     float *m, *l;   ///< [BM] running maxima and sums
     float *stage;   ///< [BN][D] fp32 staging of K or V rows while packing
     int64_t acc_ld; ///< D rounded up to 16 (the n of P·V)
+    int64_t s_ld;   ///< BN + FMSA_CPU_B16_S_PAD
 } fmsa_cpu_b16_tiles;
+
+/// Floats added to each S row of the bf16 forward: at BN = 256 a row is 1 KiB,
+/// so the 16 rows of an AMX C tile store fell into 4 L1 sets; one more
+/// cache line per row spreads them over 16.  The zero-load-and-tdp loop of
+/// bench/cpu_amx_probe stored S at 1440 GFLOP/s with 1 KiB rows and 1930 with
+/// 1088-byte rows on the device Xeon (bench/RESULTS.md 2026-12-01).
+#define FMSA_CPU_B16_S_PAD 16
 
 /// Carves the tiles of a bm x bn plan from base (NULL: only counts); returns the bytes used.
 size_t fmsa_cpu_b16_carve(char *base, int bm, int bn, int64_t D, fmsa_cpu_b16_tiles *t);

@@ -10,15 +10,18 @@
  * two 16 x 32 slices of A (bf16 rows of the Q or P tile), 6-7 two B tiles
  * of the packed panel (16 pair rows x 16 columns, 1 KiB contiguous).  Each k
  * step of 32 is 4 tile loads and 4 tdpbf16ps (16 x 16 x 32 each), the 2 x 2
- * reuse that keeps the load ports under the tile unit's rate.  Every C
+ * reuse that keeps the load ports under the tile unit's rate.  Measured
+ * alternatives (bench/cpu_amx_probe): software prefetch of B (slower), a
+ * 32 x 16 block with double-buffered operands (within 5%, not consistent).  Every C
  * element sums its k steps in order, so results depend on the shapes only.
  *
  * The tile configuration is per-thread state that other libraries in the
  * process (oneDNN, for one) also set, so it is loaded at the start of every
  * work item (b16_begin) rather than once per thread.
  *
- * NOT RUN on the machine this was written on (AVX2 only); bench/
- * cpu_device_run.sh checks it against fp64 on the device machine's Xeon.
+ * Checked on the device machine's Xeon (bench/cpu_device_run.sh: the CPU
+ * grids with FLASHMSA_CPU_KERNEL=amx, determinism, every element against
+ * fp64); the development machines have no AMX.
  */
 #include "backends/cpu/cpu_kernels.h"
 #include "backends/cpu/cpu_kern_x86.h"
@@ -70,12 +73,18 @@ AMX_INLINE void amx_block(const int mi, const int ni, int k, const uint16_t *a, 
         }
     }
     for (int kk = 0; kk < k; kk += 32) {
-        /* pair row kk / 2 of a 16-column block starts at element (kk / 2) * 32 */
-        _tile_loadd(6, b0 + (int64_t)kk * 16, 64);
-        if (ni == 2) _tile_loadd(7, b1 + (int64_t)kk * 16, 64);
+        /* pair row kk / 2 of a 16-column block starts at element (kk / 2) * 32;
+         * each operand tile is loaded right before its first reader (A, B0,
+         * then B1, then the second A), i.e. right after its last reader of
+         * the previous step: 3% over loading all four up front (bench/
+         * cpu_amx_probe, "reord", on the device Xeon) */
         _tile_loadd(4, a + kk, sa);
+        _tile_loadd(6, b0 + (int64_t)kk * 16, 64);
         _tile_dpbf16ps(0, 4, 6);
-        if (ni == 2) _tile_dpbf16ps(1, 4, 7);
+        if (ni == 2) {
+            _tile_loadd(7, b1 + (int64_t)kk * 16, 64);
+            _tile_dpbf16ps(1, 4, 7);
+        }
         if (mi == 2) {
             _tile_loadd(5, a + 16 * lda + kk, sa);
             _tile_dpbf16ps(2, 5, 6);
@@ -88,16 +97,6 @@ AMX_INLINE void amx_block(const int mi, const int ni, int k, const uint16_t *a, 
         _tile_stored(2, c + 16 * ldc, sc);
         if (ni == 2) _tile_stored(3, c + 16 * ldc + 16, sc);
     }
-}
-
-/// Prefetches into L1 the B tiles of the 32 columns from j (k * 32 bytes per
-/// 16-column block, `half` pair rows apart): the panels come from L2 (32-64
-/// KiB per key tile) and tile loads train no hardware prefetcher.
-AMX_INLINE void amx_prefetch_b(const uint16_t *bp, int64_t half, int n, int j, int k) {
-    const char *b = (const char *)(bp + (int64_t)(j / 16) * half * 32);
-    for (int blk = 0; blk < (n - j >= 32 ? 2 : 1); ++blk)
-        for (int64_t x = 0; x < (int64_t)k * 32; x += 64)
-            _mm_prefetch(b + blk * half * 64 + x, _MM_HINT_T0);
 }
 
 /// The (up to) 32 x 32 block of C at (i, j).
@@ -120,28 +119,23 @@ AMX_INLINE void amx_block_at(int m, int n, int k, const uint16_t *a, int64_t lda
 static void amx_gemm_b16(int m, int n, int k, const uint16_t *a, int64_t lda, const uint16_t *bp,
                          int kb, float *c, int64_t ldc, int accumulate) {
     const int64_t half = kb / 2; /* pair rows per 16-column block of the panel */
-    /* Each 32 x 32 block loads one A and one B tile per tdpbf16ps, which the
-     * tile unit can keep up with only from L1.  The block order keeps the
-     * smaller operand there: A whole (S = Q·Kᵀ: 16 KiB of Q) with the
-     * columns outside, or, when A is larger than half of L1 (P·V at 256
-     * keys: 32 KiB of P), 32 rows of A with the rows outside; the B tiles
-     * the next block needs are prefetched while a block runs.  This is the
-     * reasoning, not a measurement: bench/cpu_kernel_bench on the device VM
-     * could not separate it from noise (bench/RESULTS.md 2026-12-01). */
+    /* Each 32 x 32 block loads one A and one B tile per tdpbf16ps.  The
+     * block order keeps the smaller operand in L1: A whole (S = Q·Kᵀ: 16 KiB
+     * of Q) with the columns outside, or, when A is larger than half of L1
+     * (P·V at 256 keys: 32 KiB of P), 32 rows of A with the rows outside.
+     * No software prefetch: prefetching the next block's B tiles into L1
+     * (16 KiB for P·V) cost 15% on S and 45% on P·V, and prefetching two k
+     * steps ahead cost 3-7% (bench/cpu_amx_probe on the device Xeon,
+     * bench/RESULTS.md 2026-12-01): the tile loads from L2 do better alone. */
     if ((int64_t)m * k * 2 <= 24 * 1024) {
-        for (int j = 0; j < n; j += 32) {
-            if (j + 32 < n) amx_prefetch_b(bp, half, n, j + 32, k);
+        for (int j = 0; j < n; j += 32)
             for (int i = 0; i < m; i += 32)
                 amx_block_at(m, n, k, a, lda, bp, half, c, ldc, accumulate, i, j);
-        }
         return;
     }
     for (int i = 0; i < m; i += 32)
-        for (int j = 0; j < n; j += 32) {
-            if (j + 32 < n) amx_prefetch_b(bp, half, n, j + 32, k);
-            else if (i + 32 < m) amx_prefetch_b(bp, half, n, 0, k);
+        for (int j = 0; j < n; j += 32)
             amx_block_at(m, n, k, a, lda, bp, half, c, ldc, accumulate, i, j);
-        }
 }
 
 static const fmsa_cpu_kernels amx_table = {

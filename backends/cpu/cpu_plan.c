@@ -239,9 +239,8 @@ fmsa_status fmsa_cpu_plan_make(const fmsa_cpu_state *st, const fmsa_problem *p,
     plan->slots = p->batch * p->heads_kv;
     plan->chunk_slots = cpu_chunk_slots(plan->slot_floats, plan->slots);
     {
-        const char *pack = getenv("FLASHMSA_CPU_PACK"), *il = getenv("FLASHMSA_CPU_B16_INTERLEAVE");
+        const char *pack = getenv("FLASHMSA_CPU_PACK");
         plan->pack_phase = pack && strcmp(pack, "phase") == 0;
-        plan->b16_interleave = plan->b16 && il && strcmp(il, "1") == 0;
     }
     if (p->pass == FMSA_PASS_BACKWARD)
         fmsa_log(FMSA_LOG_DEBUG, "cpu: backward owns dQ by %s (%lld slots per chunk)",
