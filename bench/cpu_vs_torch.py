@@ -49,6 +49,9 @@ def parse_args():
                     help="query heads (0: max(2, threads) so every thread has work)")
     ap.add_argument("--no-backward", action="store_true")
     ap.add_argument("--min-time", type=float, default=0.5, help="seconds of timed runs per pass")
+    ap.add_argument("--settle", type=float, default=0.05,
+                    help="seconds of sleep before each run, so the other OpenMP runtime's "
+                         "threads have stopped spinning (0: none)")
     ap.add_argument("--max-runs", type=int, default=5)
     ap.add_argument("--check-rows", type=int, default=32)
     ap.add_argument("--budget", type=float, default=0.0,
@@ -129,12 +132,20 @@ def timed_rotation(fns):
     (f0, f1, ..., f0, f1, ...) after one warm-up run of each, so all see the
     same machine: on a shared VM the speed drifts by 10-40% within seconds
     (bench/RESULTS.md), and timing one side's runs before the other's turned
-    that drift into fake speedups."""
+    that drift into fake speedups.  Each run starts --settle seconds after the
+    previous one: torch's OpenMP runtime and the libgomp flashmsa uses are
+    two thread pools, and the one that just ran keeps its threads spinning
+    for milliseconds after its parallel region (libgomp: GOMP_SPINCOUNT),
+    on cores the other's threads then share; on the device Xeon a 2-thread
+    flashmsa pass ran at half the speed of the same pass in its own process
+    (bench/RESULTS.md 2026-12-01)."""
     for f in fns:
         f()
     ts = [[] for _ in fns]
     while len(ts[0]) < ARGS.max_runs and (sum(map(sum, ts)) < ARGS.min_time or not ts[0]):
         for f, t in zip(fns, ts):
+            if ARGS.settle > 0:
+                time.sleep(ARGS.settle)
             t0 = time.perf_counter()
             f()
             t.append(time.perf_counter() - t0)

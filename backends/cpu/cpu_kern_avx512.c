@@ -142,8 +142,12 @@ void fmsa_cpu_avx512_gemm(int m, int n, int k, const float *a, int64_t rsa, int6
 /// 10 vector operations with the degree-6 polynomial (b16 = 0), 8 with the
 /// degree-4 one of the bf16 probabilities (b16 = 1, a constant after inlining).
 AVX512_INLINE __m512 avx512_exp2_poly(__m512 x, const int b16) {
-    const __m512 n = _mm512_roundscale_ps(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    const __m512 f = _mm512_sub_ps(x, n);
+    /* f = x - round(x) in one vreduceps (exact), n = x - f (exact: n is an
+     * integer): one operation fewer than vrndscaleps, which Intel cores run
+     * as two; f and n equal the scalar form's for every finite x, and -inf
+     * (f = 0, n = -inf) is zeroed by the mask below */
+    const __m512 f = _mm512_reduce_ps(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    const __m512 n = _mm512_sub_ps(x, f);
     __m512 p;
     if (b16) { /* the degree-4 form of the bf16 probabilities (cpu_exp2.h): 8 operations */
         p = _mm512_set1_ps(FMSA_CPU_EXP2_B16_C4);
