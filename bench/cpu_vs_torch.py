@@ -136,9 +136,10 @@ def timed_rotation(fns):
     previous one: torch's OpenMP runtime and the libgomp flashmsa uses are
     two thread pools, and the one that just ran keeps its threads spinning
     for milliseconds after its parallel region (libgomp: GOMP_SPINCOUNT),
-    on cores the other's threads then share; on the device Xeon a 2-thread
-    flashmsa pass ran at half the speed of the same pass in its own process
-    (bench/RESULTS.md 2026-12-01)."""
+    on cores the other's threads then share (on the device Xeon, one call
+    read a 2-thread flashmsa pass at 552 GFLOP/s beside torch and 1,081 in
+    its own process minutes earlier: bench/RESULTS.md 2026-12-01, second
+    session; the VM's own drift is not removed by this)."""
     for f in fns:
         f()
     ts = [[] for _ in fns]
