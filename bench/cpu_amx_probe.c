@@ -7,8 +7,12 @@
  * hot or rotating through L2 alike.  This times, in one process and in
  * alternating rounds (the VM's speed drifts by 2x between calls), variants
  * of the same 2 x 2-block tile loop that differ in one thing each:
- *   lib      the library's kernel (cpu_kern_amx.c)
- *   nopf     no software prefetch
+ *   lib      the library's kernel (cpu_kern_amx.c; since ca0798e: no
+ *            prefetch, each operand tile loaded right before its first reader)
+ *   pf       the library's loop before ca0798e: the next block's B tiles
+ *            prefetched into L1, the four operand tiles loaded up front
+ *   nopf     as pf without the prefetch
+ *   2x1db    32 x 16 blocks of C with double-buffered operand tiles
  *   jit      B tiles prefetched two k steps ahead instead of a block ahead
  *   jouter   P·V with the column blocks outside (P stays in L1 whole)
  *   hotb     every column block reads the same B tiles (B always in L1)
@@ -36,8 +40,8 @@ static double pr_now(void) {
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-enum { PR_LIB, PR_NOPF, PR_REORD, PR_2X1, PR_JIT, PR_JOUTER, PR_HOTB, PR_NOLOAD, PR_TDPONLY, PR_N };
-static const char *const pr_names[PR_N] = {"lib", "nopf", "reord", "2x1db", "jit", "jouter", "hotb", "noload", "tdponly"};
+enum { PR_LIB, PR_PF, PR_NOPF, PR_2X1, PR_JIT, PR_JOUTER, PR_HOTB, PR_NOLOAD, PR_TDPONLY, PR_N };
+static const char *const pr_names[PR_N] = {"lib", "pf", "nopf", "2x1db", "jit", "jouter", "hotb", "noload", "tdponly"};
 
 static inline __attribute__((always_inline)) void
 pr_block(const int mode, int k, const uint16_t *a, int64_t lda, const uint16_t *b0,
@@ -85,39 +89,6 @@ pr_block(const int mode, int k, const uint16_t *a, int64_t lda, const uint16_t *
     }
 }
 
-/// 2 x 2 block, each operand tile loaded right before its first reader and
-/// after its last reader of the previous k step.
-static inline __attribute__((always_inline)) void
-pr_block_reord(int k, const uint16_t *a, int64_t lda, const uint16_t *b0, const uint16_t *b1, float *c,
-               int64_t ldc, int acc) {
-    const int64_t sa = lda * 2, sc = ldc * 4;
-    if (acc) {
-        _tile_loadd(0, c, sc);
-        _tile_loadd(1, c + 16, sc);
-        _tile_loadd(2, c + 16 * ldc, sc);
-        _tile_loadd(3, c + 16 * ldc + 16, sc);
-    } else {
-        _tile_zero(0);
-        _tile_zero(1);
-        _tile_zero(2);
-        _tile_zero(3);
-    }
-    for (int kk = 0; kk < k; kk += 32) {
-        _tile_loadd(4, a + kk, sa);
-        _tile_loadd(6, b0 + (int64_t)kk * 16, 64);
-        _tile_dpbf16ps(0, 4, 6);
-        _tile_loadd(7, b1 + (int64_t)kk * 16, 64);
-        _tile_dpbf16ps(1, 4, 7);
-        _tile_loadd(5, a + 16 * lda + kk, sa);
-        _tile_dpbf16ps(2, 5, 6);
-        _tile_dpbf16ps(3, 5, 7);
-    }
-    _tile_stored(0, c, sc);
-    _tile_stored(1, c + 16, sc);
-    _tile_stored(2, c + 16 * ldc, sc);
-    _tile_stored(3, c + 16 * ldc + 16, sc);
-}
-
 /// 32 x 16 block of C (tiles 0, 1) with double-buffered operands: even k
 /// steps load A into 2, 3 and B into 4, odd ones into 5, 6 and 7, so a step's
 /// loads never wait for the previous step's tdpbf16ps.  k: a multiple of 64.
@@ -159,22 +130,18 @@ static void pr_gemm(int mode, int m, int n, int k, const uint16_t *a, int64_t ld
     const int64_t half = kb / 2;
     const int jouter = mode == PR_JOUTER || (int64_t)m * k * 2 <= 24 * 1024;
 #define PR_B(j) (bp + (int64_t)((mode == PR_HOTB ? 0 : (j)) / 16) * half * 32)
-    if (mode == PR_REORD || mode == PR_2X1) { /* the library's block order, no prefetch */
+    if (mode == PR_2X1) { /* the library's block order, no prefetch */
         for (int o = 0; o < (jouter ? n : m); o += 32)
             for (int in = 0; in < (jouter ? m : n); in += 32) {
                 const int i = jouter ? in : o, j = jouter ? o : in;
-                if (mode == PR_REORD)
-                    pr_block_reord(k, a + i * lda, lda, PR_B(j), PR_B(j) + half * 32, c + i * ldc + j, ldc, acc);
-                else {
-                    pr_block_2x1(k, a + i * lda, lda, PR_B(j), c + i * ldc + j, ldc, acc);
-                    pr_block_2x1(k, a + i * lda, lda, PR_B(j) + half * 32, c + i * ldc + j + 16, ldc, acc);
-                }
+                pr_block_2x1(k, a + i * lda, lda, PR_B(j), c + i * ldc + j, ldc, acc);
+                pr_block_2x1(k, a + i * lda, lda, PR_B(j) + half * 32, c + i * ldc + j + 16, ldc, acc);
             }
         return;
     }
     if (jouter) {
         for (int j = 0; j < n; j += 32) {
-            if (mode == PR_LIB && j + 32 < n) pr_prefetch_block(bp, half, j + 32, k);
+            if (mode == PR_PF && j + 32 < n) pr_prefetch_block(bp, half, j + 32, k);
             for (int i = 0; i < m; i += 32) {
                 const int jn = i + 32 < m ? j : (j + 32 < n ? j + 32 : j);
                 pr_block(mode, k, a + i * lda, lda, PR_B(j), PR_B(j) + half * 32, c + i * ldc + j, ldc, acc,
@@ -185,7 +152,7 @@ static void pr_gemm(int mode, int m, int n, int k, const uint16_t *a, int64_t ld
         for (int i = 0; i < m; i += 32)
             for (int j = 0; j < n; j += 32) {
                 const int jn = j + 32 < n ? j + 32 : 0;
-                if (mode == PR_LIB) pr_prefetch_block(bp, half, jn, k);
+                if (mode == PR_PF) pr_prefetch_block(bp, half, jn, k);
                 pr_block(mode, k, a + i * lda, lda, PR_B(j), PR_B(j) + half * 32, c + i * ldc + j, ldc, acc,
                          (const char *)PR_B(jn), (const char *)(PR_B(jn) + half * 32));
             }
