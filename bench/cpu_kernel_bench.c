@@ -41,12 +41,13 @@ static void kb_b16(const fmsa_cpu_kernels *kern, int bm, int bn, int d, double p
     const int tiles_env = getenv("KB_TILES") ? atoi(getenv("KB_TILES")) : 16;
     const int tiles = tiles_env > 0 ? tiles_env : 16;
     const int chunk = getenv("KB_CHUNK") ? atoi(getenv("KB_CHUNK")) : 0;
+    const int lds = bn + FMSA_CPU_B16_S_PAD; /* S rows as fmsa_cpu_b16_carve lays them out */
     const int64_t ke = fmsa_cpu_b16_panel_elems(d, bn), ve = fmsa_cpu_b16_panel_elems(bn, d);
     uint16_t *q = (uint16_t *)fmsa_cpu_aligned_alloc((size_t)bm * dk * 2);
     uint16_t *pp = (uint16_t *)fmsa_cpu_aligned_alloc((size_t)bm * bn * 2);
     uint16_t *kpan = (uint16_t *)fmsa_cpu_aligned_alloc((size_t)tiles * (size_t)ke * 2);
     uint16_t *vpan = (uint16_t *)fmsa_cpu_aligned_alloc((size_t)tiles * (size_t)ve * 2);
-    float *stage = kb_alloc((size_t)bn * d, 1e-2f), *s = kb_alloc((size_t)bm * bn, 0.0f);
+    float *stage = kb_alloc((size_t)bn * d, 1e-2f), *s = kb_alloc((size_t)bm * lds, 0.0f);
     float *acc = kb_alloc((size_t)bm * dn, 0.0f), m[1024], l[1024];
     double t[3] = {0, 0, 0}, t0, flops = 2.0 * bm * bn * d;
     int reps = (int)(2e10 / flops) + 1;
@@ -65,11 +66,11 @@ static void kb_b16(const fmsa_cpu_kernels *kern, int bm, int bn, int d, double p
     for (int r = 0; r < reps; ++r) {
         const int tile = r % tiles;
         t0 = kb_now();
-        kern->gemm_b16(bm, bn, dk, q, dk, kpan + tile * ke, dk, s, bn, 0);
+        kern->gemm_b16(bm, bn, dk, q, dk, kpan + tile * ke, dk, s, lds, 0);
         t[0] += kb_now() - t0;
         t0 = kb_now();
         for (int i = 0; i < bm; ++i) { /* as fmsa_cpu_b16_rows (after the first tile) */
-            const float *row = s + (size_t)i * bn;
+            const float *row = s + (size_t)i * lds;
             float xmax, c, sum;
             if (m[i] > -1e30f) {
                 sum = kern->row_exp2_b16(row, bn, 0.125f, m[i], pp + (size_t)i * bn, kp, &xmax);

@@ -9,7 +9,9 @@
  * Results below 2^-126 are flushed to 0 (a probability that small is lost
  * against the row's largest, which is 1), and -inf gives exactly 0, which
  * masked keys rely on.  The SIMD paths implement the same steps with the
- * same constants (round with the 1.5 * 2^23 trick, exponent bits added).
+ * same constants and the same n and f (AVX2: vroundps; AVX-512: vreduceps,
+ * then vscalefps for the power of two); whether the polynomial's steps are
+ * fused multiply-adds may differ between paths and compilers.
  */
 #ifndef FMSA_CPU_EXP2_H
 #define FMSA_CPU_EXP2_H

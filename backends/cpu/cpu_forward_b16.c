@@ -105,7 +105,7 @@ typedef struct b16_tile {
     const fmsa_cpu_kernels *kern;
     fmsa_cpu_b16_tiles *t;
     int64_t D, dn;           ///< head dim, acc row length
-    int ld, rows, cols, kp;  ///< tile stride, valid rows, visible keys, k of P·V
+    int ld, rows, cols, kp;  ///< P's row stride, valid rows, visible keys, k of P·V
     float exp_scale;         ///< see fmsa_cpu_b16_rows
     const uint16_t *next_k;  ///< the next key tile's panels (NULL: none)
     const uint16_t *next_v;
