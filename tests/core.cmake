@@ -5,3 +5,5 @@ fmsa_add_test(test_core_softmax LABELS core cpu SOURCES test_core_softmax.c)
 fmsa_add_test(test_core_half LABELS core cpu SOURCES test_core_half.c)
 # The CPU backend's exp2 forms: the accuracy cpu_exp2.h claims, measured.
 fmsa_add_test(test_cpu_exp2 LABELS core cpu SOURCES test_cpu_exp2.c)
+# The CPU backend's work order: every item once, slots dealt by load, affinity.
+fmsa_add_test(test_cpu_sched LABELS core cpu SOURCES test_cpu_sched.c)

@@ -2,8 +2,9 @@
  * CPU forward: FlashAttention-2 tiling (Dao 2023, §3.1) over OpenMP.
  *
  * For each chunk of (sequence, kv head) slots, the work items (query head of
- * the GQA group, query tile[, key split]) run heaviest first from a dynamic
- * loop, all of them reading K and V from shared panels (cpu_pack.h).  A
+ * the GQA group, query tile[, key split]) are dealt to the threads a slot at
+ * a time, heaviest first, with stealing at the end (cpu_sched.h), all of
+ * them reading K and V from shared panels (cpu_pack.h).  A
  * slot's panels are packed on first use: the first items to need a slot
  * claim its key tiles one by one and pack them, later ones wait for the
  * last tile, so packing overlaps other threads' products and the panels
@@ -253,7 +254,7 @@ static void cpu_fwd_item(const fmsa_problem *p, const fmsa_cpu_plan *pl, const f
     }
 }
 
-/// The work items of slots [slot0, slot0 + nslots), heaviest first; returns the count.
+/// The work items of slots [slot0, slot0 + nslots) (unordered: cpu_sched.h orders them).
 static int64_t cpu_fwd_items(const fmsa_problem *p, const fmsa_cpu_plan *pl, int64_t slot0,
                              int64_t nslots, fmsa_cpu_item *items) {
     const int64_t group = p->heads_q / p->heads_kv;
@@ -276,7 +277,6 @@ static int64_t cpu_fwd_items(const fmsa_problem *p, const fmsa_cpu_plan *pl, int
                     ++n;
                 }
     }
-    fmsa_cpu_items_sort(items, n);
     return n;
 }
 
@@ -306,6 +306,7 @@ fmsa_status fmsa_cpu_forward(void *state, const fmsa_problem *p, void *workspace
     float *panels;
     fmsa_cpu_item *items;
     cpu_fwd_slot_pack *slot_packs;
+    fmsa_cpu_sched sched;
     int64_t max_items, n_items = 0; /* n_items: shared, written by one thread per chunk */
     float *partials = (float *)workspace;
     fmsa_cpu_arena *arena = state ? &((fmsa_cpu_state *)state)->arena : NULL;
@@ -324,13 +325,15 @@ fmsa_status fmsa_cpu_forward(void *state, const fmsa_problem *p, void *workspace
     nthreads = fmsa_cpu_max_threads();
     max_items = pl.chunk_slots * (p->heads_q / p->heads_kv) * pl.tiles_q * pl.num_splits;
     {
-        const size_t lists[2] = {(size_t)max_items * sizeof *items,
-                                 (size_t)pl.chunk_slots * sizeof *slot_packs};
-        FMSA_TRY(fmsa_cpu_pass_buffers_take(arena, "forward", nthreads, &pl, 2, lists, &bufs));
+        const size_t lists[3] = {(size_t)max_items * sizeof *items,
+                                 (size_t)pl.chunk_slots * sizeof *slot_packs,
+                                 fmsa_cpu_sched_bytes(pl.chunk_slots, nthreads)};
+        FMSA_TRY(fmsa_cpu_pass_buffers_take(arena, "forward", nthreads, &pl, 3, lists, &bufs));
         scratch = bufs.scratch;
         panels = bufs.panels;
         items = (fmsa_cpu_item *)bufs.lists[0];
         slot_packs = (cpu_fwd_slot_pack *)bufs.lists[1];
+        fmsa_cpu_sched_carve(bufs.lists[2], pl.chunk_slots, nthreads, &sched);
     }
 
     fmsa_cpu_trace_begin(&tr, nthreads);
@@ -351,11 +354,15 @@ FMSA_CPU_OMP(omp parallel num_threads(nthreads))
         for (int64_t slot0 = 0; slot0 < pl.slots; slot0 += pl.chunk_slots) {
             const int64_t nslots =
                 pl.slots - slot0 < pl.chunk_slots ? pl.slots - slot0 : pl.chunk_slots;
-            /* one thread orders the chunk's items and resets its packing state
-             * (the single's barrier publishes both) */
+            fmsa_cpu_cursor cursor = {0, 0};
+            int64_t next;
+            /* one thread orders the chunk's items, deals them to the team and
+             * resets the packing state (the single's barrier publishes all) */
 FMSA_CPU_OMP(omp single)
             {
                 n_items = cpu_fwd_items(p, &pl, slot0, nslots, items);
+                fmsa_cpu_sched_build(&sched, items, n_items, fmsa_cpu_team_size(),
+                                     pl.sched_by_slot);
                 for (int64_t s = 0; s < nslots; ++s) {
                     atomic_init(&slot_packs[s].claimed, 0);
                     atomic_init(&slot_packs[s].packed, 0);
@@ -370,20 +377,23 @@ FMSA_CPU_OMP(omp for schedule(dynamic, 1))
                     (void)cpu_fwd_pack_next(p, &pl, slot0 + it / pl.tiles_k, it / pl.tiles_k,
                                             panels, bt.stage, &slot_packs[it / pl.tiles_k]);
             }
-FMSA_CPU_OMP(omp for schedule(dynamic, 1))
-            for (int64_t it = 0; it < n_items; ++it) {
-                const int64_t in_chunk = items[it].slot - slot0;
+            while ((next = fmsa_cpu_sched_next(&sched, fmsa_cpu_thread_num(), &cursor)) >= 0) {
+                const fmsa_cpu_item *item = &items[next];
+                const int64_t in_chunk = item->slot - slot0;
                 double t0;
-                cpu_fwd_ensure_packed(p, &pl, items[it].slot, in_chunk, panels, bt.stage,
+                cpu_fwd_ensure_packed(p, &pl, item->slot, in_chunk, panels, bt.stage,
                                       &slot_packs[in_chunk]);
                 t0 = fmsa_cpu_trace_now(&tr);
-                cpu_fwd_item(p, &pl, &items[it], in_chunk, panels, &t, &bt, partials);
+                cpu_fwd_item(p, &pl, item, in_chunk, panels, &t, &bt, partials);
                 fmsa_cpu_trace_add(&tr, FMSA_CPU_TRACE_STAGE_A, t0);
             }
+            /* every item of the chunk is done before the next chunk's single
+             * rewrites the list and the panels */
+FMSA_CPU_OMP(omp barrier)
         }
         if (pl.num_splits > 1) {
             const int64_t rows = p->batch * p->heads_q * p->seqlen_q;
-            /* the implicit barrier of the loop above orders partials before the merge */
+            /* the barrier after the items orders partials before the merge */
 FMSA_CPU_OMP(omp for schedule(static))
             for (int64_t it = 0; it < rows; ++it) {
                 const int64_t i = it % p->seqlen_q, bh = it / p->seqlen_q;

@@ -79,6 +79,7 @@ typedef struct fmsa_cpu_plan {
     /* developer schedules (read once per plan, never per work item; the
      * results do not depend on them) */
     int pack_phase;         ///< FLASHMSA_CPU_PACK=phase: forward packs a chunk before its items
+    int sched_by_slot;      ///< 0 with FLASHMSA_CPU_SCHED=item: one shared dynamic list (cpu_sched.h)
 } fmsa_cpu_plan;
 
 /// One thread's tiles of the bf16-product forward.
@@ -189,6 +190,9 @@ void fmsa_cpu_arena_give(fmsa_cpu_arena *a, void *buf);
 /// Frees the arena's buffer (context destroy; no pass may hold it).
 void fmsa_cpu_arena_release(fmsa_cpu_arena *a);
 
+/// Work lists a pass may take with its buffers (items, packing state, schedule).
+#define FMSA_CPU_PASS_LISTS 3
+
 /// One pass's buffers, taken from the arena in one piece (fmsa_cpu_arena_take):
 /// per-thread scratch (nthreads x plan scratch_bytes), one chunk's panels,
 /// then n_lists work lists of list_bytes[i] bytes, each 64-byte aligned.
@@ -196,7 +200,7 @@ typedef struct fmsa_cpu_pass_buffers {
     char *base;     ///< what fmsa_cpu_arena_give takes back
     char *scratch;  ///< thread t's tiles at scratch + t * scratch_bytes
     float *panels;  ///< chunk_slots x slot_floats
-    void *lists[2]; ///< the work lists
+    void *lists[FMSA_CPU_PASS_LISTS]; ///< the work lists
 } fmsa_cpu_pass_buffers;
 
 /// FLASHMSA_CPU_POISON is set (and not 0): fmsa_cpu_pass_buffers_take fills
@@ -230,6 +234,15 @@ static inline int fmsa_cpu_thread_num(void) {
     return omp_get_thread_num();
 #else
     return 0;
+#endif /* _OPENMP */
+}
+
+/// Threads of the current team (1 without OpenMP or outside a parallel region).
+static inline int fmsa_cpu_team_size(void) {
+#ifdef _OPENMP
+    return omp_get_num_threads();
+#else
+    return 1;
 #endif /* _OPENMP */
 }
 

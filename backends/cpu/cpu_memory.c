@@ -91,7 +91,7 @@ fmsa_status fmsa_cpu_pass_buffers_take(fmsa_cpu_arena *a, const char *pass, int 
     out->scratch = at;
     out->panels = (float *)(at += scratch);
     at += panels;
-    for (int i = 0; i < n_lists && i < 2; ++i) {
+    for (int i = 0; i < n_lists && i < FMSA_CPU_PASS_LISTS; ++i) {
         out->lists[i] = at;
         at += fmsa_cpu_round64(list_bytes[i]);
     }

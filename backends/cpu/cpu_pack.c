@@ -1,6 +1,5 @@
 /*
- * Panel packing (dtype conversion + layout) and the heaviest-first ordering
- * of work items; see cpu_pack.h.
+ * Panel packing (dtype conversion + layout); see cpu_pack.h.
  */
 #include "backends/cpu/cpu_pack.h"
 
@@ -10,20 +9,6 @@
 #include "backends/cpu/cpu_internal.h"
 #include "backends/cpu/cpu_tile.h"
 #include "common/fmsa_half.h"
-
-static int cpu_item_cmp(const void *pa, const void *pb) {
-    const fmsa_cpu_item *a = (const fmsa_cpu_item *)pa, *b = (const fmsa_cpu_item *)pb;
-    if (a->cost != b->cost) return a->cost > b->cost ? -1 : 1;
-    /* equal costs: the construction order, encoded in (slot, sub, tile, split) */
-    if (a->slot != b->slot) return a->slot < b->slot ? -1 : 1;
-    if (a->sub != b->sub) return a->sub < b->sub ? -1 : 1;
-    if (a->tile != b->tile) return a->tile < b->tile ? -1 : 1;
-    return a->split < b->split ? -1 : (a->split > b->split);
-}
-
-void fmsa_cpu_items_sort(fmsa_cpu_item *items, int64_t n) {
-    if (n > 1) qsort(items, (size_t)n, sizeof *items, cpu_item_cmp);
-}
 
 void fmsa_cpu_pack_rows(const fmsa_problem *p, const fmsa_view4 *v, const fmsa_seq *seq,
                         int64_t b, int64_t h, int is_key, int64_t row0, int n, float scale,

@@ -1,5 +1,5 @@
 /*
- * Packed panels and work lists of the CPU passes.
+ * Packed panels of the CPU passes (their work order: cpu_sched.h).
  *
  * K and V are converted to fp32 and laid out for the micro-kernels once per
  * (sequence, kv head) "slot" and then read by every query tile and every
@@ -8,12 +8,6 @@
  * never strides across the tensor's heads) and row panels ([key][D], the B
  * operand of P·V and dS·K).  Slots are packed a chunk at a time so memory
  * stays bounded (FMSA_CPU_PANEL_BUDGET) whatever the problem size.
- *
- * Work items are ordered heaviest first (longest-processing-time order)
- * before the dynamic OpenMP loop hands them out: causal, windowed and varlen
- * items differ in cost by up to the sequence length, and handing out the
- * long ones first is what keeps the last thread from finishing alone.  The
- * order only changes which thread runs an item, never what it computes.
  */
 #ifndef FMSA_CPU_PACK_H
 #define FMSA_CPU_PACK_H
@@ -21,23 +15,12 @@
 #include <stdint.h>
 
 #include "backends/cpu/cpu_kernels.h"
+#include "backends/cpu/cpu_sched.h"
 #include "common/problem.h"
 
 /// Bytes of packed panels one pass keeps at a time (at least one slot): 64 MiB
 /// holds 8 heads of an 8k-token fp32 d=128 forward, enough items for 16+ threads.
 #define FMSA_CPU_PANEL_BUDGET ((size_t)64 << 20)
-
-/// One unit of parallel work; fields are pass-specific indices.
-typedef struct fmsa_cpu_item {
-    int64_t slot;  ///< (sequence, kv head) slot: b * heads_kv + hk
-    int64_t sub;   ///< query head within the GQA group (forward, dQ) or unused
-    int64_t tile;  ///< query tile (forward, dQ) or key tile (dK/dV)
-    int64_t split; ///< key split (forward split-KV), else 0
-    int64_t cost;  ///< estimated work (keys x rows visited); 0 items are dropped
-} fmsa_cpu_item;
-
-/// Sorts items by cost, largest first (ties by position, so the order is fixed).
-void fmsa_cpu_items_sort(fmsa_cpu_item *items, int64_t n);
 
 /// dst[r * D + d] = scale * row r (r < n) of a [b, s, h, d] view, rows taken from
 /// position row0 of sequence seq, head h; keys (is_key) follow the block table.

@@ -240,7 +240,9 @@ fmsa_status fmsa_cpu_plan_make(const fmsa_cpu_state *st, const fmsa_problem *p,
     plan->chunk_slots = cpu_chunk_slots(plan->slot_floats, plan->slots);
     {
         const char *pack = getenv("FLASHMSA_CPU_PACK");
+        const char *sched = getenv("FLASHMSA_CPU_SCHED");
         plan->pack_phase = pack && strcmp(pack, "phase") == 0;
+        plan->sched_by_slot = !(sched && strcmp(sched, "item") == 0);
     }
     if (p->pass == FMSA_PASS_BACKWARD)
         fmsa_log(FMSA_LOG_DEBUG, "cpu: backward owns dQ by %s (%lld slots per chunk)",
