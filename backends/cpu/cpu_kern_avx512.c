@@ -303,11 +303,30 @@ float fmsa_cpu_avx512_row_exp2_b16(const float *x, int n, float scale, float m, 
                                    int npad, float *xmax) {
     const __m512 vm = _mm512_set1_ps(m), vs = _mm512_set1_ps(scale);
     const __m512 ninf = _mm512_set1_ps(-INFINITY);
-    __m512 sum = _mm512_setzero_ps(), mx = ninf;
-    /* 32 columns per step: one vcvtne2ps2bf16 rounds both halves (one
-     * operation fewer than two vcvtneps2bf16) and one 64-byte store writes them;
-     * lanes past n load as -inf, so their exp2 is 0 */
-    for (int j = 0; j < npad; j += 32) {
+    __m512 sum0 = _mm512_setzero_ps(), sum1 = _mm512_setzero_ps();
+    __m512 mx0 = ninf, mx1 = ninf;
+    int j = 0;
+    /* 64 whole columns per step, no masks (computing and moving a mask costs
+     * port-5 operations on Intel cores, the port the exponentials need), two
+     * sum and max chains; one vcvtne2ps2bf16 rounds 32 values (one operation
+     * fewer than two vcvtneps2bf16).  Zen 5, bench/cpu_kernel_bench 64 256:
+     * 0.100 -> 0.081 ns/score over the 32-column masked loop alone.  The
+     * sums are fixed by n, so results still do not depend on threads. */
+    for (; j + 64 <= n && j + 64 <= npad; j += 64) {
+        const __m512 x0 = _mm512_loadu_ps(x + j), x1 = _mm512_loadu_ps(x + j + 16);
+        const __m512 x2 = _mm512_loadu_ps(x + j + 32), x3 = _mm512_loadu_ps(x + j + 48);
+        const __m512 p0 = avx512_exp2_b16(_mm512_fmsub_ps(x0, vs, vm));
+        const __m512 p1 = avx512_exp2_b16(_mm512_fmsub_ps(x1, vs, vm));
+        const __m512 p2 = avx512_exp2_b16(_mm512_fmsub_ps(x2, vs, vm));
+        const __m512 p3 = avx512_exp2_b16(_mm512_fmsub_ps(x3, vs, vm));
+        _mm512_storeu_si512(dst + j, (__m512i)_mm512_cvtne2ps_pbh(p1, p0));
+        _mm512_storeu_si512(dst + j + 32, (__m512i)_mm512_cvtne2ps_pbh(p3, p2));
+        sum0 = _mm512_add_ps(sum0, _mm512_add_ps(p0, p1));
+        sum1 = _mm512_add_ps(sum1, _mm512_add_ps(p2, p3));
+        mx0 = _mm512_max_ps(mx0, _mm512_max_ps(x0, x1));
+        mx1 = _mm512_max_ps(mx1, _mm512_max_ps(x2, x3));
+    }
+    for (; j < npad; j += 32) { /* the rest: lanes past n load as -inf, so their exp2 is 0 */
         const __mmask16 m0 = avx512_mask(n - j), m1 = avx512_mask(n - j - 16);
         const int left = npad - j;
         const __mmask32 st = left >= 32 ? (__mmask32)0xffffffffu : (__mmask32)((1u << left) - 1u);
@@ -316,12 +335,11 @@ float fmsa_cpu_avx512_row_exp2_b16(const float *x, int n, float scale, float m, 
         const __m512 p0 = avx512_exp2_b16(_mm512_fmsub_ps(x0, vs, vm));
         const __m512 p1 = avx512_exp2_b16(_mm512_fmsub_ps(x1, vs, vm));
         _mm512_mask_storeu_epi16(dst + j, st, (__m512i)_mm512_cvtne2ps_pbh(p1, p0));
-        /* the sum keeps the order of 16-column steps: p0, then p1 */
-        sum = _mm512_add_ps(_mm512_add_ps(sum, p0), p1);
-        mx = _mm512_max_ps(mx, _mm512_max_ps(x0, x1));
+        sum0 = _mm512_add_ps(sum0, _mm512_add_ps(p0, p1));
+        mx0 = _mm512_max_ps(mx0, _mm512_max_ps(x0, x1));
     }
-    if (xmax) *xmax = _mm512_reduce_max_ps(mx);
-    return avx512_hsum(sum);
+    if (xmax) *xmax = _mm512_reduce_max_ps(_mm512_max_ps(mx0, mx1));
+    return avx512_hsum(_mm512_add_ps(sum0, sum1));
 }
 
 void fmsa_cpu_avx512_words_t16(const void *const src[16], int words, int words_pad, uint32_t *out,
