@@ -5,7 +5,9 @@ Loads the flashmsa shared library with ctypes and runs, for each shape, the
 flashmsa CPU forward/backward and torch.nn.functional.scaled_dot_product_attention
 (backward through autograd) on the same CPU tensors with the same thread count
 (OMP_NUM_THREADS for both OpenMP runtimes, torch.set_num_threads).  Reports
-GFLOP/s (forward 4*b*h*s*s*d, halved when causal; backward 2.5x the forward),
+GFLOP/s (forward 4*b*h*s*s*d, halved when causal; backward 2.5x the forward;
+each the median of its runs), the speedup (the median over rounds of torch's
+time / flashmsa's in the same round, not the ratio of the medians),
 the fraction of the fp32 FMA peak measured by `flashmsa peak` on the same
 threads, and the error of both against an fp64 reference on sampled query rows
 (O forward, dQ backward).  flashmsa passes by the project's correctness rule:
@@ -152,7 +154,18 @@ def timed_rotation(fns):
             t.append(time.perf_counter() - t0)
         if sum(t[-1] for t in ts) > 10.0:
             break
-    return [(sorted(t)[len(t) // 2], len(t)) for t in ts]
+    return ts
+
+
+def median(xs):
+    return sorted(xs)[len(xs) // 2]
+
+
+def paired_speedup(t_torch, t_fmsa):
+    """Median over rounds of torch's time / flashmsa's time in the same round:
+    the two runs of a round are back to back, so a slow stretch of the VM
+    that spans a round slows both, and the median drops the rounds it split."""
+    return median([a / b for a, b in zip(t_torch, t_fmsa)])
 
 
 def parse_variants():
@@ -302,12 +315,12 @@ def run_shape(dt, d, s, causal, peak):
     floor = rule_floor(dt, ref_o.abs().max().item(), lse_max, 3)
     e_t = max_err(t_out.transpose(1, 2)[0, rows], ref_o)
     e_n = max_err(nv_o, ref_o)
-    for (name, env), (sec_f, n_f) in zip(VARIANTS, times[1:]):
+    for (name, env), t_f in zip(VARIANTS, times[1:]):
         o.fill_(float("nan"))
         with_variant(env, fmsa_fwd)()
         e_f = max_err(o[0, rows], ref_o)
-        results.append(("fwd", name, fwd_flops, sec_f, n_f, times[0][0], times[0][1], e_f, e_t,
-                        e_n, e_f <= 2 * e_n + floor))
+        results.append(("fwd", name, fwd_flops, t_f, times[0], e_f, e_t, e_n,
+                        e_f <= 2 * e_n + floor))
 
     if not ARGS.no_backward:
         out = F.scaled_dot_product_attention(tq, tk, tv, is_causal=causal)
@@ -318,24 +331,25 @@ def run_shape(dt, d, s, causal, peak):
         floor = rule_floor(dt, ref_dq.abs().max().item(), lse_max, 6)
         e_t = max_err(t_dq.transpose(1, 2)[0, rows], ref_dq)
         e_n = max_err(nv_dq, ref_dq)
-        for (name, env), (sec_fb, n_fb) in zip(VARIANTS, times[1:]):
+        for (name, env), t_f in zip(VARIANTS, times[1:]):
             dq.fill_(float("nan"))
             with_variant(env, fmsa_bwd)()
             e_f = max_err(dq[0, rows], ref_dq)
-            results.append(("bwd", name, 2.5 * fwd_flops, sec_fb, n_fb, times[0][0], times[0][1],
-                            e_f, e_t, e_n, e_f <= 3 * e_n + floor))
+            results.append(("bwd", name, 2.5 * fwd_flops, t_f, times[0], e_f, e_t, e_n,
+                            e_f <= 3 * e_n + floor))
     with_variant({}, lambda: None)()
 
-    for (ps, variant, flops, sf, nf, st, nt, ef, et, en, ok) in results:
-        gf, gt = flops / sf * 1e-9, flops / st * 1e-9
+    for (ps, variant, flops, t_f, t_t, ef, et, en, ok) in results:
+        gf, gt = flops / median(t_f) * 1e-9, flops / median(t_t) * 1e-9
+        sp, nf, nt = paired_speedup(t_t, t_f), len(t_f), len(t_t)
         rec = dict(threads=ARGS.threads, path=peak["path"], dtype=dt, dim=d, seqlen=s, batch=b,
                    heads=h, causal=causal, pass_=ps, flops=flops, fmsa_gflops=gf,
-                   torch_gflops=gt, speedup=gf / gt, fmsa_peak_frac=gf / peak["fp32"],
+                   torch_gflops=gt, speedup=sp, fmsa_peak_frac=gf / peak["fp32"],
                    torch_peak_frac=gt / peak["fp32"], peak_fp32=peak["fp32"], fmsa_err=ef, torch_err=et, naive_err=en,
                    ok=bool(ok), variant=variant,
                    fmsa_runs=nf, torch_runs=nt)
         print(f"{ARGS.threads:3d} {dt:5s} {d:4d} {s:6d} {b:3d} {h:3d} {'yes' if causal else 'no':6s} "
-              f"{ps:4s} {gf:9.1f} {gt:9.1f} {gf / gt:6.2f}x {100 * gf / peak['fp32']:6.1f}% "
+              f"{ps:4s} {gf:9.1f} {gt:9.1f} {sp:6.2f}x {100 * gf / peak['fp32']:6.1f}% "
               f"{100 * gt / peak['fp32']:6.1f}%  {ef:9.2e} {et:9.2e} {en:9.2e}  {'ok' if ok else 'FAIL'}"
               f"  {peak['fp32']:6.1f}" + (f"  {variant}" if len(VARIANTS) > 1 else ""),
               flush=True)
