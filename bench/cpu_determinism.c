@@ -1,6 +1,7 @@
 /*
  * Determinism probe of the CPU backend: runs a GQA causal forward + backward
- * and a split-KV decode forward on fixed inputs and prints one FNV-1a hash
+ * (dQ partials), a split-KV decode forward and a one-slot causal forward +
+ * backward (ordered dQ) on fixed inputs and prints one FNV-1a hash
  * per output tensor.  The CPU backend promises bit-identical results for any
  * OMP_NUM_THREADS, so bench/cpu_device_run.sh runs this at 1 and at all
  * threads (per forced kernel path) and compares the lines.
@@ -97,6 +98,9 @@ int main(int argc, char **argv) {
     CHECK(fmsa_context_create(FMSA_BACKEND_CPU, 0, &ctx));
     run(ctx, dt, 2, 8, 2, 777, 777, 128, 1, 1, "gqa-causal b2 h8/2 s777 d128");
     run(ctx, dt, 1, 2, 1, 3, 9000, 64, 0, 0, "decode-split b1 h2/1 sq3 sk9000 d64");
+    /* one slot of 2 query heads: too few items for dQ partials, so the
+     * backward adds every key tile into one dQ partial in turn (ordered) */
+    run(ctx, dt, 1, 2, 1, 1500, 1500, 64, 1, 1, "ordered-dq causal b1 h2/1 s1500 d64");
     fmsa_context_destroy(ctx);
     return 0;
 }

@@ -13,14 +13,19 @@ foreach(suite test_grid_forward test_grid_backward test_grid_edges test_grid_lar
     ENVIRONMENT "FLASHMSA_TEST_BACKEND=cpu;FLASHMSA_BACKEND=cpu;FLASHMSA_CPU_POISON=1")
 endforeach()
 
-# The fp32 backward has two ways to own dQ (backends/cpu/cpu_backward.c): the
-# planner picks by shape, and the grids' small shapes mostly get the
-# recomputing one, so the backward suites run once more with the dQ-partials
-# variant forced.
+# The backward has three ways to own dQ (backends/cpu/cpu_backward.c): the
+# planner picks by shape, and the grids' small shapes mostly get the ordered
+# one (one partial every key tile adds into in turn), so the backward suites
+# run again with the dQ-partials variant and with the recomputing one forced.
 foreach(suite test_grid_backward test_grid_edges test_grid_large)
-  add_test(NAME ${suite}_dqparts COMMAND ${suite})
-  set_tests_properties(${suite}_dqparts PROPERTIES LABELS cpu
-    ENVIRONMENT "FLASHMSA_TEST_BACKEND=cpu;FLASHMSA_BACKEND=cpu;FLASHMSA_CPU_BWD=parts;FLASHMSA_CPU_POISON=1")
+  foreach(variant dqparts:parts recompute:recompute)
+    string(REPLACE ":" ";" v ${variant})
+    list(GET v 0 tag)
+    list(GET v 1 value)
+    add_test(NAME ${suite}_${tag} COMMAND ${suite})
+    set_tests_properties(${suite}_${tag} PROPERTIES LABELS cpu TIMEOUT 600
+      ENVIRONMENT "FLASHMSA_TEST_BACKEND=cpu;FLASHMSA_BACKEND=cpu;FLASHMSA_CPU_BWD=${value};FLASHMSA_CPU_POISON=1")
+  endforeach()
 endforeach()
 
 # The oracle itself (fp64 reference, naive implementation, checks); no backend.
@@ -31,6 +36,6 @@ fmsa_add_test(test_oracle LABELS cpu SOURCES test_oracle.c)
 # the portable bf16-product twin so every machine runs it.
 foreach(suite test_grid_forward test_grid_edges)
   add_test(NAME ${suite}_b16_tiles128 COMMAND ${suite})
-  set_tests_properties(${suite}_b16_tiles128 PROPERTIES LABELS cpu
+  set_tests_properties(${suite}_b16_tiles128 PROPERTIES LABELS cpu TIMEOUT 600
     ENVIRONMENT "FLASHMSA_TEST_BACKEND=cpu;FLASHMSA_BACKEND=cpu;FLASHMSA_CPU_POISON=1;FLASHMSA_CPU_KERNEL=generic-bf16;FLASHMSA_CPU_TILES=fwd=128x256")
 endforeach()

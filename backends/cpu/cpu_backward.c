@@ -14,13 +14,22 @@
  * products taking their row strides); the five products run through the ISA's micro-kernels
  * (S = Q·Kᵀ, dP = dO·Vᵀ, dV += Pᵀ·dO, dK += dSᵀ·Q, dQ += dS·K), items
  * heaviest first.  Without atomics, dQ = sum_j dS_j·K_j needs one owner per
- * row, which costs either
- *   - recomputing S and dP in stage (b) (14 tile products per (query tile,
- *     key tile) against FA2's 10), or, where the shape gives enough work
- *     items and memory (plan->dq_parts > 0, cpu_plan.c),
- *   - dQ partials: stage (a) runs over (slot, part of the key tiles), adds
- *     dS·K into the part's own dQ partial rows (10 products, as FA2), and
- *     stage (b) sums a query tile's partials in part order.
+ * row at a time; the plan picks by shape (cpu_plan.c):
+ *   - dQ partials, where the shape gives enough work items and memory
+ *     (plan->dq_parts > 0, not ordered): stage (a) runs over (slot, part of the key
+ *     tiles), adds dS·K into the part's own dQ partial rows (10 products per
+ *     (query tile, key tile), as FA2), and stage (b) sums a query tile's
+ *     partials in part order;
+ *   - ordered dQ, else (plan->dq_ordered): stage (a) runs over key tiles,
+ *     each adding dS·K into the slot's one dQ partial a query tile at a
+ *     time in key tile order (turns, cpu_sched.h: items of a slot pipeline
+ *     one tile step apart), and stage (b) only stores it.  10 products, no
+ *     partials per part: the 2-slot s=8192 d=128 backward on Zen 5, 2
+ *     threads, fp32 331 -> 460 and bf16 641 -> 848 GFLOP/s over recomputing.
+ *     Its sums are those of the recomputing variant, in the same order
+ *     (identical hashes in bench/cpu_determinism.c on avx512, generic-bf16);
+ *   - recomputing S and dP in stage (b) (14 products), where even one
+ *     partial per slot would not fit the panel budget.
  *
  * Each output row is owned by exactly one work item of one stage and summed
  * in a fixed order, so there are no atomics and the result is bit-identical
@@ -96,6 +105,7 @@ static cpu_bwd_panels cpu_bwd_slot(const fmsa_problem *p, const fmsa_cpu_plan *p
     x.dq.head_rows = x.head_rows;
     x.dq.rows = pl->dq_parts > 0 ? x.delta + group * x.head_rows : NULL;
     x.dq.written = pl->dq_parts > 0 ? x.dq.rows + pl->dq_parts * group * x.head_rows * D : NULL;
+    x.dq.turn = NULL; /* the caller's (cpu_bwd_turns) */
     return x;
 }
 
@@ -210,7 +220,7 @@ static void cpu_bwd_ds(const fmsa_cpu_plan *pl, const fmsa_cpu_score *sc,
 /// dQ partial += dS·K into part `part`'s rows.
 static void cpu_bwd_dkdv_tile(const fmsa_problem *p, const fmsa_cpu_plan *pl, int64_t slot,
                               const cpu_bwd_panels *x, int64_t ktile, int64_t part,
-                              cpu_bwd_tiles *t) {
+                              atomic_int *turns, cpu_bwd_tiles *t) {
     const int64_t D = p->head_dim, group = p->heads_q / p->heads_kv;
     const int64_t b = slot / p->heads_kv, hk = slot % p->heads_kv;
     const fmsa_seq seq = fmsa_problem_seq(p, b);
@@ -234,8 +244,11 @@ static void cpu_bwd_dkdv_tile(const fmsa_problem *p, const fmsa_cpu_plan *pl, in
             const int64_t kb = fmsa_window_key_begin(i0, seq.sq, seq.sk, p->window_left);
             const int64_t ke = fmsa_window_key_end(i0 + rows, seq.sq, seq.sk, p->window_right);
             const int64_t r0 = g * x->head_rows + i0;
-            if (ke <= j0 || kb >= j0 + cols) continue;
-            if (!fmsa_cpu_tile_visible(&sc, i0, rows, j0, cols)) continue;
+            atomic_int *turn = turns ? &turns[g * pl->tiles_q + i0 / pl->block_m] : NULL;
+            if (ke <= j0 || kb >= j0 + cols || !fmsa_cpu_tile_visible(&sc, i0, rows, j0, cols)) {
+                fmsa_cpu_turn_skip(turn, ktile);
+                continue;
+            }
             q = cpu_bwd_qrows(p, &p->q, x->q, &seq, h, i0, r0);
             dout = cpu_bwd_qrows(p, &p->dout, x->dout, &seq, h, i0, r0);
             cpu_bwd_ds(pl, &sc, x, q, dout, r0, i0, rows, j0, cols, t);
@@ -245,9 +258,11 @@ static void cpu_bwd_dkdv_tile(const fmsa_problem *p, const fmsa_cpu_plan *pl, in
             if (pl->dq_parts > 0) { /* the part's first write of these rows overwrites */
                 float *flag = x->dq.written + (part * group + g) * pl->tiles_q + i0 / pl->block_m;
                 float *dqp = x->dq.rows + ((part * group + g) * x->head_rows + i0) * D;
+                fmsa_cpu_turn_wait(turn, ktile);
                 pl->kern->gemm(rows, (int)D, cols, t->dp, ld, 1, k.ptr, k.ld, dqp, D,
                                *flag != 0.0f);
                 *flag = 1.0f;
+                fmsa_cpu_turn_pass(turn, ktile);
             }
         }
     }
@@ -277,13 +292,14 @@ static fmsa_cpu_dq_partials cpu_bwd_partials(const fmsa_problem *p, const fmsa_c
 
 /// Stage (a) work item of either variant (fp32 tiles t, or bf16 products on
 /// the calling thread's scratch): key tile `tile`, or with dQ partials part
-/// `tile`, whose written-flags it clears before its key tiles run.
+/// `tile`, whose written-flags it clears before its key tiles run (ordered
+/// dQ: key tile `tile` adding into part 0 in turn, turns: the slot's).
 static void cpu_bwd_dkdv_item(const fmsa_problem *p, const fmsa_cpu_plan *pl, int64_t slot,
                               float *slot_panels, const cpu_bwd_panels *x, int64_t tile,
-                              cpu_bwd_tiles *t, char *scratch) {
+                              atomic_int *turns, cpu_bwd_tiles *t, char *scratch) {
     const int64_t group = p->heads_q / p->heads_kv;
     int64_t kt0 = tile, kt1 = tile + 1, part = 0;
-    if (pl->dq_parts > 0) {
+    if (pl->dq_parts > 0 && !pl->dq_ordered) {
         const fmsa_cpu_dq_partials dq = cpu_bwd_partials(p, pl, slot_panels, x);
         for (int64_t f = 0; f < group * pl->tiles_q; ++f)
             dq.written[tile * group * pl->tiles_q + f] = 0.0f;
@@ -291,8 +307,8 @@ static void cpu_bwd_dkdv_item(const fmsa_problem *p, const fmsa_cpu_plan *pl, in
         part = tile;
     }
     for (int64_t kt = kt0; kt < kt1; ++kt) {
-        if (pl->b16) fmsa_cpu_b16_bwd_dkdv(p, pl, slot, slot_panels, kt, part, scratch);
-        else cpu_bwd_dkdv_tile(p, pl, slot, x, kt, part, t);
+        if (pl->b16) fmsa_cpu_b16_bwd_dkdv(p, pl, slot, slot_panels, kt, part, turns, scratch);
+        else cpu_bwd_dkdv_tile(p, pl, slot, x, kt, part, turns, t);
     }
 }
 
@@ -363,11 +379,12 @@ static void cpu_bwd_items(const fmsa_problem *p, const fmsa_cpu_plan *pl, int64_
     *n_kv = *n_q = 0;
     for (int64_t slot = slot0; slot < slot0 + nslots; ++slot) {
         const fmsa_seq seq = fmsa_problem_seq(p, slot / p->heads_kv);
-        const int64_t n_stage_a = pl->dq_parts > 0 ? pl->dq_parts : pl->tiles_k;
+        const int per_part = pl->dq_parts > 0 && !pl->dq_ordered;
+        const int64_t n_stage_a = per_part ? pl->dq_parts : pl->tiles_k;
         for (int64_t it = 0; it < n_stage_a; ++it) {
             /* visible query rows of the item's key tiles: rows whose window reaches them */
             int64_t cost = 0, kt0 = it, kt1 = it + 1;
-            if (pl->dq_parts > 0) cpu_bwd_part_tiles(pl, it, &kt0, &kt1);
+            if (per_part) cpu_bwd_part_tiles(pl, it, &kt0, &kt1);
             for (int64_t kt = kt0; kt < kt1 && kt * pl->block_n < seq.sk; ++kt)
                 for (int64_t i0 = 0; i0 < seq.sq; i0 += pl->block_m) {
                     const int64_t i1 = i0 + pl->block_m < seq.sq ? i0 + pl->block_m : seq.sq;
@@ -375,8 +392,9 @@ static void cpu_bwd_items(const fmsa_problem *p, const fmsa_cpu_plan *pl, int64_
                     const int64_t ke = fmsa_window_key_end(i1, seq.sq, seq.sk, p->window_right);
                     if (ke > kt * pl->block_n && kb < (kt + 1) * pl->block_n) cost += i1 - i0;
                 }
-            /* a part with no key tile in this sequence still clears its flags */
-            if (pl->dq_parts == 0 && kt0 * pl->block_n >= seq.sk) break;
+            /* a part with no key tile in this sequence still clears its flags;
+             * key tiles past it have no item (nobody waits for their turn) */
+            if (!per_part && kt0 * pl->block_n >= seq.sk) break;
             kv[*n_kv] = (fmsa_cpu_item){slot, 0, it, 0, cost * group + 1};
             ++*n_kv;
         }
@@ -392,8 +410,22 @@ static void cpu_bwd_items(const fmsa_problem *p, const fmsa_cpu_plan *pl, int64_
                 ++*n_q;
             }
     }
-    fmsa_cpu_items_sort(kv, *n_kv);
-    fmsa_cpu_items_sort(q, *n_q);
+    fmsa_cpu_items_sort(q, *n_q); /* kv: ordered by the schedule (cpu_sched.h) */
+}
+
+/// Ordered dQ: clears part 0's written-flags and sets every turn to key
+/// tile 0 for the chunk's slots (turns: [nslots][group][tiles_q]).
+static void cpu_bwd_turns_reset(const fmsa_problem *p, const fmsa_cpu_plan *pl, float *panels,
+                                int64_t nslots, atomic_int *turns) {
+    const int64_t n = (p->heads_q / p->heads_kv) * pl->tiles_q;
+    for (int64_t s = 0; s < nslots; ++s) {
+        const cpu_bwd_panels x = cpu_bwd_slot(p, pl, panels, s);
+        const fmsa_cpu_dq_partials dq = cpu_bwd_partials(p, pl, panels + s * pl->slot_floats, &x);
+        for (int64_t f = 0; f < n; ++f) {
+            dq.written[f] = 0.0f;
+            atomic_init(&turns[s * n + f], 0);
+        }
+    }
 }
 
 fmsa_status fmsa_cpu_backward(void *state, const fmsa_problem *p, void *workspace,
@@ -403,6 +435,8 @@ fmsa_status fmsa_cpu_backward(void *state, const fmsa_problem *p, void *workspac
     char *scratch;
     float *panels, *delta = (float *)workspace;
     fmsa_cpu_item *kv_items, *q_items;
+    atomic_int *turns = NULL;
+    fmsa_cpu_sched kv_sched;
     int64_t group, n_kv = 0, n_q = 0; /* n_kv, n_q: shared, written by one thread per chunk */
     fmsa_cpu_arena *arena = state ? &((fmsa_cpu_state *)state)->arena : NULL;
     fmsa_cpu_pass_buffers bufs;
@@ -421,13 +455,18 @@ fmsa_status fmsa_cpu_backward(void *state, const fmsa_problem *p, void *workspac
 
     nthreads = fmsa_cpu_max_threads();
     {
-        const size_t lists[2] = {(size_t)(pl.chunk_slots * pl.tiles_k) * sizeof *kv_items,
-                                 (size_t)(pl.chunk_slots * group * pl.tiles_q) * sizeof *q_items};
-        FMSA_TRY(fmsa_cpu_pass_buffers_take(arena, "backward", nthreads, &pl, 2, lists, &bufs));
+        const size_t lists[4] = {
+            (size_t)(pl.chunk_slots * pl.tiles_k) * sizeof *kv_items,
+            (size_t)(pl.chunk_slots * group * pl.tiles_q) * sizeof *q_items,
+            fmsa_cpu_sched_bytes(pl.chunk_slots, nthreads),
+            pl.dq_ordered ? (size_t)(pl.chunk_slots * group * pl.tiles_q) * sizeof *turns : 0};
+        FMSA_TRY(fmsa_cpu_pass_buffers_take(arena, "backward", nthreads, &pl, 4, lists, &bufs));
         scratch = bufs.scratch;
         panels = bufs.panels;
         kv_items = (fmsa_cpu_item *)bufs.lists[0];
         q_items = (fmsa_cpu_item *)bufs.lists[1];
+        fmsa_cpu_sched_carve(bufs.lists[2], pl.chunk_slots, nthreads, &kv_sched);
+        if (pl.dq_ordered) turns = (atomic_int *)bufs.lists[3];
     }
 
     fmsa_cpu_trace_begin(&tr, nthreads);
@@ -441,10 +480,21 @@ FMSA_CPU_OMP(omp parallel num_threads(nthreads))
             const int64_t nslots =
                 pl.slots - slot0 < pl.chunk_slots ? pl.slots - slot0 : pl.chunk_slots;
             const int64_t jobs = pl.tiles_k + group * pl.tiles_q;
+            fmsa_cpu_cursor cursor = {0, 0};
+            int64_t next;
             cpu_bwd_tiles t;
-            /* one thread orders the chunk's items while the others pack */
+            /* one thread orders the chunk's items (and resets the turns) while
+             * the others pack; the barrier after the packing publishes both.
+             * dK/dV items: ordered dQ takes each slot's key tiles in order
+             * (the turns need it), the other variants heaviest first */
 FMSA_CPU_OMP(omp single nowait)
-            cpu_bwd_items(p, &pl, slot0, nslots, kv_items, &n_kv, q_items, &n_q);
+            {
+                cpu_bwd_items(p, &pl, slot0, nslots, kv_items, &n_kv, q_items, &n_q);
+                fmsa_cpu_sched_build(&kv_sched, kv_items, n_kv, fmsa_cpu_team_size(),
+                                     pl.dq_ordered ? FMSA_CPU_SCHED_IN_ORDER
+                                                   : FMSA_CPU_SCHED_SHARED);
+                if (pl.dq_ordered) cpu_bwd_turns_reset(p, &pl, panels, nslots, turns);
+            }
 FMSA_CPU_OMP(omp for schedule(dynamic, 1))
             for (int64_t it = 0; it < nslots * jobs; ++it) {
                 const double t0 = fmsa_cpu_trace_now(&tr);
@@ -460,16 +510,18 @@ FMSA_CPU_OMP(omp for schedule(dynamic, 1))
             }
 FMSA_CPU_OMP(omp barrier)
             if (!pl.b16) t = cpu_bwd_carve(mine, &pl, p->head_dim, 1);
-FMSA_CPU_OMP(omp for schedule(dynamic, 1))
-            for (int64_t it = 0; it < n_kv; ++it) {
-                const int64_t in_chunk = kv_items[it].slot - slot0;
+            while ((next = fmsa_cpu_sched_next(&kv_sched, fmsa_cpu_thread_num(), &cursor)) >= 0) {
+                const fmsa_cpu_item *item = &kv_items[next];
+                const int64_t in_chunk = item->slot - slot0;
                 const cpu_bwd_panels x = pl.b16 ? (cpu_bwd_panels){0}
                                                 : cpu_bwd_slot(p, &pl, panels, in_chunk);
+                atomic_int *slot_turns = turns ? turns + in_chunk * group * pl.tiles_q : NULL;
                 const double t0 = fmsa_cpu_trace_now(&tr);
-                cpu_bwd_dkdv_item(p, &pl, kv_items[it].slot, panels + in_chunk * pl.slot_floats,
-                                  &x, kv_items[it].tile, &t, mine);
+                cpu_bwd_dkdv_item(p, &pl, item->slot, panels + in_chunk * pl.slot_floats, &x,
+                                  item->tile, slot_turns, &t, mine);
                 fmsa_cpu_trace_add(&tr, FMSA_CPU_TRACE_STAGE_A, t0);
             }
+FMSA_CPU_OMP(omp barrier)
             if (!pl.b16) t = cpu_bwd_carve(mine, &pl, p->head_dim, 0);
 FMSA_CPU_OMP(omp for schedule(dynamic, 1))
             for (int64_t it = 0; it < n_q; ++it) {

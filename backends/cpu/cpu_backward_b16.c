@@ -10,10 +10,11 @@
  *   dKᵀ += Qᵀ·dS    A = Qᵀ                     B = dS in the panel layout
  *   dQ  += dS·K     A = dS rows (bf16)         B = K panel (k = keys, n = D)
  *
- * With dQ partials (plan->dq_parts > 0, cpu_backward.c) the dK/dV item also
- * adds dQ partial += dS·K (A = the same bf16 dS rows, B = the K panel with
- * k = keys) into its part's rows, and the dQ stage only sums them: 5
- * products per (query tile, key tile) instead of 7.
+ * With dQ partials or ordered dQ (plan->dq_parts > 0, cpu_backward.c) the
+ * dK/dV item also adds dQ partial += dS·K (A = the same bf16 dS rows, B =
+ * the K panel with k = keys) into its part's rows (ordered: the one
+ * partial, in turn), and the dQ stage only sums them: 5 products per
+ * (query tile, key tile) instead of 7.
  *
  * dK and dV are accumulated transposed ([D][keys], fp32) so that P and dS
  * enter as the B operand, which the panel layout takes straight from their
@@ -109,6 +110,7 @@ static b16b_panels b16b_slot(const b16b_geo *g, float *slot_panels) {
     x.dq.head_rows = g->tiles_q * g->bm;
     x.dq.rows = g->parts > 0 ? x.delta + heads_tiles * g->bm : NULL;
     x.dq.written = g->parts > 0 ? x.dq.rows + g->parts * heads_tiles * g->bm * g->dn : NULL;
+    x.dq.turn = NULL; /* the caller's (cpu_backward.c) */
     return x;
 }
 
@@ -332,7 +334,8 @@ static void b16b_ds_rows(const fmsa_cpu_kernels *kern, const b16b_geo *g, int ro
 }
 
 void fmsa_cpu_b16_bwd_dkdv(const fmsa_problem *p, const fmsa_cpu_plan *pl, int64_t slot,
-                           float *slot_panels, int64_t kt, int64_t part, char *scratch) {
+                           float *slot_panels, int64_t kt, int64_t part, atomic_int *turns,
+                           char *scratch) {
     const b16b_geo g = b16b_plan_geometry(p, pl);
     const b16b_panels x = b16b_slot(&g, slot_panels);
     const fmsa_cpu_kernels *kern = pl->kern;
@@ -359,8 +362,11 @@ void fmsa_cpu_b16_bwd_dkdv(const fmsa_problem *p, const fmsa_cpu_plan *pl, int64
             const int64_t kb = fmsa_window_key_begin(i0, seq.sq, seq.sk, p->window_left);
             const int64_t ke = fmsa_window_key_end(i0 + rows, seq.sq, seq.sk, p->window_right);
             const int64_t ht = gi * g.tiles_q + i0 / g.bm;
-            if (ke <= j0 || kb >= j0 + cols) continue;
-            if (!fmsa_cpu_tile_visible(&sc, i0, rows, j0, cols)) continue;
+            atomic_int *turn = turns ? &turns[ht] : NULL;
+            if (ke <= j0 || kb >= j0 + cols || !fmsa_cpu_tile_visible(&sc, i0, rows, j0, cols)) {
+                fmsa_cpu_turn_skip(turn, kt);
+                continue;
+            }
             b16b_ds(pl, &g, &x, &sc, ht, i0, rows, kt, j0, cols, &t);
             /* P, dS (rounded to bf16) as B: dVᵀ += dOᵀ·P, dKᵀ += Qᵀ·dS */
             b16b_pack_rows(kern, rows, cols, t.s, g.bn, t.pp);
@@ -374,10 +380,12 @@ void fmsa_cpu_b16_bwd_dkdv(const fmsa_problem *p, const fmsa_cpu_plan *pl, int64
                 const int kc = (int)b16b_round(cols, 32);
                 float *written = x.dq.written + hq * g.tiles_q + i0 / g.bm;
                 b16b_ds_rows(kern, &g, rows, cols, &t);
+                fmsa_cpu_turn_wait(turn, kt);
                 kern->gemm_b16((int)b16b_round(rows, 16), (int)g.dn, kc, t.dsa, g.bn,
                                x.kr + kt * g.kre, kc, x.dq.rows + (hq * x.dq.head_rows + i0) * g.dn,
                                g.dn, *written != 0.0f);
                 *written = 1.0f;
+                fmsa_cpu_turn_pass(turn, kt);
             }
         }
     }

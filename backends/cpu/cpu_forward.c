@@ -362,7 +362,8 @@ FMSA_CPU_OMP(omp single)
             {
                 n_items = cpu_fwd_items(p, &pl, slot0, nslots, items);
                 fmsa_cpu_sched_build(&sched, items, n_items, fmsa_cpu_team_size(),
-                                     pl.sched_by_slot);
+                                     pl.sched_by_slot ? FMSA_CPU_SCHED_SLOTS
+                                                      : FMSA_CPU_SCHED_SHARED);
                 for (int64_t s = 0; s < nslots; ++s) {
                     atomic_init(&slot_packs[s].claimed, 0);
                     atomic_init(&slot_packs[s].packed, 0);

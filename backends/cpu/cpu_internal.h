@@ -72,6 +72,8 @@ typedef struct fmsa_cpu_plan {
     int64_t dq_parts;       ///< backward: key-tile parts whose dQ partials stage (a)
                             ///< writes and stage (b) sums (cpu_backward.c); 0 = stage (b)
                             ///< recomputes S and dP itself
+    int dq_ordered;         ///< backward: dq_parts is 1 and every key tile adds into it
+                            ///< in turn (cpu_sched.h), one stage (a) item per key tile
     const fmsa_cpu_kernels *kern; ///< the micro-kernel path (cpu_dispatch.c)
     int b16;                ///< the planner chose a bf16-product row (FMSA_PLAN_DTYPES_BF16_MMA):
                             ///< bf16 inputs on kern->gemm_b16 (cpu_forward_b16.c, cpu_backward_b16.c)
@@ -131,7 +133,8 @@ void fmsa_cpu_b16_bwd_pack(const fmsa_problem *p, const fmsa_cpu_plan *pl, int64
                            float *slot_panels, int64_t job, const float *delta_ws,
                            char *scratch);
 void fmsa_cpu_b16_bwd_dkdv(const fmsa_problem *p, const fmsa_cpu_plan *pl, int64_t slot,
-                           float *slot_panels, int64_t kt, int64_t part, char *scratch);
+                           float *slot_panels, int64_t kt, int64_t part, atomic_int *turns,
+                           char *scratch);
 void fmsa_cpu_b16_bwd_dq(const fmsa_problem *p, const fmsa_cpu_plan *pl, int64_t slot,
                          float *slot_panels, int64_t sub, int64_t qt, char *scratch);
 
@@ -141,6 +144,7 @@ void fmsa_cpu_b16_bwd_dq(const fmsa_problem *p, const fmsa_cpu_plan *pl, int64_t
 typedef struct fmsa_cpu_dq_partials {
     float *rows;       ///< partial dQ rows (unscaled, like the accumulators)
     float *written;    ///< [part][group][tiles_q] written-flags
+    atomic_int *turn;  ///< with plan->dq_ordered: [group][tiles_q] turns (cpu_sched.h), else NULL
     int64_t ld;        ///< floats per row (head_dim, or its 16-rounding on bf16 products)
     int64_t head_rows; ///< rows per (part, group head): tiles_q * block_m
 } fmsa_cpu_dq_partials;
@@ -190,8 +194,8 @@ void fmsa_cpu_arena_give(fmsa_cpu_arena *a, void *buf);
 /// Frees the arena's buffer (context destroy; no pass may hold it).
 void fmsa_cpu_arena_release(fmsa_cpu_arena *a);
 
-/// Work lists a pass may take with its buffers (items, packing state, schedule).
-#define FMSA_CPU_PASS_LISTS 3
+/// Work lists a pass may take with its buffers (items, packing state, schedule, turns).
+#define FMSA_CPU_PASS_LISTS 4
 
 /// One pass's buffers, taken from the arena in one piece (fmsa_cpu_arena_take):
 /// per-thread scratch (nthreads x plan scratch_bytes), one chunk's panels,

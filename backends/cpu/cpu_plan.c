@@ -73,34 +73,53 @@ static int64_t cpu_dq_partial_floats(const fmsa_problem *p, int64_t parts, int64
            ((int64_t)bm * fmsa_cpu_dq_partial_ld(b16, p->head_dim) + 1);
 }
 
-/// Parts of the dQ-partials backward for this shape (0: the recomputing one).
-/// FLASHMSA_CPU_BWD=parts|recompute forces one variant (developers and the
-/// test suites, which run the backward grid under each); parts it cannot
-/// hold in memory is refused.
-static fmsa_status cpu_bwd_dq_parts(const fmsa_problem *p, int bm, int b16, int64_t tiles_q,
-                                    int64_t tiles_k, int64_t slot_floats, int64_t *out) {
+/// How the backward owns dQ for this shape: dQ partials of *parts parts
+/// where they fit and one chunk gives FMSA_CPU_PLAN_CORES items; else one
+/// partial that every key tile adds into in turn (*ordered = 1, *parts = 1:
+/// no recomputation, and a slot's items pipeline behind each other, so a
+/// few slots still feed many threads); else (one slot's dQ rows beyond half
+/// the panel budget) stage (b) recomputes S and dP (*parts = 0).
+/// FLASHMSA_CPU_BWD=parts|ordered|recompute forces one (developers and the
+/// test suites, which run the backward grid under each); one it cannot hold
+/// in memory is refused.
+static fmsa_status cpu_bwd_dq_owner(const fmsa_problem *p, int bm, int b16, int64_t tiles_q,
+                                    int64_t tiles_k, int64_t slot_floats, int64_t *parts_out,
+                                    int *ordered) {
     const int64_t parts = tiles_k < FMSA_CPU_BWD_DQ_PARTS ? tiles_k : FMSA_CPU_BWD_DQ_PARTS;
-    const double bytes =
-        (double)cpu_dq_partial_floats(p, parts, tiles_q, bm, b16) * sizeof(float);
-    const int fits = parts >= 1 && bytes <= (double)(FMSA_CPU_PANEL_BUDGET / 2);
+    const double part_bytes = (double)cpu_dq_partial_floats(p, 1, tiles_q, bm, b16) * sizeof(float);
+    const int fits = parts >= 1 && parts * part_bytes <= (double)(FMSA_CPU_PANEL_BUDGET / 2);
+    const int fits_one = tiles_k >= 1 && part_bytes <= (double)(FMSA_CPU_PANEL_BUDGET / 2);
     const char *force = getenv("FLASHMSA_CPU_BWD");
-    *out = 0;
+    *parts_out = 0;
+    *ordered = 0;
     if (force && *force) {
+        const int want_parts = strcmp(force, "parts") == 0;
         if (strcmp(force, "recompute") == 0) return FMSA_SUCCESS;
-        if (strcmp(force, "parts") != 0)
+        if (!want_parts && strcmp(force, "ordered") != 0)
             return fmsa_fail(FMSA_ERR_INVALID_ARGUMENT,
-                             "FLASHMSA_CPU_BWD=\"%s\": expected parts or recompute", force);
-        if (!fits && tiles_k > 0)
+                             "FLASHMSA_CPU_BWD=\"%s\": expected parts, ordered or recompute",
+                             force);
+        if (!(want_parts ? fits : fits_one) && tiles_k > 0)
             return fmsa_fail(FMSA_ERR_NOT_SUPPORTED,
-                             "FLASHMSA_CPU_BWD=parts: the dQ partials of one slot (%.0f MiB) "
-                             "exceed half the CPU panel budget", bytes / 1048576.0);
-        *out = parts > 0 ? parts : 0;
+                             "FLASHMSA_CPU_BWD=%s: the dQ partials of one slot (%.0f MiB) "
+                             "exceed half the CPU panel budget", force,
+                             (want_parts ? parts : 1) * part_bytes / 1048576.0);
+        if (tiles_k > 0) {
+            *parts_out = want_parts ? parts : 1;
+            *ordered = !want_parts;
+        }
         return FMSA_SUCCESS;
     }
     if (fits) {
         const int64_t with = slot_floats + cpu_dq_partial_floats(p, parts, tiles_q, bm, b16);
-        if (cpu_chunk_slots(with, p->batch * p->heads_kv) * parts >= FMSA_CPU_PLAN_CORES)
-            *out = parts;
+        if (cpu_chunk_slots(with, p->batch * p->heads_kv) * parts >= FMSA_CPU_PLAN_CORES) {
+            *parts_out = parts;
+            return FMSA_SUCCESS;
+        }
+    }
+    if (fits_one) {
+        *parts_out = 1;
+        *ordered = 1;
     }
     return FMSA_SUCCESS;
 }
@@ -230,9 +249,10 @@ fmsa_status fmsa_cpu_plan_make(const fmsa_cpu_state *st, const fmsa_problem *p,
                                                          plan->tiles_q, plan->tiles_k);
     }
     plan->dq_parts = 0;
+    plan->dq_ordered = 0;
     if (p->pass == FMSA_PASS_BACKWARD) {
-        FMSA_TRY(cpu_bwd_dq_parts(p, tiles.block_m, plan->b16, plan->tiles_q, plan->tiles_k,
-                                  plan->slot_floats, &plan->dq_parts));
+        FMSA_TRY(cpu_bwd_dq_owner(p, tiles.block_m, plan->b16, plan->tiles_q, plan->tiles_k,
+                                  plan->slot_floats, &plan->dq_parts, &plan->dq_ordered));
         plan->slot_floats += cpu_dq_partial_floats(p, plan->dq_parts, plan->tiles_q,
                                                    tiles.block_m, plan->b16);
     }
@@ -246,7 +266,9 @@ fmsa_status fmsa_cpu_plan_make(const fmsa_cpu_state *st, const fmsa_problem *p,
     }
     if (p->pass == FMSA_PASS_BACKWARD)
         fmsa_log(FMSA_LOG_DEBUG, "cpu: backward owns dQ by %s (%lld slots per chunk)",
-                 plan->dq_parts > 0 ? "partials" : "recomputing S and dP",
+                 plan->dq_ordered  ? "one partial added in key tile order"
+                 : plan->dq_parts > 0 ? "partials"
+                                      : "recomputing S and dP",
                  (long long)plan->chunk_slots);
 
     if (p->pass == FMSA_PASS_FORWARD) {

@@ -2,6 +2,12 @@
 #include "backends/cpu/cpu_sched.h"
 
 #include <stdlib.h>
+#if defined(__unix__) || defined(__APPLE__)
+#include <sched.h>
+#endif
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#endif
 
 #include "backends/cpu/cpu_internal.h"
 
@@ -20,6 +26,15 @@ static int cpu_item_slot_cmp(const void *pa, const void *pb) {
     const fmsa_cpu_item *a = (const fmsa_cpu_item *)pa, *b = (const fmsa_cpu_item *)pb;
     if (a->slot != b->slot) return a->slot < b->slot ? -1 : 1;
     return cpu_item_cmp(pa, pb);
+}
+
+/// Slot first, then (sub, tile, split): the order the passes build items in.
+static int cpu_item_slot_order_cmp(const void *pa, const void *pb) {
+    const fmsa_cpu_item *a = (const fmsa_cpu_item *)pa, *b = (const fmsa_cpu_item *)pb;
+    if (a->slot != b->slot) return a->slot < b->slot ? -1 : 1;
+    if (a->sub != b->sub) return a->sub < b->sub ? -1 : 1;
+    if (a->tile != b->tile) return a->tile < b->tile ? -1 : 1;
+    return a->split < b->split ? -1 : (a->split > b->split);
 }
 
 void fmsa_cpu_items_sort(fmsa_cpu_item *items, int64_t n) {
@@ -71,12 +86,12 @@ static void cpu_groups_sort(fmsa_cpu_sched *s, const fmsa_cpu_item *items) {
 }
 
 void fmsa_cpu_sched_build(fmsa_cpu_sched *s, fmsa_cpu_item *items, int64_t n, int threads,
-                          int by_slot) {
+                          fmsa_cpu_sched_mode mode) {
     s->threads = threads > 0 ? threads : 1;
     s->n_groups = 0;
     for (int t = 0; t <= s->threads; ++t) s->first[t] = 0; /* nobody owns anything yet */
     if (n <= 0) return;
-    if (!by_slot) { /* one shared group: the plain heaviest-first dynamic list */
+    if (mode == FMSA_CPU_SCHED_SHARED) { /* one group: the plain heaviest-first dynamic list */
         fmsa_cpu_items_sort(items, n);
         s->groups[0].begin = 0;
         s->groups[0].end = n;
@@ -85,7 +100,8 @@ void fmsa_cpu_sched_build(fmsa_cpu_sched *s, fmsa_cpu_item *items, int64_t n, in
         atomic_init(&s->groups[0].next, 0);
         return;
     }
-    qsort(items, (size_t)n, sizeof *items, cpu_item_slot_cmp);
+    qsort(items, (size_t)n, sizeof *items,
+          mode == FMSA_CPU_SCHED_IN_ORDER ? cpu_item_slot_order_cmp : cpu_item_slot_cmp);
     for (int64_t i = 0; i < n; ++i) {
         fmsa_cpu_group *g;
         if (i == 0 || items[i].slot != items[i - 1].slot) {
@@ -140,4 +156,18 @@ int64_t fmsa_cpu_sched_next(fmsa_cpu_sched *s, int t, fmsa_cpu_cursor *c) {
         if (i >= 0) return i;
     }
     return -1;
+}
+
+void fmsa_cpu_turn_wait(atomic_int *turn, int64_t kt) {
+    if (!turn) return;
+    for (unsigned spins = 0; atomic_load_explicit(turn, memory_order_acquire) != (int)kt; ++spins) {
+        /* the predecessor is one tile step ahead in the steady state; give
+         * the core away only when it is not running (more threads than cores) */
+#if defined(__x86_64__) || defined(__i386__)
+        _mm_pause();
+#endif
+#if defined(__unix__) || defined(__APPLE__)
+        if (spins % 4096 == 4095) sched_yield();
+#endif
+    }
 }

@@ -68,16 +68,48 @@ size_t fmsa_cpu_sched_bytes(int64_t max_groups, int max_threads);
 /// Lays the schedule's arrays out in mem (fmsa_cpu_sched_bytes of it).
 void fmsa_cpu_sched_carve(void *mem, int64_t max_groups, int max_threads, fmsa_cpu_sched *s);
 
+/// How fmsa_cpu_sched_build orders and groups items.
+typedef enum fmsa_cpu_sched_mode {
+    FMSA_CPU_SCHED_SHARED,   ///< one group of every item, heaviest first, taken by
+                             ///< every thread (FLASHMSA_CPU_SCHED=item)
+    FMSA_CPU_SCHED_SLOTS,    ///< slot groups, each heaviest first
+    FMSA_CPU_SCHED_IN_ORDER, ///< slot groups, each in list order (turns need it)
+} fmsa_cpu_sched_mode;
+
 /// Orders items (reordered in place) and deals their groups to `threads`
-/// owners; by_slot = 0 makes one group of every item, heaviest first, that
-/// every thread takes from (FLASHMSA_CPU_SCHED=item).  One thread calls it;
-/// the others must not call fmsa_cpu_sched_next until a barrier follows.
+/// owners.  One thread calls it; the others must not call
+/// fmsa_cpu_sched_next until a barrier follows.
 void fmsa_cpu_sched_build(fmsa_cpu_sched *s, fmsa_cpu_item *items, int64_t n, int threads,
-                          int by_slot);
+                          fmsa_cpu_sched_mode mode);
 
 /// The next item index thread t runs, or -1 when every item is claimed.
 /// Any number of threads may call it at once; a thread id at or above the
 /// build's `threads` owns nothing and only takes from others.
 int64_t fmsa_cpu_sched_next(fmsa_cpu_sched *s, int t, fmsa_cpu_cursor *c);
+
+/*
+ * Turns: ordered accumulation into shared rows without atomics on the data.
+ * The backward's ordered dQ (plan->dq_ordered, cpu_backward.c) lets every
+ * dK/dV item (key tile kt of a slot) add its dS·K into the slot's one dQ
+ * accumulator, one (query head, query tile) at a time, in key tile order:
+ * item kt waits until the tile's turn is kt, adds, and passes the turn to
+ * kt + 1.  Every sum then runs in the same order whatever the thread count.
+ * Items of a slot are claimed in key tile order (FMSA_CPU_SCHED_IN_ORDER)
+ * and each waits only for its predecessor, which was claimed before it and
+ * waits only for its own: the lowest unfinished item never waits.
+ */
+
+/// Spins until *turn == kt (kt's predecessor has added its part), then the
+/// caller may read and write the rows the turn guards.  NULL: no turns.
+void fmsa_cpu_turn_wait(atomic_int *turn, int64_t kt);
+/// Hands the rows to item kt + 1 (after fmsa_cpu_turn_wait(turn, kt)).
+static inline void fmsa_cpu_turn_pass(atomic_int *turn, int64_t kt) {
+    if (turn) atomic_store_explicit(turn, (int)(kt + 1), memory_order_release);
+}
+/// Waits for and passes a turn the item has nothing to add to.
+static inline void fmsa_cpu_turn_skip(atomic_int *turn, int64_t kt) {
+    fmsa_cpu_turn_wait(turn, kt);
+    fmsa_cpu_turn_pass(turn, kt);
+}
 
 #endif /* FMSA_CPU_SCHED_H */
