@@ -9,7 +9,8 @@ GFLOP/s (forward 4*b*h*s*s*d, halved when causal; backward 2.5x the forward;
 each the median of its runs), the speedup (the median over rounds of torch's
 time / flashmsa's in the same round, not the ratio of the medians),
 the fraction of the fp32 FMA peak measured by `flashmsa peak` on the same
-threads, and the error of both against an fp64 reference on sampled query rows
+threads (by default at the start of every timed round, each round's GFLOP/s
+taken over its own peak, then the median), and the error of both against an fp64 reference on sampled query rows
 (O forward, dQ backward).  flashmsa passes by the project's correctness rule:
 its error is at most 2x (3x for gradients) the error of the naive
 same-precision implementation (tests/support/fmsa_test_naive.h: materialised
@@ -55,6 +56,10 @@ def parse_args():
                     help="seconds of sleep before each run, so the other OpenMP runtime's "
                          "threads have stopped spinning (0: none)")
     ap.add_argument("--max-runs", type=int, default=5)
+    ap.add_argument("--round-peak", type=float, default=0.05,
+                    help="seconds of `flashmsa peak` at the start of every timed round: the "
+                         "%% of peak is the median over rounds of each round's GFLOP/s over "
+                         "its own peak (0: one peak measured before each shape)")
     ap.add_argument("--check-rows", type=int, default=32)
     ap.add_argument("--budget", type=float, default=0.0,
                     help="stop starting new shapes after this many seconds (0 = no limit)")
@@ -129,7 +134,7 @@ check(LIB.fmsa_context_create(FMSA_BACKEND_CPU, 0, C.byref(CTX)), "fmsa_context_
 
 
 # ---------------------------------------------------------------- helpers
-def timed_rotation(fns):
+def timed_rotation(fns, peak_probe=None):
     """Median seconds and run count of each function, timed in rotation
     (f0, f1, ..., f0, f1, ...) after one warm-up run of each, so all see the
     same machine: on a shared VM the speed drifts by 10-40% within seconds
@@ -145,7 +150,12 @@ def timed_rotation(fns):
     for f in fns:
         f()
     ts = [[] for _ in fns]
+    peaks = []
     while len(ts[0]) < ARGS.max_runs and (sum(map(sum, ts)) < ARGS.min_time or not ts[0]):
+        if peak_probe:
+            if ARGS.settle > 0:
+                time.sleep(ARGS.settle)
+            peaks.append(peak_probe())
         for f, t in zip(fns, ts):
             if ARGS.settle > 0:
                 time.sleep(ARGS.settle)
@@ -154,11 +164,26 @@ def timed_rotation(fns):
             t.append(time.perf_counter() - t0)
         if sum(t[-1] for t in ts) > 10.0:
             break
-    return ts
+    return ts, peaks
 
 
 def median(xs):
     return sorted(xs)[len(xs) // 2]
+
+
+def round_peak():
+    """fp32 peak of the selected path now (one short `flashmsa peak`)."""
+    return measure_peak(ARGS.round_peak)["fp32"]
+
+
+def peak_fraction(flops, t, peaks, peak_fp32):
+    """Median over rounds of the round's GFLOP/s over the round's own peak
+    (the VM's clock moves within seconds: the same forward code read 15-20%
+    apart in one rotation, bench/RESULTS.md); without round peaks, the
+    median GFLOP/s over the peak measured before the shape."""
+    if peaks and len(peaks) == len(t):
+        return median([flops / x * 1e-9 / pk for x, pk in zip(t, peaks)])
+    return flops / median(t) * 1e-9 / peak_fp32
 
 
 def paired_speedup(t_torch, t_fmsa):
@@ -272,6 +297,7 @@ def run_shape(dt, d, s, causal, peak):
     b = max(1, ARGS.tokens // s)
     h = ARGS.heads or max(2, ARGS.threads)
     tdt = TORCH_DTYPE[dt]
+    probe = round_peak if ARGS.round_peak > 0 else None
     scale = 1.0 / math.sqrt(d)
     g = torch.Generator().manual_seed(1000 * d + s + causal)
     q, k, v, do = (torch.randn(b, s, h, d, generator=g).to(tdt) for _ in range(4))
@@ -309,8 +335,9 @@ def run_shape(dt, d, s, causal, peak):
 
     # forward: torch and every variant in one rotation, then each variant's check
     with torch.no_grad():
-        times = timed_rotation([lambda: F.scaled_dot_product_attention(tq, tk, tv, is_causal=causal)]
-                               + [with_variant(env, fmsa_fwd) for _, env in VARIANTS])
+        times, peaks_f = timed_rotation(
+            [lambda: F.scaled_dot_product_attention(tq, tk, tv, is_causal=causal)]
+            + [with_variant(env, fmsa_fwd) for _, env in VARIANTS], probe)
         t_out = F.scaled_dot_product_attention(tq, tk, tv, is_causal=causal)
     floor = rule_floor(dt, ref_o.abs().max().item(), lse_max, 3)
     e_t = max_err(t_out.transpose(1, 2)[0, rows], ref_o)
@@ -319,14 +346,14 @@ def run_shape(dt, d, s, causal, peak):
         o.fill_(float("nan"))
         with_variant(env, fmsa_fwd)()
         e_f = max_err(o[0, rows], ref_o)
-        results.append(("fwd", name, fwd_flops, t_f, times[0], e_f, e_t, e_n,
+        results.append(("fwd", name, fwd_flops, t_f, times[0], peaks_f, e_f, e_t, e_n,
                         e_f <= 2 * e_n + floor))
 
     if not ARGS.no_backward:
         out = F.scaled_dot_product_attention(tq, tk, tv, is_causal=causal)
-        times = timed_rotation(
+        times, peaks_b = timed_rotation(
             [lambda: torch.autograd.grad(out, (tq, tk, tv), tdo, retain_graph=True)]
-            + [with_variant(env, fmsa_bwd) for _, env in VARIANTS])
+            + [with_variant(env, fmsa_bwd) for _, env in VARIANTS], probe)
         t_dq = torch.autograd.grad(out, (tq,), tdo, retain_graph=True)[0]
         floor = rule_floor(dt, ref_dq.abs().max().item(), lse_max, 6)
         e_t = max_err(t_dq.transpose(1, 2)[0, rows], ref_dq)
@@ -335,23 +362,25 @@ def run_shape(dt, d, s, causal, peak):
             dq.fill_(float("nan"))
             with_variant(env, fmsa_bwd)()
             e_f = max_err(dq[0, rows], ref_dq)
-            results.append(("bwd", name, 2.5 * fwd_flops, t_f, times[0], e_f, e_t, e_n,
-                            e_f <= 3 * e_n + floor))
+            results.append(("bwd", name, 2.5 * fwd_flops, t_f, times[0], peaks_b, e_f, e_t,
+                            e_n, e_f <= 3 * e_n + floor))
     with_variant({}, lambda: None)()
 
-    for (ps, variant, flops, t_f, t_t, ef, et, en, ok) in results:
+    for (ps, variant, flops, t_f, t_t, pks, ef, et, en, ok) in results:
         gf, gt = flops / median(t_f) * 1e-9, flops / median(t_t) * 1e-9
         sp, nf, nt = paired_speedup(t_t, t_f), len(t_f), len(t_t)
+        pf, pt = peak_fraction(flops, t_f, pks, peak["fp32"]), peak_fraction(flops, t_t, pks, peak["fp32"])
+        pk = median(pks) if pks else peak["fp32"]
         rec = dict(threads=ARGS.threads, path=peak["path"], dtype=dt, dim=d, seqlen=s, batch=b,
                    heads=h, causal=causal, pass_=ps, flops=flops, fmsa_gflops=gf,
-                   torch_gflops=gt, speedup=sp, fmsa_peak_frac=gf / peak["fp32"],
-                   torch_peak_frac=gt / peak["fp32"], peak_fp32=peak["fp32"], fmsa_err=ef, torch_err=et, naive_err=en,
+                   torch_gflops=gt, speedup=sp, fmsa_peak_frac=pf,
+                   torch_peak_frac=pt, peak_fp32=pk, round_peaks=pks, fmsa_err=ef, torch_err=et, naive_err=en,
                    ok=bool(ok), variant=variant,
                    fmsa_runs=nf, torch_runs=nt)
         print(f"{ARGS.threads:3d} {dt:5s} {d:4d} {s:6d} {b:3d} {h:3d} {'yes' if causal else 'no':6s} "
-              f"{ps:4s} {gf:9.1f} {gt:9.1f} {sp:6.2f}x {100 * gf / peak['fp32']:6.1f}% "
-              f"{100 * gt / peak['fp32']:6.1f}%  {ef:9.2e} {et:9.2e} {en:9.2e}  {'ok' if ok else 'FAIL'}"
-              f"  {peak['fp32']:6.1f}" + (f"  {variant}" if len(VARIANTS) > 1 else ""),
+              f"{ps:4s} {gf:9.1f} {gt:9.1f} {sp:6.2f}x {100 * pf:6.1f}% "
+              f"{100 * pt:6.1f}%  {ef:9.2e} {et:9.2e} {en:9.2e}  {'ok' if ok else 'FAIL'}"
+              f"  {pk:6.1f}" + (f"  {variant}" if len(VARIANTS) > 1 else ""),
               flush=True)
         if ARGS.json:
             with open(ARGS.json, "a") as f:
@@ -363,8 +392,11 @@ def main():
     peak = measure_peak()
     print(f"# cpu_vs_torch: {ARGS.threads} threads, torch {torch.__version__}, flashmsa path "
           f"{peak['path']}, measured peak fp32 {peak['fp32']:.1f} GFLOP/s, bf16 {peak['bf16']:.1f}")
-    print("# GFLOP/s: fwd 4*b*h*s*s*d (causal /2), bwd 2.5x; peak% of the fp32 FMA peak "
-          "measured right before each shape (peak column); "
+    print("# GFLOP/s: fwd 4*b*h*s*s*d (causal /2), bwd 2.5x (medians); speedup: median of "
+          "the rounds' torch/flashmsa time; peak%: "
+          + ("median of the rounds' GFLOP/s over the fp32 FMA peak measured at the start of "
+             "the same round (peak column: the median peak); " if ARGS.round_peak > 0 else
+             "over the fp32 FMA peak measured right before each shape (peak column); ") +
           "err: max|x - fp64| on sampled rows (O fwd, dQ bwd); check: fmsa <= 2x (3x dQ) naive "
           "+ floor (common/check_rule.h)")
     print("thr dtype  dim seqlen   b   h causal pass fmsa_GF/s torch_GF/s speedup fmsa%  torch%"
