@@ -500,8 +500,7 @@ FMSA_CPU_OMP(omp for schedule(dynamic, 1))
                 const double t0 = fmsa_cpu_trace_now(&tr);
                 if (pl.b16) {
                     fmsa_cpu_b16_bwd_pack(p, &pl, slot0 + it / jobs,
-                                          panels + (it / jobs) * pl.slot_floats, it % jobs, delta,
-                                          mine);
+                                          panels + (it / jobs) * pl.slot_floats, it % jobs, mine);
                 } else {
                     const cpu_bwd_panels x = cpu_bwd_slot(p, &pl, panels, it / jobs);
                     cpu_bwd_pack(p, &pl, slot0 + it / jobs, &x, it % jobs, delta);

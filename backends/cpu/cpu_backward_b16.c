@@ -239,8 +239,7 @@ static void b16b_pack_o(const fmsa_cpu_kernels *kern, const b16b_geo *g, const f
 }
 
 void fmsa_cpu_b16_bwd_pack(const fmsa_problem *p, const fmsa_cpu_plan *pl, int64_t slot,
-                           float *slot_panels, int64_t job, const float *delta_ws,
-                           char *scratch) {
+                           float *slot_panels, int64_t job, char *scratch) {
     const b16b_geo g = b16b_plan_geometry(p, pl);
     const b16b_panels x = b16b_slot(&g, slot_panels);
     const int64_t D = g.D, b = slot / p->heads_kv, hk = slot % p->heads_kv;
@@ -284,8 +283,7 @@ void fmsa_cpu_b16_bwd_pack(const fmsa_problem *p, const fmsa_cpu_plan *pl, int64
          * dO_i · V_j (same A rows, same panel layout, k = D from 0): where P
          * is one-hot, O_i == V_j exactly and dS = P * (dP - delta) must come
          * out exactly 0, as in the reference.  The diagonal of dO·Oᵀ, 16 rows
-         * at a time; the preprocess's fp32 value (delta_ws) is not used. */
-        (void)delta_ws;
+         * at a time (no fp32 preprocess and no workspace on this path). */
         b16b_pack_o(pl->kern, &g, p, &seq, b, h, i0, rows, t.stage, t.opan);
         if (pl->kern->b16_begin) pl->kern->b16_begin();
         for (int r0 = 0; r0 < rows; r0 += 16) {

@@ -130,8 +130,7 @@ int64_t fmsa_cpu_b16_bwd_slot_floats(const fmsa_problem *p, int bm, int bn, int6
                                      int64_t tiles_k);
 size_t fmsa_cpu_b16_bwd_scratch_bytes(const fmsa_problem *p, int bm, int bn);
 void fmsa_cpu_b16_bwd_pack(const fmsa_problem *p, const fmsa_cpu_plan *pl, int64_t slot,
-                           float *slot_panels, int64_t job, const float *delta_ws,
-                           char *scratch);
+                           float *slot_panels, int64_t job, char *scratch);
 void fmsa_cpu_b16_bwd_dkdv(const fmsa_problem *p, const fmsa_cpu_plan *pl, int64_t slot,
                            float *slot_panels, int64_t kt, int64_t part, atomic_int *turns,
                            char *scratch);

@@ -9,7 +9,8 @@
  *                              (sequence b, query head h, row i < seqlen_q, split s),
  *                              record index ((b * Hq + h) * seqlen_q + i) * splits + s
  *   backward                 : D_i = rowsum(dO_i * O_i), one float per q row, indexed
- *                              like lse: (q_batch * Hq + h) * total_q + q_row
+ *                              like lse: (q_batch * Hq + h) * total_q + q_row;
+ *                              nothing on bf16 products (their D is in the panels)
  * Per-thread scratch tiles (Q, S, accumulators) and the packed K/V panels
  * (cpu_pack.h) are not in the workspace: they are malloc'ed at the start of
  * each call, so the workspace size does not depend on OMP_NUM_THREADS.
@@ -300,7 +301,10 @@ fmsa_status fmsa_cpu_plan_make(const fmsa_cpu_state *st, const fmsa_problem *p,
                                  (long long)plan->num_splits);
             plan->workspace_bytes = (size_t)n;
         }
-    } else {
+    } else if (!plan->b16) {
+        /* delta = rowsum(dO * O) per query row (cpu_backward.c's preprocess);
+         * the bf16 products take delta through their own product into the
+         * slot panels (cpu_backward_b16.c) and need no workspace */
         const int64_t q_batches = p->is_varlen ? 1 : p->batch;
         plan->workspace_bytes = (size_t)(q_batches * p->heads_q * p->total_q) * sizeof(float);
     }
