@@ -240,6 +240,11 @@ static void *turn_thread(void *arg) {
             }
             fmsa_cpu_turn_wait(t, it->tile);
             r->log[it->slot][i][r->count[it->slot][i]++] = (int)it->tile;
+            /* some work while holding the turn, so that the threads really
+             * overlap (items of a few ns would all finish before the other
+             * threads start) */
+            for (volatile int spin = 0; spin < 2000; ++spin) {
+            }
             fmsa_cpu_turn_pass(t, it->tile);
         }
     }
