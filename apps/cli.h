@@ -30,6 +30,12 @@ int cmd_bench(int argc, char **argv);
 int cmd_peak(int argc, char **argv);
 /// The CPU backend's kernel path ("avx2", ...) when info is a CPU device, else "-".
 const char *cli_cpu_kernel_name(const fmsa_device_info *info);
+/// The fp32 FMA and bf16 dot-product peaks (GFLOP/s) of the kernel path the
+/// CPU backend runs, measured now on `threads` threads (0: all) for `seconds`
+/// each (`flashmsa peak --selected`); 0 where the device is not the CPU or the
+/// path has no such kind.
+void cli_cpu_selected_peak(const fmsa_device_info *info, int threads, double seconds,
+                           double *fp32, double *bf16);
 
 /// Prints "flashmsa: <what>: <status>: <detail>" to stderr when st != success;
 /// returns st so callers can write `if (cli_report(...)) goto out;`.

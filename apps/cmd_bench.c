@@ -43,6 +43,7 @@ typedef struct cli_bench_opts {
     double min_time;
     uint64_t seed;
     int set_dims, set_seqlens, set_tokens; /* explicit flags win over --full / reduced */
+    double fp32_peak, bf16_peak; /* CPU: the selected path's measured peaks (0: none) */
 } cli_bench_opts;
 
 static const int64_t cli_std_dims[] = {64, 128, 256};
@@ -65,7 +66,9 @@ static void cli_bench_help(void) {
         "\n"
         "On a device that is not a GPU (the CPU backend, OpenCL on a CPU) the default is\n"
         "a REDUCED sweep: 4096 tokens, seqlen in {512,1024,2048}; --full runs the\n"
-        "standard sweep (hours on a small CPU).\n"
+        "standard sweep (hours on a small CPU).  On the CPU backend the kernel path's\n"
+        "fp32 FMA peak is measured first (as `flashmsa peak`) and every row shows its\n"
+        "GFLOP/s as a %% of it; FLASHMSA_CPU_KERNEL=scalar runs the scalar baseline.\n"
         "\n"
         "  --backend B       auto|cpu|cuda|hip|opencl (default auto)\n"
         "  --device N        device index within the backend; with auto, the index in\n"
@@ -265,11 +268,15 @@ static void cli_bench_print(const cli_bench_opts *o, const fmsa_device_info *inf
         printf(",\"kernel\":\"%s\"", cli_cpu_kernel_name(info));
         printf(",\"dtype\":\"%s\",\"pass\":\"%s\",\"causal\":%s,\"batch\":%lld,\"seqlen\":%lld,"
                "\"heads\":%lld,\"dim\":%lld,\"flops\":%.6e,\"time_ms\":%.6g,\"gflops\":%.6g,"
-               "\"runs\":%d,\"check_rows\":%d,\"check\":{",
+               "\"runs\":%d,\"check_rows\":%d,",
                cli_dtype_name(s->dtype), pass == FMSA_PASS_FORWARD ? "fwd" : "bwd",
                s->causal ? "true" : "false", (long long)s->batch, (long long)s->seqlen_q,
                (long long)s->heads_q, (long long)s->head_dim, flops, sec * 1e3,
                flops / sec * 1e-9, runs, o->check_rows);
+        if (o->fp32_peak > 0.0)
+            printf("\"fp32_peak_gflops\":%.6g,\"fp32_peak_frac\":%.4g,", o->fp32_peak,
+                   flops / sec * 1e-9 / o->fp32_peak);
+        printf("\"check\":{");
         for (i = 0, first = 1; i < CLI_ERR_COUNT; i++) {
             if (err[i].checked == 0) continue;
             printf("%s\"%s\":{\"err\":%.4e,\"naive\":%.4e,\"tol\":%.4e,\"nan\":%lld}",
@@ -279,10 +286,14 @@ static void cli_bench_print(const cli_bench_opts *o, const fmsa_device_info *inf
         }
         printf("},\"ok\":%s}\n", ok ? "true" : "false");
     } else {
-        printf("%-7s %5lld %6lld %5lld %4lld %-6s %-4s %11.3f %10.2f %5d  %-3s %9.2e %9.2e  %s\n",
+        char pk[16] = "-";
+        if (o->fp32_peak > 0.0)
+            snprintf(pk, sizeof pk, "%.1f%%", 100.0 * flops / sec * 1e-9 / o->fp32_peak);
+        printf("%-7s %5lld %6lld %5lld %4lld %-6s %-4s %11.3f %10.2f %7s %5d  %-3s %9.2e %9.2e  "
+               "%s\n",
                cli_cpu_kernel_name(info), (long long)s->head_dim, (long long)s->seqlen_q, (long long)s->batch,
                (long long)s->heads_q, s->causal ? "yes" : "no",
-               pass == FMSA_PASS_FORWARD ? "fwd" : "bwd", sec * 1e3, flops / sec * 1e-9, runs,
+               pass == FMSA_PASS_FORWARD ? "fwd" : "bwd", sec * 1e3, flops / sec * 1e-9, pk, runs,
                worst != NULL ? worst->name : "-", worst != NULL ? worst->err : 0.0,
                worst != NULL ? worst->tol : 0.0, ok ? "ok" : "FAIL");
     }
@@ -354,6 +365,9 @@ int cmd_bench(int argc, char **argv) {
     if (cli_context_open(o.dev.backend, o.dev.device, o.dev.threads, &ctx, &info))
         return CLI_EXIT_ERROR;
     reduced = cli_bench_defaults(&o, &info);
+    /* on the CPU, the yardstick of this run: the selected kernel path's
+     * multiply-add peak on the same threads, measured here (0.3 s each) */
+    cli_cpu_selected_peak(&info, o.dev.threads, 0.3, &o.fp32_peak, &o.bf16_peak);
 
     for (di = 0; di < o.n_dims; di++)
         for (si = 0; si < o.n_seqlens; si++)
@@ -368,10 +382,16 @@ int cmd_bench(int argc, char **argv) {
         printf("# GFLOP/s: fwd 4*b*h*s*s*d (causal /2), bwd 2.5x; check: %d sampled rows vs "
                "fp64 (err/tol of the worst tensor)\n",
                o.check_rows);
-        printf("%-7s %5s %6s %5s %4s %-6s %-4s %11s %10s %5s  %-3s %9s %9s  %s\n", "kernel",
+        if (o.fp32_peak > 0.0) {
+            printf("# peak of kernel path %s measured before the sweep (flashmsa peak): fp32 FMA "
+                   "%.1f GFLOP/s", cli_cpu_kernel_name(&info), o.fp32_peak);
+            if (o.bf16_peak > 0.0) printf(", bf16 dot products %.1f", o.bf16_peak);
+            printf("; %%peak = GFLOP/s over the fp32 peak (bf16 products can exceed 100%%)\n");
+        }
+        printf("%-7s %5s %6s %5s %4s %-6s %-4s %11s %10s %7s %5s  %-3s %9s %9s  %s\n", "kernel",
                "dim", "seqlen",
-               "batch", "head", "causal", "pass", "time_ms", "GFLOP/s", "runs", "chk", "err",
-               "tol", "check");
+               "batch", "head", "causal", "pass", "time_ms", "GFLOP/s", "%peak", "runs", "chk",
+               "err", "tol", "check");
         fflush(stdout);
     }
     rc = CLI_EXIT_OK;

@@ -23,6 +23,17 @@ const char *cli_cpu_kernel_name(const fmsa_device_info *info) {
     return k->name;
 }
 
+void cli_cpu_selected_peak(const fmsa_device_info *info, int threads, double seconds,
+                           double *fp32, double *bf16) {
+    const fmsa_cpu_kernels *k;
+    *fp32 = *bf16 = 0.0;
+    if (info->backend != FMSA_BACKEND_CPU || fmsa_cpu_kernels_get(&k) != FMSA_SUCCESS) return;
+    if (fmsa_cpu_peak_measure(k->isa, FMSA_CPU_PEAK_FP32, threads, seconds, fp32) != FMSA_SUCCESS)
+        *fp32 = 0.0;
+    if (fmsa_cpu_peak_measure(k->isa, FMSA_CPU_PEAK_BF16, threads, seconds, bf16) != FMSA_SUCCESS)
+        *bf16 = 0.0; /* no bf16 dot products on this path */
+}
+
 static void cli_peak_help(void) {
     printf("usage: flashmsa peak [options]\n"
            "\n"
