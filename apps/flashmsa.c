@@ -78,7 +78,7 @@ static void cli_usage(FILE *f) {
             "  FLASHMSA_DEVICE   device index used with --backend auto\n"
             "                    (an explicit --backend/--device wins over both)\n"
             "  FLASHMSA_LOG      error|warn|info|debug  library log level (stderr)\n"
-            "  FLASHMSA_CPU_KERNEL  amx|avx512|avx2|generic|scalar: force a CPU kernel path\n"
+            "  FLASHMSA_CPU_KERNEL  amx|avx512|avx2|neon|generic|scalar: force a CPU kernel path\n"
             "\n"
             "exit status: 0 success/PASS, 1 a check failed, 2 usage or library error\n",
             v / 10000, v / 100 % 100, v % 100);

@@ -1,8 +1,8 @@
 /*
  * Run-time choice of the CPU micro-kernels, made once per process.
  *
- * The best path the CPU can run wins (AMX > AVX-512 > AVX2+FMA > generic C);
- * FLASHMSA_CPU_KERNEL=amx|avx512|avx2|generic|scalar|generic-bf16 forces one, which is how
+ * The best path the CPU can run wins (AMX > AVX-512 > AVX2+FMA > NEON > generic C);
+ * FLASHMSA_CPU_KERNEL=amx|avx512|avx2|neon|generic|scalar|generic-bf16 forces one, which is how
  * the test grid checks every path on a machine that has them all.  Forcing a
  * path the CPU (or this build) lacks is an error naming the path, never a
  * silent fallback: a test that thinks it checked AVX-512 must have run it.
@@ -41,7 +41,7 @@ static pthread_once_t cpu_once = PTHREAD_ONCE_INIT;
 #endif /* _WIN32 */
 
 static const char *const cpu_isa_names[FMSA_CPU_ISA_COUNT] = {
-    "amx", "avx512", "avx2", "generic", "scalar", "generic-bf16"};
+    "amx", "avx512", "avx2", "neon", "generic", "scalar", "generic-bf16"};
 
 /// The decision, written once under the once-guard.
 static struct {
@@ -67,6 +67,7 @@ static const fmsa_cpu_kernels *cpu_table(fmsa_cpu_isa isa) {
         return fmsa_cpu_kernels_avx512();
 #endif /* FMSA_CPU_DISPATCH_X86 */
     case FMSA_CPU_ISA_AVX2: return fmsa_cpu_kernels_avx2();
+    case FMSA_CPU_ISA_NEON: return fmsa_cpu_kernels_neon();
     case FMSA_CPU_ISA_GENERIC: return fmsa_cpu_kernels_generic();
     case FMSA_CPU_ISA_SCALAR: return fmsa_cpu_kernels_scalar();
     case FMSA_CPU_ISA_GENERIC_BF16: return fmsa_cpu_kernels_generic_bf16();
@@ -90,6 +91,8 @@ static void cpu_probe(void) {
     cpu_choice.usable[FMSA_CPU_ISA_GENERIC] = 1;
     cpu_choice.usable[FMSA_CPU_ISA_SCALAR] = 1;
     cpu_choice.usable[FMSA_CPU_ISA_GENERIC_BF16] = 1;
+    /* Advanced SIMD is part of AArch64 (ARMv8-A): compiled in means usable */
+    cpu_choice.usable[FMSA_CPU_ISA_NEON] = 1;
 #ifdef FMSA_CPU_DISPATCH_X86
     __builtin_cpu_init();
     /* __builtin_cpu_supports also checks that the OS saves the ymm/zmm state */
@@ -127,7 +130,7 @@ static void cpu_decide(void) {
         if (isa < 0) {
             cpu_choice.status = FMSA_ERR_INVALID_ARGUMENT;
             strcpy(cpu_choice.why, "FLASHMSA_CPU_KERNEL: unknown kernel path (use amx, avx512, "
-                                   "avx2, generic, scalar or generic-bf16)");
+                                   "avx2, neon, generic, scalar or generic-bf16)");
             return;
         }
         if (!cpu_choice.usable[isa]) {

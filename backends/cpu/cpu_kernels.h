@@ -24,20 +24,21 @@ typedef enum fmsa_cpu_isa {
     FMSA_CPU_ISA_AMX = 0,    ///< AVX-512 fp32 kernels + AMX tdpbf16ps for bf16/fp16 inputs
     FMSA_CPU_ISA_AVX512 = 1, ///< AVX-512F fp32 (+ AVX512-BF16 vdpbf16ps for bf16/fp16 inputs)
     FMSA_CPU_ISA_AVX2 = 2,   ///< AVX2 + FMA fp32
-    FMSA_CPU_ISA_GENERIC = 3,///< portable C the compiler auto-vectorises (any CPU)
-    FMSA_CPU_ISA_SCALAR = 4, ///< the same C with auto-vectorisation off: the scalar baseline
+    FMSA_CPU_ISA_NEON = 3,   ///< AArch64 Advanced SIMD fp32 (every arm64 CPU)
+    FMSA_CPU_ISA_GENERIC = 4,///< portable C the compiler auto-vectorises (any CPU)
+    FMSA_CPU_ISA_SCALAR = 5, ///< the same C with auto-vectorisation off: the scalar baseline
     /// portable C bf16 products in the AMX / AVX512-BF16 panel layout: never
     /// chosen by the dispatcher, only by FLASHMSA_CPU_KERNEL=generic-bf16, so
     /// the 16-bit forward pass can be checked on any CPU
-    FMSA_CPU_ISA_GENERIC_BF16 = 5,
-    FMSA_CPU_ISA_COUNT = 6
+    FMSA_CPU_ISA_GENERIC_BF16 = 6,
+    FMSA_CPU_ISA_COUNT = 7
 } fmsa_cpu_isa;
 
 /// One ISA's kernels.  Matrices are fp32 and row-major unless said otherwise.
 typedef struct fmsa_cpu_kernels {
     const char *name;    ///< FLASHMSA_CPU_KERNEL value selecting it ("avx2", ...)
     fmsa_cpu_isa isa;    ///< which path this is
-    int lanes;           ///< fp32 SIMD lanes (1 scalar, 4 generic, 8 AVX2, 16 AVX-512)
+    int lanes;           ///< fp32 SIMD lanes (1 scalar, 4 generic / NEON, 8 AVX2, 16 AVX-512)
 
     /// C[m][n] = (accumulate ? C : 0) + A·B, where A(i, p) = a[i * rsa + p * csa]
     /// (so Aᵀ is the same call with the strides swapped), B(p, j) = b[p * ldb + j]
@@ -166,6 +167,7 @@ void fmsa_cpu_pack_b16(int k, int n, const float *b, int64_t rs, int64_t cs, uin
 const fmsa_cpu_kernels *fmsa_cpu_kernels_generic(void);
 const fmsa_cpu_kernels *fmsa_cpu_kernels_scalar(void);
 const fmsa_cpu_kernels *fmsa_cpu_kernels_avx2(void);
+const fmsa_cpu_kernels *fmsa_cpu_kernels_neon(void);
 const fmsa_cpu_kernels *fmsa_cpu_kernels_avx512(void);
 const fmsa_cpu_kernels *fmsa_cpu_kernels_amx(void);
 /// AVX-512F without the AVX512-BF16 products (Skylake-SP, Cascade Lake without BF16).
@@ -173,7 +175,7 @@ const fmsa_cpu_kernels *fmsa_cpu_kernels_avx512_nobf16(void);
 const fmsa_cpu_kernels *fmsa_cpu_kernels_generic_bf16(void);
 
 /// The kernels this process runs: the best path the CPU supports, or the one
-/// FLASHMSA_CPU_KERNEL=amx|avx512|avx2|generic|scalar|generic-bf16 names.  Decided once
+/// FLASHMSA_CPU_KERNEL=amx|avx512|avx2|neon|generic|scalar|generic-bf16 names.  Decided once
 /// (pthread_once) and logged at INFO.  Fails with FMSA_ERR_NOT_SUPPORTED,
 /// naming the path, when the variable asks for one this CPU or build lacks,
 /// and with FMSA_ERR_INVALID_ARGUMENT for an unknown name.

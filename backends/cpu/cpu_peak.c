@@ -142,6 +142,7 @@ static peak_loop_fn peak_loop(fmsa_cpu_isa isa, fmsa_cpu_peak_kind kind, double 
     if (kind == FMSA_CPU_PEAK_FP32) {
         switch (isa) {
         case FMSA_CPU_ISA_GENERIC:
+        case FMSA_CPU_ISA_NEON: /* 4 lanes: the portable loop (compilers emit fmla for it) */
         case FMSA_CPU_ISA_SCALAR: *flops_per_iter = PEAK_CHAINS * 4 * 2; return peak_generic;
 #ifdef FMSA_PEAK_X86
         case FMSA_CPU_ISA_AVX2: *flops_per_iter = PEAK_CHAINS * 8 * 2; return peak_avx2;
