@@ -97,4 +97,19 @@ static inline float fmsa_cpu_exp2_b16(float x) {
     return fmsa_cpu_exp2_scale(x, n, p);
 }
 
+/// The backward's dS step in scalar form on elements [j0, n) of a row (the
+/// portable paths' whole row, the SIMD paths' tails): p = exp2(s - lse2),
+/// dS = p * (dP - delta) * g (g NULL: 1), and dS = 0 where p = 0 (a masked
+/// key) even if dP is not finite.  Written so compilers vectorise it.
+static inline void fmsa_cpu_bwd_ds_scalar(float *restrict s, float *restrict dp,
+                                          const float *restrict g, int j0, int n, float lse2,
+                                          float delta) {
+    for (int j = j0; j < n; ++j) {
+        const float p = fmsa_cpu_exp2(s[j] - lse2);
+        const float ds = p * (dp[j] - delta) * (g ? g[j] : 1.0f);
+        s[j] = p;
+        dp[j] = p == 0.0f ? 0.0f : ds;
+    }
+}
+
 #endif /* FMSA_CPU_EXP2_H */

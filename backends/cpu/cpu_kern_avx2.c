@@ -216,12 +216,7 @@ static void avx2_row_bwd_ds(float *s, float *dp, const float *g, int n, float ls
         _mm256_storeu_ps(s + j, p);
         _mm256_storeu_ps(dp + j, ds);
     }
-    for (; j < n; ++j) {
-        const float p = fmsa_cpu_exp2(s[j] - lse2);
-        const float ds = p * (dp[j] - delta) * (g ? g[j] : 1.0f);
-        s[j] = p;
-        dp[j] = p == 0.0f ? 0.0f : ds;
-    }
+    fmsa_cpu_bwd_ds_scalar(s, dp, g, j, n, lse2, delta);
 }
 
 /// 8 x 8 transpose of 32-bit elements in place (unpack pairs, then quads, then lanes).

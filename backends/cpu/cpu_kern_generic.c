@@ -56,12 +56,7 @@ FMSA_CPU_DEFINE_ROW_SOFTMAX(static, CPU_KERN(row_softmax), CPU_KERN(row_max), CP
 
 static void CPU_KERN(row_bwd_ds)(float *restrict s, float *restrict dp, const float *restrict g,
                                  int n, float lse2, float delta) {
-    for (int j = 0; j < n; ++j) {
-        const float p = fmsa_cpu_exp2(s[j] - lse2);
-        const float ds = p * (dp[j] - delta) * (g ? g[j] : 1.0f);
-        s[j] = p;
-        dp[j] = p == 0.0f ? 0.0f : ds; /* masked key: dS = 0 even if dP is not finite */
-    }
+    fmsa_cpu_bwd_ds_scalar(s, dp, g, 0, n, lse2, delta);
 }
 
 #ifndef FMSA_CPU_KERN_SCALAR

@@ -200,12 +200,7 @@ static void neon_row_bwd_ds(float *s, float *dp, const float *g, int n, float ls
         vst1q_f32(s + j, p);
         vst1q_f32(dp + j, ds);
     }
-    for (; j < n; ++j) {
-        const float p = fmsa_cpu_exp2(s[j] - lse2);
-        const float ds = p * (dp[j] - delta) * (g ? g[j] : 1.0f);
-        s[j] = p;
-        dp[j] = p == 0.0f ? 0.0f : ds;
-    }
+    fmsa_cpu_bwd_ds_scalar(s, dp, g, j, n, lse2, delta);
 }
 
 static const fmsa_cpu_kernels neon_table = {
