@@ -47,13 +47,15 @@ static void cli_peak_help(void) {
            "  --seconds S       seconds per measurement (default 0.3)\n"
            "  --selected        only the path the CPU backend runs (quick, for benchmark\n"
            "                    scripts that re-measure the peak beside every timing)\n"
+           "  --fp32-only       only the fp32 multiply-add loop (no bf16 / AMX burst\n"
+           "                    right before a timing that is not about it)\n"
            "  --json            one JSON object per line instead of the table\n");
 }
 
 int cmd_peak(int argc, char **argv) {
     cli_args a = cli_args_begin(argc, argv, 2);
     int64_t threads[CLI_PEAK_MAX_THREADS] = {0};
-    int n_threads = 1, json = 0, selected_only = 0, rc = CLI_EXIT_OK;
+    int n_threads = 1, json = 0, selected_only = 0, fp32_only = 0, rc = CLI_EXIT_OK;
     float seconds = 0.3f;
     const fmsa_cpu_kernels *current = NULL;
     fmsa_device_info info;
@@ -66,6 +68,8 @@ int cmd_peak(int argc, char **argv) {
             json = 1;
         } else if (cli_flag(&a, "--selected")) {
             selected_only = 1;
+        } else if (cli_flag(&a, "--fp32-only")) {
+            fp32_only = 1;
         } else if (cli_value(&a, "--threads")) {
             if (cli_parse_i64_list("--threads", a.value, 1, 4096, threads, CLI_PEAK_MAX_THREADS,
                                    &n_threads))
@@ -93,7 +97,7 @@ int cmd_peak(int argc, char **argv) {
     for (int isa = 0; isa < FMSA_CPU_ISA_COUNT; ++isa) {
         if (!fmsa_cpu_isa_usable((fmsa_cpu_isa)isa)) continue;
         if (selected_only && !(current && current->isa == (fmsa_cpu_isa)isa)) continue;
-        for (int kind = 0; kind < 2; ++kind)
+        for (int kind = 0; kind < (fp32_only ? 1 : 2); ++kind)
             for (int t = 0; t < n_threads; ++t) {
                 double gf = 0.0;
                 const char *name = fmsa_cpu_isa_name((fmsa_cpu_isa)isa);

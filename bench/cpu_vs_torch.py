@@ -172,8 +172,9 @@ def median(xs):
 
 
 def round_peak():
-    """fp32 peak of the selected path now (one short `flashmsa peak`)."""
-    return measure_peak(ARGS.round_peak)["fp32"]
+    """fp32 peak of the selected path now (one short `flashmsa peak`, fp32 only:
+    the bf16 loop, AMX on the Xeon, would run right before every timed round)."""
+    return measure_peak(ARGS.round_peak, fp32_only=True)["fp32"]
 
 
 def peak_fraction(flops, t, peaks, peak_fp32):
@@ -218,14 +219,14 @@ def with_variant(env, f):
     return run
 
 
-def measure_peak(seconds=0.3):
+def measure_peak(seconds=0.3, fp32_only=False):
     """fp32 (and bf16 where present) peak of the selected kernel path on ARGS.threads.
     Measured again right before every shape (0.1 s): the device VM's clock moves by
     10-30% between minutes, so one figure taken at the start skews every percentage."""
     out = {"fp32": float("nan"), "bf16": float("nan"), "path": "?"}
     try:
         res = subprocess.run([ARGS.cli, "peak", "--json", "--selected", "--seconds", str(seconds),
-                              "--threads", str(ARGS.threads)],
+                              "--threads", str(ARGS.threads)] + (["--fp32-only"] if fp32_only else []),
                              capture_output=True, text=True, timeout=120)
         for line in res.stdout.splitlines():
             r = json.loads(line)
