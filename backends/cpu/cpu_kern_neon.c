@@ -77,8 +77,9 @@ NEON_INLINE void neon_ukr(const int mr, const int nv, int r0, int r1, int k, con
     }
 }
 
-/// Instances for mr = 1..8 with a constant vector count (the loops unroll and
-/// the accumulators stay in registers).
+/// Instances for mr = 1..8 with a constant vector count, so the loops unroll
+/// and the accumulator arrays become registers (gcc 12 -O3 for aarch64: the
+/// k loop of the 8-row instance is 16 register fmla and no stack access).
 #define NEON_ROWS(NV)                                                                          \
     static void neon_block_##NV(int mr, int r0, int r1, int k, const float *a, int64_t rsa,    \
                                 int64_t csa, const float *b, int64_t ldb, float *c,            \

@@ -11,14 +11,20 @@
 
 #include "backends/cpu/cpu_internal.h"
 
-static int cpu_item_cmp(const void *pa, const void *pb) {
+/// The order the passes build items in: (slot, sub, tile, split).
+static int cpu_item_order_cmp(const void *pa, const void *pb) {
     const fmsa_cpu_item *a = (const fmsa_cpu_item *)pa, *b = (const fmsa_cpu_item *)pb;
-    if (a->cost != b->cost) return a->cost > b->cost ? -1 : 1;
-    /* equal costs: the construction order, encoded in (slot, sub, tile, split) */
     if (a->slot != b->slot) return a->slot < b->slot ? -1 : 1;
     if (a->sub != b->sub) return a->sub < b->sub ? -1 : 1;
     if (a->tile != b->tile) return a->tile < b->tile ? -1 : 1;
     return a->split < b->split ? -1 : (a->split > b->split);
+}
+
+/// Heaviest first, equal costs in build order.
+static int cpu_item_cmp(const void *pa, const void *pb) {
+    const fmsa_cpu_item *a = (const fmsa_cpu_item *)pa, *b = (const fmsa_cpu_item *)pb;
+    if (a->cost != b->cost) return a->cost > b->cost ? -1 : 1;
+    return cpu_item_order_cmp(pa, pb);
 }
 
 /// Slot first, then cpu_item_cmp's order within the slot.
@@ -26,15 +32,6 @@ static int cpu_item_slot_cmp(const void *pa, const void *pb) {
     const fmsa_cpu_item *a = (const fmsa_cpu_item *)pa, *b = (const fmsa_cpu_item *)pb;
     if (a->slot != b->slot) return a->slot < b->slot ? -1 : 1;
     return cpu_item_cmp(pa, pb);
-}
-
-/// Slot first, then (sub, tile, split): the order the passes build items in.
-static int cpu_item_slot_order_cmp(const void *pa, const void *pb) {
-    const fmsa_cpu_item *a = (const fmsa_cpu_item *)pa, *b = (const fmsa_cpu_item *)pb;
-    if (a->slot != b->slot) return a->slot < b->slot ? -1 : 1;
-    if (a->sub != b->sub) return a->sub < b->sub ? -1 : 1;
-    if (a->tile != b->tile) return a->tile < b->tile ? -1 : 1;
-    return a->split < b->split ? -1 : (a->split > b->split);
 }
 
 void fmsa_cpu_items_sort(fmsa_cpu_item *items, int64_t n) {
@@ -101,7 +98,7 @@ void fmsa_cpu_sched_build(fmsa_cpu_sched *s, fmsa_cpu_item *items, int64_t n, in
         return;
     }
     qsort(items, (size_t)n, sizeof *items,
-          mode == FMSA_CPU_SCHED_IN_ORDER ? cpu_item_slot_order_cmp : cpu_item_slot_cmp);
+          mode == FMSA_CPU_SCHED_IN_ORDER ? cpu_item_order_cmp : cpu_item_slot_cmp);
     for (int64_t i = 0; i < n; ++i) {
         fmsa_cpu_group *g;
         if (i == 0 || items[i].slot != items[i - 1].slot) {

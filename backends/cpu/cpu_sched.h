@@ -10,12 +10,15 @@
  * would reach last), one item at a time: no thread idles while items remain,
  * and the tail is balanced to one item, as with a plain dynamic loop.
  *
- * Why: on the Xeon (AMX), bf16 d=128 s=512 on 2 threads spent 2.5x longer
- * per product than s=2048 when both threads took alternate items of every
- * slot (FLASHMSA_CPU_TRACE, bench/RESULTS.md): each slot's panels were read
- * from the other core's cache, and a slot of 512 keys is used by 4 items per
- * thread only.  FLASHMSA_CPU_SCHED=item (developers, for A/B runs) keeps the
- * former order: one dynamic list of every item, heaviest first.
+ * Measured against the former order (one dynamic list of every item,
+ * heaviest first, still there as FLASHMSA_CPU_SCHED=item for A/B runs) in
+ * the same rotation on the device Xeon (bench/RESULTS.md 2026-12-01, third
+ * session): bf16 forward at s=512 on 16 threads 1.43x (d=128) and 1.25x
+ * (d=64), other shapes 0.96-1.13x; on 2 threads 0.88-1.13x, no consistent
+ * sign.  It was written for the 2-thread s=512 forward, whose products ran
+ * 2.5x slower per flop than at s=2048, on the guess that alternate items
+ * read each slot's panels from the other core's cache; the trace after the
+ * change showed the same per-product times there, so that cause is not it.
  *
  * Within a group items run heaviest first (causal and windowed items differ
  * by up to the sequence length).  The order only changes which thread runs
