@@ -105,7 +105,6 @@ static cpu_bwd_panels cpu_bwd_slot(const fmsa_problem *p, const fmsa_cpu_plan *p
     x.dq.head_rows = x.head_rows;
     x.dq.rows = pl->dq_parts > 0 ? x.delta + group * x.head_rows : NULL;
     x.dq.written = pl->dq_parts > 0 ? x.dq.rows + pl->dq_parts * group * x.head_rows * D : NULL;
-    x.dq.turn = NULL; /* the caller's (cpu_bwd_turns) */
     return x;
 }
 

@@ -110,7 +110,6 @@ static b16b_panels b16b_slot(const b16b_geo *g, float *slot_panels) {
     x.dq.head_rows = g->tiles_q * g->bm;
     x.dq.rows = g->parts > 0 ? x.delta + heads_tiles * g->bm : NULL;
     x.dq.written = g->parts > 0 ? x.dq.rows + g->parts * heads_tiles * g->bm * g->dn : NULL;
-    x.dq.turn = NULL; /* the caller's (cpu_backward.c) */
     return x;
 }
 

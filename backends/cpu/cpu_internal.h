@@ -143,7 +143,6 @@ void fmsa_cpu_b16_bwd_dq(const fmsa_problem *p, const fmsa_cpu_plan *pl, int64_t
 typedef struct fmsa_cpu_dq_partials {
     float *rows;       ///< partial dQ rows (unscaled, like the accumulators)
     float *written;    ///< [part][group][tiles_q] written-flags
-    atomic_int *turn;  ///< with plan->dq_ordered: [group][tiles_q] turns (cpu_sched.h), else NULL
     int64_t ld;        ///< floats per row (head_dim, or its 16-rounding on bf16 products)
     int64_t head_rows; ///< rows per (part, group head): tiles_q * block_m
 } fmsa_cpu_dq_partials;

@@ -77,6 +77,9 @@ fmsa_status fmsa_cpu_pass_buffers_take(fmsa_cpu_arena *a, const char *pass, int 
     const size_t panels = fmsa_cpu_round64((size_t)(pl->chunk_slots * pl->slot_floats) * sizeof(float));
     size_t total = scratch + panels;
     char *at;
+    if (n_lists > FMSA_CPU_PASS_LISTS)
+        return fmsa_fail(FMSA_ERR_INTERNAL, "cpu: %s asked for %d work lists (at most %d)", pass,
+                         n_lists, FMSA_CPU_PASS_LISTS);
     for (int i = 0; i < n_lists; ++i) total += fmsa_cpu_round64(list_bytes[i]);
     out->base = at = (char *)fmsa_cpu_arena_take(a, total);
     if (!at)
@@ -91,7 +94,7 @@ fmsa_status fmsa_cpu_pass_buffers_take(fmsa_cpu_arena *a, const char *pass, int 
     out->scratch = at;
     out->panels = (float *)(at += scratch);
     at += panels;
-    for (int i = 0; i < n_lists && i < FMSA_CPU_PASS_LISTS; ++i) {
+    for (int i = 0; i < n_lists; ++i) {
         out->lists[i] = at;
         at += fmsa_cpu_round64(list_bytes[i]);
     }
