@@ -309,8 +309,10 @@ float fmsa_cpu_avx512_row_exp2_b16(const float *x, int n, float scale, float m, 
     /* 64 whole columns per step, no masks (computing and moving a mask costs
      * port-5 operations on Intel cores, the port the exponentials need), two
      * sum and max chains; one vcvtne2ps2bf16 rounds 32 values (one operation
-     * fewer than two vcvtneps2bf16).  Zen 5, bench/cpu_kernel_bench 64 256:
-     * 0.100 -> 0.081 ns/score over the 32-column masked loop alone.  The
+     * fewer than two vcvtneps2bf16).  bench/cpu_kernel_bench 64 256, 1
+     * thread, over the 32-column masked loop alone: Zen 5 0.100 -> 0.081
+     * ns/score, device Xeon (amx) 0.256-0.383 -> 0.221-0.260 in five
+     * alternating rounds (bench/RESULTS.md).  The
      * sums are fixed by n, so results still do not depend on threads. */
     for (; j + 64 <= n && j + 64 <= npad; j += 64) {
         const __m512 x0 = _mm512_loadu_ps(x + j), x1 = _mm512_loadu_ps(x + j + 16);
