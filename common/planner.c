@@ -206,11 +206,18 @@ fmsa_status fmsa_plan_tiles(const fmsa_device_info *dev, const fmsa_plan_request
     /*
      * Walk the rows in preference order.  `fits` is the first applicable row
      * within the limit; on GPUs that is the answer.  On CPUs the first row
-     * whose K (or V) tile also fits L1 is preferred, `fits` is the fallback.
-     * The bf16-product rows are exempt from the L1 test: their kernels (AMX
-     * tiles, vdpbf16ps) stream each B panel tile from L2 once per 32 query
-     * rows instead of re-reading it per row, and on the Xeon a 64 KiB K tile
-     * (64x256, d = 128) beat the 32 KiB one (planner_tables.c).
+     * whose micro-kernel B sliver also fits L1 is preferred, `fits` is the
+     * fallback: the fp32 gemm walks a tile's B operand (Kᵀ for S, V for P·V)
+     * FMSA_PLAN_CPU_SLIVER_COLS columns at a time and re-reads that sliver
+     * (32 x D or 32 x Bc floats) for every 8 rows of A, so the sliver, not the
+     * whole K tile, must stay in L1, with a quarter of L1 left for the A rows
+     * and C streaming past.  (The former test, the whole K tile in L1, chose
+     * 64x64 at d = 128, which ran 2-27% slower than 128x128 on the device
+     * Xeon and 5-12% on Zen 5; at d = 256 32x32, slower than 32x64 and 64x64
+     * on Zen 5; bench/RESULTS.md.)  The bf16-product rows are exempt: their
+     * kernels (AMX tiles, vdpbf16ps) stream each B panel tile from L2 once
+     * per 32 query rows, and on the Xeon a 64 KiB K tile (64x256, d = 128)
+     * beat the 32 KiB one (planner_tables.c).
      */
     for (i = 0; i < t->num_rows && !best; i++) {
         const fmsa_tile_row *r = &t->rows[i];
@@ -232,7 +239,8 @@ fmsa_status fmsa_plan_tiles(const fmsa_device_info *dev, const fmsa_plan_request
             fits_bytes = bytes;
         }
         if (t->model != FMSA_SRAM_MODEL_CPU || r->dtypes == FMSA_PLAN_DTYPES_BF16_MMA ||
-            (size_t)(4 * bn * req->head_dim) <= fmsa_plan_cpu_l1(dev)) {
+            (size_t)(4 * FMSA_PLAN_CPU_SLIVER_COLS * (bn > req->head_dim ? bn : req->head_dim)) <=
+                fmsa_plan_cpu_l1(dev) / 4 * 3) {
             best = r;
             best_m = bm;
             best_n = bn;

@@ -145,6 +145,10 @@ size_t fmsa_plan_sram_limit(const fmsa_device_info *dev);
 #define FMSA_PLAN_CPU_MIN_L2 ((size_t)256 * 1024)
 /// L1d the CPU planner assumes when the device reports none (bytes).
 #define FMSA_PLAN_CPU_DEFAULT_L1 ((size_t)32 * 1024)
+/// Columns of B one fp32 CPU micro-kernel call re-reads for every row block
+/// of A (the AVX-512 8x32 kernel's sliver; AVX2 and NEON read fewer): the part
+/// of a K or V tile that must stay in L1 (planner.c).
+#define FMSA_PLAN_CPU_SLIVER_COLS 32
 /// Upper bound of fmsa_plan_num_splits().
 #define FMSA_PLAN_MAX_SPLITS 128
 

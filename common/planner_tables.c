@@ -200,12 +200,13 @@ static const fmsa_tile_row fmsa_rows_opencl[] = {
  * bf16-product rows (dtypes B16, only for bf16 requests whose backend has
  * the instructions), which keep Q/K/V/P in bf16 and are costed so, and whose
  * K tile counts 2 bytes per element against L1.  The whole working
- * set should stay in L2 (sram_per_block_optin) and one K or V tile, re-read
- * for every query row of the block, ideally in L1 (sram_per_block): the
- * planner prefers the first row meeting both, else the first meeting L2.
- * Tile sizes follow the caches, not the ISA, so one table serves every
- * CPU arch; the ISA only sets the granularity (the fp32 SIMD width, which
- * the planner rounds Br and Bc up to).  KiB figures: working set / K tile.
+ * set should stay in L2 (sram_per_block_optin) and the micro-kernel's B
+ * sliver (32 columns of a K or V tile, re-read for every 8 query rows) in
+ * L1 (sram_per_block): the planner prefers the first row meeting both,
+ * else the first meeting L2 (planner.c).  Tile sizes follow the caches, not
+ * the ISA, so one table serves every CPU arch; the ISA only sets the
+ * granularity (the fp32 SIMD width, which the planner rounds Br and Bc up
+ * to).  KiB figures: working set / B sliver.
  */
 static const fmsa_tile_row fmsa_rows_cpu[] = {
 /*   name                        pass maxD dtypes not_with  Br   Bc st  w  sram  KiB */
@@ -244,21 +245,30 @@ static const fmsa_tile_row fmsa_rows_cpu[] = {
     {"cpu-bwd-b16-d128-64x64",   BWD, 128, B16,   0,        64,  64, 1, 1, 0},  /* 208.5 / 16 */
     {"cpu-bwd-b16-d256-32x64",   BWD, 256, B16,   0,        32,  64, 1, 1, 0},  /* 280.25 / 32 */
     {"cpu-bwd-b16-d256-32x32",   BWD, 256, B16,   0,        32,  32, 1, 1, 0},  /* 172.25 / 16: last resort */
-    {"cpu-fwd-d64-64x128",       FWD,  64, ANY,   0,        64, 128, 1, 1, 0},  /* 128.5 / 32 */
-    {"cpu-fwd-d64-64x64",        FWD,  64, ANY,   0,        64,  64, 1, 1, 0},  /*  80.5 / 16 */
-    {"cpu-fwd-d128-64x64",       FWD, 128, ANY,   0,        64,  64, 1, 1, 0},  /* 144.5 / 32 */
-    {"cpu-fwd-d128-32x64",       FWD, 128, ANY,   0,        32,  64, 1, 1, 0},  /* 104.25 / 32 */
-    {"cpu-fwd-d128-32x32",       FWD, 128, ANY,   0,        32,  32, 1, 1, 0},  /*  68.25 / 16: 32 KiB L1 */
-    {"cpu-fwd-d256-32x64",       FWD, 256, ANY,   0,        32,  64, 1, 1, 0},  /* 200.25 / 64: Apple-class 128 KiB L1 */
+    /* fp32 forward: 128x128 halves, against 64x64, both the K/V panel
+     * traffic per product (each K/V tile serves 128 query rows) and the
+     * softmax's fixed cost per row (128 keys per row step): 1.02-1.27x the
+     * speed of 64x64 on the device Xeon (d = 128, 2 threads, s = 2048 / 8192,
+     * three calls) and 1.05-1.12x on Zen 5 (d = 64 and 128, s = 512-8192;
+     * bench/RESULTS.md 2026-12-01).  The smaller rows serve an L2 below
+     * 321 KiB. */
+    {"cpu-fwd-d64-128x128",      FWD,  64, ANY,   0,       128, 128, 1, 1, 0},  /* 193 / 16 */
+    {"cpu-fwd-d64-64x128",       FWD,  64, ANY,   0,        64, 128, 1, 1, 0},  /* 128.5 / 16 */
+    {"cpu-fwd-d64-64x64",        FWD,  64, ANY,   0,        64,  64, 1, 1, 0},  /*  80.5 / 8 */
+    {"cpu-fwd-d128-128x128",     FWD, 128, ANY,   0,       128, 128, 1, 1, 0},  /* 321 / 16 */
+    {"cpu-fwd-d128-64x64",       FWD, 128, ANY,   0,        64,  64, 1, 1, 0},  /* 144.5 / 16 */
+    {"cpu-fwd-d128-32x64",       FWD, 128, ANY,   0,        32,  64, 1, 1, 0},  /* 104.25 / 16 */
+    {"cpu-fwd-d128-32x32",       FWD, 128, ANY,   0,        32,  32, 1, 1, 0},  /*  68.25 / 16 */
+    {"cpu-fwd-d256-32x64",       FWD, 256, ANY,   0,        32,  64, 1, 1, 0},  /* 200.25 / 32 */
     {"cpu-fwd-d256-32x32",       FWD, 256, ANY,   0,        32,  32, 1, 1, 0},  /* 132.25 / 32 */
-    {"cpu-fwd-d256-16x16",       FWD, 256, ANY,   0,        16,  16, 1, 1, 0},  /*  65.125 / 16 */
-    {"cpu-bwd-d64-64x64",        BWD,  64, ANY,   0,        64,  64, 1, 1, 0},  /* 144.5 / 16 */
+    {"cpu-fwd-d256-16x16",       FWD, 256, ANY,   0,        16,  16, 1, 1, 0},  /*  65.125 / 32 */
+    {"cpu-bwd-d64-64x64",        BWD,  64, ANY,   0,        64,  64, 1, 1, 0},  /* 144.5 / 8 */
     {"cpu-bwd-d64-32x32",        BWD,  64, ANY,   0,        32,  32, 1, 1, 0},  /*  64.25 / 8 */
-    {"cpu-bwd-d128-32x64",       BWD, 128, ANY,   0,        32,  64, 1, 1, 0},  /* 192.25 / 32 */
+    {"cpu-bwd-d128-32x64",       BWD, 128, ANY,   0,        32,  64, 1, 1, 0},  /* 192.25 / 16 */
     {"cpu-bwd-d128-32x32",       BWD, 128, ANY,   0,        32,  32, 1, 1, 0},  /* 120.25 / 16 */
-    {"cpu-bwd-d128-16x16",       BWD, 128, ANY,   0,        16,  16, 1, 1, 0},  /*  58.125 / 8 */
+    {"cpu-bwd-d128-16x16",       BWD, 128, ANY,   0,        16,  16, 1, 1, 0},  /*  58.125 / 16 */
     {"cpu-bwd-d256-16x32",       BWD, 256, ANY,   0,        16,  32, 1, 1, 0},  /* 180.125 / 32 */
-    {"cpu-bwd-d256-16x16",       BWD, 256, ANY,   0,        16,  16, 1, 1, 0},  /* 114.125 / 16 */
+    {"cpu-bwd-d256-16x16",       BWD, 256, ANY,   0,        16,  16, 1, 1, 0},  /* 114.125 / 32 */
 };
 
 /*

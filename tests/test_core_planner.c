@@ -108,7 +108,8 @@ typedef struct expect {
     int any_applicable;
 } expect;
 
-/* First applicable row that fits; on the CPU prefer one whose K tile fits L1. */
+/* First applicable row that fits; on the CPU prefer one whose micro-kernel B
+ * sliver (32 columns of a K or V tile) fits 3/4 of L1. */
 static expect model_plan(const fmsa_device_info *d, const fmsa_arch_table *t,
                          const fmsa_plan_request *q) {
     expect e = {0}, fallback = {0};
@@ -132,10 +133,10 @@ static expect model_plan(const fmsa_device_info *d, const fmsa_arch_table *t,
             fallback.bn = bn;
             fallback.bytes = by;
         }
-        /* CPU: prefer a K tile in L1, except on the bf16-product rows (their
+        /* CPU: prefer a B sliver in L1, except on the bf16-product rows (their
          * kernels stream B panel tiles from L2) */
         if (t->model != FMSA_SRAM_MODEL_CPU || r->dtypes == FMSA_PLAN_DTYPES_BF16_MMA ||
-            (size_t)(4 * bn * q->head_dim) <= l1) {
+            (size_t)(4 * 32 * (bn > q->head_dim ? bn : q->head_dim)) <= l1 / 4 * 3) {
             e.row = r;
             e.bm = bm;
             e.bn = bn;
@@ -325,6 +326,7 @@ static void flagship_shapes(void **state) {
     fmsa_device_info nv_cl = mkdev(FMSA_BACKEND_OPENCL, "opencl", 48 * KIB, 0, 132, 32);
     fmsa_device_info avx = mkdev(FMSA_BACKEND_CPU, "x86-avx512", 32 * KIB, 1024 * KIB, 8, 16);
     fmsa_device_info avx_bigl1 = mkdev(FMSA_BACKEND_CPU, "x86-avx512", 128 * KIB, 1024 * KIB, 8, 16);
+    fmsa_device_info avx_smalll2 = mkdev(FMSA_BACKEND_CPU, "x86-avx512", 32 * KIB, 256 * KIB, 8, 16);
     (void)state;
     expect_row(&h100, 128, FMSA_DTYPE_BF16, FMSA_PASS_FORWARD, 0, "sm90-fwd-d128-128x176", 128, 176);
     expect_row(&h100, 128, FMSA_DTYPE_F16, FMSA_PASS_FORWARD, FMSA_FEAT_CAUSAL, "sm90-fwd-d128-128x128", 128, 128);
@@ -339,9 +341,16 @@ static void flagship_shapes(void **state) {
     expect_row(&mi300, 128, FMSA_DTYPE_BF16, FMSA_PASS_FORWARD, 0, "cdna-fwd-d128-256x64", 256, 64);
     expect_row(&nv_cl, 128, FMSA_DTYPE_F16, FMSA_PASS_FORWARD, 0, "opencl-fwd-d128-64x64", 64, 64);
     expect_row(&nv_cl, 128, FMSA_DTYPE_F32, FMSA_PASS_FORWARD, 0, "opencl-fwd-d128-32x32", 32, 32);
-    /* CPU: K tile (4*Bc*D bytes) in L1 decides between the d=256 rows */
-    expect_row(&avx, 256, FMSA_DTYPE_F32, FMSA_PASS_FORWARD, 0, "cpu-fwd-d256-32x32", 32, 32);
+    /* CPU: the micro-kernel's B sliver (4 * 32 * max(D, Bc) bytes) within 3/4
+     * of L1 is preferred; at d = 256 it is 32 KiB, over 3/4 of a 32 KiB L1, so
+     * there the first row within L2 serves, as on a big L1; at d = 128 the
+     * 16 KiB sliver passes, and an L2 below the 128x128 row's 321 KiB falls
+     * back to 64x64 */
+    expect_row(&avx, 256, FMSA_DTYPE_F32, FMSA_PASS_FORWARD, 0, "cpu-fwd-d256-32x64", 32, 64);
     expect_row(&avx_bigl1, 256, FMSA_DTYPE_F32, FMSA_PASS_FORWARD, 0, "cpu-fwd-d256-32x64", 32, 64);
+    expect_row(&avx, 128, FMSA_DTYPE_F32, FMSA_PASS_FORWARD, 0, "cpu-fwd-d128-128x128", 128, 128);
+    expect_row(&avx_smalll2, 128, FMSA_DTYPE_F32, FMSA_PASS_FORWARD, 0, "cpu-fwd-d128-64x64", 64, 64);
+    expect_row(&avx, 64, FMSA_DTYPE_F32, FMSA_PASS_FORWARD, 0, "cpu-fwd-d64-128x128", 128, 128);
     /* CPU bf16 products: only bf16 with the capability gets the bf16 rows
      * (fp16 would lose mantissa bits in bf16; without the instructions the
      * fp32-staged rows serve bf16 too) */
@@ -351,9 +360,9 @@ static void flagship_shapes(void **state) {
         expect_row_caps(&spr, 128, FMSA_DTYPE_BF16, FMSA_PASS_FORWARD, 0, mma, "cpu-fwd-b16-d128-64x256", 64, 256);
         expect_row_caps(&spr, 64, FMSA_DTYPE_BF16, FMSA_PASS_FORWARD, FMSA_FEAT_CAUSAL, mma, "cpu-fwd-b16-d128-64x256", 64, 256);
         expect_row_caps(&spr, 256, FMSA_DTYPE_BF16, FMSA_PASS_FORWARD, 0, mma, "cpu-fwd-b16-d256-64x64", 64, 64);
-        expect_row_caps(&spr, 128, FMSA_DTYPE_F16, FMSA_PASS_FORWARD, 0, mma, "cpu-fwd-d128-64x64", 64, 64);
-        expect_row_caps(&spr, 128, FMSA_DTYPE_BF16, FMSA_PASS_FORWARD, 0, 0, "cpu-fwd-d128-64x64", 64, 64);
-        expect_row_caps(&spr, 128, FMSA_DTYPE_F32, FMSA_PASS_FORWARD, 0, mma, "cpu-fwd-d128-64x64", 64, 64);
+        expect_row_caps(&spr, 128, FMSA_DTYPE_F16, FMSA_PASS_FORWARD, 0, mma, "cpu-fwd-d128-128x128", 128, 128);
+        expect_row_caps(&spr, 128, FMSA_DTYPE_BF16, FMSA_PASS_FORWARD, 0, 0, "cpu-fwd-d128-128x128", 128, 128);
+        expect_row_caps(&spr, 128, FMSA_DTYPE_F32, FMSA_PASS_FORWARD, 0, mma, "cpu-fwd-d128-128x128", 128, 128);
     }
 }
 

@@ -122,20 +122,21 @@ static void cpu_fwd_ensure_packed(const fmsa_problem *p, const fmsa_cpu_plan *pl
 /// Folds one score tile (already in t->s, cols keys) into the row states.
 /// next_kt / next_v: the next key tile's panels (NULL: none), fetched into L2
 /// a slice per row, since the shared panels come from L3.
-static void cpu_fwd_update(const fmsa_cpu_kernels *kern, cpu_fwd_tiles *t, int rows, int cols,
+static void cpu_fwd_update(const fmsa_cpu_plan *pl, cpu_fwd_tiles *t, int rows, int cols,
                            int ld, const float *v, int64_t D, const float *next_kt,
                            const float *next_v) {
     const int64_t panel_bytes = (int64_t)ld * D * (int64_t)sizeof(float);
-    /* (Taking the maxima of 16 rows before their exponentials, meant to let
-     * the core overlap the rows' latency chains, measured 4.5% slower than
-     * this per-row step on Zen 3 in bench/cpu_kernel_bench.) */
-    for (int r = 0; r < rows; ++r) {
-        if (next_kt) {
-            fmsa_cpu_prefetch_slice(next_kt, panel_bytes, r, rows);
-            fmsa_cpu_prefetch_slice(next_v, panel_bytes, r, rows);
-        }
-        kern->row_softmax(t->s + (int64_t)r * ld, cols, &t->m[r], &t->l[r],
-                          t->acc + (int64_t)r * D, (int)D);
+    const fmsa_cpu_kernels *kern = pl->kern;
+    /* a group of rows per call, the next panels' prefetch a slice per row */
+    for (int r0 = 0; r0 < rows; r0 += FMSA_CPU_SOFTMAX_GROUP) {
+        const int nr = rows - r0 < FMSA_CPU_SOFTMAX_GROUP ? rows - r0 : FMSA_CPU_SOFTMAX_GROUP;
+        if (next_kt)
+            for (int r = r0; r < r0 + nr; ++r) {
+                fmsa_cpu_prefetch_slice(next_kt, panel_bytes, r, rows);
+                fmsa_cpu_prefetch_slice(next_v, panel_bytes, r, rows);
+            }
+        kern->tile_softmax(t->s + (int64_t)r0 * ld, nr, cols, ld, t->m + r0, t->l + r0,
+                           t->acc + (int64_t)r0 * D, (int)D);
     }
     kern->gemm(rows, (int)D, cols, t->s, ld, 1, v, D, t->acc, D, 1); /* acc += P·V */
 }
@@ -165,7 +166,7 @@ static void cpu_fwd_rows(const fmsa_problem *p, const fmsa_cpu_plan *pl, const f
         if (!fmsa_cpu_tile_visible(&sc, i0, rows, j0, cols)) continue;
         fmsa_cpu_score_tile(pl->kern, &sc, t->q, D, rows, i0, kt + (j0 / ld) * D * ld, cols, j0, ld,
                             t->s, NULL);
-        cpu_fwd_update(pl->kern, t, rows, cols, ld, v + j0 * D, D,
+        cpu_fwd_update(pl, t, rows, cols, ld, v + j0 * D, D,
                        j0 + ld < k_end ? kt + (j0 / ld + 1) * D * ld : NULL,
                        j0 + ld < k_end ? v + (j0 + ld) * D : NULL);
     }

@@ -199,8 +199,8 @@ static float avx2_row_max(const float *x, int n) { return avx2_row_max_inline(x,
 static float avx2_row_exp2_sum(float *x, int n, float m) { return avx2_row_exp2_sum_inline(x, n, m); }
 static void avx2_row_scale(float *x, int n, float c) { avx2_row_scale_inline(x, n, c); }
 
-/// row_max + softmax update + row_exp2_sum + row_scale in one call (cpu_kernels.h).
-FMSA_CPU_DEFINE_ROW_SOFTMAX(static, avx2_row_softmax, avx2_row_max_inline, avx2_row_scale_inline,
+/// The forward's softmax step of a score tile (cpu_kernels.h).
+FMSA_CPU_DEFINE_TILE_SOFTMAX(static, avx2_tile_softmax, avx2_row_max_inline, avx2_row_scale_inline,
                             avx2_row_exp2_sum_inline)
 
 static void avx2_row_bwd_ds(float *s, float *dp, const float *g, int n, float lse2, float delta) {
@@ -265,7 +265,7 @@ static const fmsa_cpu_kernels avx2_table = {
     .row_max = avx2_row_max,
     .row_exp2_sum = avx2_row_exp2_sum,
     .row_scale = avx2_row_scale,
-    .row_softmax = avx2_row_softmax,
+    .tile_softmax = avx2_tile_softmax,
     .row_bwd_ds = avx2_row_bwd_ds,
     .b16_begin = NULL,
     .gemm_b16 = NULL,        /* bf16/fp16 inputs are staged in fp32 */

@@ -228,8 +228,8 @@ float fmsa_cpu_avx512_row_exp2_sum(float *x, int n, float m) {
 }
 void fmsa_cpu_avx512_row_scale(float *x, int n, float c) { avx512_row_scale(x, n, c); }
 
-/// row_max + softmax update + row_exp2_sum + row_scale in one call (cpu_kernels.h).
-FMSA_CPU_DEFINE_ROW_SOFTMAX(, fmsa_cpu_avx512_row_softmax, avx512_row_max, avx512_row_scale,
+/// The forward's softmax step of a score tile (cpu_kernels.h).
+FMSA_CPU_DEFINE_TILE_SOFTMAX(, fmsa_cpu_avx512_tile_softmax, avx512_row_max, avx512_row_scale,
                             avx512_row_exp2_sum)
 
 void fmsa_cpu_avx512_row_bwd_ds(float *s, float *dp, const float *g, int n, float lse2,
@@ -436,7 +436,7 @@ static const fmsa_cpu_kernels avx512_table = {
     .row_max = fmsa_cpu_avx512_row_max,
     .row_exp2_sum = fmsa_cpu_avx512_row_exp2_sum,
     .row_scale = fmsa_cpu_avx512_row_scale,
-    .row_softmax = fmsa_cpu_avx512_row_softmax,
+    .tile_softmax = fmsa_cpu_avx512_tile_softmax,
     .row_bwd_ds = fmsa_cpu_avx512_row_bwd_ds,
     .b16_begin = NULL,
     .gemm_b16 = avx512_gemm_b16, /* vdpbf16ps for bf16 inputs */
@@ -456,7 +456,7 @@ static const fmsa_cpu_kernels avx512_nobf16_table = {
     .row_max = fmsa_cpu_avx512_row_max,
     .row_exp2_sum = fmsa_cpu_avx512_row_exp2_sum,
     .row_scale = fmsa_cpu_avx512_row_scale,
-    .row_softmax = fmsa_cpu_avx512_row_softmax,
+    .tile_softmax = fmsa_cpu_avx512_tile_softmax,
     .row_bwd_ds = fmsa_cpu_avx512_row_bwd_ds,
     .b16_begin = NULL,
     .gemm_b16 = NULL,

@@ -51,7 +51,7 @@ static void CPU_KERN(row_scale)(float *restrict x, int n, float c) {
     for (int j = 0; j < n; ++j) x[j] *= c;
 }
 
-FMSA_CPU_DEFINE_ROW_SOFTMAX(static, CPU_KERN(row_softmax), CPU_KERN(row_max), CPU_KERN(row_scale),
+FMSA_CPU_DEFINE_TILE_SOFTMAX(static, CPU_KERN(tile_softmax), CPU_KERN(row_max), CPU_KERN(row_scale),
                             CPU_KERN(row_exp2_sum))
 
 static void CPU_KERN(row_bwd_ds)(float *restrict s, float *restrict dp, const float *restrict g,
@@ -123,7 +123,7 @@ static const fmsa_cpu_kernels CPU_KERN(table) = {
     .row_max = CPU_KERN(row_max),
     .row_exp2_sum = CPU_KERN(row_exp2_sum),
     .row_scale = CPU_KERN(row_scale),
-    .row_softmax = CPU_KERN(row_softmax),
+    .tile_softmax = CPU_KERN(tile_softmax),
     .row_bwd_ds = CPU_KERN(row_bwd_ds),
     .b16_begin = NULL,
     .gemm_b16 = NULL,               /* bf16/fp16 inputs are staged in fp32 */
@@ -143,7 +143,7 @@ static const fmsa_cpu_kernels cpu_generic_bf16_table = {
     .row_max = cpu_generic_row_max,
     .row_exp2_sum = cpu_generic_row_exp2_sum,
     .row_scale = cpu_generic_row_scale,
-    .row_softmax = cpu_generic_row_softmax,
+    .tile_softmax = cpu_generic_tile_softmax,
     .row_bwd_ds = cpu_generic_row_bwd_ds,
     .b16_begin = NULL,
     .gemm_b16 = cpu_generic_gemm_b16, /* bf16 forward in the AMX panel layout */

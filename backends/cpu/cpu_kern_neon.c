@@ -184,8 +184,8 @@ static float neon_row_max(const float *x, int n) { return neon_row_max_inline(x,
 static float neon_row_exp2_sum(float *x, int n, float m) { return neon_row_exp2_sum_inline(x, n, m); }
 static void neon_row_scale(float *x, int n, float c) { neon_row_scale_inline(x, n, c); }
 
-/// row_max + softmax update + row_exp2_sum + row_scale in one call (cpu_kernels.h).
-FMSA_CPU_DEFINE_ROW_SOFTMAX(static, neon_row_softmax, neon_row_max_inline, neon_row_scale_inline,
+/// The forward's softmax step of a score tile (cpu_kernels.h).
+FMSA_CPU_DEFINE_TILE_SOFTMAX(static, neon_tile_softmax, neon_row_max_inline, neon_row_scale_inline,
                             neon_row_exp2_sum_inline)
 
 static void neon_row_bwd_ds(float *s, float *dp, const float *g, int n, float lse2, float delta) {
@@ -212,7 +212,7 @@ static const fmsa_cpu_kernels neon_table = {
     .row_max = neon_row_max,
     .row_exp2_sum = neon_row_exp2_sum,
     .row_scale = neon_row_scale,
-    .row_softmax = neon_row_softmax,
+    .tile_softmax = neon_tile_softmax,
     .row_bwd_ds = neon_row_bwd_ds,
     .b16_begin = NULL,
     .gemm_b16 = NULL,        /* bf16/fp16 inputs are staged in fp32 */

@@ -17,7 +17,8 @@ void fmsa_cpu_avx512_gemm(int m, int n, int k, const float *a, int64_t rsa, int6
 float fmsa_cpu_avx512_row_max(const float *x, int n);
 float fmsa_cpu_avx512_row_exp2_sum(float *x, int n, float m);
 void fmsa_cpu_avx512_row_scale(float *x, int n, float c);
-void fmsa_cpu_avx512_row_softmax(float *x, int n, float *m, float *l, float *acc, int d);
+void fmsa_cpu_avx512_tile_softmax(float *s, int rows, int cols, int ld, float *m, float *l,
+                                  float *acc, int d);
 void fmsa_cpu_avx512_row_bwd_ds(float *s, float *dp, const float *g, int n, float lse2,
                                 float delta);
 void fmsa_cpu_avx512_row_to_b16(const float *x, int n, uint16_t *dst, int npad);
