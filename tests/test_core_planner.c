@@ -346,8 +346,9 @@ static void flagship_shapes(void **state) {
      * there the first row within L2 serves, as on a big L1; at d = 128 the
      * 16 KiB sliver passes, and an L2 below the 128x128 row's 321 KiB falls
      * back to 64x64 */
-    expect_row(&avx, 256, FMSA_DTYPE_F32, FMSA_PASS_FORWARD, 0, "cpu-fwd-d256-32x64", 32, 64);
-    expect_row(&avx_bigl1, 256, FMSA_DTYPE_F32, FMSA_PASS_FORWARD, 0, "cpu-fwd-d256-32x64", 32, 64);
+    expect_row(&avx, 256, FMSA_DTYPE_F32, FMSA_PASS_FORWARD, 0, "cpu-fwd-d256-64x64", 64, 64);
+    expect_row(&avx_bigl1, 256, FMSA_DTYPE_F32, FMSA_PASS_FORWARD, 0, "cpu-fwd-d256-64x64", 64, 64);
+    expect_row(&avx_smalll2, 256, FMSA_DTYPE_F32, FMSA_PASS_FORWARD, 0, "cpu-fwd-d256-32x64", 32, 64);
     expect_row(&avx, 128, FMSA_DTYPE_F32, FMSA_PASS_FORWARD, 0, "cpu-fwd-d128-128x128", 128, 128);
     expect_row(&avx_smalll2, 128, FMSA_DTYPE_F32, FMSA_PASS_FORWARD, 0, "cpu-fwd-d128-64x64", 64, 64);
     expect_row(&avx, 64, FMSA_DTYPE_F32, FMSA_PASS_FORWARD, 0, "cpu-fwd-d64-128x128", 128, 128);

@@ -119,26 +119,35 @@ static void cpu_fwd_ensure_packed(const fmsa_problem *p, const fmsa_cpu_plan *pl
     }
 }
 
-/// Folds one score tile (already in t->s, cols keys) into the row states.
+/// Rows of a key tile's sub-blocks where the tile crosses the causal (or
+/// window) edge: row block r0 stops at its own last visible key, so the
+/// triangle past the diagonal is neither multiplied nor exponentiated.  A
+/// 128x128 diagonal tile then costs 32+64+96+128 = 320 of 512 key columns.
+/// The sums are unchanged: the keys cut off would add exp2(-inf) = 0 to l
+/// and 0 * V to acc.
+#define CPU_FWD_EDGE_ROWS 32
+
+/// Folds score rows [r0, r0+nr) of t->s (cols keys) into their row states.
 /// next_kt / next_v: the next key tile's panels (NULL: none), fetched into L2
-/// a slice per row, since the shared panels come from L3.
-static void cpu_fwd_update(const fmsa_cpu_plan *pl, cpu_fwd_tiles *t, int rows, int cols,
-                           int ld, const float *v, int64_t D, const float *next_kt,
+/// a slice per row of the tile's `rows`, since the shared panels come from L3.
+static void cpu_fwd_update(const fmsa_cpu_plan *pl, cpu_fwd_tiles *t, int r0, int nr, int rows,
+                           int cols, int ld, const float *v, int64_t D, const float *next_kt,
                            const float *next_v) {
     const int64_t panel_bytes = (int64_t)ld * D * (int64_t)sizeof(float);
     const fmsa_cpu_kernels *kern = pl->kern;
     /* a group of rows per call, the next panels' prefetch a slice per row */
-    for (int r0 = 0; r0 < rows; r0 += FMSA_CPU_SOFTMAX_GROUP) {
-        const int nr = rows - r0 < FMSA_CPU_SOFTMAX_GROUP ? rows - r0 : FMSA_CPU_SOFTMAX_GROUP;
+    for (int g = r0; g < r0 + nr; g += FMSA_CPU_SOFTMAX_GROUP) {
+        const int ng = r0 + nr - g < FMSA_CPU_SOFTMAX_GROUP ? r0 + nr - g : FMSA_CPU_SOFTMAX_GROUP;
         if (next_kt)
-            for (int r = r0; r < r0 + nr; ++r) {
+            for (int r = g; r < g + ng; ++r) {
                 fmsa_cpu_prefetch_slice(next_kt, panel_bytes, r, rows);
                 fmsa_cpu_prefetch_slice(next_v, panel_bytes, r, rows);
             }
-        kern->tile_softmax(t->s + (int64_t)r0 * ld, nr, cols, ld, t->m + r0, t->l + r0,
-                           t->acc + (int64_t)r0 * D, (int)D);
+        kern->tile_softmax(t->s + (int64_t)g * ld, ng, cols, ld, t->m + g, t->l + g,
+                           t->acc + (int64_t)g * D, (int)D);
     }
-    kern->gemm(rows, (int)D, cols, t->s, ld, 1, v, D, t->acc, D, 1); /* acc += P·V */
+    kern->gemm(nr, (int)D, cols, t->s + (int64_t)r0 * ld, ld, 1, v, D, t->acc + (int64_t)r0 * D,
+               D, 1); /* acc += P·V */
 }
 
 /// Runs keys [k_begin, k_end) of query rows [i0, i0+rows) into t's states.
@@ -163,12 +172,22 @@ static void cpu_fwd_rows(const fmsa_problem *p, const fmsa_cpu_plan *pl, const f
      * k_begin come out of the score tile as -inf */
     for (int64_t j0 = k_begin / ld * ld; j0 < k_end; j0 += ld) {
         const int cols = (int)(k_end - j0 < ld ? k_end - j0 : ld);
+        const float *next_kt = j0 + ld < k_end ? kt + (j0 / ld + 1) * D * ld : NULL;
+        const float *next_v = j0 + ld < k_end ? v + (j0 + ld) * D : NULL;
+        /* the first rows' own key end: short of cols, the tile crosses the edge */
+        const int64_t e0 = fmsa_window_key_end(i0 + (rows < CPU_FWD_EDGE_ROWS ? rows : CPU_FWD_EDGE_ROWS),
+                                               seq->sq, seq->sk, p->window_right);
+        const int step = e0 - j0 < cols ? CPU_FWD_EDGE_ROWS : rows;
         if (!fmsa_cpu_tile_visible(&sc, i0, rows, j0, cols)) continue;
-        fmsa_cpu_score_tile(pl->kern, &sc, t->q, D, rows, i0, kt + (j0 / ld) * D * ld, cols, j0, ld,
-                            t->s, NULL);
-        cpu_fwd_update(pl, t, rows, cols, ld, v + j0 * D, D,
-                       j0 + ld < k_end ? kt + (j0 / ld + 1) * D * ld : NULL,
-                       j0 + ld < k_end ? v + (j0 + ld) * D : NULL);
+        for (int r0 = 0; r0 < rows; r0 += step) {
+            const int nr = rows - r0 < step ? rows - r0 : step;
+            const int64_t e = fmsa_window_key_end(i0 + r0 + nr, seq->sq, seq->sk, p->window_right);
+            const int c = (int)(e - j0 < cols ? e - j0 : cols);
+            if (c <= 0) continue; /* these rows see no key of the tile */
+            fmsa_cpu_score_tile(pl->kern, &sc, t->q + (int64_t)r0 * D, D, nr, i0 + r0,
+                                kt + (j0 / ld) * D * ld, c, j0, ld, t->s + (int64_t)r0 * ld, NULL);
+            cpu_fwd_update(pl, t, r0, nr, rows, c, ld, v + j0 * D, D, next_kt, next_v);
+        }
     }
 }
 
