@@ -18,7 +18,8 @@
 #   7. bench/cpu_vs_torch.py (flashmsa vs torch SDPA, same process, same
 #      threads) on 2 and on all threads, each with a time budget; TORCH_VARIANTS
 #      times other settings of the developer variables in the same rotation
-#      (this replaced a stage that ran each setting in its own process);
+#      (this replaced a stage that ran each setting in its own process), and
+#      OLD_SRC another source tree as the build "old" beside this one;
 #   8. a compact summary.
 # Everything lands in $OUT (the device tool's output folder; ./cpu-device-out
 # when run by hand).  Run from the repository root:
@@ -204,8 +205,13 @@ if want bench; then
     set -- $run; k=$1; dt=$2; dims=$3
     log "flashmsa bench path $k $dt"
     kv=; [ $k != auto ] && kv=$k
-    FLASHMSA_CPU_KERNEL=$kv timeout 200 $CLI bench --backend cpu --threads "$NT" --dtype $dt \
-      --dims $dims --seqlens 512,2048 --tokens 4096 --min-time 0 > "$OUT/bench_${k}_$dt.txt" 2>&1
+    # BENCH_THREADS / BENCH_SEQLENS / BENCH_TOKENS / BENCH_ARGS widen the sweep (the
+    # issue's grid: BENCH_THREADS=2 BENCH_SEQLENS=512,2048,8192 BENCH_TOKENS=8192)
+    sl=${BENCH_SEQLENS:-512,2048}; [ $k = scalar ] && sl=512,2048
+    # shellcheck disable=SC2086 # BENCH_ARGS is a list of words
+    FLASHMSA_CPU_KERNEL=$kv timeout 300 $CLI bench --backend cpu --threads "${BENCH_THREADS:-$NT}" --dtype $dt \
+      --dims $dims --seqlens $sl --tokens ${BENCH_TOKENS:-4096} --min-time 0 ${BENCH_ARGS:-} \
+      > "$OUT/bench_${k}_$dt.txt" 2>&1
     tail -1 "$OUT/bench_${k}_$dt.txt"
   done
 fi
@@ -233,6 +239,16 @@ VARIANT_ARGS=()
 if [ -n "${TORCH_VARIANTS:-}" ]; then
   IFS=';' read -r -a vsets <<< "$TORCH_VARIANTS"
   for v in "${vsets[@]}"; do VARIANT_ARGS+=(--variant "$v"); done
+fi
+# OLD_SRC: another source tree (git archive <commit> | tar -x -C build-old-src),
+# built here and timed as the lib variant "old" in the same rotation
+if want torch && [ -n "${OLD_SRC:-}" ]; then
+  if cmake -S "$OLD_SRC" -B build-cpu-old -G Ninja -DCMAKE_BUILD_TYPE=Release -DBUILD_TESTING=OFF \
+      -DFLASHMSA_OPENCL=OFF > "$OUT/old_build.log" 2>&1 && ninja -C build-cpu-old >> "$OUT/old_build.log" 2>&1; then
+    VARIANT_ARGS+=(--lib-variant "old:build-cpu-old/libflashmsa.so")
+  else
+    log "OLD_SRC build failed"; tail -5 "$OUT/old_build.log"
+  fi
 fi
 if want torch; then
   for t in ${TORCH_THREADS:-2 $NT}; do

@@ -26,7 +26,10 @@ Usage (thread count is fixed per process, so run once per count):
 
 --variant adds flashmsa runs under other settings of its developer variables
 (FLASHMSA_CPU_TILES, FLASHMSA_CPU_BWD, ...; read on every call), timed in the
-same rotation as torch and the default: one line per variant, each checked.
+same rotation as torch and the default: one line per variant, each checked,
+ending in the variant's paired speed over the default (x1.000 for the default).
+--lib-variant NAME:PATH does the same for another build of the library (the
+commit before a change, say), loaded beside the first in the same process.
 """
 import argparse
 import ctypes as C
@@ -66,6 +69,9 @@ def parse_args():
     ap.add_argument("--json", default="", help="append one JSON object per result to this file")
     ap.add_argument("--variant", action="append", default=[],
                     help="NAME:VAR=value[ VAR=value...]: also time flashmsa with these variables")
+    ap.add_argument("--lib-variant", action="append", default=[],
+                    help="NAME:PATH: also time another build of the library (e.g. the commit "
+                         "before a change) in the same rotation")
     return ap.parse_args()
 
 
@@ -98,22 +104,33 @@ class Desc(C.Structure):
                 ("deterministic", C.c_int)]
 
 
-LIB = C.CDLL(os.path.abspath(ARGS.lib))
-LIB.fmsa_attention_desc_init.restype = Desc
-LIB.fmsa_attention_desc_init.argtypes = [C.c_int64]
-LIB.fmsa_last_error.restype = C.c_char_p
-LIB.fmsa_context_create.argtypes = [C.c_int, C.c_int, C.POINTER(C.c_void_p)]
-LIB.fmsa_workspace_size.argtypes = [C.c_void_p, C.c_int, C.POINTER(Desc)] + \
-    [C.POINTER(Tensor)] * 3 + [C.POINTER(C.c_size_t)]
-LIB.fmsa_forward.argtypes = [C.c_void_p, C.POINTER(Desc)] + [C.POINTER(Tensor)] * 5 + \
-    [C.c_void_p, C.c_size_t, C.c_void_p]
-LIB.fmsa_backward.argtypes = [C.c_void_p, C.POINTER(Desc)] + [C.POINTER(Tensor)] * 9 + \
-    [C.c_void_p, C.c_size_t, C.c_void_p]
+def open_lib(path):
+    """One build of the library (ctypes loads each path with RTLD_LOCAL, so two
+    builds' symbols do not collide) and a CPU context of it."""
+    lib = C.CDLL(os.path.abspath(path))
+    lib.fmsa_attention_desc_init.restype = Desc
+    lib.fmsa_attention_desc_init.argtypes = [C.c_int64]
+    lib.fmsa_last_error.restype = C.c_char_p
+    lib.fmsa_context_create.argtypes = [C.c_int, C.c_int, C.POINTER(C.c_void_p)]
+    lib.fmsa_workspace_size.argtypes = [C.c_void_p, C.c_int, C.POINTER(Desc)] + \
+        [C.POINTER(Tensor)] * 3 + [C.POINTER(C.c_size_t)]
+    lib.fmsa_forward.argtypes = [C.c_void_p, C.POINTER(Desc)] + [C.POINTER(Tensor)] * 5 + \
+        [C.c_void_p, C.c_size_t, C.c_void_p]
+    lib.fmsa_backward.argtypes = [C.c_void_p, C.POINTER(Desc)] + [C.POINTER(Tensor)] * 9 + \
+        [C.c_void_p, C.c_size_t, C.c_void_p]
+    ctx = C.c_void_p()
+    st = lib.fmsa_context_create(FMSA_BACKEND_CPU, 0, C.byref(ctx))
+    if st != 0:
+        raise RuntimeError(f"{path}: fmsa_context_create: status {st}: {lib.fmsa_last_error().decode()}")
+    return lib, ctx
 
 
-def check(status, what):
+LIB, CTX = open_lib(ARGS.lib)
+
+
+def check(status, what, lib=None):
     if status != 0:
-        raise RuntimeError(f"{what}: status {status}: {LIB.fmsa_last_error().decode()}")
+        raise RuntimeError(f"{what}: status {status}: {(lib or LIB).fmsa_last_error().decode()}")
 
 
 def as_tensor(t):
@@ -129,8 +146,6 @@ def as_tensor(t):
     return d
 
 
-CTX = C.c_void_p()
-check(LIB.fmsa_context_create(FMSA_BACKEND_CPU, 0, C.byref(CTX)), "fmsa_context_create")
 
 
 # ---------------------------------------------------------------- helpers
@@ -195,16 +210,20 @@ def paired_speedup(t_torch, t_fmsa):
 
 
 def parse_variants():
-    """[(name, {VAR: value})]: the default first, then each --variant."""
-    out = [("default", {})]
+    """[(name, {VAR: value}, (lib, ctx))]: the default first, then each
+    --variant (the default build), then each --lib-variant (another build)."""
+    out = [("default", {}, (LIB, CTX))]
     for v in ARGS.variant:
         name, _, sets = v.partition(":")
-        out.append((name, dict(x.split("=", 1) for x in sets.split())))
+        out.append((name, dict(x.split("=", 1) for x in sets.split()), (LIB, CTX)))
+    for v in ARGS.lib_variant:
+        name, _, path = v.partition(":")
+        out.append((name, {}, open_lib(path)))
     return out
 
 
 VARIANTS = parse_variants()
-VARIANT_VARS = sorted({k for _, env in VARIANTS for k in env})
+VARIANT_VARS = sorted({k for _, env, _ in VARIANTS for k in env})
 
 
 def with_variant(env, f):
@@ -310,19 +329,25 @@ def run_shape(dt, d, s, causal, peak):
     desc = LIB.fmsa_attention_desc_init(d)
     desc.causal = int(causal)
     fwd_flops = 4.0 * b * h * s * s * d / (2.0 if causal else 1.0)
-    ws_f, ws_b = C.c_size_t(), C.c_size_t()
-    check(LIB.fmsa_workspace_size(CTX, 0, desc, T["q"], T["k"], T["v"], C.byref(ws_f)), "ws fwd")
-    check(LIB.fmsa_workspace_size(CTX, 1, desc, T["q"], T["k"], T["v"], C.byref(ws_b)), "ws bwd")
-    ws = torch.empty(max(ws_f.value, ws_b.value, 1), dtype=torch.uint8)
 
-    def fmsa_fwd():
-        check(LIB.fmsa_forward(CTX, desc, T["q"], T["k"], T["v"], T["o"], T["lse"],
-                               C.c_void_p(ws.data_ptr()), ws_f.value, None), "fmsa_forward")
+    def calls(lib, ctx):
+        """(forward, backward) of one build, each with its own workspace."""
+        ws_f, ws_b = C.c_size_t(), C.c_size_t()
+        check(lib.fmsa_workspace_size(ctx, 0, desc, T["q"], T["k"], T["v"], C.byref(ws_f)), "ws fwd", lib)
+        check(lib.fmsa_workspace_size(ctx, 1, desc, T["q"], T["k"], T["v"], C.byref(ws_b)), "ws bwd", lib)
+        ws = torch.empty(max(ws_f.value, ws_b.value, 1), dtype=torch.uint8)
 
-    def fmsa_bwd():
-        check(LIB.fmsa_backward(CTX, desc, T["q"], T["k"], T["v"], T["o"], T["do"], T["lse"],
-                                T["dq"], T["dk"], T["dv"], C.c_void_p(ws.data_ptr()),
-                                ws_b.value, None), "fmsa_backward")
+        def fwd():
+            check(lib.fmsa_forward(ctx, desc, T["q"], T["k"], T["v"], T["o"], T["lse"],
+                                   C.c_void_p(ws.data_ptr()), ws_f.value, None), "fmsa_forward", lib)
+
+        def bwd():
+            check(lib.fmsa_backward(ctx, desc, T["q"], T["k"], T["v"], T["o"], T["do"], T["lse"],
+                                    T["dq"], T["dk"], T["dv"], C.c_void_p(ws.data_ptr()),
+                                    ws_b.value, None), "fmsa_backward", lib)
+        return fwd, bwd
+
+    runs = [(name, env) + calls(*lc) for name, env, lc in VARIANTS]  # (name, env, fwd, bwd)
 
     # torch wants [B, H, S, D]; contiguous copies so its kernels see their best layout
     tq, tk, tv, tdo = (x.transpose(1, 2).contiguous() for x in (q, k, v, do))
@@ -338,14 +363,14 @@ def run_shape(dt, d, s, causal, peak):
     with torch.no_grad():
         times, peaks_f = timed_rotation(
             [lambda: F.scaled_dot_product_attention(tq, tk, tv, is_causal=causal)]
-            + [with_variant(env, fmsa_fwd) for _, env in VARIANTS], probe)
+            + [with_variant(env, fwd) for _, env, fwd, _ in runs], probe)
         t_out = F.scaled_dot_product_attention(tq, tk, tv, is_causal=causal)
     floor = rule_floor(dt, ref_o.abs().max().item(), lse_max, 3)
     e_t = max_err(t_out.transpose(1, 2)[0, rows], ref_o)
     e_n = max_err(nv_o, ref_o)
-    for (name, env), t_f in zip(VARIANTS, times[1:]):
+    for (name, env, fwd, _), t_f in zip(runs, times[1:]):
         o.fill_(float("nan"))
-        with_variant(env, fmsa_fwd)()
+        with_variant(env, fwd)()
         e_f = max_err(o[0, rows], ref_o)
         results.append(("fwd", name, fwd_flops, t_f, times[0], peaks_f, e_f, e_t, e_n,
                         e_f <= 2 * e_n + floor))
@@ -354,21 +379,24 @@ def run_shape(dt, d, s, causal, peak):
         out = F.scaled_dot_product_attention(tq, tk, tv, is_causal=causal)
         times, peaks_b = timed_rotation(
             [lambda: torch.autograd.grad(out, (tq, tk, tv), tdo, retain_graph=True)]
-            + [with_variant(env, fmsa_bwd) for _, env in VARIANTS], probe)
+            + [with_variant(env, bwd) for _, env, _, bwd in runs], probe)
         t_dq = torch.autograd.grad(out, (tq,), tdo, retain_graph=True)[0]
         floor = rule_floor(dt, ref_dq.abs().max().item(), lse_max, 6)
         e_t = max_err(t_dq.transpose(1, 2)[0, rows], ref_dq)
         e_n = max_err(nv_dq, ref_dq)
-        for (name, env), t_f in zip(VARIANTS, times[1:]):
+        for (name, env, _, bwd), t_f in zip(runs, times[1:]):
             dq.fill_(float("nan"))
-            with_variant(env, fmsa_bwd)()
+            with_variant(env, bwd)()
             e_f = max_err(dq[0, rows], ref_dq)
             results.append(("bwd", name, 2.5 * fwd_flops, t_f, times[0], peaks_b, e_f, e_t,
                             e_n, e_f <= 3 * e_n + floor))
     with_variant({}, lambda: None)()
 
+    t_default = {r[0]: r[3] for r in results if r[1] == "default"}
     for (ps, variant, flops, t_f, t_t, pks, ef, et, en, ok) in results:
         gf, gt = flops / median(t_f) * 1e-9, flops / median(t_t) * 1e-9
+        # a variant's speed over the default's, paired by round as the speedup is
+        vs_def = paired_speedup(t_default[ps], t_f)
         sp, nf, nt = paired_speedup(t_t, t_f), len(t_f), len(t_t)
         pf, pt = peak_fraction(flops, t_f, pks, peak["fp32"]), peak_fraction(flops, t_t, pks, peak["fp32"])
         pk = median(pks) if pks else peak["fp32"]
@@ -376,12 +404,12 @@ def run_shape(dt, d, s, causal, peak):
                    heads=h, causal=causal, pass_=ps, flops=flops, fmsa_gflops=gf,
                    torch_gflops=gt, speedup=sp, fmsa_peak_frac=pf,
                    torch_peak_frac=pt, peak_fp32=pk, round_peaks=pks, fmsa_err=ef, torch_err=et, naive_err=en,
-                   ok=bool(ok), variant=variant,
+                   ok=bool(ok), variant=variant, vs_default=vs_def,
                    fmsa_runs=nf, torch_runs=nt)
         print(f"{ARGS.threads:3d} {dt:5s} {d:4d} {s:6d} {b:3d} {h:3d} {'yes' if causal else 'no':6s} "
               f"{ps:4s} {gf:9.1f} {gt:9.1f} {sp:6.2f}x {100 * pf:6.1f}% "
               f"{100 * pt:6.1f}%  {ef:9.2e} {et:9.2e} {en:9.2e}  {'ok' if ok else 'FAIL'}"
-              f"  {pk:6.1f}" + (f"  {variant}" if len(VARIANTS) > 1 else ""),
+              f"  {pk:6.1f}" + (f"  {variant} x{vs_def:.3f}" if len(VARIANTS) > 1 else ""),
               flush=True)
         if ARGS.json:
             with open(ARGS.json, "a") as f:
