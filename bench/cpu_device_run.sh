@@ -246,6 +246,11 @@ if want torch && [ -n "${OLD_SRC:-}" ]; then
   if cmake -S "$OLD_SRC" -B build-cpu-old -G Ninja -DCMAKE_BUILD_TYPE=Release -DBUILD_TESTING=OFF \
       -DFLASHMSA_OPENCL=OFF > "$OUT/old_build.log" 2>&1 && ninja -C build-cpu-old >> "$OUT/old_build.log" 2>&1; then
     VARIANT_ARGS+=(--lib-variant "old:build-cpu-old/libflashmsa.so")
+    # OLD_VARIANTS: ';'-separated NAME:VAR=value[ VAR=value] sets of the old build too
+    if [ -n "${OLD_VARIANTS:-}" ]; then
+      IFS=';' read -r -a ovs <<< "$OLD_VARIANTS"
+      for v in "${ovs[@]}"; do VARIANT_ARGS+=(--lib-variant "${v%%:*}:build-cpu-old/libflashmsa.so:${v#*:}"); done
+    fi
   else
     log "OLD_SRC build failed"; tail -5 "$OUT/old_build.log"
   fi

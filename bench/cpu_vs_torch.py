@@ -70,8 +70,8 @@ def parse_args():
     ap.add_argument("--variant", action="append", default=[],
                     help="NAME:VAR=value[ VAR=value...]: also time flashmsa with these variables")
     ap.add_argument("--lib-variant", action="append", default=[],
-                    help="NAME:PATH: also time another build of the library (e.g. the commit "
-                         "before a change) in the same rotation")
+                    help="NAME:PATH[:VAR=value ...]: also time another build of the library "
+                         "(e.g. the commit before a change) in the same rotation")
     return ap.parse_args()
 
 
@@ -216,9 +216,13 @@ def parse_variants():
     for v in ARGS.variant:
         name, _, sets = v.partition(":")
         out.append((name, dict(x.split("=", 1) for x in sets.split()), (LIB, CTX)))
+    libs = {}
     for v in ARGS.lib_variant:
-        name, _, path = v.partition(":")
-        out.append((name, {}, open_lib(path)))
+        name, _, rest = v.partition(":")
+        path, _, sets = rest.partition(":")
+        if path not in libs:
+            libs[path] = open_lib(path)
+        out.append((name, dict(x.split("=", 1) for x in sets.split()), libs[path]))
     return out
 
 
