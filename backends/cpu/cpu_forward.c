@@ -133,21 +133,12 @@ static void cpu_fwd_ensure_packed(const fmsa_problem *p, const fmsa_cpu_plan *pl
 static void cpu_fwd_update(const fmsa_cpu_plan *pl, cpu_fwd_tiles *t, int r0, int nr, int rows,
                            int cols, int ld, const float *v, int64_t D, const float *next_kt,
                            const float *next_v) {
-    const int64_t panel_bytes = (int64_t)ld * D * (int64_t)sizeof(float);
-    const fmsa_cpu_kernels *kern = pl->kern;
-    /* a group of rows per call, the next panels' prefetch a slice per row */
-    for (int g = r0; g < r0 + nr; g += FMSA_CPU_SOFTMAX_GROUP) {
-        const int ng = r0 + nr - g < FMSA_CPU_SOFTMAX_GROUP ? r0 + nr - g : FMSA_CPU_SOFTMAX_GROUP;
-        if (next_kt)
-            for (int r = g; r < g + ng; ++r) {
-                fmsa_cpu_prefetch_slice(next_kt, panel_bytes, r, rows);
-                fmsa_cpu_prefetch_slice(next_v, panel_bytes, r, rows);
-            }
-        kern->tile_softmax(t->s + (int64_t)g * ld, ng, cols, ld, t->m + g, t->l + g,
-                           t->acc + (int64_t)g * D, (int)D);
-    }
-    kern->gemm(nr, (int)D, cols, t->s + (int64_t)r0 * ld, ld, 1, v, D, t->acc + (int64_t)r0 * D,
-               D, 1); /* acc += P·V */
+    const fmsa_cpu_prefetch pf = {next_kt, next_v, (int64_t)ld * D * (int64_t)sizeof(float), r0,
+                                  rows};
+    pl->kern->tile_softmax(t->s + (int64_t)r0 * ld, nr, cols, ld, t->m + r0, t->l + r0,
+                           t->acc + (int64_t)r0 * D, (int)D, &pf);
+    pl->kern->gemm(nr, (int)D, cols, t->s + (int64_t)r0 * ld, ld, 1, v, D,
+                   t->acc + (int64_t)r0 * D, D, 1); /* acc += P·V */
 }
 
 /// Runs keys [k_begin, k_end) of query rows [i0, i0+rows) into t's states.

@@ -248,26 +248,6 @@ static inline int fmsa_cpu_team_size(void) {
 #endif /* _OPENMP */
 }
 
-/// Prefetches the cache line at addr into L2 (a hint; nothing where the
-/// compiler has no builtin).
-#if defined(__GNUC__) || defined(__clang__)
-#define FMSA_CPU_PREFETCH_L2(addr) __builtin_prefetch((addr), 0, 2)
-/// ... the same with the intent to write it (an output row's lines).
-#define FMSA_CPU_PREFETCH_L2_W(addr) __builtin_prefetch((addr), 1, 2)
-#else
-#define FMSA_CPU_PREFETCH_L2(addr) ((void)(addr))
-#define FMSA_CPU_PREFETCH_L2_W(addr) ((void)(addr))
-#endif /* __GNUC__ */
-
-/// Prefetches slice `part` of `parts` of the `bytes` at base into L2: callers
-/// spread the next tile's panels over the rows of the current one.
-static inline void fmsa_cpu_prefetch_slice(const void *base, int64_t bytes, int part, int parts) {
-    const int64_t lines = (bytes + 63) / 64, step = (lines + parts - 1) / parts;
-    const char *b = (const char *)base;
-    for (int64_t x = (int64_t)part * step; x < ((int64_t)part + 1) * step && x < lines; ++x)
-        FMSA_CPU_PREFETCH_L2(b + x * 64);
-}
-
 /// Rounds bytes up to the 64-byte cache line, so carved tiles never share one.
 static inline size_t fmsa_cpu_round64(size_t bytes) { return (bytes + 63u) & ~(size_t)63u; }
 

@@ -9,6 +9,8 @@
 
 #include <stdint.h>
 
+#include "backends/cpu/cpu_kernels.h"
+
 #if defined(__AVX512F__) && defined(__AVX512DQ__) && defined(__AVX512BF16__)
 #define FMSA_CPU_HAVE_AVX512_KERNELS 1
 
@@ -18,7 +20,7 @@ float fmsa_cpu_avx512_row_max(const float *x, int n);
 float fmsa_cpu_avx512_row_exp2_sum(float *x, int n, float m);
 void fmsa_cpu_avx512_row_scale(float *x, int n, float c);
 void fmsa_cpu_avx512_tile_softmax(float *s, int rows, int cols, int ld, float *m, float *l,
-                                  float *acc, int d);
+                                  float *acc, int d, const fmsa_cpu_prefetch *pf);
 void fmsa_cpu_avx512_row_bwd_ds(float *s, float *dp, const float *g, int n, float lse2,
                                 float delta);
 void fmsa_cpu_avx512_row_to_b16(const float *x, int n, uint16_t *dst, int npad);
