@@ -212,9 +212,9 @@ fmsa_status fmsa_plan_tiles(const fmsa_device_info *dev, const fmsa_plan_request
      * (32 x D or 32 x Bc floats) for every 8 rows of A, so the sliver, not the
      * whole K tile, must stay in L1, with a quarter of L1 left for the A rows
      * and C streaming past.  (The former test, the whole K tile in L1, chose
-     * 64x64 at d = 128, which ran 2-27% slower than 128x128 on the device
-     * Xeon and 5-12% on Zen 5; at d = 256 32x32, slower than 32x64 and 64x64
-     * on Zen 5; bench/RESULTS.md.)  The bf16-product rows are exempt: their
+     * 64x64 at d = 128, which ran 4.5-10% slower than 128x128 on the device
+     * Xeon and 5-12% on Zen 5; at d = 256 32x32, slower than 64x64 on both;
+     * bench/RESULTS.md.)  The bf16-product rows are exempt: their
      * kernels (AMX tiles, vdpbf16ps) stream each B panel tile from L2 once
      * per 32 query rows, and on the Xeon a 64 KiB K tile (64x256, d = 128)
      * beat the 32 KiB one (planner_tables.c).

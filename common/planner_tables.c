@@ -247,11 +247,12 @@ static const fmsa_tile_row fmsa_rows_cpu[] = {
     {"cpu-bwd-b16-d256-32x32",   BWD, 256, B16,   0,        32,  32, 1, 1, 0},  /* 172.25 / 16: last resort */
     /* fp32 forward: 128x128 halves, against 64x64, both the K/V panel
      * traffic per product (each K/V tile serves 128 query rows) and the
-     * softmax's fixed cost per row (128 keys per row step): 1.02-1.27x the
-     * speed of 64x64 on the device Xeon (d = 128, 2 threads, s = 2048 / 8192,
-     * three calls) and 1.05-1.12x on Zen 5 (d = 64 and 128, s = 512-8192;
-     * bench/RESULTS.md 2026-12-01).  The smaller rows serve an L2 below
-     * 321 KiB. */
+     * softmax's fixed cost per row (128 keys per row step): 64x64 ran
+     * 0.90-0.955x its speed on the device Xeon (d = 64 and 128, s = 2048 /
+     * 8192, causal and not, 2 threads, 20 paired rounds each) and 128x128
+     * 1.05-1.12x the speed of 64x64 on Zen 5 (d = 64 and 128, s = 512-8192;
+     * bench/RESULTS.md 2026-12-01, fourth session).  The smaller rows serve
+     * an L2 below 321 KiB. */
     {"cpu-fwd-d64-128x128",      FWD,  64, ANY,   0,       128, 128, 1, 1, 0},  /* 193 / 16 */
     {"cpu-fwd-d64-64x128",       FWD,  64, ANY,   0,        64, 128, 1, 1, 0},  /* 128.5 / 16 */
     {"cpu-fwd-d64-64x64",        FWD,  64, ANY,   0,        64,  64, 1, 1, 0},  /*  80.5 / 8 */
@@ -259,9 +260,9 @@ static const fmsa_tile_row fmsa_rows_cpu[] = {
     {"cpu-fwd-d128-64x64",       FWD, 128, ANY,   0,        64,  64, 1, 1, 0},  /* 144.5 / 16 */
     {"cpu-fwd-d128-32x64",       FWD, 128, ANY,   0,        32,  64, 1, 1, 0},  /* 104.25 / 16 */
     {"cpu-fwd-d128-32x32",       FWD, 128, ANY,   0,        32,  32, 1, 1, 0},  /*  68.25 / 16 */
-    /* d = 256: 64x64 ran 1.11x and 1.15x (medians over rounds) the speed of
-     * the 32x32 the former L1 test chose, on Zen 5 and on the device Xeon
-     * (2 threads, s = 2048), where 32x64 ran 1.06x and 0.82x */
+    /* d = 256: 64x64 ran 1.11x and 1.15x (medians over 3 and 5 rounds) the
+     * speed of the 32x32 the former L1 test chose, on Zen 5 and on the device
+     * Xeon (2 threads, s = 2048), where 32x64 ran 1.06x and 0.82x */
     {"cpu-fwd-d256-64x64",       FWD, 256, ANY,   0,        64,  64, 1, 1, 0},  /* 272.5 / 32 */
     {"cpu-fwd-d256-32x64",       FWD, 256, ANY,   0,        32,  64, 1, 1, 0},  /* 200.25 / 32 */
     {"cpu-fwd-d256-32x32",       FWD, 256, ANY,   0,        32,  32, 1, 1, 0},  /* 132.25 / 32 */

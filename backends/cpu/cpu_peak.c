@@ -199,8 +199,11 @@ FMSA_CPU_OMP(omp parallel num_threads(threads))
         double r;
         /* every thread first runs the calibration's ~0.02 s untimed: the other
          * cores may just have been woken (a new process creates its OpenMP
-         * threads here), and on the device Xeon a 0.05 s probe on 16 threads
-         * read 1,390 GFLOP/s where a 0.3 s one read 2,260-2,410 */
+         * threads here).  Measured on the device Xeon's 16 threads, where one
+         * call's 0.05 s probes read 1,390 GFLOP/s against 2,260-2,410 for
+         * 0.3 s: with this warm-up, the next call read 1,235-1,965 (0.05 s)
+         * and 1,339-1,688 (0.3 s), so that VM's 16-thread peak moves between
+         * calls whatever the probe's length (bench/RESULTS.md) */
         r = fn(warm, 2.0f);
 FMSA_CPU_OMP(omp atomic)
         peak_sink += r;
