@@ -166,8 +166,8 @@ static void cpu_fwd_rows(const fmsa_problem *p, const fmsa_cpu_plan *pl, const f
         const float *next_kt = j0 + ld < k_end ? kt + (j0 / ld + 1) * D * ld : NULL;
         const float *next_v = j0 + ld < k_end ? v + (j0 + ld) * D : NULL;
         /* the first rows' own key end: short of cols, the tile crosses the edge */
-        const int64_t e0 = fmsa_window_key_end(i0 + (rows < CPU_FWD_EDGE_ROWS ? rows : CPU_FWD_EDGE_ROWS),
-                                               seq->sq, seq->sk, p->window_right);
+        const int first = rows < CPU_FWD_EDGE_ROWS ? rows : CPU_FWD_EDGE_ROWS;
+        const int64_t e0 = fmsa_window_key_end(i0 + first, seq->sq, seq->sk, p->window_right);
         const int step = e0 - j0 < cols ? CPU_FWD_EDGE_ROWS : rows;
         if (!fmsa_cpu_tile_visible(&sc, i0, rows, j0, cols)) continue;
         for (int r0 = 0; r0 < rows; r0 += step) {

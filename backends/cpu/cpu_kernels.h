@@ -187,9 +187,13 @@ void fmsa_cpu_pack_b16(int k, int n, const float *b, int64_t rs, int64_t cs, uin
  * sum) are independent within a phase and overlap in the core; and c takes the
  * paths' inline exp2 (cpu_exp2.h) instead of a libm call.  One call per row
  * ran 0.72 ns per score on the device Xeon at 64 keys against 0.37 at 128
- * (bench/cpu_kernel_bench): a fixed cost of ~60 cycles per row.  Each row's
- * arithmetic is unchanged by the grouping.  The including file includes
- * common/fmsa_softmax.h and backends/cpu/cpu_exp2.h.
+ * (bench/cpu_kernel_bench): a fixed cost of ~60 cycles per row.  Grouped,
+ * the same bench read 0.19 against 0.22 ns/score at 64 keys and 0.14 against
+ * 0.16 at 128 on Zen 5, and 0.35-0.57 against 0.50-0.70 (64) and 0.31-0.41
+ * against 0.36-0.43 (128) on the Xeon in three alternating rounds; its share
+ * of the whole pass's gain on the Xeon is not isolated (bench/RESULTS.md,
+ * fourth session).  Each row's arithmetic is unchanged by the grouping.  The
+ * including file includes common/fmsa_softmax.h and backends/cpu/cpu_exp2.h.
  */
 #define FMSA_CPU_SOFTMAX_GROUP 16
 #define FMSA_CPU_DEFINE_TILE_SOFTMAX(LINKAGE, NAME, ROW_MAX, ROW_SCALE, ROW_EXP2_SUM)           \
