@@ -33,17 +33,27 @@ FMSA_INLINE void fmsa_softmax_init(FMSA_PRIVATE float *m, FMSA_PRIVATE float *l)
     *l = 0.0f;
 }
 
+/// fmsa_softmax_update without its exponential, for kernels with their own
+/// exp2 (the CPU backend's polynomial): moves m to the new running maximum and
+/// returns e with c = exp2(e); e = 0 (c = 1) while nothing is visible and
+/// whenever m stays, e = -inf (c = 0) on the first visible tile.
+FMSA_INLINE float fmsa_softmax_update_exponent(FMSA_PRIVATE float *m, float tile_max) {
+    float m_new = FMSA_FMAX(*m, tile_max);
+    float e;
+    if (m_new == FMSA_NEG_INF) return 0.0f; /* nothing visible yet: keep zeros */
+    e = *m - m_new;                         /* -inf for the first visible tile */
+    *m = m_new;
+    return e;
+}
+
 /// Takes the new tile's row maximum (base-2 scores, -inf if every key of the
 /// tile is masked), moves m to the new running maximum and returns the factor
-/// c by which the caller must rescale l and acc.  The caller then adds
-/// exp2(s2_j - *m) for each key to l (fmsa_softmax_p) and p · V to acc.
+/// c by which the caller must rescale l and acc (exactly 1 when m stays).  The
+/// caller then adds exp2(s2_j - *m) for each key to l (fmsa_softmax_p) and
+/// p · V to acc.
 FMSA_INLINE float fmsa_softmax_update(FMSA_PRIVATE float *m, float tile_max) {
-    float m_new = FMSA_FMAX(*m, tile_max);
-    float c;
-    if (m_new == FMSA_NEG_INF) return 1.0f; /* nothing visible yet: keep zeros */
-    c = FMSA_EXP2(*m - m_new);              /* exp2(-inf) = 0 for the first tile */
-    *m = m_new;
-    return c;
+    const float e = fmsa_softmax_update_exponent(m, tile_max);
+    return e == 0.0f ? 1.0f : FMSA_EXP2(e); /* exp2(-inf) = 0 for the first tile */
 }
 
 /// Lazy rescaling (as FlashAttention-4 does on Blackwell): the running maximum m

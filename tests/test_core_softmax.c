@@ -395,6 +395,32 @@ static void empty_merge_is_identity(void **state) {
     }
 }
 
+/* The update's exponent (kernels with their own exp2 take it): 0 while
+ * nothing is visible and whenever m stays (so c = 1 exactly, whatever the
+ * exp2), -inf on the first visible tile, m_old - m_new otherwise; NaN tile
+ * maxima keep m; and fmsa_softmax_update is exp2 of it. */
+static void update_exponent(void **state) {
+    const float nan_ = NAN;
+    struct { float m, tile_max, e, m_after; } cases[] = {
+        {-INFINITY, -INFINITY, 0.0f, -INFINITY}, /* nothing visible yet */
+        {-INFINITY, 3.0f, -INFINITY, 3.0f},      /* first visible tile */
+        {3.0f, 1.0f, 0.0f, 3.0f},                /* m stays */
+        {3.0f, 3.0f, 0.0f, 3.0f},
+        {3.0f, 5.5f, -2.5f, 5.5f},               /* m climbs */
+        {3.0f, -INFINITY, 0.0f, 3.0f},           /* a masked tile */
+        {3.0f, nan_, 0.0f, 3.0f},                /* NaN keeps m (fmax) */
+    };
+    (void)state;
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        float m = cases[i].m, m2 = cases[i].m;
+        const float e = fmsa_softmax_update_exponent(&m, cases[i].tile_max);
+        const float c = fmsa_softmax_update(&m2, cases[i].tile_max);
+        if (!(e == cases[i].e) || !(m == cases[i].m_after) || !(m2 == m))
+            fail_msg("case %zu: e %g m %g (want %g, %g)", i, e, m, cases[i].e, cases[i].m_after);
+        if (!(c == (e == 0.0f ? 1.0f : exp2f(e)))) fail_msg("case %zu: c %g for e %g", i, c, e);
+    }
+}
+
 /* LSE in natural log, and the backward's P = exp(s - lse) sums to 1 over the
  * row and matches the fp64 probabilities.  P = exp2(s2 - lse2) has, besides
  * the lse error (relative error of P = |dlse|), the rounding of s2 (1.25 u
@@ -442,6 +468,7 @@ int main(void) {
         cmocka_unit_test(masked_tiles_are_no_ops),
         cmocka_unit_test(empty_merge_is_identity),
         cmocka_unit_test(lse_and_p_from_lse),
+        cmocka_unit_test(update_exponent),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -144,7 +144,6 @@ static const fmsa_cpu_kernels amx_table = {
     .lanes = 16,             /* fp32 work runs the AVX-512 kernels */
     .gemm = fmsa_cpu_avx512_gemm,
     .row_max = fmsa_cpu_avx512_row_max,
-    .row_exp2_sum = fmsa_cpu_avx512_row_exp2_sum,
     .row_scale = fmsa_cpu_avx512_row_scale,
     .tile_softmax = fmsa_cpu_avx512_tile_softmax,
     .row_bwd_ds = fmsa_cpu_avx512_row_bwd_ds,

@@ -196,7 +196,6 @@ AVX2_INLINE void avx2_row_scale_inline(float *x, int n, float c) {
 }
 
 static float avx2_row_max(const float *x, int n) { return avx2_row_max_inline(x, n); }
-static float avx2_row_exp2_sum(float *x, int n, float m) { return avx2_row_exp2_sum_inline(x, n, m); }
 static void avx2_row_scale(float *x, int n, float c) { avx2_row_scale_inline(x, n, c); }
 
 /// The forward's softmax step of a score tile (cpu_kernels.h).
@@ -263,7 +262,6 @@ static const fmsa_cpu_kernels avx2_table = {
     .lanes = 8,              /* ymm */
     .gemm = avx2_gemm,
     .row_max = avx2_row_max,
-    .row_exp2_sum = avx2_row_exp2_sum,
     .row_scale = avx2_row_scale,
     .tile_softmax = avx2_tile_softmax,
     .row_bwd_ds = avx2_row_bwd_ds,

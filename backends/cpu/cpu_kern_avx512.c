@@ -223,9 +223,6 @@ AVX512_INLINE void avx512_row_scale(float *x, int n, float c) {
 }
 
 float fmsa_cpu_avx512_row_max(const float *x, int n) { return avx512_row_max(x, n); }
-float fmsa_cpu_avx512_row_exp2_sum(float *x, int n, float m) {
-    return avx512_row_exp2_sum(x, n, m);
-}
 void fmsa_cpu_avx512_row_scale(float *x, int n, float c) { avx512_row_scale(x, n, c); }
 
 /// The forward's softmax step of a score tile (cpu_kernels.h).
@@ -434,7 +431,6 @@ static const fmsa_cpu_kernels avx512_table = {
     .lanes = 16,             /* zmm */
     .gemm = fmsa_cpu_avx512_gemm,
     .row_max = fmsa_cpu_avx512_row_max,
-    .row_exp2_sum = fmsa_cpu_avx512_row_exp2_sum,
     .row_scale = fmsa_cpu_avx512_row_scale,
     .tile_softmax = fmsa_cpu_avx512_tile_softmax,
     .row_bwd_ds = fmsa_cpu_avx512_row_bwd_ds,
@@ -454,7 +450,6 @@ static const fmsa_cpu_kernels avx512_nobf16_table = {
     .lanes = 16,
     .gemm = fmsa_cpu_avx512_gemm,
     .row_max = fmsa_cpu_avx512_row_max,
-    .row_exp2_sum = fmsa_cpu_avx512_row_exp2_sum,
     .row_scale = fmsa_cpu_avx512_row_scale,
     .tile_softmax = fmsa_cpu_avx512_tile_softmax,
     .row_bwd_ds = fmsa_cpu_avx512_row_bwd_ds,

@@ -121,7 +121,6 @@ static const fmsa_cpu_kernels CPU_KERN(table) = {
 #endif /* FMSA_CPU_KERN_SCALAR */
     .gemm = CPU_KERN(gemm),
     .row_max = CPU_KERN(row_max),
-    .row_exp2_sum = CPU_KERN(row_exp2_sum),
     .row_scale = CPU_KERN(row_scale),
     .tile_softmax = CPU_KERN(tile_softmax),
     .row_bwd_ds = CPU_KERN(row_bwd_ds),
@@ -141,7 +140,6 @@ static const fmsa_cpu_kernels cpu_generic_bf16_table = {
     .lanes = 4,
     .gemm = cpu_generic_gemm,
     .row_max = cpu_generic_row_max,
-    .row_exp2_sum = cpu_generic_row_exp2_sum,
     .row_scale = cpu_generic_row_scale,
     .tile_softmax = cpu_generic_tile_softmax,
     .row_bwd_ds = cpu_generic_row_bwd_ds,

@@ -181,7 +181,6 @@ NEON_INLINE void neon_row_scale_inline(float *x, int n, float c) {
 }
 
 static float neon_row_max(const float *x, int n) { return neon_row_max_inline(x, n); }
-static float neon_row_exp2_sum(float *x, int n, float m) { return neon_row_exp2_sum_inline(x, n, m); }
 static void neon_row_scale(float *x, int n, float c) { neon_row_scale_inline(x, n, c); }
 
 /// The forward's softmax step of a score tile (cpu_kernels.h).
@@ -210,7 +209,6 @@ static const fmsa_cpu_kernels neon_table = {
     .lanes = 4,              /* 128-bit vectors */
     .gemm = neon_gemm,
     .row_max = neon_row_max,
-    .row_exp2_sum = neon_row_exp2_sum,
     .row_scale = neon_row_scale,
     .tile_softmax = neon_tile_softmax,
     .row_bwd_ds = neon_row_bwd_ds,

@@ -17,7 +17,6 @@
 void fmsa_cpu_avx512_gemm(int m, int n, int k, const float *a, int64_t rsa, int64_t csa,
                           const float *b, int64_t ldb, float *c, int64_t ldc, int accumulate);
 float fmsa_cpu_avx512_row_max(const float *x, int n);
-float fmsa_cpu_avx512_row_exp2_sum(float *x, int n, float m);
 void fmsa_cpu_avx512_row_scale(float *x, int n, float c);
 void fmsa_cpu_avx512_tile_softmax(float *s, int rows, int cols, int ld, float *m, float *l,
                                   float *acc, int d, const fmsa_cpu_prefetch *pf);

@@ -84,16 +84,13 @@ typedef struct fmsa_cpu_kernels {
     /// max(x[0:n]) (-inf for n == 0 or all -inf).
     float (*row_max)(const float *x, int n);
 
-    /// x[j] = exp2(x[j] - m) for j < n (exactly 0 where x[j] = -inf), returns
-    /// sum_j x[j] in a fixed order.  m is finite.
-    float (*row_exp2_sum)(float *x, int n, float m);
-
     /// x[j] *= c for j < n.
     void (*row_scale)(float *x, int n, float c);
 
-    /// Online-softmax step of rows score rows (row r at s + r * ld, cols keys;
-    /// state m[r], l[r], accumulator row acc + r * d): row_max, the state
-    /// update, row_scale and row_exp2_sum of every row (FMSA_CPU_DEFINE_TILE_SOFTMAX
+    /// Online-softmax step of `rows` score rows (row r at s + r * ld, cols
+    /// keys; state m[r], l[r], accumulator row acc + r * d): the row maximum,
+    /// the state update, the rescale, and x[j] = exp2(x[j] - m) (exactly 0
+    /// where x[j] = -inf) summed in a fixed order (FMSA_CPU_DEFINE_TILE_SOFTMAX
     /// below, the one definition every path instantiates with its own, inlined,
     /// functions); pf (NULL: none) the next tile's panels to fetch meanwhile.
     void (*tile_softmax)(float *s, int rows, int cols, int ld, float *m, float *l, float *acc,
@@ -178,10 +175,10 @@ void fmsa_cpu_pack_b16(int k, int n, const float *b, int64_t rs, int64_t cs, uin
  * The forward's online-softmax step of a score tile, defined once for every
  * kernel path from that path's ROW_MAX, ROW_SCALE and ROW_EXP2_SUM (inline
  * functions where the path has them).  Per row: mx = max(x[0:n]); when mx =
- * -inf (every key masked) x[0:n] = 0 and (m, l, acc) stay; else the update of
- * fmsa_softmax_update (m' = fmax(m, mx), c = exp2(m - m') or 1 while m' =
- * -inf), x[j] = exp2(x[j] - m'), l = l * c + sum_j x[j], acc[0:d] *= c when
- * c != 1.  The rows go in groups of FMSA_CPU_SOFTMAX_GROUP, a phase at a time
+ * -inf (every key masked) x[0:n] = 0 and (m, l, acc) stay (the update then
+ * keeps m and gives c = 1); else the update of fmsa_softmax_update with the
+ * path's exp2 (fmsa_softmax_update_exponent), x[j] = exp2(x[j] - m'),
+ * l = l * c + sum_j x[j], acc[0:d] *= c when c != 1.  The rows go in groups of FMSA_CPU_SOFTMAX_GROUP, a phase at a time
  * (all maxima, all updates, then each row's exponentials), so the rows'
  * latency chains (horizontal max -> exp2 of c -> exponentials -> horizontal
  * sum) are independent within a phase and overlap in the core; and c takes the
@@ -204,11 +201,9 @@ void fmsa_cpu_pack_b16(int k, int n, const float *b, int64_t rs, int64_t cs, uin
                                                               : FMSA_CPU_SOFTMAX_GROUP;        \
             float mx[FMSA_CPU_SOFTMAX_GROUP], c[FMSA_CPU_SOFTMAX_GROUP];                       \
             for (int r = 0; r < nr; ++r) mx[r] = ROW_MAX(s + (int64_t)(r0 + r) * ld, cols);    \
-            for (int r = 0; r < nr; ++r) { /* fmsa_softmax_update, inline exp2 */              \
-                const float mo = m[r0 + r], mn = FMSA_FMAX(mo, mx[r]);                         \
-                c[r] = mx[r] == FMSA_NEG_INF || mn == FMSA_NEG_INF ? 1.0f                      \
-                                                                   : fmsa_cpu_exp2(mo - mn);   \
-                if (mx[r] != FMSA_NEG_INF) m[r0 + r] = mn;                                     \
+            for (int r = 0; r < nr; ++r) { /* fmsa_softmax_update with the inline exp2 */     \
+                const float e = fmsa_softmax_update_exponent(&m[r0 + r], mx[r]);               \
+                c[r] = e == 0.0f ? 1.0f : fmsa_cpu_exp2(e);                                    \
             }                                                                                  \
             for (int r = 0; r < nr; ++r) {                                                     \
                 float *x = s + (int64_t)(r0 + r) * ld;                                         \
