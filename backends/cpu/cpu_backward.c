@@ -298,7 +298,7 @@ static void cpu_bwd_dkdv_item(const fmsa_problem *p, const fmsa_cpu_plan *pl, in
                               atomic_int *turns, cpu_bwd_tiles *t, char *scratch) {
     const int64_t group = p->heads_q / p->heads_kv;
     int64_t kt0 = tile, kt1 = tile + 1, part = 0;
-    if (pl->dq_parts > 0 && !pl->dq_ordered) {
+    if (fmsa_cpu_plan_dq_per_part(pl)) {
         const fmsa_cpu_dq_partials dq = cpu_bwd_partials(p, pl, slot_panels, x);
         for (int64_t f = 0; f < group * pl->tiles_q; ++f)
             dq.written[tile * group * pl->tiles_q + f] = 0.0f;
@@ -378,7 +378,7 @@ static void cpu_bwd_items(const fmsa_problem *p, const fmsa_cpu_plan *pl, int64_
     *n_kv = *n_q = 0;
     for (int64_t slot = slot0; slot < slot0 + nslots; ++slot) {
         const fmsa_seq seq = fmsa_problem_seq(p, slot / p->heads_kv);
-        const int per_part = pl->dq_parts > 0 && !pl->dq_ordered;
+        const int per_part = fmsa_cpu_plan_dq_per_part(pl);
         const int64_t n_stage_a = per_part ? pl->dq_parts : pl->tiles_k;
         for (int64_t it = 0; it < n_stage_a; ++it) {
             /* visible query rows of the item's key tiles: rows whose window reaches them */

@@ -27,6 +27,7 @@
 
 #include "backends/cpu/cpu_internal.h"
 #include "backends/cpu/cpu_pack.h"
+#include "backends/cpu/cpu_sched.h"
 #include "backends/cpu/cpu_tile.h"
 #include "backends/cpu/cpu_trace.h"
 #include "common/error.h"
@@ -115,8 +116,9 @@ static void cpu_fwd_ensure_packed(const fmsa_problem *p, const fmsa_cpu_plan *pl
     while (cpu_fwd_pack_next(p, pl, slot, in_chunk, panels, stage, st)) {
     }
     /* the remaining tiles are in other threads' hands: at most one tile pack each */
-    while (atomic_load_explicit(&st->packed, memory_order_acquire) < pl->tiles_k) {
-    }
+    for (unsigned spins = 0;
+         atomic_load_explicit(&st->packed, memory_order_acquire) < pl->tiles_k; ++spins)
+        fmsa_cpu_spin_pause(spins);
 }
 
 /// Rows of a key tile's sub-blocks where the tile crosses the causal (or

@@ -74,6 +74,7 @@ typedef struct fmsa_cpu_plan {
                             ///< recomputes S and dP itself
     int dq_ordered;         ///< backward: dq_parts is 1 and every key tile adds into it
                             ///< in turn (cpu_sched.h), one stage (a) item per key tile
+                            ///< (fmsa_cpu_plan_dq_per_part: whether items are per part)
     const fmsa_cpu_kernels *kern; ///< the micro-kernel path (cpu_dispatch.c)
     int b16;                ///< the planner chose a bf16-product row (FMSA_PLAN_DTYPES_BF16_MMA):
                             ///< bf16 inputs on kern->gemm_b16 (cpu_forward_b16.c, cpu_backward_b16.c)
@@ -83,6 +84,13 @@ typedef struct fmsa_cpu_plan {
     int pack_phase;         ///< FLASHMSA_CPU_PACK=phase: forward packs a chunk before its items
     int sched_by_slot;      ///< 0 with FLASHMSA_CPU_SCHED=item: one shared dynamic list (cpu_sched.h)
 } fmsa_cpu_plan;
+
+/// The backward's stage (a) items are parts of a slot's key tiles, each
+/// owning its own dQ partial (else one item per key tile: ordered or
+/// recomputing dQ).
+static inline int fmsa_cpu_plan_dq_per_part(const fmsa_cpu_plan *pl) {
+    return pl->dq_parts > 0 && !pl->dq_ordered;
+}
 
 /// One thread's tiles of the bf16-product forward.
 typedef struct fmsa_cpu_b16_tiles {

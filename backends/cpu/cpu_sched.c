@@ -155,16 +155,20 @@ int64_t fmsa_cpu_sched_next(fmsa_cpu_sched *s, int t, fmsa_cpu_cursor *c) {
     return -1;
 }
 
-void fmsa_cpu_turn_wait(atomic_int *turn, int64_t kt) {
-    if (!turn) return;
-    for (unsigned spins = 0; atomic_load_explicit(turn, memory_order_acquire) != (int)kt; ++spins) {
-        /* the predecessor is one tile step ahead in the steady state; give
-         * the core away only when it is not running (more threads than cores) */
+void fmsa_cpu_spin_pause(unsigned spins) {
 #if defined(__x86_64__) || defined(__i386__)
-        _mm_pause();
+    _mm_pause();
 #endif
 #if defined(__unix__) || defined(__APPLE__)
-        if (spins % 4096 == 4095) sched_yield();
+    if (spins % 4096 == 4095) sched_yield();
+#else
+    (void)spins;
 #endif
-    }
+}
+
+void fmsa_cpu_turn_wait(atomic_int *turn, int64_t kt) {
+    if (!turn) return;
+    /* the predecessor is one tile step ahead in the steady state */
+    for (unsigned spins = 0; atomic_load_explicit(turn, memory_order_acquire) != (int)kt; ++spins)
+        fmsa_cpu_spin_pause(spins);
 }

@@ -102,6 +102,11 @@ int64_t fmsa_cpu_sched_next(fmsa_cpu_sched *s, int t, fmsa_cpu_cursor *c);
  * waits only for its own: the lowest unfinished item never waits.
  */
 
+/// One step of a spin-wait on another thread's progress (spins: the steps so
+/// far): a pause, and every 4096 steps the core given away, which matters
+/// only when there are more threads than cores.
+void fmsa_cpu_spin_pause(unsigned spins);
+
 /// Spins until *turn == kt (kt's predecessor has added its part), then the
 /// caller may read and write the rows the turn guards.  NULL: no turns.
 void fmsa_cpu_turn_wait(atomic_int *turn, int64_t kt);
