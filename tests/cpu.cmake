@@ -28,6 +28,16 @@ foreach(suite test_grid_backward test_grid_edges test_grid_large)
   endforeach()
 endforeach()
 
+# The fp32 forward's tiles are 128x128 wherever L2 holds them (planner rows
+# cpu-fwd-d*-128x128); the grids run again at the 64x64 the planner falls back
+# to on a smaller L2, where a tile crossing the causal edge splits into two
+# row blocks instead of four.
+foreach(suite test_grid_forward test_grid_edges)
+  add_test(NAME ${suite}_fwd64 COMMAND ${suite})
+  set_tests_properties(${suite}_fwd64 PROPERTIES LABELS cpu TIMEOUT 600
+    ENVIRONMENT "FLASHMSA_TEST_BACKEND=cpu;FLASHMSA_BACKEND=cpu;FLASHMSA_CPU_POISON=1;FLASHMSA_CPU_TILES=fwd=64x64")
+endforeach()
+
 # The oracle itself (fp64 reference, naive implementation, checks); no backend.
 fmsa_add_test(test_oracle LABELS cpu SOURCES test_oracle.c)
 
