@@ -151,7 +151,8 @@ def as_tensor(t):
 # ---------------------------------------------------------------- helpers
 def timed_rotation(fns, peak_probe=None):
     """Median seconds and run count of each function, timed in rotation
-    (f0, f1, ..., f0, f1, ...) after one warm-up run of each, so all see the
+    (f0, f1, ..., then f1, ..., f0, ...: each round starts one later) after
+    one warm-up run of each, so all see the
     same machine: on a shared VM the speed drifts by 10-40% within seconds
     (bench/RESULTS.md), and timing one side's runs before the other's turned
     that drift into fake speedups.  Each run starts --settle seconds after the
@@ -171,12 +172,15 @@ def timed_rotation(fns, peak_probe=None):
             if ARGS.settle > 0:
                 time.sleep(ARGS.settle)
             peaks.append(peak_probe())
-        for f, t in zip(fns, ts):
+        # each round starts one function later, so none always runs right
+        # after torch (whose runtime may still spin) or right after the probe
+        k = len(ts[0]) % len(fns)
+        for i in list(range(k, len(fns))) + list(range(k)):
             if ARGS.settle > 0:
                 time.sleep(ARGS.settle)
             t0 = time.perf_counter()
-            f()
-            t.append(time.perf_counter() - t0)
+            fns[i]()
+            ts[i].append(time.perf_counter() - t0)
         if sum(t[-1] for t in ts) > 10.0:
             break
     return ts, peaks
@@ -209,20 +213,25 @@ def paired_speedup(t_torch, t_fmsa):
     return median([a / b for a, b in zip(t_torch, t_fmsa)])
 
 
+def parse_sets(sets):
+    """{VAR: value} of "VAR=value VAR2=value" (a variant's settings)."""
+    return dict(x.split("=", 1) for x in sets.split())
+
+
 def parse_variants():
     """[(name, {VAR: value}, (lib, ctx))]: the default first, then each
     --variant (the default build), then each --lib-variant (another build)."""
     out = [("default", {}, (LIB, CTX))]
     for v in ARGS.variant:
         name, _, sets = v.partition(":")
-        out.append((name, dict(x.split("=", 1) for x in sets.split()), (LIB, CTX)))
+        out.append((name, parse_sets(sets), (LIB, CTX)))
     libs = {}
     for v in ARGS.lib_variant:
         name, _, rest = v.partition(":")
         path, _, sets = rest.partition(":")
         if path not in libs:
             libs[path] = open_lib(path)
-        out.append((name, dict(x.split("=", 1) for x in sets.split()), libs[path]))
+        out.append((name, parse_sets(sets), libs[path]))
     return out
 
 

@@ -213,7 +213,7 @@ fmsa_status fmsa_plan_tiles(const fmsa_device_info *dev, const fmsa_plan_request
      * whole K tile, must stay in L1, with a quarter of L1 left for the A rows
      * and C streaming past.  (The former test, the whole K tile in L1, chose
      * 64x64 at d = 128, which ran 4.5-10% slower than 128x128 on the device
-     * Xeon and 5-12% on Zen 5; at d = 256 32x32, slower than 64x64 on both;
+     * Xeon and 5-12% on Zen 5; at d = 256 32x32, 0.90x of 64x64 on Zen 5;
      * bench/RESULTS.md.)  The bf16-product rows are exempt: their
      * kernels (AMX tiles, vdpbf16ps) stream each B panel tile from L2 once
      * per 32 query rows, and on the Xeon a 64 KiB K tile (64x256, d = 128)

@@ -260,9 +260,10 @@ static const fmsa_tile_row fmsa_rows_cpu[] = {
     {"cpu-fwd-d128-64x64",       FWD, 128, ANY,   0,        64,  64, 1, 1, 0},  /* 144.5 / 16 */
     {"cpu-fwd-d128-32x64",       FWD, 128, ANY,   0,        32,  64, 1, 1, 0},  /* 104.25 / 16 */
     {"cpu-fwd-d128-32x32",       FWD, 128, ANY,   0,        32,  32, 1, 1, 0},  /*  68.25 / 16 */
-    /* d = 256: 64x64 ran 1.11x and 1.15x (medians over 3 and 5 rounds) the
-     * speed of the 32x32 the former L1 test chose, on Zen 5 and on the device
-     * Xeon (2 threads, s = 2048), where 32x64 ran 1.06x and 0.82x */
+    /* d = 256: 64x64 ran 1.11x the speed of the 32x32 the former L1 test
+     * chose on Zen 5 (2 threads, s = 2048, 3 rounds within 1%), 32x64 1.06x;
+     * on the device Xeon 1.15x and 0.82x as medians of 5 rounds too spread
+     * (0.66-1.26) to count as more than a hint (bench/RESULTS.md) */
     {"cpu-fwd-d256-64x64",       FWD, 256, ANY,   0,        64,  64, 1, 1, 0},  /* 272.5 / 32 */
     {"cpu-fwd-d256-32x64",       FWD, 256, ANY,   0,        32,  64, 1, 1, 0},  /* 200.25 / 32 */
     {"cpu-fwd-d256-32x32",       FWD, 256, ANY,   0,        32,  32, 1, 1, 0},  /* 132.25 / 32 */
