@@ -60,7 +60,9 @@ static inline void fmsa_cpu_prefetch_slice(const void *base, int64_t bytes, int 
 /// former one-call-per-row step.  (With 16 rows' shares issued before each
 /// group, the grouped step ran 0.96-1.05x the speed of the per-row one at the
 /// same tiles on the device Xeon, where the grouping alone ran faster in
-/// bench/cpu_kernel_bench, which fetches nothing.)  k NULL: nothing to fetch.
+/// bench/cpu_kernel_bench, which fetches nothing; how much spreading the
+/// fetches again recovered in the pass is not isolated.)  k NULL: nothing to
+/// fetch.
 typedef struct fmsa_cpu_prefetch {
     const void *k, *v; ///< the next tile's K and V panels
     int64_t bytes;     ///< bytes of each panel
