@@ -1,6 +1,6 @@
 /*
  * The tile planner: one pure function from (device, problem) to a tile plan,
- * reading the tables in planner_tables.c, plus the split-KV decision.  No
+ * reading the tables in common/plan_tables/, plus the split-KV decision.  No
  * state, no I/O besides the error message of a failed call: the same input
  * always gives the same plan, so dispatch, support checks and workspace
  * sizing (which all call it) cannot disagree.
@@ -35,13 +35,13 @@ static int64_t fmsa_ceil_div(int64_t a, int64_t b) {
  */
 const fmsa_arch_table *fmsa_plan_find_table(const fmsa_device_info *dev) {
     int n = 0, i;
-    const fmsa_arch_table *t = fmsa_plan_arch_tables(&n);
+    const fmsa_arch_table *const *t = fmsa_plan_arch_tables(&n);
     const char *fallback = NULL;
     if (!dev) return NULL;
     for (i = 0; i < n; i++)
-        if (t[i].backend == dev->backend &&
-            strncmp(t[i].arch, dev->arch, sizeof dev->arch) == 0)
-            return &t[i];
+        if (t[i]->backend == dev->backend &&
+            strncmp(t[i]->arch, dev->arch, sizeof dev->arch) == 0)
+            return t[i];
     switch (dev->backend) {
     case FMSA_BACKEND_CPU: fallback = "cpu"; break;
     case FMSA_BACKEND_CUDA: fallback = "sm80"; break;
@@ -50,7 +50,7 @@ const fmsa_arch_table *fmsa_plan_find_table(const fmsa_device_info *dev) {
     default: return NULL;
     }
     for (i = 0; i < n; i++)
-        if (t[i].backend == dev->backend && strcmp(t[i].arch, fallback) == 0) return &t[i];
+        if (t[i]->backend == dev->backend && strcmp(t[i]->arch, fallback) == 0) return t[i];
     return NULL;
 }
 
@@ -108,12 +108,15 @@ static int64_t fmsa_plan_cpu_simd(const fmsa_device_info *dev, const fmsa_arch_t
  * CPU: everything in fp32 (4 bytes) whatever the dtype; forward working set
  * Q + K + V + S/P + O accumulator + (m, l); backward Q + dO + K + V + dK +
  * dV accumulators + dQ accumulator + P + dS + (LSE, D).
+ *
+ * NONE: tiles live in work-item private memory; nothing is costed.
  */
 static size_t fmsa_plan_row_bytes(const fmsa_arch_table *t, const fmsa_tile_row *r,
                                   int64_t head_dim, fmsa_dtype dtype, int64_t bm, int64_t bn) {
     int64_t d = t->pad_head_dim ? r->max_head_dim : head_dim;
     int64_t st = r->stages;
     int64_t bytes = 0;
+    if (t->model == FMSA_SRAM_MODEL_NONE) return 0;
     if (t->model == FMSA_SRAM_MODEL_CPU && r->dtypes == FMSA_PLAN_DTYPES_BF16_MMA) {
         /* bf16 operands: fwd Q, K, V, P in bf16 + fp32 S, acc, (m, l);
          * bwd Q, dO, K, V, P, dS in bf16 + fp32 S, dP, dK, dV, dQ, (lse, D) */
@@ -206,18 +209,11 @@ fmsa_status fmsa_plan_tiles(const fmsa_device_info *dev, const fmsa_plan_request
     /*
      * Walk the rows in preference order.  `fits` is the first applicable row
      * within the limit; on GPUs that is the answer.  On CPUs the first row
-     * whose micro-kernel B sliver also fits L1 is preferred, `fits` is the
-     * fallback: the fp32 gemm walks a tile's B operand (Kᵀ for S, V for P·V)
-     * FMSA_PLAN_CPU_SLIVER_COLS columns at a time and re-reads that sliver
-     * (32 x D or 32 x Bc floats) for every 8 rows of A, so the sliver, not the
-     * whole K tile, must stay in L1, with a quarter of L1 left for the A rows
-     * and C streaming past.  (The former test, the whole K tile in L1, chose
-     * 64x64 at d = 128, which ran 4.5-10% slower than 128x128 on the device
-     * Xeon and 5-12% on Zen 5; at d = 256 32x32, 0.90x of 64x64 on Zen 5;
-     * bench/RESULTS.md.)  The bf16-product rows are exempt: their
-     * kernels (AMX tiles, vdpbf16ps) stream each B panel tile from L2 once
-     * per 32 query rows, and on the Xeon a 64 KiB K tile (64x256, d = 128)
-     * beat the 32 KiB one (planner_tables.c).
+     * whose micro-kernel B sliver (FMSA_PLAN_CPU_SLIVER_COLS columns of a K or
+     * V tile, re-read for every 8 rows of A) also fits 3/4 of L1 is preferred,
+     * `fits` is the fallback; the bf16-product rows are exempt (their kernels
+     * stream each B panel tile from L2 once per 32 query rows).
+     * history: bench/RESULTS.md
      */
     for (i = 0; i < t->num_rows && !best; i++) {
         const fmsa_tile_row *r = &t->rows[i];
@@ -276,6 +272,8 @@ fmsa_status fmsa_plan_tiles(const fmsa_device_info *dev, const fmsa_plan_request
     plan->sram_bytes = best_bytes;
     plan->table_row = best->name;
     plan->dtypes = (int)best->dtypes;
+    plan->sram = best->sram;
+    plan->verified = best->verified;
     plan->num_splits = 1;
     if (req->pass == FMSA_PASS_FORWARD)
         plan->num_splits = fmsa_plan_num_splits(dev, req->batch_heads, req->seqlen_q,
@@ -382,4 +380,16 @@ unsigned fmsa_plan_features(const fmsa_problem *p) {
     if (p->is_varlen) f |= FMSA_FEAT_VARLEN;
     if (p->is_paged) f |= FMSA_FEAT_PAGED;
     return f;
+}
+
+void fmsa_plan_request_from_problem(const fmsa_problem *p, unsigned caps,
+                                    fmsa_plan_request *req) {
+    req->head_dim = p->head_dim;
+    req->dtype = p->dtype;
+    req->pass = p->pass;
+    req->features = fmsa_plan_features(p);
+    req->seqlen_q = p->seqlen_q;
+    req->seqlen_k = p->seqlen_k;
+    req->batch_heads = p->batch * p->heads_q;
+    req->caps = caps;
 }

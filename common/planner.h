@@ -1,7 +1,7 @@
 /*
  * The tile planner: a pure function from (device limits, arch, head dim,
  * dtype, pass, features) to tile sizes, reading the per-arch tables in
- * planner_tables.c.  Backends may only choose among what it returns; they
+ * common/plan_tables/.  Backends may only choose among what it returns; they
  * never invent tile sizes.  The same function serves dispatch, support checks
  * and workspace sizing, so "supported" cannot disagree with "what runs".
  */
@@ -52,7 +52,9 @@ typedef struct fmsa_tile_plan {
     size_t sram_bytes;  ///< on-chip bytes one block (or one CPU thread's working set) uses
     int num_splits;     ///< split-KV count for decode (1 = no split)
     int dtypes;         ///< the row's fmsa_plan_dtypes: which kernel variant the plan is for
-                        ///< (an int beside num_splits, so the struct has no padding bytes)
+    unsigned sram;      ///< the row's FMSA_TILE_* flags: what the kernel keeps on chip (GPU rows)
+    int verified;       ///< the row's verified flag: 0 = no kernel has run this row yet
+                        ///< (ints in pairs, so the struct has no padding bytes)
     const char *table_row; ///< name of the table row that produced the plan (for logs/tests)
 } fmsa_tile_plan;
 
@@ -60,6 +62,12 @@ struct fmsa_problem;
 /// The FMSA_FEAT_* bits of a validated problem (windows and causal count as
 /// FMSA_FEAT_CAUSAL), so every backend asks the planner the same question.
 unsigned fmsa_plan_features(const struct fmsa_problem *p);
+
+/// The planner's request for a validated problem: every field from p, caps
+/// (FMSA_PLAN_CAP_* bits of the backend's kernels) as given.  Every backend
+/// fills its request here, so none can ask a different question of one problem.
+void fmsa_plan_request_from_problem(const struct fmsa_problem *p, unsigned caps,
+                                    fmsa_plan_request *req);
 
 /// Plans tiles for one problem on one device.  FMSA_ERR_NOT_SUPPORTED when no
 /// row of the device's arch table fits its SRAM limit for this request.
@@ -73,8 +81,9 @@ int fmsa_plan_num_splits(const fmsa_device_info *dev, int64_t batch_heads, int64
                          int64_t seqlen_k, int block_m, int block_n);
 
 /* ------------------------------------------------------------------------ */
-/* The per-arch tables (planner_tables.c), exposed for the planner and for  */
-/* tests/test_core_planner.c, which checks every row.                       */
+/* The per-arch tables (common/plan_tables/, one file per backend family),  */
+/* exposed for the planner and for tests/test_core_planner.c, which checks  */
+/* every row.                                                               */
 /* ------------------------------------------------------------------------ */
 
 /// Which element types a table row serves.
@@ -100,6 +109,9 @@ enum {
 typedef enum fmsa_sram_model {
     FMSA_SRAM_MODEL_GPU = 0, ///< bytes of shared memory / LDS / local memory one block uses
     FMSA_SRAM_MODEL_CPU = 1, ///< fp32 working set of one thread, against L2 (K/V tile against L1)
+    /// nothing: the kernels keep their tiles in work-item private memory (the
+    /// OpenCL CPU-device family), so rows cost 0 bytes and fit any device
+    FMSA_SRAM_MODEL_NONE = 2,
 } fmsa_sram_model;
 
 /// One row: (pass, max head dim, dtypes, excluded features) -> tile shape.
@@ -114,6 +126,9 @@ typedef struct fmsa_tile_row {
     int stages;                ///< pipeline depth of the streamed operand (K/V fwd, Q/dO bwd)
     int warps;                 ///< warps / waves per block (OpenCL: work-group / 16; CPU: 1)
     unsigned sram;             ///< FMSA_TILE_* flags (GPU model only)
+    /// 1: a kernel of this tree runs the row and passes the fp64 grids on it;
+    /// 0: no kernel yet (the shape is from the table's cited source, unmeasured)
+    int verified;
 } fmsa_tile_row;
 
 /// One architecture's table.
@@ -128,8 +143,9 @@ typedef struct fmsa_arch_table {
     int num_rows;               ///< entries of rows
 } fmsa_arch_table;
 
-/// Every arch table, in lookup order; *count receives the number of tables.
-const fmsa_arch_table *fmsa_plan_arch_tables(int *count);
+/// Every arch table, in lookup order (common/plan_tables/index.c); *count
+/// receives the number of tables.
+const fmsa_arch_table *const *fmsa_plan_arch_tables(int *count);
 
 /// The table the planner uses for dev: the exact (backend, arch) match, else
 /// the backend's documented conservative fallback; NULL for FMSA_BACKEND_AUTO

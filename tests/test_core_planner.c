@@ -8,7 +8,7 @@
  *   16 KiB, huge, zero, unknown archs) x every head dim 8..256 x dtype x
  *   pass x feature combination, the plan is the first applicable row whose
  *   SRAM estimate -- recomputed here from the formulas documented in
- *   planner_tables.c -- fits the limit, sram_bytes is that estimate and
+ *   common/plan_tables/plan_tables.h -- fits the limit, sram_bytes is that estimate and
  *   within the limit, and NOT_SUPPORTED comes back exactly when no row fits,
  *   with a message naming arch, head dim and limit;
  * - the flagship shapes the tables claim (FA3's 128x176 etc.) are what the
@@ -27,6 +27,7 @@
 #include <cmocka.h>
 
 #include "common/planner.h"
+#include "common/problem.h"
 
 #define KIB ((size_t)1024)
 
@@ -62,13 +63,14 @@ static int64_t cpu_width(const fmsa_device_info *d, const fmsa_arch_table *t) {
     return d->warp_size > 0 ? d->warp_size : (t->simd_width > 0 ? t->simd_width : 1);
 }
 
-/* Bytes per the formulas in the planner_tables.c header comment. */
+/* Bytes per the formulas in the common/plan_tables/plan_tables.h header comment. */
 static size_t model_bytes(const fmsa_arch_table *t, const fmsa_tile_row *r, int64_t D,
                           fmsa_dtype dt, int64_t bm, int64_t bn) {
     int64_t d = t->pad_head_dim ? r->max_head_dim : D, st = r->stages;
     int64_t e = dt == FMSA_DTYPE_F32 ? 4 : 2;
     int64_t b = 0;
     unsigned f = r->sram;
+    if (t->model == FMSA_SRAM_MODEL_NONE) return 0; /* private memory only */
     if (t->model == FMSA_SRAM_MODEL_CPU && r->dtypes == FMSA_PLAN_DTYPES_BF16_MMA) {
         if (r->pass == FMSA_PASS_FORWARD)
             return (size_t)(2 * (bm * d + 2 * bn * d + bm * bn) + 4 * (bm * bn + bm * d + 2 * bm));
@@ -194,8 +196,23 @@ static const char *expected_family(const fmsa_arch_table *t) {
     if (strcmp(t->arch, "sm80") == 0) return "sm80";
     if (strcmp(t->arch, "sm90") == 0) return "sm90";
     if (strcmp(t->arch, "gfx942") == 0 || strcmp(t->arch, "gfx90a") == 0) return "cdna";
-    if (strcmp(t->arch, "opencl") == 0) return "opencl";
+    if (strcmp(t->arch, "opencl") == 0 || strcmp(t->arch, "opencl-cpu") == 0) return "opencl";
     return "?";
+}
+
+/* The model a table must be costed with: the CPU's caches, nothing for the
+ * OpenCL CPU-device kernels (private memory only), else shared memory. */
+static fmsa_sram_model expected_model(const fmsa_arch_table *t) {
+    if (t->backend == FMSA_BACKEND_CPU) return FMSA_SRAM_MODEL_CPU;
+    if (strcmp(t->arch, "opencl-cpu") == 0) return FMSA_SRAM_MODEL_NONE;
+    return FMSA_SRAM_MODEL_GPU;
+}
+
+/* Whether a kernel of this tree runs a table's rows: the CPU and OpenCL
+ * tables yes; the CUDA and HIP tables wait for their kernels.  When one
+ * lands, its rows turn RUN one by one and this rule moves with them. */
+static int expected_verified(const fmsa_arch_table *t) {
+    return t->backend == FMSA_BACKEND_CPU || t->backend == FMSA_BACKEND_OPENCL;
 }
 
 /* ------------------------------------------------------------------------ */
@@ -204,41 +221,40 @@ static const char *expected_family(const fmsa_arch_table *t) {
 
 static void tables_are_well_formed(void **state) {
     int n = 0;
-    const fmsa_arch_table *t = fmsa_plan_arch_tables(&n);
-    const char *required[] = {"x86-avx512", "x86-avx2", "x86", "aarch64", "cpu",
-                              "sm80", "sm90", "gfx942", "gfx90a", "opencl"};
+    const fmsa_arch_table *const *tp = fmsa_plan_arch_tables(&n);
+    const char *required[] = {"x86-avx512", "x86-avx2", "x86", "aarch64", "cpu", "sm80",
+                              "sm90", "gfx942", "gfx90a", "opencl", "opencl-cpu"};
     (void)state;
-    assert_true(n >= 10);
+    assert_true(n >= 11);
     for (size_t k = 0; k < sizeof required / sizeof required[0]; k++) {
         int found = 0;
-        for (int i = 0; i < n; i++) found |= strcmp(t[i].arch, required[k]) == 0;
+        for (int i = 0; i < n; i++) found |= strcmp(tp[i]->arch, required[k]) == 0;
         if (!found) fail_msg("no table for arch %s", required[k]);
     }
     for (int i = 0; i < n; i++) {
-        const char *fam = expected_family(&t[i]);
-        assert_non_null(t[i].rows);
-        assert_true(t[i].num_rows > 0);
-        assert_int_equal(t[i].model, t[i].backend == FMSA_BACKEND_CPU ? FMSA_SRAM_MODEL_CPU
-                                                                        : FMSA_SRAM_MODEL_GPU);
+        const char *fam = expected_family(tp[i]);
+        assert_non_null(tp[i]->rows);
+        assert_true(tp[i]->num_rows > 0);
+        assert_int_equal(tp[i]->model, expected_model(tp[i]));
         for (int j = 0; j < i; j++)
-            if (t[j].backend == t[i].backend && strcmp(t[j].arch, t[i].arch) == 0)
-                fail_msg("arch %s listed twice", t[i].arch);
-        if (t[i].backend == FMSA_BACKEND_CPU) assert_true(t[i].simd_width >= 1);
+            if (tp[j]->backend == tp[i]->backend && strcmp(tp[j]->arch, tp[i]->arch) == 0)
+                fail_msg("arch %s listed twice", tp[i]->arch);
+        if (tp[i]->backend == FMSA_BACKEND_CPU) assert_true(tp[i]->simd_width >= 1);
         /* every (pass, dtype) has a row reaching head dim 256 */
         for (int pass = 0; pass < 2; pass++)
             for (int dt = FMSA_DTYPE_F32; dt <= FMSA_DTYPE_BF16; dt++) {
                 fmsa_plan_request q = {256, (fmsa_dtype)dt, (fmsa_pass)pass, 0, 0, 0, 0};
                 int covered = 0;
-                for (int r = 0; r < t[i].num_rows; r++) covered |= applies(&t[i].rows[r], &q);
-                if (!covered) fail_msg("%s: no row for pass %d dtype %d at d=256", t[i].arch, pass, dt);
+                for (int r = 0; r < tp[i]->num_rows; r++) covered |= applies(&tp[i]->rows[r], &q);
+                if (!covered) fail_msg("%s: no row for pass %d dtype %d at d=256", tp[i]->arch, pass, dt);
             }
-        for (int r = 0; r < t[i].num_rows; r++) {
-            const fmsa_tile_row *row = &t[i].rows[r];
+        for (int r = 0; r < tp[i]->num_rows; r++) {
+            const fmsa_tile_row *row = &tp[i]->rows[r];
             char fam_row[16], dims[32], bucket[16];
             assert_non_null(row->name);
             family_of(row->name, fam_row, sizeof fam_row);
             if (strcmp(fam_row, fam) != 0)
-                fail_msg("row %s sits in the %s table (%s)", row->name, fam, t[i].arch);
+                fail_msg("row %s sits in the %s table (%s)", row->name, fam, tp[i]->arch);
             assert_true(row->pass == FMSA_PASS_FORWARD || row->pass == FMSA_PASS_BACKWARD);
             assert_true(strstr(row->name, row->pass == FMSA_PASS_FORWARD ? "-fwd-" : "-bwd-"));
             assert_true(row->max_head_dim >= 8 && row->max_head_dim <= 256 &&
@@ -255,19 +271,23 @@ static void tables_are_well_formed(void **state) {
              * granularity (16 rows of an AMX C tile, k = 32 of tdpbf16ps) */
             assert_true(row->dtypes <= FMSA_PLAN_DTYPES_F32 ||
                         (row->dtypes == FMSA_PLAN_DTYPES_BF16_MMA &&
-                         t[i].model == FMSA_SRAM_MODEL_CPU && row->block_m % 16 == 0 &&
+                         tp[i]->model == FMSA_SRAM_MODEL_CPU && row->block_m % 16 == 0 &&
                          row->block_n % 32 == 0));
+            if (row->verified != expected_verified(tp[i]))
+                fail_msg("row %s (%s) says verified %d: %s", row->name, tp[i]->arch, row->verified,
+                         expected_verified(tp[i]) ? "its kernel runs in this tree"
+                                                  : "no kernel of this tree has run it");
             assert_int_equal(row->not_with & ~0x3fu, 0);
             assert_int_equal(row->sram & ~0xfu, 0);
             if (row->pass == FMSA_PASS_FORWARD)
                 assert_int_equal(row->sram & (FMSA_TILE_DQ_SRAM | FMSA_TILE_KV_REGS), 0);
-            if (t[i].model == FMSA_SRAM_MODEL_CPU) assert_int_equal(row->sram, 0);
+            if (tp[i]->model != FMSA_SRAM_MODEL_GPU) assert_int_equal(row->sram, 0);
             check_granularity(fam, row->pass, row->block_m, row->block_n, row->stages, row->warps,
-                              t[i].simd_width > 0 ? t[i].simd_width : 1, row->name);
+                              tp[i]->simd_width > 0 ? tp[i]->simd_width : 1, row->name);
             /* names are unique across distinct rows */
             for (int i2 = 0; i2 <= i; i2++)
-                for (int r2 = 0; r2 < t[i2].num_rows; r2++) {
-                    const fmsa_tile_row *o = &t[i2].rows[r2];
+                for (int r2 = 0; r2 < tp[i2]->num_rows; r2++) {
+                    const fmsa_tile_row *o = &tp[i2]->rows[r2];
                     if (o != row && strcmp(o->name, row->name) == 0)
                         fail_msg("row name %s used twice", row->name);
                     if (o == row) break;
@@ -289,14 +309,14 @@ static fmsa_device_info flagship(const char *fam) {
  * dead weight (or a typo in the table). */
 static void every_row_fits_its_flagship(void **state) {
     int n = 0;
-    const fmsa_arch_table *t = fmsa_plan_arch_tables(&n);
+    const fmsa_arch_table *const *tp = fmsa_plan_arch_tables(&n);
     (void)state;
     for (int i = 0; i < n; i++) {
-        fmsa_device_info d = flagship(expected_family(&t[i]));
-        for (int r = 0; r < t[i].num_rows; r++) {
-            const fmsa_tile_row *row = &t[i].rows[r];
+        fmsa_device_info d = flagship(expected_family(tp[i]));
+        for (int r = 0; r < tp[i]->num_rows; r++) {
+            const fmsa_tile_row *row = &tp[i]->rows[r];
             fmsa_dtype dt = row->dtypes == FMSA_PLAN_DTYPES_F32 ? FMSA_DTYPE_F32 : FMSA_DTYPE_BF16;
-            size_t b = model_bytes(&t[i], row, row->max_head_dim, dt, row->block_m, row->block_n);
+            size_t b = model_bytes(tp[i], row, row->max_head_dim, dt, row->block_m, row->block_n);
             if (b > limit_of(&d))
                 fail_msg("row %s needs %zu bytes, flagship limit %zu", row->name, b, limit_of(&d));
         }
@@ -413,8 +433,15 @@ static void check_one(const fmsa_device_info *d, const fmsa_plan_request *q, swe
                  (long long)e.bm, (long long)e.bn, ctx);
     if (p.dtypes != (int)e.row->dtypes) fail_msg("dtypes %d, want %d: %s", p.dtypes, (int)e.row->dtypes, ctx);
     if (p.sram_bytes != e.bytes) fail_msg("sram_bytes %zu, model %zu: %s", p.sram_bytes, e.bytes, ctx);
-    if (p.sram_bytes > limit_of(d) || p.sram_bytes == 0)
+    if (p.sram_bytes > limit_of(d) || (p.sram_bytes == 0) != (t->model == FMSA_SRAM_MODEL_NONE))
         fail_msg("sram_bytes %zu vs limit %zu: %s", p.sram_bytes, limit_of(d), ctx);
+    if (p.sram != e.row->sram || p.verified != e.row->verified)
+        fail_msg("sram %u verified %d, row %s says %u / %d: %s", p.sram, p.verified, e.row->name,
+                 e.row->sram, e.row->verified, ctx);
+    /* what the CPU and OpenCL backends run must be a row some kernel has run */
+    if ((d->backend == FMSA_BACKEND_CPU || d->backend == FMSA_BACKEND_OPENCL) && !p.verified)
+        fail_msg("unverified row %s planned for a %s device: %s", p.table_row,
+                 d->backend == FMSA_BACKEND_CPU ? "CPU" : "OpenCL", ctx);
     check_granularity(expected_family(t), q->pass, p.block_m, p.block_n, p.stages, p.warps,
                       t->model == FMSA_SRAM_MODEL_CPU ? cpu_width(d, t) : 1, ctx);
     if (p.num_splits < 1) fail_msg("num_splits %d: %s", p.num_splits, ctx);
@@ -444,17 +471,17 @@ static void sweep_devices(fmsa_device_info *devs, int ndev, sweep_stats *st) {
 
 static void sweep_every_arch(void **state) {
     const size_t tiny = 16 * KIB, huge = (size_t)1 << 30;
-    fmsa_device_info devs[64];
+    fmsa_device_info devs[96];
     int n = 0, ntab = 0;
-    const fmsa_arch_table *t = fmsa_plan_arch_tables(&ntab);
+    const fmsa_arch_table *const *tp = fmsa_plan_arch_tables(&ntab);
     sweep_stats st = {0, 0};
     (void)state;
     for (int i = 0; i < ntab; i++) {
-        fmsa_device_info f = flagship(expected_family(&t[i]));
+        fmsa_device_info f = flagship(expected_family(tp[i]));
         fmsa_device_info d = f;
-        snprintf(d.arch, sizeof d.arch, "%s", t[i].arch);
-        d.backend = t[i].backend;
-        if (t[i].backend == FMSA_BACKEND_CPU) d.warp_size = t[i].simd_width;
+        snprintf(d.arch, sizeof d.arch, "%s", tp[i]->arch);
+        d.backend = tp[i]->backend;
+        if (tp[i]->backend == FMSA_BACKEND_CPU) d.warp_size = tp[i]->simd_width;
         devs[n++] = d;                                    /* the real limits */
         devs[n] = d; devs[n].sram_per_block = tiny; devs[n].sram_per_block_optin = 0; n++;
         devs[n] = d; devs[n].sram_per_block = tiny; devs[n].sram_per_block_optin = huge; n++;
@@ -515,6 +542,7 @@ static void unknown_archs_fall_back(void **state) {
         {FMSA_BACKEND_HIP, "gfx1100", "gfx90a"}, {FMSA_BACKEND_HIP, "gfx950", "gfx90a"},
         {FMSA_BACKEND_OPENCL, "pocl", "opencl"}, {FMSA_BACKEND_CUDA, "sm90", "sm90"},
         {FMSA_BACKEND_HIP, "gfx942", "gfx942"}, {FMSA_BACKEND_CPU, "x86-avx2", "x86-avx2"},
+        {FMSA_BACKEND_OPENCL, "opencl-cpu", "opencl-cpu"}, {FMSA_BACKEND_CPU, "opencl-cpu", "cpu"},
     };
     fmsa_device_info d;
     fmsa_plan_request q = {64, FMSA_DTYPE_F16, FMSA_PASS_FORWARD, 0, 1, 1, 1};
@@ -574,21 +602,110 @@ static void bad_requests_are_rejected(void **state) {
 /* More SRAM never loses a plan (rows are tried in a fixed order). */
 static void more_sram_never_hurts(void **state) {
     int ntab = 0;
-    const fmsa_arch_table *t = fmsa_plan_arch_tables(&ntab);
+    const fmsa_arch_table *const *tp = fmsa_plan_arch_tables(&ntab);
     (void)state;
     for (int i = 0; i < ntab; i++)
         for (size_t lim = 8 * KIB; lim <= 512 * KIB; lim += 8 * KIB)
             for (int64_t D = 8; D <= 256; D += 24)
                 for (int pass = 0; pass < 2; pass++) {
-                    fmsa_device_info a = mkdev(t[i].backend, t[i].arch, lim, 0, 8, t[i].simd_width);
-                    fmsa_device_info b = mkdev(t[i].backend, t[i].arch, lim + 8 * KIB, 0, 8, t[i].simd_width);
+                    fmsa_device_info a = mkdev(tp[i]->backend, tp[i]->arch, lim, 0, 8, tp[i]->simd_width);
+                    fmsa_device_info b = mkdev(tp[i]->backend, tp[i]->arch, lim + 8 * KIB, 0, 8, tp[i]->simd_width);
                     fmsa_plan_request q = {D, FMSA_DTYPE_F32, (fmsa_pass)pass, 0, 1, 1, 1};
                     fmsa_tile_plan p;
                     if (fmsa_plan_tiles(&a, &q, &p) == FMSA_SUCCESS &&
                         fmsa_plan_tiles(&b, &q, &p) != FMSA_SUCCESS)
-                        fail_msg("%s d=%lld: fits %zu but not %zu", t[i].arch, (long long)D, lim,
+                        fail_msg("%s d=%lld: fits %zu but not %zu", tp[i]->arch, (long long)D, lim,
                                  lim + 8 * KIB);
                 }
+}
+
+/* ------------------------------------------------------------------------ */
+/* The request from a problem, and the OpenCL CPU-device family             */
+/* ------------------------------------------------------------------------ */
+
+/* Every field of the request comes from the problem (features as
+ * fmsa_plan_features maps them, one switch at a time), caps as given. */
+static void request_from_problem(void **state) {
+    fmsa_problem p;
+    fmsa_plan_request q;
+    (void)state;
+    memset(&p, 0, sizeof p);
+    p.pass = FMSA_PASS_BACKWARD;
+    p.dtype = FMSA_DTYPE_BF16;
+    p.batch = 3;
+    p.heads_q = 8;
+    p.heads_kv = 2;
+    p.head_dim = 96;
+    p.seqlen_q = 333;
+    p.seqlen_k = 4444;
+    p.window_left = -1;
+    p.window_right = -1;
+    memset(&q, 0x5a, sizeof q);
+    fmsa_plan_request_from_problem(&p, FMSA_PLAN_CAP_BF16_MMA, &q);
+    assert_int_equal(q.head_dim, 96);
+    assert_int_equal(q.dtype, FMSA_DTYPE_BF16);
+    assert_int_equal(q.pass, FMSA_PASS_BACKWARD);
+    assert_int_equal(q.features, 0);
+    assert_int_equal(q.seqlen_q, 333);
+    assert_int_equal(q.seqlen_k, 4444);
+    assert_int_equal(q.batch_heads, 24);
+    assert_int_equal(q.caps, FMSA_PLAN_CAP_BF16_MMA);
+    fmsa_plan_request_from_problem(&p, 0, &q);
+    assert_int_equal(q.caps, 0);
+    /* one feature switch at a time */
+    {
+        fmsa_problem f = p;
+        f.window_right = 0; /* causal folds into window_right = 0 */
+        fmsa_plan_request_from_problem(&f, 0, &q);
+        assert_int_equal(q.features, FMSA_FEAT_CAUSAL);
+        f = p;
+        f.window_left = 7;
+        fmsa_plan_request_from_problem(&f, 0, &q);
+        assert_int_equal(q.features, FMSA_FEAT_CAUSAL);
+        f = p;
+        f.softcap = 30.0f;
+        fmsa_plan_request_from_problem(&f, 0, &q);
+        assert_int_equal(q.features, FMSA_FEAT_SOFTCAP);
+        f = p;
+        f.has_alibi = 1;
+        fmsa_plan_request_from_problem(&f, 0, &q);
+        assert_int_equal(q.features, FMSA_FEAT_ALIBI);
+        f = p;
+        f.has_mask = 1;
+        fmsa_plan_request_from_problem(&f, 0, &q);
+        assert_int_equal(q.features, FMSA_FEAT_MASK);
+        f = p;
+        f.is_varlen = 1;
+        fmsa_plan_request_from_problem(&f, 0, &q);
+        assert_int_equal(q.features, FMSA_FEAT_VARLEN);
+        f = p;
+        f.is_paged = 1;
+        fmsa_plan_request_from_problem(&f, 0, &q);
+        assert_int_equal(q.features, FMSA_FEAT_PAGED);
+    }
+}
+
+/* The OpenCL CPU-device kernels: one row per pass serves every head dim,
+ * dtype and feature set, costs no local memory (so even a device reporting
+ * none plans), and is never what the generic "opencl" key gets. */
+static void opencl_cpu_family(void **state) {
+    fmsa_device_info pocl = mkdev(FMSA_BACKEND_OPENCL, "opencl-cpu", 0, 0, 2, 1);
+    fmsa_device_info generic = mkdev(FMSA_BACKEND_OPENCL, "opencl", 4096 * KIB, 0, 2, 1);
+    (void)state;
+    for (int64_t D = 8; D <= 256; D += 8)
+        for (int dt = FMSA_DTYPE_F32; dt <= FMSA_DTYPE_BF16; dt++)
+            for (int pass = 0; pass < 2; pass++) {
+                fmsa_plan_request q = {D, (fmsa_dtype)dt, (fmsa_pass)pass, 0x3f, 100, 100, 4, 0};
+                fmsa_tile_plan p;
+                const char *want = pass == FMSA_PASS_FORWARD ? "opencl-cpu-fwd-d256-16x32"
+                                                             : "opencl-cpu-bwd-d256-32x16";
+                assert_int_equal(fmsa_plan_tiles(&pocl, &q, &p), FMSA_SUCCESS);
+                assert_string_equal(p.table_row, want);
+                assert_int_equal(p.sram_bytes, 0);
+                assert_int_equal(p.verified, 1);
+                assert_int_equal(fmsa_plan_tiles(&generic, &q, &p), FMSA_SUCCESS);
+                assert_null(strstr(p.table_row, "opencl-cpu"));
+            }
 }
 
 /* ------------------------------------------------------------------------ */
@@ -696,6 +813,8 @@ int main(void) {
         cmocka_unit_test(bad_requests_are_rejected),
         cmocka_unit_test(more_sram_never_hurts),
         cmocka_unit_test(num_splits_invariants),
+        cmocka_unit_test(request_from_problem),
+        cmocka_unit_test(opencl_cpu_family),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

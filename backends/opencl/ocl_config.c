@@ -1,7 +1,8 @@
 /*
  * The one function that decides what runs on an OpenCL device: tile sizes
- * come from the common planner (the "opencl" rows; warps = work-group / 16),
- * then each kernel's __local footprint is checked against the device's
+ * come from the common planner (the "opencl" rows, or the "opencl-cpu" rows
+ * of the CPU-device kernels; warps = work-group / 16), then each kernel's
+ * __local footprint is checked against the device's
  * CL_DEVICE_LOCAL_MEM_SIZE and the work-group is split into the register
  * blocking of the score tile and of the output tile.  supports(),
  * workspace_size(), forward() and backward() all call it, so they agree.
@@ -177,7 +178,7 @@ static int fmsa_ocl_shape(const fmsa_ocl_device *dev, int kernel, int64_t head_d
  * the same with 16-bit K/V; dQ fp32 with K and V tiles, fp32 with one K/V
  * tile (KV1), then the same with 16-bit K/V.  16-bit staging only for 16-bit
  * dtypes.  On the planner rows' target device (48 KiB, NVIDIA) the start
- * tile fits as planned (planner_tables.c lists each row's real bytes); the
+ * tile fits as planned (common/plan_tables/opencl.c lists each row's real bytes); the
  * halving serves devices with less local memory. */
 static fmsa_status fmsa_ocl_fit(const fmsa_ocl_device *dev, const fmsa_problem *p, int kernel,
                                 int bm, int bn, fmsa_ocl_kernel_config *kc) {
@@ -244,23 +245,29 @@ static fmsa_status fmsa_ocl_fit(const fmsa_ocl_device *dev, const fmsa_problem *
     }
 }
 
+/* Plans p for one of the device's kernel families: the generic kernels under
+ * the device's own arch key, the CPU-device kernels under "opencl-cpu"
+ * (common/plan_tables/opencl.c), so each family has its own rows. */
+static fmsa_status fmsa_ocl_plan(const fmsa_ocl_state *st, const fmsa_problem *p,
+                                 const char *family, fmsa_tile_plan *plan) {
+    fmsa_device_info dev = st->dev->info;
+    fmsa_plan_request req;
+    if (family) snprintf(dev.arch, sizeof dev.arch, "%s", family);
+    fmsa_plan_request_from_problem(p, 0u, &req);
+    memset(plan, 0, sizeof *plan);
+    return fmsa_plan_tiles(&dev, &req, plan);
+}
+
 fmsa_status fmsa_ocl_config_make(const fmsa_ocl_state *st, const fmsa_problem *p,
                                  fmsa_ocl_config *cfg) {
-    fmsa_plan_request req;
     fmsa_tile_plan plan;
-    /* CPU devices run their own barrier-free kernels (ocl_cpu.c). */
-    if (fmsa_ocl_cpu_selected(st, p)) return fmsa_ocl_cpu_config_make(st, p, cfg);
+    /* CPU devices run their own barrier-free kernels (ocl_cpu.c) */
+    if (fmsa_ocl_cpu_selected(st, p)) {
+        FMSA_TRY(fmsa_ocl_plan(st, p, "opencl-cpu", &plan));
+        return fmsa_ocl_cpu_config_make(st, p, &plan, cfg);
+    }
     memset(cfg, 0, sizeof *cfg);
-    memset(&req, 0, sizeof req);
-    memset(&plan, 0, sizeof plan);
-    req.head_dim = p->head_dim;
-    req.dtype = p->dtype;
-    req.pass = p->pass;
-    req.features = fmsa_plan_features(p);
-    req.seqlen_q = p->seqlen_q;
-    req.seqlen_k = p->seqlen_k;
-    req.batch_heads = p->batch * p->heads_q;
-    FMSA_TRY(fmsa_plan_tiles(&st->dev->info, &req, &plan));
+    FMSA_TRY(fmsa_ocl_plan(st, p, NULL, &plan));
     if (plan.block_m < 8 || plan.block_n < 8 || (plan.block_m & (plan.block_m - 1)) ||
         (plan.block_n & (plan.block_n - 1)))
         return fmsa_fail(FMSA_ERR_INTERNAL,

@@ -17,6 +17,7 @@
 #include "backends/opencl/ocl_args.h"
 #include "backends/opencl/ocl_cpu.h"
 #include "common/error.h"
+#include "common/planner.h"
 
 /* Kernels: FMSA_OCL_K_* and the panel packer. */
 #define FMSA_OCL_CPU_K_PACK FMSA_OCL_K_COUNT
@@ -99,15 +100,27 @@ int fmsa_ocl_cpu_selected(const fmsa_ocl_state *st, const fmsa_problem *p) {
 }
 
 fmsa_status fmsa_ocl_cpu_config_make(const fmsa_ocl_state *st, const fmsa_problem *p,
-                                     fmsa_ocl_config *cfg) {
+                                     const fmsa_tile_plan *plan, fmsa_ocl_config *cfg) {
     fmsa_ocl_cpu_layout L;
+    /* rows owned per work-item x rows streamed per step, forward (keys
+     * streamed) or backward (KV-stationary: query rows streamed) */
+    const int own = p->pass == FMSA_PASS_FORWARD ? plan->block_m : plan->block_n;
+    const int step = p->pass == FMSA_PASS_FORWARD ? plan->block_n : plan->block_m;
     (void)st;
+    if (own != FMSA_OCL_CPU_ROWS || step != FMSA_OCL_CPU_STEP)
+        return fmsa_fail(FMSA_ERR_INTERNAL,
+                         "opencl: planner row %s gives the CPU kernels %d rows x %d per step; "
+                         "they are built for %d x %d",
+                         plan->table_row ? plan->table_row : "?", own, step, FMSA_OCL_CPU_ROWS,
+                         FMSA_OCL_CPU_STEP);
     memset(cfg, 0, sizeof *cfg);
     cfg->variant = FMSA_OCL_VARIANT_CPU;
-    cfg->table_row = "opencl-cpu: 16 rows per work-item, no barriers";
+    cfg->table_row = plan->table_row;
     for (int k = 0; k < FMSA_OCL_K_COUNT; ++k) {
-        cfg->kernel[k].block_m = FMSA_OCL_CPU_ROWS;
-        cfg->kernel[k].block_n = FMSA_OCL_CPU_ROWS;
+        /* the dQ kernel takes the backward pair the other way round */
+        const int dq = k == FMSA_OCL_K_BWD_DQ;
+        cfg->kernel[k].block_m = dq ? plan->block_n : plan->block_m;
+        cfg->kernel[k].block_n = dq ? plan->block_m : plan->block_n;
         cfg->kernel[k].wg = 1;
     }
     /* Backward: D = rowsum(dO * O), one fp32 per (query row, head), as the

@@ -9,6 +9,7 @@
 #define FMSA_OCL_CPU_H
 
 #include "backends/opencl/ocl_internal.h"
+#include "common/planner.h"
 
 /// Variants of fmsa_ocl_config.variant.
 enum {
@@ -16,8 +17,11 @@ enum {
     FMSA_OCL_VARIANT_CPU = 1,     ///< fmsa_ocl_cpu_*.cl (no barriers, no __local)
 };
 
-/// Rows (query rows or keys) one work-item of the CPU kernels owns.
+/// Rows (query rows or keys) one work-item of the CPU kernels owns (FC_L of
+/// fmsa_ocl_cpu_common.cl), and rows of the other side it streams per step
+/// (FC_KC): the shape the "opencl-cpu" planner rows must give.
 #define FMSA_OCL_CPU_ROWS 16
+#define FMSA_OCL_CPU_STEP 32
 
 /// Build options of the CPU program (the same for every problem).
 #define FMSA_OCL_CPU_OPTIONS "-cl-std=CL1.2 -DFMSA_OCL_VARIANT_CPU=1"
@@ -28,9 +32,10 @@ enum {
 /// FLASHMSA_OCL_VARIANT=cpu forces it on any device.
 int fmsa_ocl_cpu_selected(const fmsa_ocl_state *st, const fmsa_problem *p);
 
-/// The CPU variant's configuration (variant, launch shape, workspace).
+/// The CPU variant's configuration (variant, launch shape, workspace) for
+/// the planner's "opencl-cpu" plan of p (ocl_config.c asks the planner).
 fmsa_status fmsa_ocl_cpu_config_make(const fmsa_ocl_state *st, const fmsa_problem *p,
-                                     fmsa_ocl_config *cfg);
+                                     const fmsa_tile_plan *plan, fmsa_ocl_config *cfg);
 
 /// Runs the forward / backward pass with the CPU kernels (caller holds st->lock).
 fmsa_status fmsa_ocl_cpu_run_forward(fmsa_ocl_state *st, const fmsa_problem *p,

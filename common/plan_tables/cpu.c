@@ -1,0 +1,63 @@
+/*
+ * CPU (every ISA).  A thread computes one Br x D block of O while streaming
+ * K/V tiles staged in fp32, so the dtype does not change the working set,
+ * except on the bf16-product rows (B16: bf16 requests whose backend has the
+ * instructions), costed with bf16 Q/K/V/P.  The planner prefers the first row
+ * whose working set fits L2 (sram_per_block_optin) and whose micro-kernel B
+ * sliver (32 columns of a K or V tile) fits L1, else the first fitting L2
+ * (planner.c).  Tiles follow the caches, not the ISA, so one row set serves
+ * every CPU arch; the ISA only sets the granularity (the fp32 SIMD width Br
+ * and Bc are rounded up to).  KiB: working set / B sliver.
+ */
+#include "common/plan_tables/plan_tables.h"
+
+static const fmsa_tile_row fmsa_rows_cpu[] = {
+/*   name                        pass maxD dtypes not_with  Br   Bc st  w  sram run  KiB */
+    /* bf16 products (caps FMSA_PLAN_CAP_BF16_MMA: AMX, AVX512-BF16): Br a multiple of
+     * 16 (rows of an AMX C tile), Bc of 32 (k of tdpbf16ps); 64x256 was best or within
+     * 5% in the whole pass on the Xeon, 32x128 serves a smaller L2.  history: bench/RESULTS.md */
+    {"cpu-fwd-b16-d128-64x256",  FWD, 128, B16,   0,        64, 256, 1, 1, 0, RUN},  /* 289 / 64 */
+    {"cpu-fwd-b16-d128-64x128",  FWD, 128, B16,   0,        64, 128, 1, 1, 0, RUN},  /* 160.5 / 32 */
+    {"cpu-fwd-b16-d128-32x128",  FWD, 128, B16,   0,        32, 128, 1, 1, 0, RUN},  /* 112.25 / 32 */
+    {"cpu-fwd-b16-d256-64x64",   FWD, 256, B16,   0,        64,  64, 1, 1, 0, RUN},  /* 184.5 / 32 */
+    {"cpu-fwd-b16-d256-32x32",   FWD, 256, B16,   0,        32,  32, 1, 1, 0, RUN},  /*  86.25 / 16: last resort */
+    /* backward on bf16 products: P and dS are the B panel of dK/dV with k = query
+     * rows (padded to 32); 64x128 beat 64x64 on the Xeon.  history: bench/RESULTS.md */
+    {"cpu-bwd-b16-d128-64x128",  BWD, 128, B16,   0,        64, 128, 1, 1, 0, RUN},  /* 352.5 / 16 */
+    {"cpu-bwd-b16-d128-64x64",   BWD, 128, B16,   0,        64,  64, 1, 1, 0, RUN},  /* 208.5 / 16 */
+    {"cpu-bwd-b16-d256-32x64",   BWD, 256, B16,   0,        32,  64, 1, 1, 0, RUN},  /* 280.25 / 32 */
+    {"cpu-bwd-b16-d256-32x32",   BWD, 256, B16,   0,        32,  32, 1, 1, 0, RUN},  /* 172.25 / 16: last resort */
+    /* fp32 forward: 128x128 halves the K/V panel traffic and the per-row softmax cost
+     * of 64x64 (faster on the Xeon and Zen 5); the smaller rows serve an L2 below
+     * 321 KiB.  history: bench/RESULTS.md */
+    {"cpu-fwd-d64-128x128",      FWD,  64, ANY,   0,       128, 128, 1, 1, 0, RUN},  /* 193 / 16 */
+    {"cpu-fwd-d64-64x128",       FWD,  64, ANY,   0,        64, 128, 1, 1, 0, RUN},  /* 128.5 / 16 */
+    {"cpu-fwd-d64-64x64",        FWD,  64, ANY,   0,        64,  64, 1, 1, 0, RUN},  /*  80.5 / 8 */
+    {"cpu-fwd-d128-128x128",     FWD, 128, ANY,   0,       128, 128, 1, 1, 0, RUN},  /* 321 / 16 */
+    {"cpu-fwd-d128-64x64",       FWD, 128, ANY,   0,        64,  64, 1, 1, 0, RUN},  /* 144.5 / 16 */
+    {"cpu-fwd-d128-32x64",       FWD, 128, ANY,   0,        32,  64, 1, 1, 0, RUN},  /* 104.25 / 16 */
+    {"cpu-fwd-d128-32x32",       FWD, 128, ANY,   0,        32,  32, 1, 1, 0, RUN},  /*  68.25 / 16 */
+    /* d = 256: 64x64 beat the 32x32 the former L1 rule chose (Zen 5; the Xeon's
+     * rounds were too spread to decide).  history: bench/RESULTS.md */
+    {"cpu-fwd-d256-64x64",       FWD, 256, ANY,   0,        64,  64, 1, 1, 0, RUN},  /* 272.5 / 32 */
+    {"cpu-fwd-d256-32x64",       FWD, 256, ANY,   0,        32,  64, 1, 1, 0, RUN},  /* 200.25 / 32 */
+    {"cpu-fwd-d256-32x32",       FWD, 256, ANY,   0,        32,  32, 1, 1, 0, RUN},  /* 132.25 / 32 */
+    {"cpu-fwd-d256-16x16",       FWD, 256, ANY,   0,        16,  16, 1, 1, 0, RUN},  /*  65.125 / 32 */
+    {"cpu-bwd-d64-64x64",        BWD,  64, ANY,   0,        64,  64, 1, 1, 0, RUN},  /* 144.5 / 8 */
+    {"cpu-bwd-d64-32x32",        BWD,  64, ANY,   0,        32,  32, 1, 1, 0, RUN},  /*  64.25 / 8 */
+    {"cpu-bwd-d128-32x64",       BWD, 128, ANY,   0,        32,  64, 1, 1, 0, RUN},  /* 192.25 / 16 */
+    {"cpu-bwd-d128-32x32",       BWD, 128, ANY,   0,        32,  32, 1, 1, 0, RUN},  /* 120.25 / 16 */
+    {"cpu-bwd-d128-16x16",       BWD, 128, ANY,   0,        16,  16, 1, 1, 0, RUN},  /*  58.125 / 16 */
+    {"cpu-bwd-d256-16x32",       BWD, 256, ANY,   0,        16,  32, 1, 1, 0, RUN},  /* 180.125 / 32 */
+    {"cpu-bwd-d256-16x16",       BWD, 256, ANY,   0,        16,  16, 1, 1, 0, RUN},  /* 114.125 / 32 */
+};
+
+#define CPU_TABLE(var, key, lanes)                                                   \
+    const fmsa_arch_table var = {FMSA_BACKEND_CPU, key, FMSA_SRAM_MODEL_CPU, 0, lanes, \
+                                 fmsa_rows_cpu, FMSA_PLAN_COUNT(fmsa_rows_cpu)}
+/*        table                       arch key      fp32 lanes */
+CPU_TABLE(fmsa_plan_table_x86_avx512, "x86-avx512", 16); /* AVX-512 */
+CPU_TABLE(fmsa_plan_table_x86_avx2,   "x86-avx2",    8); /* AVX2 */
+CPU_TABLE(fmsa_plan_table_x86,        "x86",         4); /* SSE2 baseline of x86-64 */
+CPU_TABLE(fmsa_plan_table_aarch64,    "aarch64",     4); /* NEON, 128-bit */
+CPU_TABLE(fmsa_plan_table_cpu,        "cpu",         1); /* portable scalar C */
