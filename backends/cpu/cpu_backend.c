@@ -18,10 +18,13 @@ static fmsa_status cpu_device_count(int *count) {
 static fmsa_status cpu_context_create(int index, void **state) {
     fmsa_cpu_state *st;
     fmsa_device_info info;
+    fmsa_cpu_options opt;
     FMSA_TRY(fmsa_cpu_device_info(index, &info));
+    FMSA_TRY(fmsa_cpu_options_read(&opt));
     st = (fmsa_cpu_state *)malloc(sizeof *st);
     if (!st) return fmsa_fail(FMSA_ERR_OUT_OF_MEMORY, "cpu: context state (%zu bytes)", sizeof *st);
     st->info = info;
+    st->opt = opt;
     atomic_flag_clear(&st->arena.busy);
     st->arena.buf = NULL;
     st->arena.bytes = 0;
@@ -71,12 +74,12 @@ static fmsa_status cpu_supports(void *state, const fmsa_problem *p) {
     fmsa_cpu_plan plan;
     /* the decision forward/backward make: paged KV in backward and head_dim > 256
      * are refused there with a message naming the CPU backend */
-    return fmsa_cpu_plan_make((const fmsa_cpu_state *)state, p, &plan);
+    return fmsa_cpu_plan_of((const fmsa_cpu_state *)state, p, &plan);
 }
 
 static fmsa_status cpu_workspace_size(void *state, const fmsa_problem *p, size_t *bytes) {
     fmsa_cpu_plan plan;
-    FMSA_TRY(fmsa_cpu_plan_make((const fmsa_cpu_state *)state, p, &plan));
+    FMSA_TRY(fmsa_cpu_plan_of((const fmsa_cpu_state *)state, p, &plan));
     *bytes = plan.workspace_bytes;
     return FMSA_SUCCESS;
 }
@@ -87,7 +90,7 @@ static const fmsa_backend_vtable fmsa_cpu_vtable = {
     .name = "cpu",                           /* FLASHMSA_BACKEND=cpu */
     .device_count = cpu_device_count,        /* always 1: the host */
     .device_info = fmsa_cpu_device_info,     /* brand, ISA key, caches, threads */
-    .context_create = cpu_context_create,    /* caches the device info */
+    .context_create = cpu_context_create,    /* caches the device info and options */
     .context_destroy = cpu_context_destroy,  /* frees it */
     .mem_alloc = cpu_mem_alloc,              /* 64-byte aligned malloc */
     .mem_free = cpu_mem_free,                /* its free */

@@ -13,23 +13,22 @@
  * stages read (fp32 inputs: Q, dO and K rows are read in place instead, the
  * products taking their row strides); the five products run through the ISA's micro-kernels
  * (S = Q·Kᵀ, dP = dO·Vᵀ, dV += Pᵀ·dO, dK += dSᵀ·Q, dQ += dS·K), items
- * heaviest first.  Without atomics, dQ = sum_j dS_j·K_j needs one owner per
- * row at a time; the plan picks by shape (cpu_plan.c):
- *   - dQ partials, where the shape gives enough work items and memory
- *     (plan->dq_parts > 0, not ordered): stage (a) runs over (slot, part of the key
- *     tiles), adds dS·K into the part's own dQ partial rows (10 products per
- *     (query tile, key tile), as FA2), and stage (b) sums a query tile's
- *     partials in part order;
- *   - ordered dQ, else (plan->dq_ordered): stage (a) runs over key tiles,
- *     each adding dS·K into the slot's one dQ partial a query tile at a
- *     time in key tile order (turns, cpu_sched.h: items of a slot pipeline
- *     one tile step apart), and stage (b) only stores it.  10 products, no
- *     partials per part: the 2-slot s=8192 d=128 backward on Zen 5, 2
- *     threads, fp32 331 -> 460 and bf16 641 -> 848 GFLOP/s over recomputing.
- *     Its sums are those of the recomputing variant, in the same order
- *     (identical hashes in bench/cpu_determinism.c on avx512, generic-bf16);
- *   - recomputing S and dP in stage (b) (14 products), where even one
- *     partial per slot would not fit the panel budget.
+ * heaviest first.  Two choices make the variant, each one table of
+ * functions picked by one decision function:
+ *   - the products (cpu_bwd_variant_of): fp32-staged, here, or bf16 products
+ *     (cpu_backward_b16.c);
+ *   - the dQ owner (cpu_bwd_owner_of; the plan picks it by shape in
+ *     cpu_plan.c), since without atomics dQ = sum_j dS_j·K_j needs one owner
+ *     per row at a time:
+ *     PARTS: stage (a) runs over parts of a slot's key tiles, each adding dS·K
+ *       into its own dQ partial (10 products per tile pair, as FA2), and
+ *       stage (b) sums a query tile's partials in part order;
+ *     ORDERED: stage (a) runs over key tiles, each adding dS·K into the slot's
+ *       one partial in key tile order (turns, cpu_sched.h), and stage (b)
+ *       stores it: 10 products, and the sums of RECOMPUTE in the same order;
+ *     RECOMPUTE: stage (b) recomputes S and dP (14 products), where even one
+ *       partial per slot would not fit the panel budget.
+ *     history: bench/RESULTS.md
  *
  * Each output row is owned by exactly one work item of one stage and summed
  * in a fixed order, so there are no atomics and the result is bit-identical
@@ -87,12 +86,12 @@ typedef struct cpu_bwd_panels {
     int64_t head_rows; ///< tiles_q * block_m: stride between query heads' panels
 } cpu_bwd_panels;
 
-static cpu_bwd_panels cpu_bwd_slot(const fmsa_problem *p, const fmsa_cpu_plan *pl, float *panels,
-                                   int64_t slot_in_chunk) {
+static cpu_bwd_panels cpu_bwd_slot(const fmsa_problem *p, const fmsa_cpu_plan *pl,
+                                   float *slot_panels) {
     const int64_t D = p->head_dim, keys = pl->tiles_k * pl->block_n;
     const int64_t group = p->heads_q / p->heads_kv, copies = fmsa_cpu_bwd_packs_rows(p);
     cpu_bwd_panels x;
-    float *base = panels + slot_in_chunk * pl->slot_floats;
+    float *base = slot_panels;
     x.head_rows = pl->tiles_q * pl->block_m;
     x.kt = base;
     x.vt = x.kt + keys * D;
@@ -283,34 +282,6 @@ static void cpu_bwd_part_tiles(const fmsa_cpu_plan *pl, int64_t part, int64_t *k
     *kt1 = *kt0 + per < pl->tiles_k ? *kt0 + per : pl->tiles_k;
 }
 
-/// The dQ partials of a slot in either variant's panel layout.
-static fmsa_cpu_dq_partials cpu_bwd_partials(const fmsa_problem *p, const fmsa_cpu_plan *pl,
-                                             float *slot_panels, const cpu_bwd_panels *x) {
-    return pl->b16 ? fmsa_cpu_b16_bwd_partials(p, pl, slot_panels) : x->dq;
-}
-
-/// Stage (a) work item of either variant (fp32 tiles t, or bf16 products on
-/// the calling thread's scratch): key tile `tile`, or with dQ partials part
-/// `tile`, whose written-flags it clears before its key tiles run (ordered
-/// dQ: key tile `tile` adding into part 0 in turn, turns: the slot's).
-static void cpu_bwd_dkdv_item(const fmsa_problem *p, const fmsa_cpu_plan *pl, int64_t slot,
-                              float *slot_panels, const cpu_bwd_panels *x, int64_t tile,
-                              atomic_int *turns, cpu_bwd_tiles *t, char *scratch) {
-    const int64_t group = p->heads_q / p->heads_kv;
-    int64_t kt0 = tile, kt1 = tile + 1, part = 0;
-    if (fmsa_cpu_plan_dq_per_part(pl)) {
-        const fmsa_cpu_dq_partials dq = cpu_bwd_partials(p, pl, slot_panels, x);
-        for (int64_t f = 0; f < group * pl->tiles_q; ++f)
-            dq.written[tile * group * pl->tiles_q + f] = 0.0f;
-        cpu_bwd_part_tiles(pl, tile, &kt0, &kt1);
-        part = tile;
-    }
-    for (int64_t kt = kt0; kt < kt1; ++kt) {
-        if (pl->b16) fmsa_cpu_b16_bwd_dkdv(p, pl, slot, slot_panels, kt, part, turns, scratch);
-        else cpu_bwd_dkdv_tile(p, pl, slot, x, kt, part, turns, t);
-    }
-}
-
 /// Stage (b) with dQ partials (either variant): dQ of query tile qt of head
 /// `sub` = the sum of the parts' partials in part order, row by row (parts
 /// that never saw the tile add nothing).
@@ -369,16 +340,143 @@ static void cpu_bwd_dq_item(const fmsa_problem *p, const fmsa_cpu_plan *pl, int6
                            t->dq + (int64_t)r * D);
 }
 
+/*
+ * The product variants.  Each takes a slot's panels and the calling thread's
+ * scratch: the pack job `job` (key tiles, then query tiles of every head of
+ * the group), the dK/dV of key tile kt (with dQ partials, also dS·K into
+ * part `part`, turns: the slot's, ordered dQ), the recomputing dQ item of
+ * query tile qt of head `sub`, and where the slot's dQ partials are.
+ */
+typedef struct cpu_bwd_variant {
+    int preprocess; ///< D = rowsum(dO * O) into the workspace first (else in the panels)
+    void (*pack)(const fmsa_problem *p, const fmsa_cpu_plan *pl, int64_t slot,
+                 float *slot_panels, int64_t job, const float *delta, char *scratch);
+    void (*dkdv)(const fmsa_problem *p, const fmsa_cpu_plan *pl, int64_t slot,
+                 float *slot_panels, int64_t kt, int64_t part, atomic_int *turns, char *scratch);
+    void (*dq)(const fmsa_problem *p, const fmsa_cpu_plan *pl, int64_t slot, float *slot_panels,
+               int64_t sub, int64_t qt, char *scratch);
+    fmsa_cpu_dq_partials (*partials)(const fmsa_problem *p, const fmsa_cpu_plan *pl,
+                                     float *slot_panels);
+} cpu_bwd_variant;
+
+static void cpu_bwd_fp32_pack(const fmsa_problem *p, const fmsa_cpu_plan *pl, int64_t slot,
+                              float *slot_panels, int64_t job, const float *delta,
+                              char *scratch) {
+    const cpu_bwd_panels x = cpu_bwd_slot(p, pl, slot_panels);
+    (void)scratch;
+    cpu_bwd_pack(p, pl, slot, &x, job, delta);
+}
+
+static void cpu_bwd_fp32_dkdv(const fmsa_problem *p, const fmsa_cpu_plan *pl, int64_t slot,
+                              float *slot_panels, int64_t kt, int64_t part, atomic_int *turns,
+                              char *scratch) {
+    const cpu_bwd_panels x = cpu_bwd_slot(p, pl, slot_panels);
+    cpu_bwd_tiles t = cpu_bwd_carve(scratch, pl, p->head_dim, 1);
+    cpu_bwd_dkdv_tile(p, pl, slot, &x, kt, part, turns, &t);
+}
+
+static void cpu_bwd_fp32_dq(const fmsa_problem *p, const fmsa_cpu_plan *pl, int64_t slot,
+                            float *slot_panels, int64_t sub, int64_t qt, char *scratch) {
+    const cpu_bwd_panels x = cpu_bwd_slot(p, pl, slot_panels);
+    cpu_bwd_tiles t = cpu_bwd_carve(scratch, pl, p->head_dim, 0);
+    cpu_bwd_dq_item(p, pl, slot, &x, sub, qt, &t);
+}
+
+static fmsa_cpu_dq_partials cpu_bwd_fp32_partials(const fmsa_problem *p, const fmsa_cpu_plan *pl,
+                                                  float *slot_panels) {
+    return cpu_bwd_slot(p, pl, slot_panels).dq;
+}
+
+static void cpu_bwd_b16_pack(const fmsa_problem *p, const fmsa_cpu_plan *pl, int64_t slot,
+                             float *slot_panels, int64_t job, const float *delta,
+                             char *scratch) {
+    (void)delta; /* the bf16 products take D through their own product */
+    fmsa_cpu_b16_bwd_pack(p, pl, slot, slot_panels, job, scratch);
+}
+
+static const cpu_bwd_variant cpu_bwd_fp32 = {1, cpu_bwd_fp32_pack, cpu_bwd_fp32_dkdv,
+                                             cpu_bwd_fp32_dq, cpu_bwd_fp32_partials};
+static const cpu_bwd_variant cpu_bwd_b16 = {0, cpu_bwd_b16_pack, fmsa_cpu_b16_bwd_dkdv,
+                                            fmsa_cpu_b16_bwd_dq, fmsa_cpu_b16_bwd_partials};
+
+/// The product decision of the backward: the plan's product variant.
+static const cpu_bwd_variant *cpu_bwd_variant_of(const fmsa_cpu_plan *pl) {
+    return pl->b16 ? &cpu_bwd_b16 : &cpu_bwd_fp32;
+}
+
+/*
+ * The dQ owners (fmsa_cpu_dq_owner): how stage (a) items are cut (a part of
+ * a slot's key tiles, or one key tile) and ordered, whether they take turns,
+ * and what a stage (b) item does.
+ */
+typedef struct cpu_bwd_owner {
+    int per_part;               ///< stage (a) item = a part of the slot's key tiles
+    int turns;                  ///< items add into one partial in key tile order
+    fmsa_cpu_sched_mode order;  ///< stage (a) order (the turns need list order)
+    void (*stage_b)(const fmsa_problem *p, const fmsa_cpu_plan *pl, const cpu_bwd_variant *var,
+                    int64_t slot, float *slot_panels, int64_t sub, int64_t qt, char *scratch);
+} cpu_bwd_owner;
+
+/// Stage (b) of PARTS and ORDERED: the sum of the slot's partials.
+static void cpu_bwd_stage_b_sum(const fmsa_problem *p, const fmsa_cpu_plan *pl,
+                                const cpu_bwd_variant *var, int64_t slot, float *slot_panels,
+                                int64_t sub, int64_t qt, char *scratch) {
+    const fmsa_cpu_dq_partials dq = var->partials(p, pl, slot_panels);
+    (void)scratch;
+    cpu_bwd_dq_sum_item(p, pl, slot, &dq, sub, qt);
+}
+
+/// Stage (b) of RECOMPUTE: the variant's own dQ item.
+static void cpu_bwd_stage_b_recompute(const fmsa_problem *p, const fmsa_cpu_plan *pl,
+                                      const cpu_bwd_variant *var, int64_t slot,
+                                      float *slot_panels, int64_t sub, int64_t qt,
+                                      char *scratch) {
+    var->dq(p, pl, slot, slot_panels, sub, qt, scratch);
+}
+
+static const cpu_bwd_owner cpu_bwd_parts = {1, 0, FMSA_CPU_SCHED_SHARED, cpu_bwd_stage_b_sum};
+static const cpu_bwd_owner cpu_bwd_ordered = {0, 1, FMSA_CPU_SCHED_IN_ORDER, cpu_bwd_stage_b_sum};
+static const cpu_bwd_owner cpu_bwd_recompute = {0, 0, FMSA_CPU_SCHED_SHARED,
+                                                cpu_bwd_stage_b_recompute};
+
+/// The dQ-owner decision of the backward: the plan's (cpu_plan.c chose it).
+static const cpu_bwd_owner *cpu_bwd_owner_of(const fmsa_cpu_plan *pl) {
+    switch (pl->dq_owner) {
+    case FMSA_CPU_DQ_PARTS: return &cpu_bwd_parts;
+    case FMSA_CPU_DQ_ORDERED: return &cpu_bwd_ordered;
+    default: return &cpu_bwd_recompute;
+    }
+}
+
+/// Stage (a) work item: key tile `tile`, or with PARTS part `tile`, whose
+/// written-flags it clears before its key tiles run (ORDERED: key tile
+/// `tile` adding into part 0 in turn, turns: the slot's).
+static void cpu_bwd_stage_a(const fmsa_problem *p, const fmsa_cpu_plan *pl,
+                            const cpu_bwd_variant *var, const cpu_bwd_owner *own, int64_t slot,
+                            float *slot_panels, int64_t tile, atomic_int *turns, char *scratch) {
+    const int64_t group = p->heads_q / p->heads_kv;
+    int64_t kt0 = tile, kt1 = tile + 1, part = 0;
+    if (own->per_part) {
+        const fmsa_cpu_dq_partials dq = var->partials(p, pl, slot_panels);
+        for (int64_t f = 0; f < group * pl->tiles_q; ++f)
+            dq.written[tile * group * pl->tiles_q + f] = 0.0f;
+        cpu_bwd_part_tiles(pl, tile, &kt0, &kt1);
+        part = tile;
+    }
+    for (int64_t kt = kt0; kt < kt1; ++kt)
+        var->dkdv(p, pl, slot, slot_panels, kt, part, turns, scratch);
+}
+
 /// Items of both main stages for slots [slot0, slot0+nslots), each list
 /// heaviest first: dK/dV items (tile = key tile) then dQ items.
-static void cpu_bwd_items(const fmsa_problem *p, const fmsa_cpu_plan *pl, int64_t slot0,
-                          int64_t nslots, fmsa_cpu_item *kv, int64_t *n_kv, fmsa_cpu_item *q,
-                          int64_t *n_q) {
+static void cpu_bwd_items(const fmsa_problem *p, const fmsa_cpu_plan *pl,
+                          const cpu_bwd_owner *own, int64_t slot0, int64_t nslots,
+                          fmsa_cpu_item *kv, int64_t *n_kv, fmsa_cpu_item *q, int64_t *n_q) {
     const int64_t group = p->heads_q / p->heads_kv;
     *n_kv = *n_q = 0;
     for (int64_t slot = slot0; slot < slot0 + nslots; ++slot) {
         const fmsa_seq seq = fmsa_problem_seq(p, slot / p->heads_kv);
-        const int per_part = fmsa_cpu_plan_dq_per_part(pl);
+        const int per_part = own->per_part;
         const int64_t n_stage_a = per_part ? pl->dq_parts : pl->tiles_k;
         for (int64_t it = 0; it < n_stage_a; ++it) {
             /* visible query rows of the item's key tiles: rows whose window reaches them */
@@ -414,12 +512,12 @@ static void cpu_bwd_items(const fmsa_problem *p, const fmsa_cpu_plan *pl, int64_
 
 /// Ordered dQ: clears part 0's written-flags and sets every turn to key
 /// tile 0 for the chunk's slots (turns: [nslots][group][tiles_q]).
-static void cpu_bwd_turns_reset(const fmsa_problem *p, const fmsa_cpu_plan *pl, float *panels,
-                                int64_t nslots, atomic_int *turns) {
+static void cpu_bwd_turns_reset(const fmsa_problem *p, const fmsa_cpu_plan *pl,
+                                const cpu_bwd_variant *var, float *panels, int64_t nslots,
+                                atomic_int *turns) {
     const int64_t n = (p->heads_q / p->heads_kv) * pl->tiles_q;
     for (int64_t s = 0; s < nslots; ++s) {
-        const cpu_bwd_panels x = cpu_bwd_slot(p, pl, panels, s);
-        const fmsa_cpu_dq_partials dq = cpu_bwd_partials(p, pl, panels + s * pl->slot_floats, &x);
+        const fmsa_cpu_dq_partials dq = var->partials(p, pl, panels + s * pl->slot_floats);
         for (int64_t f = 0; f < n; ++f) {
             dq.written[f] = 0.0f;
             atomic_init(&turns[s * n + f], 0);
@@ -429,6 +527,9 @@ static void cpu_bwd_turns_reset(const fmsa_problem *p, const fmsa_cpu_plan *pl, 
 
 fmsa_status fmsa_cpu_backward(void *state, const fmsa_problem *p, void *workspace,
                               size_t workspace_bytes, void *stream) {
+    fmsa_cpu_state *st = (fmsa_cpu_state *)state;
+    const cpu_bwd_variant *var;
+    const cpu_bwd_owner *own;
     fmsa_cpu_plan pl;
     int nthreads;
     char *scratch;
@@ -437,12 +538,11 @@ fmsa_status fmsa_cpu_backward(void *state, const fmsa_problem *p, void *workspac
     atomic_int *turns = NULL;
     fmsa_cpu_sched kv_sched;
     int64_t group, n_kv = 0, n_q = 0; /* n_kv, n_q: shared, written by one thread per chunk */
-    fmsa_cpu_arena *arena = state ? &((fmsa_cpu_state *)state)->arena : NULL;
     fmsa_cpu_pass_buffers bufs;
     fmsa_cpu_trace tr;
     (void)stream; /* the CPU runs synchronously */
 
-    FMSA_TRY(fmsa_cpu_plan_make((const fmsa_cpu_state *)state, p, &pl));
+    FMSA_TRY(fmsa_cpu_plan_of(st, p, &pl));
     if (workspace_bytes < pl.workspace_bytes || (pl.workspace_bytes > 0 && !workspace))
         return fmsa_fail(FMSA_ERR_INSUFFICIENT_WORKSPACE,
                          "cpu: backward needs %zu bytes of workspace, got %zu",
@@ -451,6 +551,8 @@ fmsa_status fmsa_cpu_backward(void *state, const fmsa_problem *p, void *workspac
     if (p->batch * p->heads_kv * pl.tiles_k == 0 && p->batch * p->heads_q * pl.tiles_q == 0)
         return FMSA_SUCCESS;
     group = p->heads_q / p->heads_kv;
+    var = cpu_bwd_variant_of(&pl);
+    own = cpu_bwd_owner_of(&pl);
 
     nthreads = fmsa_cpu_max_threads();
     {
@@ -458,20 +560,20 @@ fmsa_status fmsa_cpu_backward(void *state, const fmsa_problem *p, void *workspac
             (size_t)(pl.chunk_slots * pl.tiles_k) * sizeof *kv_items,
             (size_t)(pl.chunk_slots * group * pl.tiles_q) * sizeof *q_items,
             fmsa_cpu_sched_bytes(pl.chunk_slots, nthreads),
-            pl.dq_ordered ? (size_t)(pl.chunk_slots * group * pl.tiles_q) * sizeof *turns : 0};
-        FMSA_TRY(fmsa_cpu_pass_buffers_take(arena, "backward", nthreads, &pl, 4, lists, &bufs));
+            own->turns ? (size_t)(pl.chunk_slots * group * pl.tiles_q) * sizeof *turns : 0};
+        FMSA_TRY(fmsa_cpu_pass_buffers_take(&st->arena, st->opt.poison, "backward", nthreads, &pl,
+                                            4, lists, &bufs));
         scratch = bufs.scratch;
         panels = bufs.panels;
         kv_items = (fmsa_cpu_item *)bufs.lists[0];
         q_items = (fmsa_cpu_item *)bufs.lists[1];
         fmsa_cpu_sched_carve(bufs.lists[2], pl.chunk_slots, nthreads, &kv_sched);
-        if (pl.dq_ordered) turns = (atomic_int *)bufs.lists[3];
+        if (own->turns) turns = (atomic_int *)bufs.lists[3];
     }
 
-    fmsa_cpu_trace_begin(&tr, nthreads);
+    fmsa_cpu_trace_begin(&tr, st->opt.trace, nthreads);
     pl.trace = &tr;
-    /* the bf16 products take D through their own product (cpu_backward_b16.c) */
-    if (!pl.b16) cpu_bwd_preprocess(p, pl.kern, delta);
+    if (var->preprocess) cpu_bwd_preprocess(p, pl.kern, delta);
 FMSA_CPU_OMP(omp parallel num_threads(nthreads))
     {
         char *mine = scratch + (size_t)fmsa_cpu_thread_num() * pl.scratch_bytes;
@@ -481,69 +583,43 @@ FMSA_CPU_OMP(omp parallel num_threads(nthreads))
             const int64_t jobs = pl.tiles_k + group * pl.tiles_q;
             fmsa_cpu_cursor cursor = {0, 0};
             int64_t next;
-            cpu_bwd_tiles t;
             /* one thread orders the chunk's items (and resets the turns) while
-             * the others pack; the barrier after the packing publishes both.
-             * dK/dV items: ordered dQ takes each slot's key tiles in order
-             * (the turns need it), the other variants heaviest first */
+             * the others pack; the barrier after the packing publishes both */
 FMSA_CPU_OMP(omp single nowait)
             {
-                cpu_bwd_items(p, &pl, slot0, nslots, kv_items, &n_kv, q_items, &n_q);
-                fmsa_cpu_sched_build(&kv_sched, kv_items, n_kv, fmsa_cpu_team_size(),
-                                     pl.dq_ordered ? FMSA_CPU_SCHED_IN_ORDER
-                                                   : FMSA_CPU_SCHED_SHARED);
-                if (pl.dq_ordered) cpu_bwd_turns_reset(p, &pl, panels, nslots, turns);
+                cpu_bwd_items(p, &pl, own, slot0, nslots, kv_items, &n_kv, q_items, &n_q);
+                fmsa_cpu_sched_build(&kv_sched, kv_items, n_kv, fmsa_cpu_team_size(), own->order);
+                if (own->turns) cpu_bwd_turns_reset(p, &pl, var, panels, nslots, turns);
             }
 FMSA_CPU_OMP(omp for schedule(dynamic, 1))
             for (int64_t it = 0; it < nslots * jobs; ++it) {
                 const double t0 = fmsa_cpu_trace_now(&tr);
-                if (pl.b16) {
-                    fmsa_cpu_b16_bwd_pack(p, &pl, slot0 + it / jobs,
-                                          panels + (it / jobs) * pl.slot_floats, it % jobs, mine);
-                } else {
-                    const cpu_bwd_panels x = cpu_bwd_slot(p, &pl, panels, it / jobs);
-                    cpu_bwd_pack(p, &pl, slot0 + it / jobs, &x, it % jobs, delta);
-                }
+                var->pack(p, &pl, slot0 + it / jobs, panels + (it / jobs) * pl.slot_floats,
+                          it % jobs, delta, mine);
                 fmsa_cpu_trace_add(&tr, FMSA_CPU_TRACE_PACK, t0);
             }
 FMSA_CPU_OMP(omp barrier)
-            if (!pl.b16) t = cpu_bwd_carve(mine, &pl, p->head_dim, 1);
             while ((next = fmsa_cpu_sched_next(&kv_sched, fmsa_cpu_thread_num(), &cursor)) >= 0) {
                 const fmsa_cpu_item *item = &kv_items[next];
                 const int64_t in_chunk = item->slot - slot0;
-                const cpu_bwd_panels x = pl.b16 ? (cpu_bwd_panels){0}
-                                                : cpu_bwd_slot(p, &pl, panels, in_chunk);
                 atomic_int *slot_turns = turns ? turns + in_chunk * group * pl.tiles_q : NULL;
                 const double t0 = fmsa_cpu_trace_now(&tr);
-                cpu_bwd_dkdv_item(p, &pl, item->slot, panels + in_chunk * pl.slot_floats, &x,
-                                  item->tile, slot_turns, &t, mine);
+                cpu_bwd_stage_a(p, &pl, var, own, item->slot, panels + in_chunk * pl.slot_floats,
+                                item->tile, slot_turns, mine);
                 fmsa_cpu_trace_add(&tr, FMSA_CPU_TRACE_STAGE_A, t0);
             }
 FMSA_CPU_OMP(omp barrier)
-            if (!pl.b16) t = cpu_bwd_carve(mine, &pl, p->head_dim, 0);
 FMSA_CPU_OMP(omp for schedule(dynamic, 1))
             for (int64_t it = 0; it < n_q; ++it) {
                 const int64_t in_chunk = q_items[it].slot - slot0;
-                float *slot_panels = panels + in_chunk * pl.slot_floats;
-                const cpu_bwd_panels x = pl.b16 ? (cpu_bwd_panels){0}
-                                                : cpu_bwd_slot(p, &pl, panels, in_chunk);
                 const double t0 = fmsa_cpu_trace_now(&tr);
-                if (pl.dq_parts > 0) {
-                    const fmsa_cpu_dq_partials dq = cpu_bwd_partials(p, &pl, slot_panels, &x);
-                    cpu_bwd_dq_sum_item(p, &pl, q_items[it].slot, &dq, q_items[it].sub,
-                                        q_items[it].tile);
-                } else if (pl.b16) {
-                    fmsa_cpu_b16_bwd_dq(p, &pl, q_items[it].slot, slot_panels, q_items[it].sub,
-                                        q_items[it].tile, mine);
-                } else {
-                    cpu_bwd_dq_item(p, &pl, q_items[it].slot, &x, q_items[it].sub,
-                                    q_items[it].tile, &t);
-                }
+                own->stage_b(p, &pl, var, q_items[it].slot, panels + in_chunk * pl.slot_floats,
+                             q_items[it].sub, q_items[it].tile, mine);
                 fmsa_cpu_trace_add(&tr, FMSA_CPU_TRACE_STAGE_B, t0);
             }
         }
     }
     fmsa_cpu_trace_end(&tr, "backward", fmsa_cpu_ceil_div(pl.slots, pl.chunk_slots));
-    fmsa_cpu_arena_give(arena, bufs.base);
+    fmsa_cpu_arena_give(&st->arena, bufs.base);
     return FMSA_SUCCESS;
 }

@@ -4,17 +4,11 @@
  * For each chunk of (sequence, kv head) slots, the work items (query head of
  * the GQA group, query tile[, key split]) are dealt to the threads a slot at
  * a time, heaviest first, with stealing at the end (cpu_sched.h), all of
- * them reading K and V from shared panels (cpu_pack.h).  A
- * slot's panels are packed on first use: the first items to need a slot
- * claim its key tiles one by one and pack them, later ones wait for the
- * last tile, so packing overlaps other threads' products and the panels
- * are used while they are still in the packing cores' caches.  (With a pack
- * phase before the items, FLASHMSA_CPU_TRACE showed packing at up to 39% of
- * the busy time at 16 threads on the Xeon, and the 16-thread bf16 forward
- * rose from 1.44-2.44x to 1.48-2.71x torch with this order, bench/RESULTS.md
- * 2026-12-01 -- across two runs, not in one rotation; on Zen 5 at 2 threads
- * the phase measured 0-3% faster in one rotation.  FLASHMSA_CPU_PACK=phase
- * keeps the other order for that A/B.)  Each item
+ * them reading K and V from shared panels (cpu_pack.h).  A slot's panels
+ * are packed on first use: the first items to need a slot claim its key
+ * tiles one by one and pack them, later ones wait for the last tile, so
+ * packing overlaps other threads' products and the panels are read while
+ * still in the packing cores' caches (history: bench/RESULTS.md).  Each item
  * keeps one online-softmax state per row (fmsa_softmax.h), walks only the
  * key tiles its window can see, and runs S = Q·Kᵀ and acc += P·V through
  * the ISA's micro-kernels (cpu_kernels.h).  With split-KV (decode shapes)
@@ -60,31 +54,45 @@ static cpu_fwd_tiles cpu_fwd_carve(char *base, const fmsa_cpu_plan *pl, int64_t 
     return t;
 }
 
-/// Panels of slot `slot` within the chunk buffer: Kᵀ tiles, then V rows.
-static float *cpu_fwd_kt(const fmsa_cpu_plan *pl, float *panels, int64_t slot_in_chunk) {
-    return panels + slot_in_chunk * pl->slot_floats;
-}
-static float *cpu_fwd_v(const fmsa_cpu_plan *pl, float *panels, int64_t slot_in_chunk,
-                        int64_t D) {
-    return cpu_fwd_kt(pl, panels, slot_in_chunk) + pl->tiles_k * pl->block_n * D;
-}
+/// One thread's tiles: those of the plan's product variant are carved.
+typedef struct cpu_fwd_thread {
+    cpu_fwd_tiles t;        ///< fp32-staged products
+    fmsa_cpu_b16_tiles bt;  ///< bf16 products (cpu_forward_b16.c)
+    float *merge_row;       ///< D floats for the split merge
+} cpu_fwd_thread;
 
-/// Packs key tile kt of slot (b, hk) into the chunk's panels (stage: the
-/// calling thread's fp32 staging tile, used by the bf16 panels).
-static void cpu_fwd_pack(const fmsa_problem *p, const fmsa_cpu_plan *pl, int64_t slot,
-                         int64_t slot_in_chunk, int64_t ktile, float *panels, float *stage) {
+/// The row states an item's rows end in (to store or to record for the merge).
+typedef struct cpu_fwd_rows_out {
+    const float *m, *l; ///< [rows] maxima and sums
+    float *acc;         ///< [rows][acc_ld] unnormalised output rows
+    int64_t acc_ld;
+} cpu_fwd_rows_out;
+
+/// A product variant of the forward: how a thread carves its tiles, how a
+/// key tile of a slot is packed into the slot's panels, and how an item's
+/// query rows run keys [k_begin, k_end).  cpu_fwd_variant_of picks one.
+typedef struct cpu_fwd_variant {
+    void (*carve)(char *mine, const fmsa_cpu_plan *pl, int64_t D, cpu_fwd_thread *th);
+    void (*pack)(const fmsa_problem *p, const fmsa_cpu_plan *pl, int64_t slot,
+                 float *slot_panels, int64_t ktile, cpu_fwd_thread *th);
+    cpu_fwd_rows_out (*rows)(const fmsa_problem *p, const fmsa_cpu_plan *pl,
+                             const fmsa_seq *seq, int64_t b, int64_t h, int64_t i0, int rows,
+                             int64_t k_begin, int64_t k_end, const float *slot_panels,
+                             cpu_fwd_thread *th);
+} cpu_fwd_variant;
+
+/// fp32-staged: Kᵀ tiles, then V rows, in the slot's panels.
+static void cpu_fwd_fp32_pack(const fmsa_problem *p, const fmsa_cpu_plan *pl, int64_t slot,
+                              float *slot_panels, int64_t ktile, cpu_fwd_thread *th) {
     const int64_t D = p->head_dim, b = slot / p->heads_kv, hk = slot % p->heads_kv;
     const fmsa_seq seq = fmsa_problem_seq(p, b);
     const int64_t j0 = ktile * pl->block_n;
     const int cols = (int)(seq.sk - j0 < pl->block_n ? seq.sk - j0 : pl->block_n);
-    float *v = cpu_fwd_v(pl, panels, slot_in_chunk, D) + j0 * D;
-    if (pl->b16) {
-        fmsa_cpu_b16_pack(p, pl, slot, cpu_fwd_kt(pl, panels, slot_in_chunk), ktile, stage);
-        return;
-    }
+    float *v = slot_panels + pl->tiles_k * pl->block_n * D + j0 * D;
+    (void)th;
     if (cols <= 0) return;
     fmsa_cpu_pack_keys_t(pl->kern, p, &p->k, &seq, b, hk, j0, cols, pl->block_n,
-                         cpu_fwd_kt(pl, panels, slot_in_chunk) + ktile * D * pl->block_n);
+                         slot_panels + ktile * D * pl->block_n);
     fmsa_cpu_pack_rows(p, &p->v, &seq, b, hk, 1, j0, cols, 1.0f, v);
 }
 
@@ -94,26 +102,26 @@ typedef struct cpu_fwd_slot_pack {
 } cpu_fwd_slot_pack;
 
 /// Claims the slot's next unpacked key tile and packs it; 0 when none was left.
-static int cpu_fwd_pack_next(const fmsa_problem *p, const fmsa_cpu_plan *pl, int64_t slot,
-                             int64_t in_chunk, float *panels, float *stage,
-                             cpu_fwd_slot_pack *st) {
+static int cpu_fwd_pack_next(const fmsa_problem *p, const fmsa_cpu_plan *pl,
+                             const cpu_fwd_variant *var, int64_t slot, float *slot_panels,
+                             cpu_fwd_thread *th, cpu_fwd_slot_pack *st) {
     const long long job = atomic_fetch_add_explicit(&st->claimed, 1, memory_order_relaxed);
     double t0;
     if (job >= pl->tiles_k) return 0;
     t0 = fmsa_cpu_trace_now(pl->trace);
-    cpu_fwd_pack(p, pl, slot, in_chunk, job, panels, stage);
+    var->pack(p, pl, slot, slot_panels, job, th);
     atomic_fetch_add_explicit(&st->packed, 1, memory_order_release);
     fmsa_cpu_trace_add(pl->trace, FMSA_CPU_TRACE_PACK, t0);
     return 1;
 }
 
-/// Returns once every key tile of the chunk's slot `in_chunk` is packed,
-/// packing unclaimed ones itself (stage: the thread's bf16 staging tile).
-static void cpu_fwd_ensure_packed(const fmsa_problem *p, const fmsa_cpu_plan *pl, int64_t slot,
-                                  int64_t in_chunk, float *panels, float *stage,
-                                  cpu_fwd_slot_pack *st) {
+/// Returns once every key tile of the slot is packed, packing unclaimed
+/// ones itself.
+static void cpu_fwd_ensure_packed(const fmsa_problem *p, const fmsa_cpu_plan *pl,
+                                  const cpu_fwd_variant *var, int64_t slot, float *slot_panels,
+                                  cpu_fwd_thread *th, cpu_fwd_slot_pack *st) {
     if (atomic_load_explicit(&st->packed, memory_order_acquire) == pl->tiles_k) return;
-    while (cpu_fwd_pack_next(p, pl, slot, in_chunk, panels, stage, st)) {
+    while (cpu_fwd_pack_next(p, pl, var, slot, slot_panels, th, st)) {
     }
     /* the remaining tiles are in other threads' hands: at most one tile pack each */
     for (unsigned spins = 0;
@@ -184,6 +192,62 @@ static void cpu_fwd_rows(const fmsa_problem *p, const fmsa_cpu_plan *pl, const f
     }
 }
 
+/// fp32-staged rows of an item (cpu_fwd_rows on the slot's Kᵀ and V panels).
+static cpu_fwd_rows_out cpu_fwd_fp32_rows(const fmsa_problem *p, const fmsa_cpu_plan *pl,
+                                          const fmsa_seq *seq, int64_t b, int64_t h, int64_t i0,
+                                          int rows, int64_t k_begin, int64_t k_end,
+                                          const float *slot_panels, cpu_fwd_thread *th) {
+    const float *v = slot_panels + pl->tiles_k * pl->block_n * p->head_dim;
+    cpu_fwd_rows(p, pl, seq, b, h, i0, rows, k_begin, k_end, slot_panels, v, &th->t);
+    return (cpu_fwd_rows_out){th->t.m, th->t.l, th->t.acc, p->head_dim};
+}
+
+static void cpu_fwd_fp32_carve(char *mine, const fmsa_cpu_plan *pl, int64_t D,
+                               cpu_fwd_thread *th) {
+    th->t = cpu_fwd_carve(mine, pl, D);
+    th->merge_row = th->t.acc;
+}
+
+/// bf16 products: the rows of cpu_forward_b16.c.  Without splits the bf16
+/// output rows (64 x 256 bytes at d = 128) are first fetched for writing, so
+/// they are owned by the time they are stored (not the fp32 ones, whose
+/// 32 KiB would fill most of L1 as the item starts).
+static cpu_fwd_rows_out cpu_fwd_b16_rows(const fmsa_problem *p, const fmsa_cpu_plan *pl,
+                                         const fmsa_seq *seq, int64_t b, int64_t h, int64_t i0,
+                                         int rows, int64_t k_begin, int64_t k_end,
+                                         const float *slot_panels, cpu_fwd_thread *th) {
+    if (pl->num_splits == 1) {
+        const uint16_t *ob = (const uint16_t *)fmsa_view4_host(&p->o); /* bf16 */
+        for (int r = 0; r < rows; ++r) {
+            const char *orow = (const char *)(ob + fmsa_problem_q_offset(&p->o, seq, i0 + r, h));
+            for (int64_t x = 0; x < p->head_dim * 2; x += 64) FMSA_CPU_PREFETCH_L2_W(orow + x);
+        }
+    }
+    fmsa_cpu_b16_rows(p, pl, seq, b, h, i0, rows, k_begin, k_end, slot_panels, &th->bt);
+    return (cpu_fwd_rows_out){th->bt.m, th->bt.l, th->bt.acc, th->bt.acc_ld};
+}
+
+static void cpu_fwd_b16_carve(char *mine, const fmsa_cpu_plan *pl, int64_t D,
+                              cpu_fwd_thread *th) {
+    fmsa_cpu_b16_carve(mine, pl->block_m, pl->block_n, D, &th->bt);
+    th->merge_row = th->bt.acc;
+}
+
+static void cpu_fwd_b16_pack(const fmsa_problem *p, const fmsa_cpu_plan *pl, int64_t slot,
+                             float *slot_panels, int64_t ktile, cpu_fwd_thread *th) {
+    fmsa_cpu_b16_pack(p, pl, slot, slot_panels, ktile, th->bt.stage);
+}
+
+static const cpu_fwd_variant cpu_fwd_fp32 = {cpu_fwd_fp32_carve, cpu_fwd_fp32_pack,
+                                             cpu_fwd_fp32_rows};
+static const cpu_fwd_variant cpu_fwd_b16 = {cpu_fwd_b16_carve, cpu_fwd_b16_pack,
+                                            cpu_fwd_b16_rows};
+
+/// The one variant decision of the forward: the plan's product variant.
+static const cpu_fwd_variant *cpu_fwd_variant_of(const fmsa_cpu_plan *pl) {
+    return pl->b16 ? &cpu_fwd_b16 : &cpu_fwd_fp32;
+}
+
 /// Finalizes rows into O (output dtype) and LSE (fp32, natural log) when requested.
 static void cpu_fwd_store(const fmsa_problem *p, const fmsa_cpu_kernels *kern,
                           const fmsa_seq *seq, int64_t h, int64_t i0, int rows, const float *m,
@@ -214,46 +278,24 @@ static void cpu_fwd_keys(const fmsa_problem *p, const fmsa_cpu_plan *pl, const f
     }
 }
 
-/// One work item: query head `sub` of the slot's group, query tile, key split.
-/// t or (with pl->b16) bt are the calling thread's tiles.
-static void cpu_fwd_item(const fmsa_problem *p, const fmsa_cpu_plan *pl, const fmsa_cpu_item *it,
-                         int64_t slot_in_chunk, float *panels, cpu_fwd_tiles *t,
-                         fmsa_cpu_b16_tiles *bt, float *partials) {
+/// One work item: query head `sub` of the slot's group, query tile, key split,
+/// on the calling thread's tiles th.
+static void cpu_fwd_item(const fmsa_problem *p, const fmsa_cpu_plan *pl,
+                         const cpu_fwd_variant *var, const fmsa_cpu_item *it,
+                         const float *slot_panels, cpu_fwd_thread *th, float *partials) {
     const int64_t D = p->head_dim, b = it->slot / p->heads_kv;
     const int64_t h = (it->slot % p->heads_kv) * (p->heads_q / p->heads_kv) + it->sub;
     const fmsa_seq seq = fmsa_problem_seq(p, b);
     const int64_t i0 = it->tile * pl->block_m, s = it->split;
     const int rows = (int)(seq.sq - i0 < pl->block_m ? seq.sq - i0 : pl->block_m);
     int64_t k_begin, k_end;
-
-    const float *m, *l;
-    float *acc;
-    int64_t acc_ld;
+    cpu_fwd_rows_out o;
 
     cpu_fwd_keys(p, pl, &seq, i0, rows, s, &k_begin, &k_end);
-    /* the bf16 output rows (64 x 256 bytes at d = 128), owned for writing by
-     * the time they are stored (Zen 5, s = 512: the store 0.63 -> 0.46 ms);
-     * not the fp32 ones, whose 32 KiB would fill most of L1 as the item starts */
-    if (pl->num_splits == 1 && pl->b16) {
-        const uint16_t *ob = (const uint16_t *)fmsa_view4_host(&p->o); /* bf16 */
-        for (int r = 0; r < rows; ++r) {
-            const char *orow = (const char *)(ob + fmsa_problem_q_offset(&p->o, &seq, i0 + r, h));
-            for (int64_t x = 0; x < D * 2; x += 64) FMSA_CPU_PREFETCH_L2_W(orow + x);
-        }
-    }
-    if (pl->b16) {
-        fmsa_cpu_b16_rows(p, pl, &seq, b, h, i0, rows, k_begin, k_end,
-                          cpu_fwd_kt(pl, panels, slot_in_chunk), bt);
-        m = bt->m, l = bt->l, acc = bt->acc, acc_ld = bt->acc_ld;
-    } else {
-        cpu_fwd_rows(p, pl, &seq, b, h, i0, rows, k_begin, k_end,
-                     cpu_fwd_kt(pl, panels, slot_in_chunk),
-                     cpu_fwd_v(pl, panels, slot_in_chunk, D), t);
-        m = t->m, l = t->l, acc = t->acc, acc_ld = D;
-    }
+    o = var->rows(p, pl, &seq, b, h, i0, rows, k_begin, k_end, slot_panels, th);
     if (pl->num_splits == 1) {
         const double t0 = fmsa_cpu_trace_now(pl->trace);
-        cpu_fwd_store(p, pl->kern, &seq, h, i0, rows, m, l, acc, acc_ld);
+        cpu_fwd_store(p, pl->kern, &seq, h, i0, rows, o.m, o.l, o.acc, o.acc_ld);
         fmsa_cpu_trace_add(pl->trace, FMSA_CPU_TRACE_STORE, t0);
         return;
     }
@@ -261,9 +303,9 @@ static void cpu_fwd_item(const fmsa_problem *p, const fmsa_cpu_plan *pl, const f
         float *rec =
             partials +
             (((b * p->heads_q + h) * p->seqlen_q + i0 + r) * pl->num_splits + s) * (D + 2);
-        rec[0] = m[r];
-        rec[1] = l[r];
-        for (int64_t d = 0; d < D; ++d) rec[2 + d] = acc[(int64_t)r * acc_ld + d];
+        rec[0] = o.m[r];
+        rec[1] = o.l[r];
+        for (int64_t d = 0; d < D; ++d) rec[2 + d] = o.acc[(int64_t)r * o.acc_ld + d];
     }
 }
 
@@ -313,6 +355,8 @@ static void cpu_fwd_merge_row(const fmsa_problem *p, const fmsa_cpu_plan *pl, in
 
 fmsa_status fmsa_cpu_forward(void *state, const fmsa_problem *p, void *workspace,
                              size_t workspace_bytes, void *stream) {
+    fmsa_cpu_state *st = (fmsa_cpu_state *)state;
+    const cpu_fwd_variant *var;
     fmsa_cpu_plan pl;
     int nthreads;
     char *scratch;
@@ -322,18 +366,18 @@ fmsa_status fmsa_cpu_forward(void *state, const fmsa_problem *p, void *workspace
     fmsa_cpu_sched sched;
     int64_t max_items, n_items = 0; /* n_items: shared, written by one thread per chunk */
     float *partials = (float *)workspace;
-    fmsa_cpu_arena *arena = state ? &((fmsa_cpu_state *)state)->arena : NULL;
     fmsa_cpu_pass_buffers bufs;
     fmsa_cpu_trace tr;
     (void)stream; /* the CPU runs synchronously */
 
-    FMSA_TRY(fmsa_cpu_plan_make((const fmsa_cpu_state *)state, p, &pl));
+    FMSA_TRY(fmsa_cpu_plan_of(st, p, &pl));
     if (workspace_bytes < pl.workspace_bytes || (pl.workspace_bytes > 0 && !workspace))
         return fmsa_fail(FMSA_ERR_INSUFFICIENT_WORKSPACE,
                          "cpu: forward needs %zu bytes of workspace, got %zu", pl.workspace_bytes,
                          workspace ? workspace_bytes : (size_t)0);
     FMSA_TRY(fmsa_cpu_check_sequences(p));
     if (p->batch * p->heads_q * pl.tiles_q == 0) return FMSA_SUCCESS;
+    var = cpu_fwd_variant_of(&pl);
 
     nthreads = fmsa_cpu_max_threads();
     max_items = pl.chunk_slots * (p->heads_q / p->heads_kv) * pl.tiles_q * pl.num_splits;
@@ -341,7 +385,8 @@ fmsa_status fmsa_cpu_forward(void *state, const fmsa_problem *p, void *workspace
         const size_t lists[3] = {(size_t)max_items * sizeof *items,
                                  (size_t)pl.chunk_slots * sizeof *slot_packs,
                                  fmsa_cpu_sched_bytes(pl.chunk_slots, nthreads)};
-        FMSA_TRY(fmsa_cpu_pass_buffers_take(arena, "forward", nthreads, &pl, 3, lists, &bufs));
+        FMSA_TRY(fmsa_cpu_pass_buffers_take(&st->arena, st->opt.poison, "forward", nthreads, &pl,
+                                            3, lists, &bufs));
         scratch = bufs.scratch;
         panels = bufs.panels;
         items = (fmsa_cpu_item *)bufs.lists[0];
@@ -349,56 +394,40 @@ fmsa_status fmsa_cpu_forward(void *state, const fmsa_problem *p, void *workspace
         fmsa_cpu_sched_carve(bufs.lists[2], pl.chunk_slots, nthreads, &sched);
     }
 
-    fmsa_cpu_trace_begin(&tr, nthreads);
+    fmsa_cpu_trace_begin(&tr, st->opt.trace, nthreads);
     pl.trace = &tr;
 FMSA_CPU_OMP(omp parallel num_threads(nthreads))
     {
-        char *mine = scratch + (size_t)fmsa_cpu_thread_num() * pl.scratch_bytes;
-        cpu_fwd_tiles t = {0};
-        fmsa_cpu_b16_tiles bt = {0};
-        float *merge_row; /* D floats for the split merge */
-        if (pl.b16) {
-            fmsa_cpu_b16_carve(mine, pl.block_m, pl.block_n, p->head_dim, &bt);
-            merge_row = bt.acc;
-        } else {
-            t = cpu_fwd_carve(mine, &pl, p->head_dim);
-            merge_row = t.acc;
-        }
+        cpu_fwd_thread th = {0};
+        var->carve(scratch + (size_t)fmsa_cpu_thread_num() * pl.scratch_bytes, &pl, p->head_dim,
+                   &th);
         for (int64_t slot0 = 0; slot0 < pl.slots; slot0 += pl.chunk_slots) {
             const int64_t nslots =
                 pl.slots - slot0 < pl.chunk_slots ? pl.slots - slot0 : pl.chunk_slots;
             fmsa_cpu_cursor cursor = {0, 0};
             int64_t next;
-            /* one thread orders the chunk's items, deals them to the team and
-             * resets the packing state (the single's barrier publishes all) */
+            /* one thread orders the chunk's items, deals them to the team a
+             * slot at a time and resets the packing state (the single's
+             * barrier publishes all) */
 FMSA_CPU_OMP(omp single)
             {
                 n_items = cpu_fwd_items(p, &pl, slot0, nslots, items);
                 fmsa_cpu_sched_build(&sched, items, n_items, fmsa_cpu_team_size(),
-                                     pl.sched_by_slot ? FMSA_CPU_SCHED_SLOTS
-                                                      : FMSA_CPU_SCHED_SHARED);
+                                     FMSA_CPU_SCHED_SLOTS);
                 for (int64_t s = 0; s < nslots; ++s) {
                     atomic_init(&slot_packs[s].claimed, 0);
                     atomic_init(&slot_packs[s].packed, 0);
                 }
             }
-            /* FLASHMSA_CPU_PACK=phase (developer, for A/B runs): the chunk packed
-             * in a parallel phase before its items, as before packing on first
-             * use; one tile per iteration, the loop's barrier ends the phase */
-            if (pl.pack_phase) {
-FMSA_CPU_OMP(omp for schedule(dynamic, 1))
-                for (int64_t it = 0; it < nslots * pl.tiles_k; ++it)
-                    (void)cpu_fwd_pack_next(p, &pl, slot0 + it / pl.tiles_k, it / pl.tiles_k,
-                                            panels, bt.stage, &slot_packs[it / pl.tiles_k]);
-            }
             while ((next = fmsa_cpu_sched_next(&sched, fmsa_cpu_thread_num(), &cursor)) >= 0) {
                 const fmsa_cpu_item *item = &items[next];
                 const int64_t in_chunk = item->slot - slot0;
+                float *slot_panels = panels + in_chunk * pl.slot_floats;
                 double t0;
-                cpu_fwd_ensure_packed(p, &pl, item->slot, in_chunk, panels, bt.stage,
+                cpu_fwd_ensure_packed(p, &pl, var, item->slot, slot_panels, &th,
                                       &slot_packs[in_chunk]);
                 t0 = fmsa_cpu_trace_now(&tr);
-                cpu_fwd_item(p, &pl, item, in_chunk, panels, &t, &bt, partials);
+                cpu_fwd_item(p, &pl, var, item, slot_panels, &th, partials);
                 fmsa_cpu_trace_add(&tr, FMSA_CPU_TRACE_STAGE_A, t0);
             }
             /* every item of the chunk is done before the next chunk's single
@@ -412,11 +441,11 @@ FMSA_CPU_OMP(omp for schedule(static))
             for (int64_t it = 0; it < rows; ++it) {
                 const int64_t i = it % p->seqlen_q, bh = it / p->seqlen_q;
                 cpu_fwd_merge_row(p, &pl, bh / p->heads_q, bh % p->heads_q, i, partials,
-                                  merge_row);
+                                  th.merge_row);
             }
         }
     }
     fmsa_cpu_trace_end(&tr, "forward", fmsa_cpu_ceil_div(pl.slots, pl.chunk_slots));
-    fmsa_cpu_arena_give(arena, bufs.base);
+    fmsa_cpu_arena_give(&st->arena, bufs.base);
     return FMSA_SUCCESS;
 }

@@ -48,11 +48,36 @@ typedef struct fmsa_cpu_arena {
     size_t bytes;     ///< size of buf
 } fmsa_cpu_arena;
 
+/// Who owns the backward's dQ rows, one decision per plan (cpu_plan.c).
+typedef enum fmsa_cpu_dq_owner {
+    FMSA_CPU_DQ_AUTO = 0,  ///< options only: the plan decides by shape
+    FMSA_CPU_DQ_PARTS,     ///< stage (a) parts write their own partials; stage (b) sums them
+    FMSA_CPU_DQ_ORDERED,   ///< every key tile adds into one partial in turn (cpu_sched.h)
+    FMSA_CPU_DQ_RECOMPUTE, ///< stage (b) recomputes S and dP and owns its dQ tile
+} fmsa_cpu_dq_owner;
+
+/// The CPU backend's developer variables, read once at context creation
+/// (cpu_options.c) so that planning is a pure function of (problem, device,
+/// options) and no pass reads the environment.
+typedef struct fmsa_cpu_options {
+    const fmsa_cpu_kernels *kern; ///< kernel path: FLASHMSA_CPU_KERNEL, else the best (cpu_dispatch.c)
+    int tiles[2][2];              ///< FLASHMSA_CPU_TILES: [pass][Br, Bc], 0 = the planner's tiles
+    fmsa_cpu_dq_owner dq_owner;   ///< FLASHMSA_CPU_BWD=parts|ordered|recompute, else AUTO
+    int trace;                    ///< FLASHMSA_CPU_TRACE: per-pass timing (cpu_trace.h)
+    int poison;                   ///< FLASHMSA_CPU_POISON: pass buffers filled with NaN bytes
+} fmsa_cpu_options;
+
+/// Reads the variables into o; FMSA_ERR_INVALID_ARGUMENT naming the variable
+/// when one is malformed, and the dispatcher's status when the forced kernel
+/// path cannot run here.
+fmsa_status fmsa_cpu_options_read(fmsa_cpu_options *o);
+
 /// Per-context state: the device as queried once at context creation, so
-/// planning does not re-read /proc and /sys on every call, and the buffers
-/// the passes reuse.
+/// planning does not re-read /proc and /sys on every call, the developer
+/// options, and the buffers the passes reuse.
 typedef struct fmsa_cpu_state {
     fmsa_device_info info; ///< what fmsa_cpu_device_info(0) reported
+    fmsa_cpu_options opt;  ///< read once by context_create
     fmsa_cpu_arena arena;  ///< freed by the context's destroy
 } fmsa_cpu_state;
 
@@ -69,28 +94,14 @@ typedef struct fmsa_cpu_plan {
     int64_t slot_floats;    ///< packed panels of one (sequence, kv head) slot (cpu_pack.h)
     int64_t slots;          ///< batch * heads_kv
     int64_t chunk_slots;    ///< slots packed at a time (FMSA_CPU_PANEL_BUDGET, >= 1)
-    int64_t dq_parts;       ///< backward: key-tile parts whose dQ partials stage (a)
-                            ///< writes and stage (b) sums (cpu_backward.c); 0 = stage (b)
-                            ///< recomputes S and dP itself
-    int dq_ordered;         ///< backward: dq_parts is 1 and every key tile adds into it
-                            ///< in turn (cpu_sched.h), one stage (a) item per key tile
-                            ///< (fmsa_cpu_plan_dq_per_part: whether items are per part)
+    fmsa_cpu_dq_owner dq_owner; ///< backward: who owns dQ (never AUTO in a plan)
+    int64_t dq_parts;       ///< backward: dQ partials per slot: the parts (PARTS), 1
+                            ///< (ORDERED) or 0 (RECOMPUTE: stage (b) recomputes S and dP)
     const fmsa_cpu_kernels *kern; ///< the micro-kernel path (cpu_dispatch.c)
     int b16;                ///< the planner chose a bf16-product row (FMSA_PLAN_DTYPES_BF16_MMA):
                             ///< bf16 inputs on kern->gemm_b16 (cpu_forward_b16.c, cpu_backward_b16.c)
     struct fmsa_cpu_trace *trace; ///< the pass's FLASHMSA_CPU_TRACE (cpu_trace.h), or NULL
-    /* developer schedules (read once per plan, never per work item; the
-     * results do not depend on them) */
-    int pack_phase;         ///< FLASHMSA_CPU_PACK=phase: forward packs a chunk before its items
-    int sched_by_slot;      ///< 0 with FLASHMSA_CPU_SCHED=item: one shared dynamic list (cpu_sched.h)
 } fmsa_cpu_plan;
-
-/// The backward's stage (a) items are parts of a slot's key tiles, each
-/// owning its own dQ partial (else one item per key tile: ordered or
-/// recomputing dQ).
-static inline int fmsa_cpu_plan_dq_per_part(const fmsa_cpu_plan *pl) {
-    return pl->dq_parts > 0 && !pl->dq_ordered;
-}
 
 /// One thread's tiles of the bf16-product forward.
 typedef struct fmsa_cpu_b16_tiles {
@@ -145,7 +156,7 @@ void fmsa_cpu_b16_bwd_dkdv(const fmsa_problem *p, const fmsa_cpu_plan *pl, int64
 void fmsa_cpu_b16_bwd_dq(const fmsa_problem *p, const fmsa_cpu_plan *pl, int64_t slot,
                          float *slot_panels, int64_t sub, int64_t qt, char *scratch);
 
-/// The dQ partials of one slot's panels (plan->dq_parts > 0, either backward):
+/// The dQ partials of one slot's panels (plan->dq_parts > 0, either product variant):
 /// rows [part][group][head_rows][ld] fp32 and, per (part, group head, query
 /// tile), a flag that is nonzero once that part wrote the tile's rows.
 typedef struct fmsa_cpu_dq_partials {
@@ -175,11 +186,18 @@ fmsa_cpu_dq_partials fmsa_cpu_b16_bwd_partials(const fmsa_problem *p, const fmsa
 /// Fills info for the host CPU (index must be 0).
 fmsa_status fmsa_cpu_device_info(int index, fmsa_device_info *info);
 
-/// Decides tiles, splits, workspace and scratch for p (st may be NULL: the
-/// device is then queried on the spot).  Fails with the planner's status when
-/// no tile fits, and with FMSA_ERR_NOT_SUPPORTED for paged KV in backward.
-fmsa_status fmsa_cpu_plan_make(const fmsa_cpu_state *st, const fmsa_problem *p,
-                               fmsa_cpu_plan *plan);
+/// Decides tiles, variant, splits, workspace and scratch for p on device dev
+/// under options opt: a pure function of the three.  Fails with the planner's
+/// status when no tile fits, and with FMSA_ERR_NOT_SUPPORTED for paged KV in
+/// backward or an option this problem cannot honour.
+fmsa_status fmsa_cpu_plan_make(const fmsa_device_info *dev, const fmsa_cpu_options *opt,
+                               const fmsa_problem *p, fmsa_cpu_plan *plan);
+
+/// The plan of context state st (what every vtable entry and pass calls).
+static inline fmsa_status fmsa_cpu_plan_of(const fmsa_cpu_state *st, const fmsa_problem *p,
+                                           fmsa_cpu_plan *plan) {
+    return fmsa_cpu_plan_make(&st->info, &st->opt, p, plan);
+}
 
 /// Checks every sequence's lengths against the maxima the plan was made for
 /// (FMSA_ERR_INTERNAL if validation let an inconsistent problem through).
@@ -213,19 +231,17 @@ typedef struct fmsa_cpu_pass_buffers {
     void *lists[FMSA_CPU_PASS_LISTS]; ///< the work lists
 } fmsa_cpu_pass_buffers;
 
-/// FLASHMSA_CPU_POISON is set (and not 0): fmsa_cpu_pass_buffers_take fills
-/// the buffers with 0xff bytes (NaN floats), for the test suites.
-int fmsa_cpu_poison_buffers(void);
-
-/// Takes the buffers of a pass (`pass` names it in the out-of-memory message).
-fmsa_status fmsa_cpu_pass_buffers_take(fmsa_cpu_arena *a, const char *pass, int nthreads,
-                                       const fmsa_cpu_plan *pl, int n_lists,
+/// Takes the buffers of a pass (`pass` names it in the out-of-memory message);
+/// poison (FLASHMSA_CPU_POISON, the test suites) fills them with 0xff bytes,
+/// NaN floats, so a result read from memory the pass never wrote fails.
+fmsa_status fmsa_cpu_pass_buffers_take(fmsa_cpu_arena *a, int poison, const char *pass,
+                                       int nthreads, const fmsa_cpu_plan *pl, int n_lists,
                                        const size_t *list_bytes, fmsa_cpu_pass_buffers *out);
 
-/// The forward pass (cpu_forward.c).
+/// The forward pass (cpu_forward.c); state is the context's fmsa_cpu_state.
 fmsa_status fmsa_cpu_forward(void *state, const fmsa_problem *p, void *workspace,
                              size_t workspace_bytes, void *stream);
-/// The backward pass (cpu_backward.c).
+/// The backward pass (cpu_backward.c); state is the context's fmsa_cpu_state.
 fmsa_status fmsa_cpu_backward(void *state, const fmsa_problem *p, void *workspace,
                               size_t workspace_bytes, void *stream);
 

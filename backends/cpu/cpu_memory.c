@@ -65,12 +65,8 @@ void fmsa_cpu_arena_release(fmsa_cpu_arena *a) {
     a->bytes = 0;
 }
 
-int fmsa_cpu_poison_buffers(void) {
-    const char *env = getenv("FLASHMSA_CPU_POISON");
-    return env && *env && *env != '0';
-}
-
-fmsa_status fmsa_cpu_pass_buffers_take(fmsa_cpu_arena *a, const char *pass, int nthreads,
+fmsa_status fmsa_cpu_pass_buffers_take(fmsa_cpu_arena *a, int poison, const char *pass,
+                                       int nthreads,
                                        const fmsa_cpu_plan *pl, int n_lists,
                                        const size_t *list_bytes, fmsa_cpu_pass_buffers *out) {
     const size_t scratch = fmsa_cpu_round64((size_t)nthreads * pl->scratch_bytes);
@@ -90,7 +86,7 @@ fmsa_status fmsa_cpu_pass_buffers_take(fmsa_cpu_arena *a, const char *pass, int 
     /* FLASHMSA_CPU_POISON (the test suites): every byte 0xff, a NaN in any
      * float read before it is written, so an output that depends on memory a
      * pass forgot to initialise fails the check instead of passing by luck */
-    if (fmsa_cpu_poison_buffers()) memset(at, 0xff, total);
+    if (poison) memset(at, 0xff, total);
     out->scratch = at;
     out->panels = (float *)(at += scratch);
     at += panels;

@@ -28,7 +28,6 @@
  */
 #include <stdint.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "backends/cpu/cpu_internal.h"
@@ -74,54 +73,41 @@ static int64_t cpu_dq_partial_floats(const fmsa_problem *p, int64_t parts, int64
            ((int64_t)bm * fmsa_cpu_dq_partial_ld(b16, p->head_dim) + 1);
 }
 
-/// How the backward owns dQ for this shape: dQ partials of *parts parts
+/// The one dQ-owner decision of the backward: partials of `parts` parts
 /// where they fit and one chunk gives FMSA_CPU_PLAN_CORES items; else one
-/// partial that every key tile adds into in turn (*ordered = 1, *parts = 1:
-/// no recomputation, and a slot's items pipeline behind each other, so a
-/// few slots still feed many threads); else (one slot's dQ rows beyond half
-/// the panel budget) stage (b) recomputes S and dP (*parts = 0).
-/// FLASHMSA_CPU_BWD=parts|ordered|recompute forces one (developers and the
-/// test suites, which run the backward grid under each); one it cannot hold
-/// in memory is refused.
-static fmsa_status cpu_bwd_dq_owner(const fmsa_problem *p, int bm, int b16, int64_t tiles_q,
-                                    int64_t tiles_k, int64_t slot_floats, int64_t *parts_out,
-                                    int *ordered) {
+/// partial every key tile adds into in turn (no recomputation, and a slot's
+/// items pipeline behind each other, so a few slots still feed many threads);
+/// else (one slot's dQ rows beyond half the panel budget) recomputing S and
+/// dP in stage (b).  opt->dq_owner forces one; one it cannot hold in memory is
+/// refused.  Sets plan->dq_owner and plan->dq_parts.
+static fmsa_status cpu_bwd_dq_owner(const fmsa_problem *p, const fmsa_cpu_options *opt,
+                                    fmsa_cpu_plan *plan) {
+    const int64_t tiles_k = plan->tiles_k;
     const int64_t parts = tiles_k < FMSA_CPU_BWD_DQ_PARTS ? tiles_k : FMSA_CPU_BWD_DQ_PARTS;
-    const double part_bytes = (double)cpu_dq_partial_floats(p, 1, tiles_q, bm, b16) * sizeof(float);
+    const double part_bytes =
+        (double)cpu_dq_partial_floats(p, 1, plan->tiles_q, plan->block_m, plan->b16) *
+        sizeof(float);
     const int fits = parts >= 1 && parts * part_bytes <= (double)(FMSA_CPU_PANEL_BUDGET / 2);
     const int fits_one = tiles_k >= 1 && part_bytes <= (double)(FMSA_CPU_PANEL_BUDGET / 2);
-    const char *force = getenv("FLASHMSA_CPU_BWD");
-    *parts_out = 0;
-    *ordered = 0;
-    if (force && *force) {
-        const int want_parts = strcmp(force, "parts") == 0;
-        if (strcmp(force, "recompute") == 0) return FMSA_SUCCESS;
-        if (!want_parts && strcmp(force, "ordered") != 0)
-            return fmsa_fail(FMSA_ERR_INVALID_ARGUMENT,
-                             "FLASHMSA_CPU_BWD=\"%s\": expected parts, ordered or recompute",
-                             force);
-        if (!(want_parts ? fits : fits_one) && tiles_k > 0)
-            return fmsa_fail(FMSA_ERR_NOT_SUPPORTED,
-                             "FLASHMSA_CPU_BWD=%s: the dQ partials of one slot (%.0f MiB) "
-                             "exceed half the CPU panel budget", force,
-                             (want_parts ? parts : 1) * part_bytes / 1048576.0);
-        if (tiles_k > 0) {
-            *parts_out = want_parts ? parts : 1;
-            *ordered = !want_parts;
-        }
-        return FMSA_SUCCESS;
+    fmsa_cpu_dq_owner owner = opt->dq_owner;
+    if (owner == FMSA_CPU_DQ_AUTO) {
+        const int64_t with = plan->slot_floats + cpu_dq_partial_floats(p, parts, plan->tiles_q,
+                                                                       plan->block_m, plan->b16);
+        if (fits && cpu_chunk_slots(with, p->batch * p->heads_kv) * parts >= FMSA_CPU_PLAN_CORES)
+            owner = FMSA_CPU_DQ_PARTS;
+        else
+            owner = fits_one ? FMSA_CPU_DQ_ORDERED : FMSA_CPU_DQ_RECOMPUTE;
+    } else if (owner != FMSA_CPU_DQ_RECOMPUTE && tiles_k > 0 &&
+               !(owner == FMSA_CPU_DQ_PARTS ? fits : fits_one)) {
+        return fmsa_fail(FMSA_ERR_NOT_SUPPORTED,
+                         "FLASHMSA_CPU_BWD=%s: the dQ partials of one slot (%.0f MiB) exceed "
+                         "half the CPU panel budget",
+                         owner == FMSA_CPU_DQ_PARTS ? "parts" : "ordered",
+                         (owner == FMSA_CPU_DQ_PARTS ? parts : 1) * part_bytes / 1048576.0);
     }
-    if (fits) {
-        const int64_t with = slot_floats + cpu_dq_partial_floats(p, parts, tiles_q, bm, b16);
-        if (cpu_chunk_slots(with, p->batch * p->heads_kv) * parts >= FMSA_CPU_PLAN_CORES) {
-            *parts_out = parts;
-            return FMSA_SUCCESS;
-        }
-    }
-    if (fits_one) {
-        *parts_out = 1;
-        *ordered = 1;
-    }
+    if (tiles_k == 0) owner = FMSA_CPU_DQ_RECOMPUTE; /* no key tile, no partial */
+    plan->dq_owner = owner;
+    plan->dq_parts = owner == FMSA_CPU_DQ_PARTS ? parts : owner == FMSA_CPU_DQ_ORDERED ? 1 : 0;
     return FMSA_SUCCESS;
 }
 
@@ -148,23 +134,32 @@ static int64_t cpu_slot_floats(const fmsa_problem *p, int bm, int bn, int64_t ti
            (p->heads_q / p->heads_kv) * (2 * copies * rows * D + 2 * rows);
 }
 
-/// FLASHMSA_CPU_TILES="fwd=BMxBN,bwd=BMxBN" (either part optional): a
-/// developer override of the planner's tiles for tuning runs (every result is
-/// still checked by whoever runs it; bench/cpu_kernel_bench explores tiles
-/// without it).  Tiles are multiples of 8 in [8, 256], and of 16 x 32 on the
+/// Per-thread scratch and slot panel sizes of the plan's product variant:
+/// the fp32-staged pass (this file's layouts) or the bf16-product twin
+/// (cpu_forward_b16.c, cpu_backward_b16.c, whose layouts they are).
+static void cpu_plan_sizes(const fmsa_problem *p, fmsa_cpu_plan *plan) {
+    const int bm = plan->block_m, bn = plan->block_n;
+    if (!plan->b16) {
+        plan->scratch_bytes = cpu_scratch_bytes(p->pass, bm, bn, p->head_dim);
+        plan->slot_floats = cpu_slot_floats(p, bm, bn, plan->tiles_q, plan->tiles_k);
+    } else if (p->pass == FMSA_PASS_FORWARD) {
+        plan->scratch_bytes = fmsa_cpu_b16_carve(NULL, bm, bn, p->head_dim, NULL);
+        plan->slot_floats = fmsa_cpu_b16_slot_floats(p->head_dim, bn, plan->tiles_k);
+    } else {
+        plan->scratch_bytes = fmsa_cpu_b16_bwd_scratch_bytes(p, bm, bn);
+        plan->slot_floats = fmsa_cpu_b16_bwd_slot_floats(p, bm, bn, plan->tiles_q, plan->tiles_k);
+    }
+}
+
+/// opt->tiles (FLASHMSA_CPU_TILES) for this pass, checked against the path
+/// the planner chose: multiples of 8 in [8, 256], and of 16 x 32 on the
 /// bf16-product path, whose key tile may reach 512; anything else is refused,
-/// never adjusted.
-static fmsa_status cpu_tiles_override(fmsa_pass pass, int b16, int *bm, int *bn) {
-    const char *env = getenv("FLASHMSA_CPU_TILES");
+/// never adjusted.  Unset: the planner's tiles stay.
+static fmsa_status cpu_tiles_override(const fmsa_cpu_options *opt, fmsa_pass pass, int b16,
+                                      int *bm, int *bn) {
     const char *key = pass == FMSA_PASS_FORWARD ? "fwd=" : "bwd=";
-    const char *at;
-    int m, n, used = 0;
-    if (!env || !*env) return FMSA_SUCCESS;
-    at = strstr(env, key);
-    if (!at) return FMSA_SUCCESS;
-    if (sscanf(at + 4, "%dx%d%n", &m, &n, &used) != 2 || (at[4 + used] != '\0' && at[4 + used] != ','))
-        return fmsa_fail(FMSA_ERR_INVALID_ARGUMENT,
-                         "FLASHMSA_CPU_TILES=\"%s\": expected fwd=BMxBN and/or bwd=BMxBN", env);
+    const int m = opt->tiles[pass][0], n = opt->tiles[pass][1];
+    if (m == 0 && n == 0) return FMSA_SUCCESS;
     if (m < 8 || n < 8 || m > FMSA_CPU_MAX_BLOCK_M || n > (b16 ? 512 : 256) || m % 8 || n % 8 ||
         (b16 && (m % 16 || n % 32)))
         return fmsa_fail(FMSA_ERR_NOT_SUPPORTED,
@@ -178,11 +173,74 @@ static fmsa_status cpu_tiles_override(fmsa_pass pass, int b16, int *bm, int *bn)
     return FMSA_SUCCESS;
 }
 
-fmsa_status fmsa_cpu_plan_make(const fmsa_cpu_state *st, const fmsa_problem *p,
-                               fmsa_cpu_plan *plan) {
-    fmsa_device_info dev;
+/// Tiles and the product variant: the planner's row (its dtypes say whether
+/// it is a bf16-product row), then opt's tile override.
+static fmsa_status cpu_plan_tiles(const fmsa_device_info *dev, const fmsa_cpu_options *opt,
+                                  const fmsa_problem *p, fmsa_cpu_plan *plan) {
     fmsa_plan_request req;
     fmsa_tile_plan tiles;
+    /* bf16 inputs may run on bf16 products where the kernel path has them:
+     * the planner then chooses between its bf16-product rows and the fp32-
+     * staged ones.  fp16 never asks (the rows serve bf16 only): rounding fp16
+     * Q/K to bf16 would lose bits the naive fp16 implementation keeps. */
+    fmsa_plan_request_from_problem(p, opt->kern->gemm_b16 ? FMSA_PLAN_CAP_BF16_MMA : 0u, &req);
+    FMSA_TRY(fmsa_plan_tiles(dev, &req, &tiles));
+    if (tiles.block_m <= 0 || tiles.block_n <= 0 || tiles.block_m > FMSA_CPU_MAX_BLOCK_M)
+        return fmsa_fail(FMSA_ERR_INTERNAL, "cpu: planner row %s gave tiles %d x %d",
+                         tiles.table_row ? tiles.table_row : "?", tiles.block_m, tiles.block_n);
+    plan->b16 = tiles.dtypes == FMSA_PLAN_DTYPES_BF16_MMA;
+    if (plan->b16 && (tiles.block_m % 16 != 0 || tiles.block_n % 32 != 0))
+        return fmsa_fail(FMSA_ERR_INTERNAL,
+                         "cpu: planner row %s gave bf16-product tiles %d x %d (need multiples "
+                         "of 16 x 32)", tiles.table_row ? tiles.table_row : "?", tiles.block_m,
+                         tiles.block_n);
+    FMSA_TRY(cpu_tiles_override(opt, p->pass, plan->b16, &tiles.block_m, &tiles.block_n));
+    fmsa_log(FMSA_LOG_DEBUG, "cpu: %s plan from row %s: %d x %d on %s kernels%s",
+             p->pass == FMSA_PASS_FORWARD ? "forward" : "backward",
+             tiles.table_row ? tiles.table_row : "?", tiles.block_m, tiles.block_n,
+             opt->kern->name, plan->b16 ? " (bf16 products)" : "");
+    plan->block_m = tiles.block_m;
+    plan->block_n = tiles.block_n;
+    plan->tiles_q = fmsa_cpu_ceil_div(p->seqlen_q, tiles.block_m);
+    plan->tiles_k = fmsa_cpu_ceil_div(p->seqlen_k, tiles.block_n);
+    return FMSA_SUCCESS;
+}
+
+/// Forward split-KV: whole key tiles per split, splits the rounding left
+/// empty dropped, and the workspace of their partial states.
+static fmsa_status cpu_fwd_splits(const fmsa_device_info *dev, const fmsa_problem *p,
+                                  fmsa_cpu_plan *plan) {
+    int64_t splits = 1, n;
+    if (p->batch > 0 && p->heads_q > 0 && plan->tiles_k > 1)
+        splits = fmsa_plan_num_splits(dev, p->batch * p->heads_q, p->seqlen_q, p->seqlen_k,
+                                      plan->block_m, plan->block_n);
+    if (splits > plan->tiles_k) splits = plan->tiles_k;
+    if (splits > 1) {
+        const int64_t tiles_per_split = fmsa_cpu_ceil_div(plan->tiles_k, splits);
+        plan->num_splits = fmsa_cpu_ceil_div(plan->tiles_k, tiles_per_split);
+        plan->split_keys = tiles_per_split * plan->block_n;
+    }
+    if (plan->num_splits <= 1) return FMSA_SUCCESS;
+    /* records of (m, l, acc[D]) per (b, h, row, split): the shape is bounded
+     * by what validation accepted, but a broadcast q can make the product of
+     * its extents overflow */
+    if (__builtin_mul_overflow(p->batch, p->heads_q, &n) ||
+        __builtin_mul_overflow(n, p->seqlen_q, &n) ||
+        __builtin_mul_overflow(n, plan->num_splits, &n) ||
+        __builtin_mul_overflow(n, p->head_dim + 2, &n) ||
+        __builtin_mul_overflow(n, (int64_t)sizeof(float), &n) || (uint64_t)n > SIZE_MAX)
+        return fmsa_fail(FMSA_ERR_INVALID_ARGUMENT,
+                         "cpu: split-KV workspace of batch %lld x heads %lld x seqlen_q "
+                         "%lld x %lld splits overflows", (long long)p->batch,
+                         (long long)p->heads_q, (long long)p->seqlen_q,
+                         (long long)plan->num_splits);
+    plan->workspace_bytes = (size_t)n;
+    return FMSA_SUCCESS;
+}
+
+fmsa_status fmsa_cpu_plan_make(const fmsa_device_info *dev, const fmsa_cpu_options *opt,
+                               const fmsa_problem *p, fmsa_cpu_plan *plan) {
+    fmsa_device_info nominal = *dev;
     const int64_t D = p->head_dim;
 
     if (p->is_paged && p->pass == FMSA_PASS_BACKWARD)
@@ -193,118 +251,31 @@ fmsa_status fmsa_cpu_plan_make(const fmsa_cpu_state *st, const fmsa_problem *p,
         return fmsa_fail(FMSA_ERR_NOT_SUPPORTED,
                          "cpu: head_dim %lld outside [1, %d] is not supported by the CPU backend",
                          (long long)D, FMSA_CPU_MAX_HEAD_DIM);
-    FMSA_TRY(fmsa_cpu_kernels_get(&plan->kern));
-    plan->trace = NULL;
-    if (st) {
-        dev = st->info;
-    } else {
-        FMSA_TRY(fmsa_cpu_device_info(0, &dev));
-    }
-    dev.multiprocessors = FMSA_CPU_PLAN_CORES;
-
-    req.head_dim = D;
-    req.dtype = p->dtype;
-    req.pass = p->pass;
-    req.features = fmsa_plan_features(p);
-    /* bf16 inputs may run on bf16 products where the kernel path has them:
-     * the planner then chooses between its bf16-product rows and the fp32-
-     * staged ones, and its answer (tiles.dtypes) decides the variant.  fp16
-     * never asks (the rows serve bf16 only): rounding fp16 Q/K to bf16 would
-     * lose bits the naive fp16 implementation keeps. */
-    req.caps = plan->kern->gemm_b16 != NULL ? FMSA_PLAN_CAP_BF16_MMA : 0u;
-    req.seqlen_q = p->seqlen_q;
-    req.seqlen_k = p->seqlen_k;
-    req.batch_heads = p->batch * p->heads_q;
-    FMSA_TRY(fmsa_plan_tiles(&dev, &req, &tiles));
-    if (tiles.block_m <= 0 || tiles.block_n <= 0 || tiles.block_m > FMSA_CPU_MAX_BLOCK_M)
-        return fmsa_fail(FMSA_ERR_INTERNAL, "cpu: planner row %s gave tiles %d x %d",
-                         tiles.table_row ? tiles.table_row : "?", tiles.block_m, tiles.block_n);
-
-    plan->b16 = tiles.dtypes == FMSA_PLAN_DTYPES_BF16_MMA;
-    if (plan->b16 && (tiles.block_m % 16 != 0 || tiles.block_n % 32 != 0))
-        return fmsa_fail(FMSA_ERR_INTERNAL,
-                         "cpu: planner row %s gave bf16-product tiles %d x %d (need multiples "
-                         "of 16 x 32)", tiles.table_row ? tiles.table_row : "?", tiles.block_m,
-                         tiles.block_n);
-    FMSA_TRY(cpu_tiles_override(p->pass, plan->b16, &tiles.block_m, &tiles.block_n));
-    fmsa_log(FMSA_LOG_DEBUG, "cpu: %s plan from row %s: %d x %d on %s kernels%s",
-             p->pass == FMSA_PASS_FORWARD ? "forward" : "backward",
-             tiles.table_row ? tiles.table_row : "?", tiles.block_m, tiles.block_n,
-             plan->kern->name, plan->b16 ? " (bf16 products)" : "");
-    plan->block_m = tiles.block_m;
-    plan->block_n = tiles.block_n;
-    plan->tiles_q = fmsa_cpu_ceil_div(p->seqlen_q, tiles.block_m);
-    plan->tiles_k = fmsa_cpu_ceil_div(p->seqlen_k, tiles.block_n);
+    memset(plan, 0, sizeof *plan);
+    plan->kern = opt->kern;
+    nominal.multiprocessors = FMSA_CPU_PLAN_CORES;
+    FMSA_TRY(cpu_plan_tiles(&nominal, opt, p, plan));
     plan->num_splits = 1;
     plan->split_keys = p->seqlen_k;
-    plan->workspace_bytes = 0;
-    plan->scratch_bytes = cpu_scratch_bytes(p->pass, tiles.block_m, tiles.block_n, D);
-    plan->slot_floats = cpu_slot_floats(p, tiles.block_m, tiles.block_n, plan->tiles_q,
-                                        plan->tiles_k);
-    if (plan->b16 && p->pass == FMSA_PASS_FORWARD) {
-        plan->scratch_bytes = fmsa_cpu_b16_carve(NULL, tiles.block_m, tiles.block_n, D, NULL);
-        plan->slot_floats = fmsa_cpu_b16_slot_floats(D, tiles.block_n, plan->tiles_k);
-    } else if (plan->b16) {
-        plan->scratch_bytes = fmsa_cpu_b16_bwd_scratch_bytes(p, tiles.block_m, tiles.block_n);
-        plan->slot_floats = fmsa_cpu_b16_bwd_slot_floats(p, tiles.block_m, tiles.block_n,
-                                                         plan->tiles_q, plan->tiles_k);
-    }
-    plan->dq_parts = 0;
-    plan->dq_ordered = 0;
-    if (p->pass == FMSA_PASS_BACKWARD) {
-        FMSA_TRY(cpu_bwd_dq_owner(p, tiles.block_m, plan->b16, plan->tiles_q, plan->tiles_k,
-                                  plan->slot_floats, &plan->dq_parts, &plan->dq_ordered));
-        plan->slot_floats += cpu_dq_partial_floats(p, plan->dq_parts, plan->tiles_q,
-                                                   tiles.block_m, plan->b16);
-    }
+    cpu_plan_sizes(p, plan);
     plan->slots = p->batch * p->heads_kv;
-    plan->chunk_slots = cpu_chunk_slots(plan->slot_floats, plan->slots);
-    {
-        const char *pack = getenv("FLASHMSA_CPU_PACK");
-        const char *sched = getenv("FLASHMSA_CPU_SCHED");
-        plan->pack_phase = pack && strcmp(pack, "phase") == 0;
-        plan->sched_by_slot = !(sched && strcmp(sched, "item") == 0);
-    }
-    if (p->pass == FMSA_PASS_BACKWARD)
-        fmsa_log(FMSA_LOG_DEBUG, "cpu: backward owns dQ by %s (%lld slots per chunk)",
-                 plan->dq_ordered  ? "one partial added in key tile order"
-                 : plan->dq_parts > 0 ? "partials"
-                                      : "recomputing S and dP",
-                 (long long)plan->chunk_slots);
-
     if (p->pass == FMSA_PASS_FORWARD) {
-        int64_t splits = 1;
-        if (p->batch > 0 && p->heads_q > 0 && plan->tiles_k > 1)
-            splits = fmsa_plan_num_splits(&dev, p->batch * p->heads_q, p->seqlen_q, p->seqlen_k,
-                                          tiles.block_m, tiles.block_n);
-        if (splits > plan->tiles_k) splits = plan->tiles_k;
-        if (splits > 1) {
-            /* whole key tiles per split; drop splits the rounding left empty */
-            int64_t tiles_per_split = fmsa_cpu_ceil_div(plan->tiles_k, splits);
-            plan->num_splits = fmsa_cpu_ceil_div(plan->tiles_k, tiles_per_split);
-            plan->split_keys = tiles_per_split * tiles.block_n;
-        }
-        if (plan->num_splits > 1) {
-            /* records of (m, l, acc[D]) per (b, h, row, split): the shape is
-             * bounded by what validation accepted, but a broadcast q can make
-             * the product of its extents overflow */
-            int64_t n;
-            if (__builtin_mul_overflow(p->batch, p->heads_q, &n) ||
-                __builtin_mul_overflow(n, p->seqlen_q, &n) ||
-                __builtin_mul_overflow(n, plan->num_splits, &n) ||
-                __builtin_mul_overflow(n, D + 2, &n) ||
-                __builtin_mul_overflow(n, (int64_t)sizeof(float), &n) || (uint64_t)n > SIZE_MAX)
-                return fmsa_fail(FMSA_ERR_INVALID_ARGUMENT,
-                                 "cpu: split-KV workspace of batch %lld x heads %lld x seqlen_q "
-                                 "%lld x %lld splits overflows", (long long)p->batch,
-                                 (long long)p->heads_q, (long long)p->seqlen_q,
-                                 (long long)plan->num_splits);
-            plan->workspace_bytes = (size_t)n;
-        }
-    } else if (!plan->b16) {
-        /* delta = rowsum(dO * O) per query row (cpu_backward.c's preprocess);
-         * the bf16 products take delta through their own product into the
-         * slot panels (cpu_backward_b16.c) and need no workspace */
+        plan->chunk_slots = cpu_chunk_slots(plan->slot_floats, plan->slots);
+        return cpu_fwd_splits(&nominal, p, plan);
+    }
+    FMSA_TRY(cpu_bwd_dq_owner(p, opt, plan));
+    plan->slot_floats +=
+        cpu_dq_partial_floats(p, plan->dq_parts, plan->tiles_q, plan->block_m, plan->b16);
+    plan->chunk_slots = cpu_chunk_slots(plan->slot_floats, plan->slots);
+    fmsa_log(FMSA_LOG_DEBUG, "cpu: backward owns dQ by %s (%lld slots per chunk)",
+             plan->dq_owner == FMSA_CPU_DQ_ORDERED ? "one partial added in key tile order"
+             : plan->dq_owner == FMSA_CPU_DQ_PARTS ? "partials"
+                                                   : "recomputing S and dP",
+             (long long)plan->chunk_slots);
+    /* delta = rowsum(dO * O) per query row (cpu_backward.c's preprocess); the
+     * bf16 products take delta through their own product into the slot panels
+     * (cpu_backward_b16.c) and need no workspace */
+    if (!plan->b16) {
         const int64_t q_batches = p->is_varlen ? 1 : p->batch;
         plan->workspace_bytes = (size_t)(q_batches * p->heads_q * p->total_q) * sizeof(float);
     }

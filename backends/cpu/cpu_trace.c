@@ -1,7 +1,6 @@
 /* FLASHMSA_CPU_TRACE (cpu_trace.h). */
 #include "backends/cpu/cpu_trace.h"
 
-#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
@@ -18,9 +17,8 @@ double fmsa_cpu_wall_seconds(void) {
 #endif /* _OPENMP */
 }
 
-void fmsa_cpu_trace_begin(fmsa_cpu_trace *tr, int nthreads) {
-    const char *env = getenv("FLASHMSA_CPU_TRACE");
-    tr->on = env && *env && *env != '0';
+void fmsa_cpu_trace_begin(fmsa_cpu_trace *tr, int on, int nthreads) {
+    tr->on = on;
     tr->nthreads = nthreads;
     tr->busy = NULL;
     if (tr->on) {

@@ -5,7 +5,7 @@
  * over threads and that of the busiest thread, plus the least busy thread's
  * total.  Busy time is measured per work item, so barrier waits count as
  * idle: wall - busiest total is time lost to imbalance or barriers.  Off
- * (one getenv per pass, then nothing) unless set.
+ * (read once per context, cpu_options.c) unless set.
  */
 #ifndef FMSA_CPU_TRACE_H
 #define FMSA_CPU_TRACE_H
@@ -30,7 +30,7 @@ enum {
 };
 
 typedef struct fmsa_cpu_trace {
-    int on;          ///< FLASHMSA_CPU_TRACE was set at the start of the pass
+    int on;          ///< FLASHMSA_CPU_TRACE was set when the context was created
     int nthreads;    ///< threads the busy table has rows for
     double t0;       ///< wall clock at the start
     double *busy;    ///< [nthreads][FMSA_CPU_TRACE_STRIDE] seconds (NULL when off)
@@ -40,8 +40,9 @@ typedef struct fmsa_cpu_trace {
 /// backend's one clock, for the trace and the peak probe (cpu_peak.c).
 double fmsa_cpu_wall_seconds(void);
 
-/// Starts the trace of one pass (reads FLASHMSA_CPU_TRACE; allocation failure turns it off).
-void fmsa_cpu_trace_begin(fmsa_cpu_trace *tr, int nthreads);
+/// Starts the trace of one pass (on: the context's FLASHMSA_CPU_TRACE option;
+/// allocation failure turns it off).
+void fmsa_cpu_trace_begin(fmsa_cpu_trace *tr, int on, int nthreads);
 /// Wall clock in seconds (0 when tr is NULL or off: every call below accepts both).
 double fmsa_cpu_trace_now(const fmsa_cpu_trace *tr);
 /// Adds the time since `since` (from fmsa_cpu_trace_now) to this thread's phase.
