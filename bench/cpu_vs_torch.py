@@ -25,7 +25,8 @@ Usage (thread count is fixed per process, so run once per count):
       [--budget 240] [--json out.jsonl] [--variant 'NAME:VAR=value VAR2=value' ...]
 
 --variant adds flashmsa runs under other settings of its developer variables
-(FLASHMSA_CPU_TILES, FLASHMSA_CPU_BWD, ...; read on every call), timed in the
+(FLASHMSA_CPU_TILES, FLASHMSA_CPU_BWD, ...; the library reads them when a
+context is created, so each variant gets its own context), timed in the
 same rotation as torch and the default: one line per variant, each checked,
 ending in the variant's paired speed over the default (x1.000 for the default).
 --lib-variant NAME:PATH does the same for another build of the library (the
@@ -104,9 +105,10 @@ class Desc(C.Structure):
                 ("deterministic", C.c_int)]
 
 
-def open_lib(path):
+def open_lib(path, env=None):
     """One build of the library (ctypes loads each path with RTLD_LOCAL, so two
-    builds' symbols do not collide) and a CPU context of it."""
+    builds' symbols do not collide) and a CPU context of it (created under the
+    variables of env, which the library reads at context creation)."""
     lib = C.CDLL(os.path.abspath(path))
     lib.fmsa_attention_desc_init.restype = Desc
     lib.fmsa_attention_desc_init.argtypes = [C.c_int64]
@@ -118,11 +120,25 @@ def open_lib(path):
         [C.c_void_p, C.c_size_t, C.c_void_p]
     lib.fmsa_backward.argtypes = [C.c_void_p, C.POINTER(Desc)] + [C.POINTER(Tensor)] * 9 + \
         [C.c_void_p, C.c_size_t, C.c_void_p]
-    ctx = C.c_void_p()
-    st = lib.fmsa_context_create(FMSA_BACKEND_CPU, 0, C.byref(ctx))
+    return lib, context_under(lib, path, env or {})
+
+
+def context_under(lib, path, env):
+    """A CPU context of lib created with env's variables set (then restored)."""
+    saved = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)
+    try:
+        ctx = C.c_void_p()
+        st = lib.fmsa_context_create(FMSA_BACKEND_CPU, 0, C.byref(ctx))
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
     if st != 0:
         raise RuntimeError(f"{path}: fmsa_context_create: status {st}: {lib.fmsa_last_error().decode()}")
-    return lib, ctx
+    return ctx
 
 
 LIB, CTX = open_lib(ARGS.lib)
@@ -224,14 +240,17 @@ def parse_variants():
     out = [("default", {}, (LIB, CTX))]
     for v in ARGS.variant:
         name, _, sets = v.partition(":")
-        out.append((name, parse_sets(sets), (LIB, CTX)))
+        env = parse_sets(sets)
+        out.append((name, env, (LIB, context_under(LIB, ARGS.lib, env))))
     libs = {}
     for v in ARGS.lib_variant:
         name, _, rest = v.partition(":")
         path, _, sets = rest.partition(":")
+        env = parse_sets(sets)
         if path not in libs:
             libs[path] = open_lib(path)
-        out.append((name, parse_sets(sets), libs[path]))
+        lib = libs[path][0]
+        out.append((name, env, (lib, context_under(lib, path, env)) if env else libs[path]))
     return out
 
 
@@ -240,7 +259,9 @@ VARIANT_VARS = sorted({k for _, env, _ in VARIANTS for k in env})
 
 
 def with_variant(env, f):
-    """f run under the variant's variables (the others unset; the library reads them per call)."""
+    """f run under the variant's variables (the others unset).  The library read
+    its own at the variant's context creation; this keeps anything else that
+    looks at the environment during the call consistent with the variant."""
     def run():
         for k in VARIANT_VARS:
             if k in env:

@@ -652,36 +652,24 @@ static void request_from_problem(void **state) {
     assert_int_equal(q.caps, FMSA_PLAN_CAP_BF16_MMA);
     fmsa_plan_request_from_problem(&p, 0, &q);
     assert_int_equal(q.caps, 0);
-    /* one feature switch at a time */
+    /* one feature switch at a time (causal is folded into window_right = 0) */
     {
-        fmsa_problem f = p;
-        f.window_right = 0; /* causal folds into window_right = 0 */
-        fmsa_plan_request_from_problem(&f, 0, &q);
-        assert_int_equal(q.features, FMSA_FEAT_CAUSAL);
-        f = p;
-        f.window_left = 7;
-        fmsa_plan_request_from_problem(&f, 0, &q);
-        assert_int_equal(q.features, FMSA_FEAT_CAUSAL);
-        f = p;
-        f.softcap = 30.0f;
-        fmsa_plan_request_from_problem(&f, 0, &q);
-        assert_int_equal(q.features, FMSA_FEAT_SOFTCAP);
-        f = p;
-        f.has_alibi = 1;
-        fmsa_plan_request_from_problem(&f, 0, &q);
-        assert_int_equal(q.features, FMSA_FEAT_ALIBI);
-        f = p;
-        f.has_mask = 1;
-        fmsa_plan_request_from_problem(&f, 0, &q);
-        assert_int_equal(q.features, FMSA_FEAT_MASK);
-        f = p;
-        f.is_varlen = 1;
-        fmsa_plan_request_from_problem(&f, 0, &q);
-        assert_int_equal(q.features, FMSA_FEAT_VARLEN);
-        f = p;
-        f.is_paged = 1;
-        fmsa_plan_request_from_problem(&f, 0, &q);
-        assert_int_equal(q.features, FMSA_FEAT_PAGED);
+        static const unsigned want[7] = {FMSA_FEAT_CAUSAL, FMSA_FEAT_CAUSAL, FMSA_FEAT_SOFTCAP,
+                                         FMSA_FEAT_ALIBI,  FMSA_FEAT_MASK,   FMSA_FEAT_VARLEN,
+                                         FMSA_FEAT_PAGED};
+        fmsa_problem f[7];
+        for (int k = 0; k < 7; k++) f[k] = p;
+        f[0].window_right = 0;
+        f[1].window_left = 7;
+        f[2].softcap = 30.0f;
+        f[3].has_alibi = 1;
+        f[4].has_mask = 1;
+        f[5].is_varlen = 1;
+        f[6].is_paged = 1;
+        for (int k = 0; k < 7; k++) {
+            fmsa_plan_request_from_problem(&f[k], 0, &q);
+            assert_int_equal(q.features, want[k]);
+        }
     }
 }
 

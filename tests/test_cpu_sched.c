@@ -4,7 +4,7 @@
  * so every outcome is reproducible:
  *   - every item is handed out exactly once, then -1 to every thread, for
  *     teams smaller than, equal to and larger than the one dealt to, and
- *     for the shared list of FLASHMSA_CPU_SCHED=item;
+ *     for the shared list (FMSA_CPU_SCHED_SHARED, the backward's dK/dV items);
  *   - groups are whole slots, dealt heaviest first to the least loaded
  *     thread: loads differ by at most the heaviest group;
  *   - with as many equal slots per thread, each thread's items all come

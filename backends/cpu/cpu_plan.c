@@ -1,6 +1,9 @@
 /*
- * The one variant decision of the CPU backend.  supports, workspace_size,
- * forward and backward all call fmsa_cpu_plan_make, so the workspace a caller
+ * The one variant decision of the CPU backend: a pure function of (device,
+ * options read at context creation, problem), in named steps: the tiles and
+ * product variant (cpu_plan_tiles), that variant's sizes (cpu_plan_sizes),
+ * the dQ owner (cpu_bwd_dq_owner) and split-KV (cpu_fwd_splits).  supports,
+ * workspace_size, forward and backward all call it, so the workspace a caller
  * was told to allocate is exactly the one the pass carves up.
  *
  * Workspace (caller-owned, fp32):
@@ -27,7 +30,6 @@
  *              backward's dQ partials likewise after them, rows of D rounded to 16
  */
 #include <stdint.h>
-#include <stdio.h>
 #include <string.h>
 
 #include "backends/cpu/cpu_internal.h"
@@ -41,14 +43,11 @@
 /// OMP_NUM_THREADS.  32 keeps a typical server socket busy on decode shapes.
 #define FMSA_CPU_PLAN_CORES 32
 
-/// Backward with dQ partials (cpu_backward.c, both variants): at most this many parts
-/// of a slot's key tiles each write their own dQ partial sums, and the
-/// variant is used only when one chunk of slots (as many as the panel budget
-/// holds with their partials) times the parts gives FMSA_CPU_PLAN_CORES work
-/// items (shape-only, so results do not change with the thread count).
-/// The chunk matters: at s = 8192, d = 128 one slot's partials take 32 MiB,
-/// a chunk was a single slot, and its 8 items left 8 of 16 threads idle
-/// (0.4x torch, bench/RESULTS.md, before this rule).
+/// Backward with dQ partials (FMSA_CPU_DQ_PARTS): at most this many parts of
+/// a slot's key tiles each write their own dQ partials, used only when one
+/// chunk of slots (as many as the panel budget holds with their partials)
+/// times the parts gives FMSA_CPU_PLAN_CORES work items, a shape-only rule, so
+/// results do not change with the thread count.  history: bench/RESULTS.md
 #define FMSA_CPU_BWD_DQ_PARTS 8
 
 /// Slots of floats_per_slot floats packed at a time (1..slots): as many as

@@ -10,15 +10,10 @@
  * would reach last), one item at a time: no thread idles while items remain,
  * and the tail is balanced to one item, as with a plain dynamic loop.
  *
- * Measured against the former order (one dynamic list of every item,
- * heaviest first, still there as FLASHMSA_CPU_SCHED=item for A/B runs) in
- * the same rotation on the device Xeon (bench/RESULTS.md 2026-12-01, third
- * session): bf16 forward at s=512 on 16 threads 1.43x (d=128) and 1.25x
- * (d=64), other shapes 0.96-1.13x; on 2 threads 0.88-1.13x, no consistent
- * sign.  It was written for the 2-thread s=512 forward, whose products ran
- * 2.5x slower per flop than at s=2048, on the guess that alternate items
- * read each slot's panels from the other core's cache; the trace after the
- * change showed the same per-product times there, so that cause is not it.
+ * The forward uses this order; it beat one shared heaviest-first list at
+ * s=512 on 16 threads on the Xeon, and the backward's dK/dV items without
+ * turns still take that list (FMSA_CPU_SCHED_SHARED).  history:
+ * bench/RESULTS.md
  *
  * Within a group items run heaviest first (causal and windowed items differ
  * by up to the sequence length).  The order only changes which thread runs
@@ -74,7 +69,7 @@ void fmsa_cpu_sched_carve(void *mem, int64_t max_groups, int max_threads, fmsa_c
 /// How fmsa_cpu_sched_build orders and groups items.
 typedef enum fmsa_cpu_sched_mode {
     FMSA_CPU_SCHED_SHARED,   ///< one group of every item, heaviest first, taken by
-                             ///< every thread (FLASHMSA_CPU_SCHED=item)
+                             ///< every thread
     FMSA_CPU_SCHED_SLOTS,    ///< slot groups, each heaviest first
     FMSA_CPU_SCHED_IN_ORDER, ///< slot groups, each in list order (turns need it)
 } fmsa_cpu_sched_mode;
@@ -92,7 +87,7 @@ int64_t fmsa_cpu_sched_next(fmsa_cpu_sched *s, int t, fmsa_cpu_cursor *c);
 
 /*
  * Turns: ordered accumulation into shared rows without atomics on the data.
- * The backward's ordered dQ (plan->dq_ordered, cpu_backward.c) lets every
+ * The backward's ordered dQ (FMSA_CPU_DQ_ORDERED, cpu_backward.c) lets every
  * dK/dV item (key tile kt of a slot) add its dS·K into the slot's one dQ
  * accumulator, one (query head, query tile) at a time, in key tile order:
  * item kt waits until the tile's turn is kt, adds, and passes the turn to

@@ -77,12 +77,10 @@ static int fmsa_ocl_split(int wg, int rows, int cols, int exact_cols) {
  * count, sets it: about 16 scores and 32 output values per work-item (4x4
  * and 4x8 fp32 blocks give enough reuse per __local read to approach the FMA
  * peak with few enough registers to avoid spills), at most 256 work-items.
- * Two backward layouts whose tiles are capped by __local memory run 8
- * scores and up to 64 values of each output per work-item instead
- * (measured, H200, d=128, s=4096): the dK/dV
- * kernel with fp32 K/V and one Q/dO tile (16x32: 64 items 44.9 ms, 128
- * items 50.2 ms) and the dQ kernel with one K/V tile (KV1; 32x16 fp32 at 64
- * items, 32x32 bf16 at 128 items were the fastest of their sweeps). */
+ * Two backward layouts whose tiles are capped by __local memory (dK/dV with
+ * fp32 K/V and one Q/dO tile; dQ with one K/V tile, KV1) run 8 scores and up
+ * to 64 output values per work-item instead, the fastest of the H200 sweeps.
+ * history: bench/RESULTS.md */
 static int fmsa_ocl_pick_wg(const fmsa_ocl_device *dev, int kernel,
                             const fmsa_ocl_kernel_config *kc, int64_t head_dim) {
     const int bm = kc->block_m, bn = kc->block_n;
@@ -97,22 +95,19 @@ static int fmsa_ocl_pick_wg(const fmsa_ocl_device *dev, int kernel,
     }
     if (want > 256) want = 256;
     /* CPU runtimes (PoCL) run a work-group's items as loops in one thread and
-     * keep every private array live across a barrier in per-item memory:
-     * fewer, bigger work-items measured 1.3-1.4x faster there (d=128, s=1024:
-     * ~23 -> ~32 GFLOP/s on 2 Zen cores; noisy machine). */
+     * keep every private array live across a barrier in per-item memory, so
+     * fewer, bigger work-items run faster there (history: bench/RESULTS.md) */
     if (dev->info.kind != FMSA_DEVICE_KIND_GPU && want > 64) want = 64;
     if (want > (int64_t)bm * bn / 2) want = (int64_t)bm * bn / 2;
     if (want > (int64_t)dev->max_work_group) want = (int64_t)dev->max_work_group;
     return fmsa_ocl_floor_pow2(want < 1 ? 1 : (int)want);
 }
 
-/* Register prefetch of the backward kernels (PF), on GPUs, where it measured
- * faster (H200, d=128, s=4096): the dK/dV kernel with fp32 K/V and one Q/dO
- * tile (16x32/64: 50.5 -> 44.9 ms; its registers were at the cap already).
- * Elsewhere it raised the register count past an occupancy step and lost
- * 3-20% (dK/dV with QDO2 or 16-bit K/V; dQ: fp32 32x16 KV1 33.5 vs 32.0 ms,
- * bf16 32x32 KV1 28.3 vs 27.3 ms), so it stays off there.  CPU runtimes keep
- * private arrays in per-item memory across barriers: the copies only cost. */
+/* Register prefetch of the backward kernels (PF): on GPUs only for the dK/dV
+ * kernel with fp32 K/V and one Q/dO tile, the one layout it sped up on the
+ * H200 (elsewhere it crossed an occupancy step); CPU runtimes keep private
+ * arrays in per-item memory, where the copies only cost.  history:
+ * bench/RESULTS.md */
 static int fmsa_ocl_pick_pf(const fmsa_ocl_device *dev, int kernel,
                             const fmsa_ocl_kernel_config *kc) {
     if (dev->info.kind != FMSA_DEVICE_KIND_GPU) return 0;
