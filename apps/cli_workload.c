@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "apps/cli.h"
+#include "apps/cli_util.h"
 #include "apps/cli_options.h"
 #include "common/error.h"
 #include "common/fmsa_half.h"
