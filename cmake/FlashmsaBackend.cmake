@@ -119,6 +119,12 @@ function(_fmsa_backend_add name)
     list(APPEND sources ${FMSA_EMBEDDED})
   endif()
   target_sources(flashmsa_objects PRIVATE ${sources})
+  if(B_LANGUAGE)
+    # flashmsa_objects exists before the language does, so it did not pick up
+    # CMAKE_<LANG>_ARCHITECTURES when it was created
+    set_property(TARGET flashmsa_objects PROPERTY ${B_LANGUAGE}_ARCHITECTURES
+                 "${CMAKE_${B_LANGUAGE}_ARCHITECTURES}")
+  endif()
   target_compile_definitions(flashmsa_objects PRIVATE FLASHMSA_HAVE_${NAME}=1 ${B_DEFINITIONS})
   if(B_INCLUDE_DIRS OR _fmsa_backend_probe_include_dirs)
     target_include_directories(flashmsa_objects PRIVATE ${B_INCLUDE_DIRS}
