@@ -6,11 +6,11 @@
 #
 # Run time is OpenCL C compilation when PoCL's cache is cold.  On a CPU device
 # the backend runs its CPU variant (backends/opencl/ocl_cpu.c): one program
-# whose five kernels take dtype, head dim and features as arguments, so a cold
-# cache costs one compile (~10 s) for all suites; warm, the label takes ~15 s.
-# (The generic kernels, specialised by -D, built 140 distinct programs over
-# these suites, 5-100+ s each on PoCL: 14-27 minutes cold.)  PoCL keeps
-# compiled kernels in POCL_CACHE_DIR, pointed into the build tree.
+# whose kernels take dtype, head dim and features as arguments, so a cold
+# cache costs one compile for all suites, where the generic kernels,
+# specialised by -D, build one program per case (the times:
+# backends/opencl/README.md, "CI time").  PoCL keeps compiled kernels in
+# POCL_CACHE_DIR, pointed into the build tree.
 #
 # FLASHMSA_TEST_OPENCL_GENERIC=ON adds the same suites with
 # FLASHMSA_OCL_VARIANT=generic (label opencl_generic): the generic kernels on
