@@ -9,10 +9,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "apps/cli_naive.h"
 #include "common/check_rule.h"
 #include "common/error.h"
 #include "common/fmsa_half.h"
+#include "common/naive.h"
 #include "common/reference.h"
 
 static const char *const cli_err_names[CLI_ERR_COUNT] = {"O", "LSE", "dQ", "dK", "dV"};
@@ -67,10 +67,12 @@ static void cli_finish_all(const fmsa_problem *p, cli_err err[CLI_ERR_COUNT]) {
     }
 }
 
+/* The checks index the reference's dense layout by (b, i, h), which is the
+ * layout of the problems the program generates. */
 static fmsa_status cli_check_supported(const fmsa_problem *p) {
-    if (p->is_varlen || p->is_paged || p->has_alibi || p->has_mask) {
-        fprintf(stderr, "flashmsa: the built-in check covers dense problems without ALiBi "
-                        "or bit masks\n");
+    if (p->is_varlen || p->is_paged) {
+        fprintf(stderr, "flashmsa: the built-in check covers dense batches (no varlen or "
+                        "paged KV)\n");
         return FMSA_ERR_NOT_SUPPORTED;
     }
     return FMSA_SUCCESS;
@@ -94,60 +96,6 @@ static double cli_got_lse(const fmsa_problem *p, int64_t b, int64_t i, int64_t h
 typedef struct cli_naive_all {
     double *o, *lse, *dq, *dk, *dv;
 } cli_naive_all;
-
-static int cli_naive_run_all(const fmsa_problem *p, int backward, cli_naive_all *n) {
-    const int64_t B = p->batch, Sq = p->seqlen_q, Sk = p->seqlen_k, D = p->head_dim;
-    const int64_t Hq = p->heads_q, Hkv = p->heads_kv, group = Hq / Hkv;
-    int64_t task;
-    int failed = 0;
-
-#ifdef _OPENMP
-#pragma omp parallel reduction(| : failed)
-#endif
-    {
-        cli_naive_row r;
-        float *acc = NULL;
-        int ok = cli_naive_row_alloc(p, &r) == 0;
-        if (ok && backward) {
-            acc = calloc((size_t)(2 * Sk * D), sizeof(float));
-            ok = acc != NULL;
-        }
-        if (!ok) failed = 1;
-        /* One task per (batch, kv head): it owns that head's dK/dV rows, so
-         * the tasks never write the same element. */
-#ifdef _OPENMP
-#pragma omp for schedule(dynamic)
-#endif
-        for (task = 0; task < B * Hkv; task++) {
-            int64_t b = task / Hkv, hk = task % Hkv, g, i, j, d;
-            if (!ok) continue;
-            if (acc != NULL) memset(acc, 0, sizeof(float) * (size_t)(2 * Sk * D));
-            for (g = 0; g < group; g++) {
-                int64_t h = hk * group + g;
-                for (i = 0; i < Sq; i++) {
-                    int64_t row = ((b * Sq + i) * Hq + h) * D;
-                    cli_naive_forward_row(p, b, h, i, &r);
-                    for (d = 0; d < D; d++) n->o[row + d] = r.o[d];
-                    n->lse[(b * Hq + h) * Sq + i] = r.lse;
-                    if (!backward) continue;
-                    cli_naive_backward_row(p, b, h, i, &r, acc, acc + Sk * D);
-                    for (d = 0; d < D; d++) n->dq[row + d] = r.dq[d];
-                }
-            }
-            if (!backward) continue;
-            for (j = 0; j < Sk; j++) {
-                int64_t row = ((b * Sk + j) * Hkv + hk) * D;
-                for (d = 0; d < D; d++) {
-                    n->dk[row + d] = cli_naive_round(p->dtype, acc[j * D + d]);
-                    n->dv[row + d] = cli_naive_round(p->dtype, acc[Sk * D + j * D + d]);
-                }
-            }
-        }
-        free(acc);
-        cli_naive_row_free(&r);
-    }
-    return failed ? -1 : 0;
-}
 
 fmsa_status cli_check_full(const fmsa_problem *pf, const fmsa_problem *pb,
                            cli_err err[CLI_ERR_COUNT]) {
@@ -192,7 +140,8 @@ fmsa_status cli_check_full(const fmsa_problem *pf, const fmsa_problem *pb,
         free(buf);
         return st;
     }
-    if (cli_naive_run_all(p, pb != NULL, &n) != 0) {
+    if (fmsa_naive_forward(p, n.o, n.lse) != 0 ||
+        (pb != NULL && fmsa_naive_backward(p, n.dq, n.dk, n.dv) != 0)) {
         fprintf(stderr, "flashmsa: out of host memory for the naive check\n");
         free(buf);
         return FMSA_ERR_OUT_OF_MEMORY;
@@ -249,14 +198,14 @@ fmsa_status cli_check_rows(const fmsa_problem *pf, const fmsa_problem *pb, int r
     const fmsa_problem *p = pb != NULL ? pb : pf;
     const int64_t D = p->head_dim;
     double *ref = NULL;
-    cli_naive_row r;
+    fmsa_naive_row r;
     fmsa_status st = FMSA_SUCCESS;
     int k;
 
     cli_err_reset(err);
     FMSA_TRY(cli_check_supported(p));
     ref = malloc(sizeof(double) * (size_t)(2 * D));
-    if (ref == NULL || cli_naive_row_alloc(p, &r) != 0) {
+    if (ref == NULL || fmsa_naive_row_alloc(p, &r) != 0) {
         free(ref);
         fprintf(stderr, "flashmsa: out of host memory for the row check\n");
         return FMSA_ERR_OUT_OF_MEMORY;
@@ -273,14 +222,14 @@ fmsa_status cli_check_rows(const fmsa_problem *pf, const fmsa_problem *pb, int r
 
         st = fmsa_reference_forward_row(pf, b, h, i, ref, &lse_ref);
         if (st != FMSA_SUCCESS) break;
-        cli_naive_forward_row(p, b, h, i, &r);
+        fmsa_naive_forward_row(p, b, h, i, &r);
         cli_err_add(&err[CLI_ERR_LSE], cli_got_lse(pf, b, i, h), r.lse, lse_ref);
         for (d = 0; d < D; d++)
             cli_err_add(&err[CLI_ERR_O], cli_got_q(pf, &pf->o, b, i, h, d), r.o[d], ref[d]);
         if (pb == NULL) continue;
         st = fmsa_reference_backward_dq_row(pb, b, h, i, ref + D);
         if (st != FMSA_SUCCESS) break;
-        cli_naive_backward_row(p, b, h, i, &r, NULL, NULL);
+        fmsa_naive_backward_row(p, b, h, i, &r, NULL, NULL);
         for (d = 0; d < D; d++)
             cli_err_add(&err[CLI_ERR_DQ], cli_got_q(pb, &pb->dq, b, i, h, d), r.dq[d],
                         ref[D + d]);
@@ -289,7 +238,7 @@ fmsa_status cli_check_rows(const fmsa_problem *pf, const fmsa_problem *pb, int r
         fprintf(stderr, "flashmsa: fp64 reference row failed: %s: %s\n",
                 fmsa_status_string(st), fmsa_last_error());
     free(ref);
-    cli_naive_row_free(&r);
+    fmsa_naive_row_free(&r);
     if (st == FMSA_SUCCESS) cli_finish_all(p, err);
     return st;
 }

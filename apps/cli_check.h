@@ -4,20 +4,14 @@
  *
  *   max|out - ref| <= mult * max|naive - ref| + floor,   and no NaN,
  *
- * where naive is a plain materialise-the-scores attention written here in the
- * same input precision (scores, probabilities, dP and dS rounded to the dtype
- * as a framework's unfused attention would round them; fp32 accumulation),
- * mult is 2 for O and LSE and 3 for gradients, and the floor is the one
- * derived in common/check_rule.h (shared with the test suites).  The
- * tolerance is derived from the naive error of the same run, never tuned.
- * The program has its own row-at-a-time
- * naive implementation because the suites' one materialises whole score
- * matrices and links cmocka, while the program must spot-check single rows
- * of benchmark shapes and build without the tests.
- *
- * The naive implementation covers what the program generates (dense batches,
- * GQA, causal, windows, softcap); ALiBi, bit masks, varlen and paged KV are
- * the test suites' business.
+ * where naive is the naive same-precision attention of common/naive.h (the
+ * suites' yardstick too: scores, probabilities, dP and dS rounded to the
+ * dtype as a framework's unfused attention would round them; fp32
+ * accumulation), mult is 2 for O and LSE and 3 for gradients, and the floor
+ * is the one derived in common/check_rule.h (shared with the test suites).
+ * The tolerance is derived from the naive error of the same run, never tuned.
+ * The full check runs the naive on whole tensors, the spot check on single
+ * rows of benchmark shapes whose score matrices would not fit.
  */
 #ifndef FMSA_APPS_CLI_CHECK_H
 #define FMSA_APPS_CLI_CHECK_H

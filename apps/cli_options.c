@@ -3,6 +3,8 @@
  */
 #include "apps/cli_options.h"
 
+#include "common/registry.h"
+
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -117,16 +119,8 @@ int cli_parse_dtype(const char *opt, const char *s, fmsa_dtype *out) {
 }
 
 int cli_parse_backend(const char *opt, const char *s, fmsa_backend *out) {
-    static const fmsa_backend all[] = {FMSA_BACKEND_AUTO, FMSA_BACKEND_CPU, FMSA_BACKEND_CUDA,
-                                       FMSA_BACKEND_HIP, FMSA_BACKEND_OPENCL};
-    size_t i;
-    for (i = 0; i < sizeof all / sizeof all[0]; i++) {
-        if (strcmp(s, fmsa_backend_name(all[i])) == 0) {
-            *out = all[i];
-            return 0;
-        }
-    }
-    fprintf(stderr, "flashmsa: %s: '%s' is not one of auto, cpu, cuda, hip, opencl\n", opt, s);
+    if (fmsa_backend_parse(s, out) == 0) return 0;
+    fprintf(stderr, "flashmsa: %s: '%s' is not one of %s\n", opt, s, FMSA_BACKEND_NAMES);
     return -1;
 }
 

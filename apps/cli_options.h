@@ -11,6 +11,7 @@
 
 #include <stdint.h>
 
+#include "common/backend_list.h"
 #include "flashmsa/flashmsa.h"
 
 /// Walks argv[first..argc).  Usage:
@@ -49,7 +50,7 @@ int cli_parse_i64_list(const char *opt, const char *s, int64_t lo, int64_t hi, i
                        int max, int *count);
 /// "fp32"/"f32", "fp16"/"f16", "bf16".
 int cli_parse_dtype(const char *opt, const char *s, fmsa_dtype *out);
-/// "auto", "cpu", "cuda", "hip", "opencl".
+/// A backend name of FMSA_BACKEND_NAMES (common/backend_list.h), "auto" included.
 int cli_parse_backend(const char *opt, const char *s, fmsa_backend *out);
 /// "L,R" window sizes, each -1 (unlimited) or >= 0.
 int cli_parse_window(const char *opt, const char *s, int64_t *left, int64_t *right);

@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "apps/cli.h"
+#include "apps/cli_util.h"
 #include "apps/cli_options.h"
 #include "common/error.h"
 #include "common/fmsa_half.h"
@@ -47,7 +47,7 @@ static void cli_fill(void *buf, fmsa_dtype dtype, int64_t n, uint64_t seed, uint
     int64_t i;
 #ifdef _OPENMP
 #pragma omp parallel for schedule(static)
-#endif
+#endif /* _OPENMP */
     for (i = 0; i < n; i++) {
         uint64_t r = cli_mix64(seed ^ (id << 56) ^ (uint64_t)i * 0xd1342543de82ef95ull);
         float u = (float)(r >> 40) * (1.0f / 16777216.0f);

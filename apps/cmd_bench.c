@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "apps/cli.h"
+#include "apps/cli_util.h"
 #include "apps/cli_check.h"
 #include "apps/cli_options.h"
 #include "apps/cli_workload.h"
@@ -70,7 +71,7 @@ static void cli_bench_help(void) {
         "fp32 FMA peak is measured first (as `flashmsa peak`) and every row shows its\n"
         "GFLOP/s as a %% of it; FLASHMSA_CPU_KERNEL=scalar runs the scalar baseline.\n"
         "\n"
-        "  --backend B       auto|cpu|cuda|hip|opencl (default auto)\n"
+        "  --backend B       " FMSA_BACKEND_NAMES " (default auto)\n"
         "  --device N        device index within the backend; with auto, the index in\n"
         "                    `flashmsa devices` (default 0)\n"
         "  --threads N       OpenMP threads for the CPU backend (default: all)\n"

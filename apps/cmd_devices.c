@@ -5,6 +5,7 @@
 #include <stdio.h>
 
 #include "apps/cli.h"
+#include "apps/cli_util.h"
 #include "apps/cli_options.h"
 
 static const char *cli_kind_name(fmsa_device_kind kind) {

@@ -1,38 +1,21 @@
 /*
- * `flashmsa peak`: the CPU's measured multiply-add peak per kernel path
- * (backends/cpu/cpu_peak.h), so CPU speed figures can be read as a fraction
- * of what this machine does on this many threads.  Also names the kernel
- * path the CPU backend runs (cli_cpu_kernel_name, used by `flashmsa bench`).
+ * `flashmsa peak`: the CPU's measured multiply-add peak per kernel path, so
+ * CPU speed figures can be read as a fraction of what this machine does on
+ * this many threads.  It reaches the probe through the CPU backend's vtable
+ * (fmsa_backend_peak in common/backend.h), not through the backend's headers.
  */
 #include <stdio.h>
 #include <string.h>
 
 #ifdef _OPENMP
 #include <omp.h>
-#endif
+#endif /* _OPENMP */
 
 #include "apps/cli.h"
 #include "apps/cli_options.h"
-#include "backends/cpu/cpu_peak.h"
+#include "common/registry.h"
 
 #define CLI_PEAK_MAX_THREADS 16 ///< entries of --threads LIST
-
-const char *cli_cpu_kernel_name(const fmsa_device_info *info) {
-    const fmsa_cpu_kernels *k;
-    if (info->backend != FMSA_BACKEND_CPU || fmsa_cpu_kernels_get(&k) != FMSA_SUCCESS) return "-";
-    return k->name;
-}
-
-void cli_cpu_selected_peak(const fmsa_device_info *info, int threads, double seconds,
-                           double *fp32, double *bf16) {
-    const fmsa_cpu_kernels *k;
-    *fp32 = *bf16 = 0.0;
-    if (info->backend != FMSA_BACKEND_CPU || fmsa_cpu_kernels_get(&k) != FMSA_SUCCESS) return;
-    if (fmsa_cpu_peak_measure(k->isa, FMSA_CPU_PEAK_FP32, threads, seconds, fp32) != FMSA_SUCCESS)
-        *fp32 = 0.0;
-    if (fmsa_cpu_peak_measure(k->isa, FMSA_CPU_PEAK_BF16, threads, seconds, bf16) != FMSA_SUCCESS)
-        *bf16 = 0.0; /* no bf16 dot products on this path */
-}
 
 static void cli_peak_help(void) {
     printf("usage: flashmsa peak [options]\n"
@@ -57,7 +40,9 @@ int cmd_peak(int argc, char **argv) {
     int64_t threads[CLI_PEAK_MAX_THREADS] = {0};
     int n_threads = 1, json = 0, selected_only = 0, fp32_only = 0, rc = CLI_EXIT_OK;
     float seconds = 0.3f;
-    const fmsa_cpu_kernels *current = NULL;
+    const fmsa_backend_vtable *vt = fmsa_registry_find(FMSA_BACKEND_CPU);
+    const fmsa_backend_peak *pk = vt ? vt->peak : NULL;
+    int current;
     fmsa_device_info info;
 
     while (cli_args_next(&a)) {
@@ -82,28 +67,32 @@ int cmd_peak(int argc, char **argv) {
         }
     }
     if (a.error) return CLI_EXIT_ERROR;
+    if (!pk) {
+        fprintf(stderr, "flashmsa peak: the CPU backend of this build has no peak probe\n");
+        return CLI_EXIT_ERROR;
+    }
 #ifdef _OPENMP
     /* 0 = all threads: print the number it stands for */
     for (int t = 0; t < n_threads; ++t)
         if (threads[t] == 0) threads[t] = omp_get_max_threads();
-#endif
-    if (fmsa_cpu_kernels_get(&current) != FMSA_SUCCESS) current = NULL; /* bad env: still measure */
+#endif /* _OPENMP */
+    current = pk->path_selected(); /* -1 on a bad FLASHMSA_CPU_KERNEL: still measure */
     if (fmsa_device_get(0, &info) != FMSA_SUCCESS || info.backend != FMSA_BACKEND_CPU)
         strcpy(info.name, "CPU");
     if (!json) {
         printf("# flashmsa peak: %s, multiply-add peak per kernel path (GFLOP/s)\n", info.name);
         printf("%-8s %-5s %7s %10s\n", "path", "kind", "threads", "GFLOP/s");
     }
-    for (int isa = 0; isa < FMSA_CPU_ISA_COUNT; ++isa) {
-        if (!fmsa_cpu_isa_usable((fmsa_cpu_isa)isa)) continue;
-        if (selected_only && !(current && current->isa == (fmsa_cpu_isa)isa)) continue;
+    for (int path = 0; path < pk->path_count; ++path) {
+        if (!pk->path_usable(path)) continue;
+        if (selected_only && current != path) continue;
         for (int kind = 0; kind < (fp32_only ? 1 : 2); ++kind)
             for (int t = 0; t < n_threads; ++t) {
                 double gf = 0.0;
-                const char *name = fmsa_cpu_isa_name((fmsa_cpu_isa)isa);
-                const int mark = current && current->isa == (fmsa_cpu_isa)isa;
-                if (fmsa_cpu_peak_measure((fmsa_cpu_isa)isa, (fmsa_cpu_peak_kind)kind,
-                                          (int)threads[t], seconds, &gf) != FMSA_SUCCESS)
+                const char *name = pk->path_name(path);
+                const int mark = current == path;
+                if (pk->measure(path, kind ? FMSA_PEAK_BF16 : FMSA_PEAK_FP32, (int)threads[t],
+                                seconds, &gf) != FMSA_SUCCESS)
                     continue; /* no bf16 on this path */
                 if (json)
                     printf("{\"path\":\"%s\",\"kind\":\"%s\",\"threads\":%lld,\"gflops\":%.6g,"

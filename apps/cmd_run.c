@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "apps/cli.h"
+#include "apps/cli_util.h"
 #include "apps/cli_check.h"
 #include "apps/cli_options.h"
 #include "apps/cli_workload.h"
@@ -32,7 +33,7 @@ static void cli_run_help(void) {
         "Prints PASS and exits 0, or FAIL and exits 1.\n"
         "\n"
         "device:\n"
-        "  --backend B       auto|cpu|cuda|hip|opencl (default auto: best usable device)\n"
+        "  --backend B       " FMSA_BACKEND_NAMES " (default auto: best usable device)\n"
         "  --device N        device index within the backend; with auto, the index in\n"
         "                    `flashmsa devices` (default 0)\n"
         "  --threads N       OpenMP threads for the CPU backend (default: all)\n"

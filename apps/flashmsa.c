@@ -4,45 +4,16 @@
  *   flashmsa devices   every device of every compiled-in backend
  *   flashmsa run       one problem, timed, checked against the fp64 reference
  *   flashmsa bench     the standard benchmark sweep, each shape spot-checked
+ *   flashmsa peak      the CPU's multiply-add peak per kernel path
  *
- * This file holds main(), the subcommand table and the few helpers every
- * command shares (status reporting, the clock, the log callback).
+ * This file holds main(), the subcommand table and the log callback; the
+ * helpers the commands share are in cli_util.c.
  */
-#define _POSIX_C_SOURCE 199309L /* clock_gettime(CLOCK_MONOTONIC) */
-
 #include <stdio.h>
 #include <string.h>
-#include <time.h>
-
-#ifdef _OPENMP
-#include <omp.h>
-#endif
 
 #include "apps/cli.h"
-
-fmsa_status cli_report(fmsa_status st, const char *what) {
-    if (st != FMSA_SUCCESS)
-        fprintf(stderr, "flashmsa: %s: %s: %s\n", what, fmsa_status_string(st),
-                fmsa_last_error());
-    return st;
-}
-
-double cli_now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-void cli_set_threads(int threads) {
-#ifdef _OPENMP
-    /* The library's parallel regions run on this thread's team size.  Setting
-     * OMP_NUM_THREADS here would be too late: libgomp reads it at load. */
-    if (threads > 0) omp_set_num_threads(threads);
-#else
-    if (threads > 1)
-        fprintf(stderr, "flashmsa: built without OpenMP; --threads %d ignored\n", threads);
-#endif
-}
+#include "common/backend_list.h"
 
 /* The library never prints; the program shows what it logs (threshold from
  * FLASHMSA_LOG, default warn) on stderr.  ERROR lines are the failures of
@@ -74,7 +45,7 @@ static void cli_usage(FILE *f) {
             "Run 'flashmsa <command> --help' for the options of a command.\n"
             "\n"
             "environment:\n"
-            "  FLASHMSA_BACKEND  auto|cpu|cuda|hip|opencl: where --backend auto runs\n"
+            "  FLASHMSA_BACKEND  " FMSA_BACKEND_NAMES ": where --backend auto runs\n"
             "  FLASHMSA_DEVICE   device index used with --backend auto\n"
             "                    (an explicit --backend/--device wins over both)\n"
             "  FLASHMSA_LOG      error|warn|info|debug  library log level (stderr)\n"

@@ -13,7 +13,7 @@ threads (by default at the start of every timed round, each round's GFLOP/s
 taken over its own peak, then the median), and the error of both against an fp64 reference on sampled query rows
 (O forward, dQ backward).  flashmsa passes by the project's correctness rule:
 its error is at most 2x (3x for gradients) the error of the naive
-same-precision implementation (tests/support/fmsa_test_naive.h: materialised
+same-precision implementation (common/naive.h: materialised
 S and P, sequential fp32 sums, rounded to the input dtype where a framework
 would) plus 4 units of roundoff of max|ref|.  torch's error is reported beside
 it; torch's blocked sums can be more accurate than the naive ones at long

@@ -1,8 +1,9 @@
 /*
  * The backend interface: one const vtable per backend, filled with designated
- * initialisers.  Adding a backend = one folder under backends/ + one line in
- * registry.c.  The common layer validates every argument before calling any
- * member, so members may assume a well-formed fmsa_problem.
+ * initialisers.  Adding a backend = one folder under backends/, one line in
+ * common/backend_list.h and one CMake line (backends/README.md).  The common
+ * layer validates every argument before calling any member, so members may
+ * assume a well-formed fmsa_problem.
  *
  * GPU backends are compiled in but load their vendor runtime lazily (dlopen of
  * libOpenCL.so.1, libcuda.so.1, libamdhip64.so at first use), so a build with
@@ -12,11 +13,34 @@
 #ifndef FMSA_COMMON_BACKEND_H
 #define FMSA_COMMON_BACKEND_H
 
+#include "common/backend_list.h"
 #include "common/problem.h"
 
 /// Bumped whenever a member's meaning changes; modules built against another
 /// version are refused at load time.
 #define FMSA_BACKEND_API_VERSION 1
+
+/// What a peak probe's loop multiplies.
+typedef enum fmsa_peak_kind {
+    FMSA_PEAK_FP32 = 0, ///< fp32 multiply-adds
+    FMSA_PEAK_BF16 = 1, ///< bf16 products accumulated in fp32
+} fmsa_peak_kind;
+
+/// A backend's peak-throughput probe (`flashmsa peak`, `flashmsa bench`): what
+/// a register-resident multiply-add loop reaches on each of its kernel paths,
+/// so speed figures read as a fraction of what the device does.  The program
+/// reaches it through the vtable so that it needs no backend-internal header.
+typedef struct fmsa_backend_peak {
+    int path_count;                     ///< kernel paths this backend knows, usable or not
+    const char *(*path_name)(int path); ///< "avx2", ...
+    int (*path_usable)(int path);       ///< this machine and build can run the path
+    /// The path the backend's passes run now; -1 if an override names no usable path.
+    int (*path_selected)(void);
+    /// GFLOP/s (a multiply-add counts 2) of path on `threads` threads (<= 0: all)
+    /// for about `seconds`; FMSA_ERR_NOT_SUPPORTED where the path lacks the kind.
+    fmsa_status (*measure)(int path, fmsa_peak_kind kind, int threads, double seconds,
+                           double *gflops);
+} fmsa_backend_peak;
 
 typedef struct fmsa_backend_vtable {
     int api_version;      ///< FMSA_BACKEND_API_VERSION the backend was built with
@@ -54,11 +78,16 @@ typedef struct fmsa_backend_vtable {
     /// Runs the backward pass (preprocess, main, postprocess).
     fmsa_status (*backward)(void *state, const fmsa_problem *p, void *workspace,
                             size_t workspace_bytes, void *stream);
+
+    /// Optional (NULL = none): the peak probe of the backend's kernel paths.
+    const fmsa_backend_peak *peak;
 } fmsa_backend_vtable;
 
-/// The CPU backend, always compiled in.
-const fmsa_backend_vtable *fmsa_backend_cpu_vtable(void);
-/// The OpenCL backend (only when built with FLASHMSA_HAVE_OPENCL).
-const fmsa_backend_vtable *fmsa_backend_opencl_vtable(void);
+/// One getter per backend of backend_list.h; only those of compiled-in
+/// backends (FLASHMSA_HAVE_<ID>) exist at link time.
+#define FMSA_BACKEND_GETTER_DECL_(ID, name) \
+    const fmsa_backend_vtable *fmsa_backend_##name##_vtable(void);
+FMSA_BACKEND_LIST(FMSA_BACKEND_GETTER_DECL_)
+#undef FMSA_BACKEND_GETTER_DECL_
 
 #endif /* FMSA_COMMON_BACKEND_H */

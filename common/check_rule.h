@@ -4,7 +4,7 @@
  *   max |backend - ref|  <=  factor * max |naive - ref|  +  floor
  *
  * ref is the fp64 reference, naive the same-precision naive implementation
- * (tests/support/fmsa_test_naive.h for whole tensors, apps/cli_naive.h row by row), factor 2 for forward outputs (O, LSE) and 3 for
+ * (common/naive.h, whole tensors or row by row), factor 2 for forward outputs (O, LSE) and 3 for
  * gradients (FlashAttention's rule: a fused kernel may be a little worse than
  * the unfused one, not an order of magnitude).  Any NaN fails; where the
  * reference is infinite (the -inf LSE of a fully masked row) the backend must

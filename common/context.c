@@ -7,7 +7,6 @@
 #include "common/registry.h"
 
 #include <stdlib.h>
-#include <string.h>
 
 /* FLASHMSA_BACKEND / FLASHMSA_DEVICE steer an AUTO request, so a deployed
  * binary can be pointed at another device without a rebuild; an explicit
@@ -15,17 +14,9 @@
 static fmsa_status fmsa_env_overrides(fmsa_backend *backend, int *device) {
     const char *b = getenv("FLASHMSA_BACKEND");
     const char *d = getenv("FLASHMSA_DEVICE");
-    if (b && *b) {
-        static const fmsa_backend all[] = {FMSA_BACKEND_AUTO, FMSA_BACKEND_CPU, FMSA_BACKEND_CUDA,
-                                           FMSA_BACKEND_HIP, FMSA_BACKEND_OPENCL};
-        size_t i;
-        for (i = 0; i < sizeof all / sizeof all[0]; ++i)
-            if (!strcmp(b, fmsa_backend_name(all[i]))) break;
-        if (i == sizeof all / sizeof all[0])
-            return fmsa_fail(FMSA_ERR_INVALID_ARGUMENT,
-                             "FLASHMSA_BACKEND=%s: expected auto, cpu, cuda, hip or opencl", b);
-        *backend = all[i];
-    }
+    if (b && *b && fmsa_backend_parse(b, backend) != 0)
+        return fmsa_fail(FMSA_ERR_INVALID_ARGUMENT, "FLASHMSA_BACKEND=%s: expected one of %s", b,
+                         FMSA_BACKEND_NAMES);
     if (d && *d) {
         char *end;
         long v = strtol(d, &end, 10);
@@ -72,7 +63,7 @@ fmsa_status fmsa_context_create(fmsa_backend backend, int device, fmsa_context *
     fmsa_clear_error();
     if (!ctx) return fmsa_fail(FMSA_ERR_INVALID_ARGUMENT, "ctx is NULL");
     *ctx = NULL;
-    if ((int)backend < FMSA_BACKEND_AUTO || (int)backend > FMSA_BACKEND_OPENCL)
+    if (!fmsa_backend_valid(backend))
         return fmsa_fail(FMSA_ERR_INVALID_ARGUMENT, "backend = %d is not an fmsa_backend",
                          (int)backend);
     if (backend == FMSA_BACKEND_AUTO) FMSA_TRY(fmsa_env_overrides(&backend, &device));

@@ -14,13 +14,11 @@
 #include <pthread.h>
 #include <string.h>
 
-/* One line per backend; compiled-out backends simply are not listed. */
+/* The getters of the compiled-in backends of backend_list.h, in its order. */
+#define FMSA_REGISTRY_GETTER_(ID, name) FMSA_IF_BUILT(ID, fmsa_backend_##name##_vtable, )
 static const fmsa_backend_vtable *(*const fmsa_registry_getters[])(void) = {
-#if defined(FLASHMSA_HAVE_OPENCL)
-    fmsa_backend_opencl_vtable,
-#endif /* FLASHMSA_HAVE_OPENCL */
-    fmsa_backend_cpu_vtable,
-};
+    FMSA_BACKEND_LIST(FMSA_REGISTRY_GETTER_)};
+#undef FMSA_REGISTRY_GETTER_
 
 #define FMSA_REGISTRY_COUNT (sizeof fmsa_registry_getters / sizeof fmsa_registry_getters[0])
 /* Enough for every device of a large node across all backends. */
@@ -36,6 +34,26 @@ const fmsa_backend_vtable *fmsa_registry_find(fmsa_backend backend) {
         if (vt && vt->kind == backend) return vt;
     }
     return NULL;
+}
+
+int fmsa_backend_valid(fmsa_backend backend) {
+#define FMSA_REGISTRY_VALID_(ID, name) || backend == FMSA_BACKEND_##ID
+    return backend == FMSA_BACKEND_AUTO FMSA_BACKEND_LIST(FMSA_REGISTRY_VALID_);
+#undef FMSA_REGISTRY_VALID_
+}
+
+int fmsa_backend_parse(const char *name, fmsa_backend *out) {
+    static const fmsa_backend all[] = {
+#define FMSA_REGISTRY_VALUE_(ID, name) FMSA_BACKEND_##ID,
+        FMSA_BACKEND_AUTO, FMSA_BACKEND_LIST(FMSA_REGISTRY_VALUE_)
+#undef FMSA_REGISTRY_VALUE_
+    };
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; ++i)
+        if (!strcmp(name, fmsa_backend_name(all[i]))) {
+            *out = all[i];
+            return 0;
+        }
+    return -1;
 }
 
 static int fmsa_kind_rank(fmsa_device_kind kind) {

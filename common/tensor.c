@@ -3,6 +3,8 @@
  */
 #include "flashmsa/flashmsa.h"
 
+#include "common/backend_list.h"
+
 #include <math.h>
 #include <string.h>
 
@@ -11,10 +13,10 @@ int fmsa_version(void) { return FLASHMSA_VERSION; }
 const char *fmsa_backend_name(fmsa_backend backend) {
     switch (backend) {
     case FMSA_BACKEND_AUTO: return "auto";
-    case FMSA_BACKEND_CPU: return "cpu";
-    case FMSA_BACKEND_CUDA: return "cuda";
-    case FMSA_BACKEND_HIP: return "hip";
-    case FMSA_BACKEND_OPENCL: return "opencl";
+#define FMSA_TENSOR_NAME_CASE_(ID, name) \
+    case FMSA_BACKEND_##ID: return #name;
+        FMSA_BACKEND_LIST(FMSA_TENSOR_NAME_CASE_)
+#undef FMSA_TENSOR_NAME_CASE_
     }
     return "unknown";
 }

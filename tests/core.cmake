@@ -12,3 +12,10 @@ find_package(Threads REQUIRED)
 target_link_libraries(test_cpu_sched PRIVATE Threads::Threads)
 # a turn handed out of order never comes back: the test then hangs, and fails here
 set_tests_properties(test_cpu_sched PROPERTIES TIMEOUT 60)
+# The backend list and the registry it generates, against the backends this
+# build turned on (cmake/FlashmsaBackend.cmake records them).
+fmsa_add_test(test_core_backends LABELS core cpu SOURCES test_core_backends.c)
+get_property(_fmsa_built_backends GLOBAL PROPERTY FMSA_BACKENDS)
+string(REPLACE ";" "\\;" _fmsa_built_backends_def "${_fmsa_built_backends}")
+target_compile_definitions(test_core_backends PRIVATE
+                           "FMSA_TEST_BUILT_BACKENDS=\"${_fmsa_built_backends_def}\"")

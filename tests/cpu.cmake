@@ -1,17 +1,7 @@
-# Correctness suites on the CPU backend.  The executables are backend-neutral
-# (--backend or FLASHMSA_TEST_BACKEND picks one; other backends register the
-# same executables under their own name and label, e.g.
-#   add_test(NAME test_grid_forward_opencl COMMAND test_grid_forward --backend opencl)).
-# The environment pins these to the CPU even if the caller exported a
-# FLASHMSA_BACKEND override, and poisons the backend's internal buffers
-# (FLASHMSA_CPU_POISON: NaN bytes), so a result that reads memory a pass never
-# wrote fails instead of passing on zeroed pages.  No skip code here: the CPU backend is always
-# present, so "backend unavailable" (exit status 77) is a failure on it.
-foreach(suite test_grid_forward test_grid_backward test_grid_edges test_grid_large)
-  fmsa_add_test(${suite} LABELS cpu SOURCES ${suite}.c)
-  set_tests_properties(${suite} PROPERTIES
-    ENVIRONMENT "FLASHMSA_TEST_BACKEND=cpu;FLASHMSA_BACKEND=cpu;FLASHMSA_CPU_POISON=1")
-endforeach()
+# The CPU backend's own test variants (included by fmsa_add_backend_suites;
+# the backend-neutral suites already run once on the CPU with the environment
+# of backends/cpu/backend.cmake).  Each variant runs a suite again with one
+# developer override forced, under that same environment plus the override.
 
 # The backward has three ways to own dQ (backends/cpu/cpu_backward.c): the
 # planner picks by shape, and the grids' small shapes mostly get the ordered

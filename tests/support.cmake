@@ -1,14 +1,14 @@
 # Backend-neutral test support: random problems, guarded/poisoned device
-# buffers, the naive same-precision implementation, the correctness rule and
+# buffers, the correctness rule (against common/naive.h's naive yardstick) and
 # the table-driven suite runner.  It reaches the library only through the
-# public API (plus the fp64 reference and the shared headers of common/).
+# public API (plus the fp64 reference, the naive oracle and the shared
+# headers of common/).
 add_library(fmsa_testsupport STATIC
   support/fmsa_test_rng.c
   support/fmsa_test_spec.c
   support/fmsa_test_options.c
   support/fmsa_test_buffer.c
   support/fmsa_test_problem.c
-  support/fmsa_test_naive.c
   support/fmsa_test_check.c
   support/fmsa_test_runner.c
 )

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "backends/cpu/cpu_internal.h"
+#include "backends/cpu/cpu_peak.h"
 #include "common/error.h"
 
 static fmsa_status cpu_device_count(int *count) {
@@ -101,6 +102,7 @@ static const fmsa_backend_vtable fmsa_cpu_vtable = {
     .workspace_size = cpu_workspace_size,    /* split-KV partials / backward D */
     .forward = fmsa_cpu_forward,             /* cpu_forward.c */
     .backward = fmsa_cpu_backward,           /* cpu_backward.c */
+    .peak = &fmsa_cpu_peak_probe,            /* cpu_peak.c: flashmsa peak */
 };
 
 const fmsa_backend_vtable *fmsa_backend_cpu_vtable(void) { return &fmsa_cpu_vtable; }

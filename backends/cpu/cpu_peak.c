@@ -199,11 +199,7 @@ FMSA_CPU_OMP(omp parallel num_threads(threads))
         double r;
         /* every thread first runs the calibration's ~0.02 s untimed: the other
          * cores may just have been woken (a new process creates its OpenMP
-         * threads here).  Measured on the device Xeon's 16 threads, where one
-         * call's 0.05 s probes read 1,390 GFLOP/s against 2,260-2,410 for
-         * 0.3 s: with this warm-up, the next call read 1,235-1,965 (0.05 s)
-         * and 1,339-1,688 (0.3 s), so that VM's 16-thread peak moves between
-         * calls whatever the probe's length (bench/RESULTS.md) */
+         * threads here); what it changed is in bench/RESULTS.md (103407e) */
         r = fn(warm, 2.0f);
 FMSA_CPU_OMP(omp atomic)
         peak_sink += r;
@@ -220,3 +216,31 @@ FMSA_CPU_OMP(omp atomic)
     *gflops = per_iter * (double)iters * (double)threads / (t1 - t0) * 1e-9;
     return FMSA_SUCCESS;
 }
+
+/* The probe as the vtable offers it (backend.h), so the flashmsa program
+ * reaches it without this backend's headers; paths are fmsa_cpu_isa values. */
+static const char *cpu_peak_path_name(int path) { return fmsa_cpu_isa_name((fmsa_cpu_isa)path); }
+
+static int cpu_peak_path_usable(int path) { return fmsa_cpu_isa_usable((fmsa_cpu_isa)path); }
+
+static int cpu_peak_path_selected(void) {
+    const fmsa_cpu_kernels *k;
+    return fmsa_cpu_kernels_get(&k) == FMSA_SUCCESS ? (int)k->isa : -1;
+}
+
+static fmsa_status cpu_peak_path_measure(int path, fmsa_peak_kind kind, int threads,
+                                         double seconds, double *gflops) {
+    const fmsa_cpu_peak_kind k = kind == FMSA_PEAK_BF16 ? FMSA_CPU_PEAK_BF16 : FMSA_CPU_PEAK_FP32;
+    if (path < 0 || path >= FMSA_CPU_ISA_COUNT)
+        return fmsa_fail(FMSA_ERR_INVALID_ARGUMENT, "peak path %d: the CPU has %d", path,
+                         FMSA_CPU_ISA_COUNT);
+    return fmsa_cpu_peak_measure((fmsa_cpu_isa)path, k, threads, seconds, gflops);
+}
+
+const fmsa_backend_peak fmsa_cpu_peak_probe = {
+    .path_count = FMSA_CPU_ISA_COUNT,         /* every fmsa_cpu_isa, usable or not */
+    .path_name = cpu_peak_path_name,          /* "amx", "avx512", ... */
+    .path_usable = cpu_peak_path_usable,      /* cpuid and the build */
+    .path_selected = cpu_peak_path_selected,  /* FLASHMSA_CPU_KERNEL or the best */
+    .measure = cpu_peak_path_measure,         /* fmsa_cpu_peak_measure */
+};

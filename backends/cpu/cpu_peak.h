@@ -8,6 +8,7 @@
 #define FMSA_CPU_PEAK_H
 
 #include "backends/cpu/cpu_kernels.h"
+#include "common/backend.h"
 
 /// What the probe's loop multiplies.
 typedef enum fmsa_cpu_peak_kind {
@@ -21,5 +22,8 @@ typedef enum fmsa_cpu_peak_kind {
 /// (BF16 exists for avx512 with AVX512-BF16 and for amx only).
 fmsa_status fmsa_cpu_peak_measure(fmsa_cpu_isa isa, fmsa_cpu_peak_kind kind, int threads,
                                   double seconds, double *gflops);
+
+/// The probe in the vtable's form (cpu_backend.c sets .peak to it).
+extern const fmsa_backend_peak fmsa_cpu_peak_probe;
 
 #endif /* FMSA_CPU_PEAK_H */

@@ -4,16 +4,17 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/registry.h"
+
 /// Backend from its lower-case name (fmsa_backend_name), -1 if unknown.
 static int opt_backend(const char *name) {
-    for (int b = FMSA_BACKEND_AUTO; b <= FMSA_BACKEND_OPENCL; ++b)
-        if (!strcmp(name, fmsa_backend_name((fmsa_backend)b))) return b;
-    return -1;
+    fmsa_backend b;
+    return fmsa_backend_parse(name, &b) == 0 ? (int)b : -1;
 }
 
 static int opt_usage(const char *prog, const char *why) {
     fprintf(stderr,
-            "%s: %s\nusage: %s [--backend cpu|opencl|cuda|hip|auto] [--case N] "
+            "%s: %s\nusage: %s [--backend " FMSA_BACKEND_NAMES "] [--case N] "
             "[--shape 'pass=fwd dtype=f16 b=2 sq=113 ...'] [--list] [--verbose]\n",
             prog, why, prog);
     return -1;

@@ -1,8 +1,9 @@
 /*
  * Command line of every correctness suite, so the same executable runs on any
- * backend:  <suite> [--backend cpu|opencl|cuda|hip|auto] [--case N]
+ * backend:  <suite> [--backend NAME] [--case N]
  *                   [--shape '<spec string>'] [--list] [--verbose]
- * Without --backend, FLASHMSA_TEST_BACKEND chooses; the default is cpu.
+ * NAME is one of FMSA_BACKEND_NAMES (common/backend_list.h).  Without
+ * --backend, FLASHMSA_TEST_BACKEND chooses; the default is cpu.
  */
 #ifndef FMSA_TEST_OPTIONS_H
 #define FMSA_TEST_OPTIONS_H

@@ -9,9 +9,9 @@
 
 #include <cmocka.h>
 
+#include "common/naive.h"
 #include "common/reference.h"
 #include "support/fmsa_test_check.h"
-#include "support/fmsa_test_naive.h"
 #include "support/fmsa_test_options.h"
 #include "support/fmsa_test_problem.h"
 
@@ -68,7 +68,7 @@ static int run_oracles(fmsa_test_problem *tp, run_arrays *a, char *msg, size_t l
         run_note(msg, len, "reference forward failed: %s", fmsa_last_error());
         return -1;
     }
-    if (!bwd) return fmsa_test_naive_forward(p, a->nv_o, a->nv_lse);
+    if (!bwd) return fmsa_naive_forward(p, a->nv_o, a->nv_lse);
 
     /* The backward's inputs O and LSE: the reference's, as the dtype / fp32
      * would hold them, so the backward is judged independently of the forward. */
@@ -85,7 +85,7 @@ static int run_oracles(fmsa_test_problem *tp, run_arrays *a, char *msg, size_t l
         run_note(msg, len, "reference backward failed: %s", fmsa_last_error());
         return -1;
     }
-    return fmsa_test_naive_backward(p, a->nv_dq, a->nv_dk, a->nv_dv);
+    return fmsa_naive_backward(p, a->nv_dq, a->nv_dk, a->nv_dv);
 }
 
 /// State threaded through fmsa_test_problem_each when checking buffers.
