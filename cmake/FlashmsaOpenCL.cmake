@@ -27,12 +27,16 @@ set(FLASHMSA_HAVE_OPENCL 1)
 set(_fmsa_ocl_dir ${PROJECT_SOURCE_DIR}/backends/opencl)
 
 # One OpenCL program's source, embedded as the C array `var` in `out`: the
-# shared headers (online softmax, score predicates) followed by the .cl files.
+# shared headers (limits, sequences and window bounds, score transforms,
+# online softmax) and both families' adapters to them, then the .cl files.
 function(fmsa_embed_ocl_program out var comment)
   set(inputs
     ${PROJECT_SOURCE_DIR}/common/fmsa_portable.h
+    ${PROJECT_SOURCE_DIR}/common/fmsa_limits.h
+    ${PROJECT_SOURCE_DIR}/common/fmsa_seq.h
     ${PROJECT_SOURCE_DIR}/common/fmsa_score.h
     ${PROJECT_SOURCE_DIR}/common/fmsa_softmax.h
+    ${_fmsa_ocl_dir}/kernels/fmsa_ocl_seq.cl
     ${ARGN})
   add_custom_command(
     OUTPUT ${out}
@@ -49,14 +53,14 @@ fmsa_embed_ocl_program(${_fmsa_ocl_generated} fmsa_ocl_kernel_source
   ${_fmsa_ocl_dir}/kernels/fmsa_ocl_common.cl
   ${_fmsa_ocl_dir}/kernels/fmsa_ocl_forward.cl
   ${_fmsa_ocl_dir}/kernels/fmsa_ocl_backward.cl)
-# The CPU-device variant (ocl_cpu.c): its own program, so the generic one's
+# The CPU-device variant (cpu/): its own program, so the generic one's
 # text (and the GPUs' binaries) do not change with it.
 set(_fmsa_ocl_cpu_generated ${PROJECT_BINARY_DIR}/generated/fmsa_ocl_cpu_source.c)
 fmsa_embed_ocl_program(${_fmsa_ocl_cpu_generated} fmsa_ocl_cpu_kernel_source
   "Embedding the OpenCL CPU-variant kernel source"
-  ${_fmsa_ocl_dir}/kernels/fmsa_ocl_cpu_common.cl
-  ${_fmsa_ocl_dir}/kernels/fmsa_ocl_cpu_forward.cl
-  ${_fmsa_ocl_dir}/kernels/fmsa_ocl_cpu_backward.cl)
+  ${_fmsa_ocl_dir}/cpu/fmsa_ocl_cpu_common.cl
+  ${_fmsa_ocl_dir}/cpu/fmsa_ocl_cpu_forward.cl
+  ${_fmsa_ocl_dir}/cpu/fmsa_ocl_cpu_backward.cl)
 
 target_sources(flashmsa_objects PRIVATE
   ${_fmsa_ocl_dir}/ocl_loader.c
@@ -66,7 +70,7 @@ target_sources(flashmsa_objects PRIVATE
   ${_fmsa_ocl_dir}/ocl_program.c
   ${_fmsa_ocl_dir}/ocl_launch.c
   ${_fmsa_ocl_dir}/ocl_args.c
-  ${_fmsa_ocl_dir}/ocl_cpu.c
+  ${_fmsa_ocl_dir}/cpu/ocl_cpu.c
   ${_fmsa_ocl_generated}
   ${_fmsa_ocl_cpu_generated})
 target_include_directories(flashmsa_objects PRIVATE ${FMSA_OPENCL_INCLUDE_DIR})

@@ -388,11 +388,11 @@ void fmsa_cpu_b16_bwd_dkdv(const fmsa_problem *p, const fmsa_cpu_plan *pl, int64
         for (int64_t i0 = 0; i0 < seq.sq; i0 += g.bm) {
             const int rows = (int)(seq.sq - i0 < g.bm ? seq.sq - i0 : g.bm);
             const int kq = (int)b16b_round(rows, 32);
-            const int64_t kb = fmsa_window_key_begin(i0, seq.sq, seq.sk, p->window_left);
-            const int64_t ke = fmsa_window_key_end(i0 + rows, seq.sq, seq.sk, p->window_right);
             const int64_t ht = gi * g.tiles_q + i0 / g.bm;
             atomic_int *turn = turns ? &turns[ht] : NULL;
-            if (ke <= j0 || kb >= j0 + cols || !fmsa_cpu_tile_visible(&sc, i0, rows, j0, cols)) {
+            if (!fmsa_window_tile_visible(i0, i0 + rows, j0, j0 + cols, seq.sq, seq.sk,
+                                          p->window_left, p->window_right) ||
+                !fmsa_cpu_tile_visible(&sc, i0, rows, j0, cols)) {
                 fmsa_cpu_turn_skip(turn, kt);
                 continue;
             }

@@ -189,10 +189,10 @@ fmsa_status fmsa_cpu_plan_make(const fmsa_cpu_state *st, const fmsa_problem *p,
         return fmsa_fail(FMSA_ERR_NOT_SUPPORTED,
                          "cpu: paged KV (block_table) in the backward pass is not supported by "
                          "the CPU backend");
-    if (D < 1 || D > FMSA_CPU_MAX_HEAD_DIM) /* validation allows [8, 256]; row buffers rely on it */
+    if (D < 1 || D > FMSA_HEAD_DIM_MAX) /* validation's limit; row buffers rely on it */
         return fmsa_fail(FMSA_ERR_NOT_SUPPORTED,
                          "cpu: head_dim %lld outside [1, %d] is not supported by the CPU backend",
-                         (long long)D, FMSA_CPU_MAX_HEAD_DIM);
+                         (long long)D, FMSA_HEAD_DIM_MAX);
     FMSA_TRY(fmsa_cpu_kernels_get(&plan->kern));
     plan->trace = NULL;
     if (st) {

@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "backends/opencl/ocl_cpu.h"
+#include "backends/opencl/cpu/ocl_cpu.h"
 #include "backends/opencl/ocl_internal.h"
 #include "common/error.h"
 #include "common/planner.h"
@@ -248,7 +248,7 @@ fmsa_status fmsa_ocl_config_make(const fmsa_ocl_state *st, const fmsa_problem *p
                                  fmsa_ocl_config *cfg) {
     fmsa_plan_request req;
     fmsa_tile_plan plan;
-    /* CPU devices run their own barrier-free kernels (ocl_cpu.c). */
+    /* CPU devices run their own barrier-free kernels (cpu/ocl_cpu.c). */
     if (fmsa_ocl_cpu_selected(st, p)) return fmsa_ocl_cpu_config_make(st, p, cfg);
     memset(cfg, 0, sizeof *cfg);
     memset(&req, 0, sizeof req);

@@ -48,8 +48,8 @@ inline float fmsa_bwd_grad_factor(float raw, float4 fp) {
 #if PF
 /* Q-shaped rows (q or dout) of head h from row m0 into registers. */
 inline void fmsa_fetch_q(qtile_t r[PF_NQ], __global const elem_t *src, long4 qv,
-                         const fmsa_seq_dev *s, long m0, long h, int lid) {
-    const long base = qv.x + s->q_batch * qv.y + (s->q_row0 + m0) * qv.z + h * qv.w;
+                         const fmsa_seq *s, long m0, long h, int lid) {
+    const long base = fmsa_ocl_q_row(qv, s, m0, h);
 #pragma unroll
     for (int i = 0; i < PF_NQ; ++i) {
         const int idx = lid + i * WG, row = idx / D4, c = idx - (idx / D4) * D4;
@@ -70,8 +70,9 @@ inline void fmsa_put_q(__local qtile_t *dst, const qtile_t r[PF_NQ], int lid) {
 /* K-shaped rows (k or v) of kv head hk from key n0 into registers (the
  * backward never runs paged: validation rejects it; rows >= n_valid are zero). */
 inline void fmsa_fetch_kv(ktile_t r[PF_NK], __global const elem_t *src, long4 kv,
-                          const fmsa_seq_dev *s, long n0, long n_valid, long hk, int lid) {
-    const long base = kv.x + s->k_batch * kv.y + (s->k_row0 + n0) * kv.z + hk * kv.w;
+                          const fmsa_seq *s, long n0, long n_valid, long hk, int lid) {
+    const long base =
+        fmsa_ocl_kv_row(kv, s, 0, 0, n0, hk, (__global const int *)0, (long4)(0));
 #pragma unroll
     for (int i = 0; i < PF_NK; ++i) {
         const int idx = lid + i * WG, row = idx / D4, c = idx - (idx / D4) * D4;
@@ -137,8 +138,9 @@ __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void fmsa_ocl_bwd_dkdv(
     const int lid = get_local_id(0);
     const long b = get_group_id(2), hk = get_group_id(1);
     const long n0 = (long)get_group_id(0) * BN;
-    const fmsa_seq_dev s = fmsa_seq_resolve(b, dims, cuq, cuk, cv, (__global const int *)0,
-                                            (long2)(0));
+    const fmsa_seq s =
+        fmsa_ocl_seq(b, dims, FMSA_VARLEN, 0, 0, cuq, cuk, cv, (__global const int *)0,
+                     (long2)(0)); /* the backward never runs paged */
     if (n0 >= s.sk) return; /* uniform */
     const int sy = lid / S_NX, sx = lid - (lid / S_NX) * S_NX;
     const int oy = lid / O_NX, ox = lid - (lid / O_NX) * O_NX;
@@ -146,11 +148,13 @@ __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void fmsa_ocl_bwd_dkdv(
     const long4 bv0 = (long4)(0);
 
     /* Query rows that can see keys [n0, n_end): inverse of the window bounds. */
-    long qb = 0, qe = s.sq;
 #if FMSA_WINDOW
-    if (win.y >= 0) qb = max(qb, n0 - win.y - (s.sk - s.sq));
-    if (win.x >= 0) qe = min(qe, (n_end - 1) + win.x - (s.sk - s.sq) + 1);
-#endif
+    long qb = fmsa_window_query_begin(n0, s.sq, s.sk, win.y);
+    const long qe = fmsa_window_query_end(n_end, s.sq, s.sk, win.x);
+#else
+    long qb = 0;
+    const long qe = s.sq;
+#endif /* FMSA_WINDOW */
     qb = (qb / BM) * BM; /* align so query tiles match the forward's */
 
     fmsa_load_kv(Ks, BN, k, kv, &s, b, n0, s.sk, hk, (__global const int *)0, bv0, lid);
@@ -185,7 +189,7 @@ __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void fmsa_ocl_bwd_dkdv(
             for (int i = 0; i < S_TM; ++i) {
                 const long qi = m0 + sy + i * S_NY;
                 const long row = s.q_row0 + min(qi, s.sq - 1);
-                const float l = lse[lv.x + s.q_batch * lv.y + h * lv.z + row * lv.w];
+                const float l = lse[fmsa_ocl_lse_row(lv, &s, min(qi, s.sq - 1), h)];
                 lse2[i] = qi < s.sq ? l * FMSA_LOG2E : -INFINITY;
                 dd[i] = ws[(s.q_batch * dims.z + h) * ws_rows + row];
 #if FMSA_MASK
@@ -297,8 +301,8 @@ __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void fmsa_ocl_bwd_dkdv(
     for (int i = 0; i < O_TM; ++i) {
         const long kj = n0 + oy + i * O_NY;
         if (kj >= s.sk) continue;
-        const long bk = dkv.x + s.k_batch * dkv.y + (s.k_row0 + kj) * dkv.z + hk * dkv.w;
-        const long bvv = dvv.x + s.k_batch * dvv.y + (s.k_row0 + kj) * dvv.z + hk * dvv.w;
+        const long bk = fmsa_ocl_kv_row(dkv, &s, 0, b, kj, hk, (__global const int *)0, bv0);
+        const long bvv = fmsa_ocl_kv_row(dvv, &s, 0, b, kj, hk, (__global const int *)0, bv0);
 #pragma unroll
         for (int t = 0; t < O_TD; ++t) {
             const int d4 = ox + t * O_NX;
@@ -331,8 +335,9 @@ __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void fmsa_ocl_bwd_dq(
     const long b = get_group_id(2), h = get_group_id(1);
     const long hk = h / dims.w;
     const long m0 = (long)get_group_id(0) * BM;
-    const fmsa_seq_dev s = fmsa_seq_resolve(b, dims, cuq, cuk, cv, (__global const int *)0,
-                                            (long2)(0));
+    const fmsa_seq s =
+        fmsa_ocl_seq(b, dims, FMSA_VARLEN, 0, 0, cuq, cuk, cv, (__global const int *)0,
+                     (long2)(0)); /* the backward never runs paged */
     if (m0 >= s.sq) return; /* uniform */
     const int sy = lid / S_NX, sx = lid - (lid / S_NX) * S_NX;
     const int oy = lid / O_NX, ox = lid - (lid / O_NX) * O_NX;
@@ -354,7 +359,7 @@ __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void fmsa_ocl_bwd_dq(
     for (int i = 0; i < S_TM; ++i) {
         const long qi = m0 + sy + i * S_NY;
         const long row = s.q_row0 + min(qi, s.sq - 1);
-        const float l = lse[lv.x + s.q_batch * lv.y + h * lv.z + row * lv.w];
+        const float l = lse[fmsa_ocl_lse_row(lv, &s, min(qi, s.sq - 1), h)];
         lse2[i] = qi < s.sq ? l * FMSA_LOG2E : -INFINITY;
         dd[i] = ws[(s.q_batch * dims.z + h) * ws_rows + row];
 #if FMSA_MASK
@@ -456,7 +461,7 @@ __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void fmsa_ocl_bwd_dq(
     for (int i = 0; i < O_TM; ++i) {
         const long qi = m0 + oy + i * O_NY;
         if (qi >= s.sq) continue;
-        const long base = dqv.x + s.q_batch * dqv.y + (s.q_row0 + qi) * dqv.z + h * dqv.w;
+        const long base = fmsa_ocl_q_row(dqv, &s, qi, h);
 #pragma unroll
         for (int t = 0; t < O_TD; ++t) {
             const int d4 = ox + t * O_NX;
