@@ -24,10 +24,9 @@
  *     each adding dS·K into the slot's one dQ partial a query tile at a
  *     time in key tile order (turns, cpu_sched.h: items of a slot pipeline
  *     one tile step apart), and stage (b) only stores it.  10 products, no
- *     partials per part: the 2-slot s=8192 d=128 backward on Zen 5, 2
- *     threads, fp32 331 -> 460 and bf16 641 -> 848 GFLOP/s over recomputing.
- *     Its sums are those of the recomputing variant, in the same order
- *     (identical hashes in bench/cpu_determinism.c on avx512, generic-bf16);
+ *     partials per part, so it beats recomputing where it fits (numbers in
+ *     bench/RESULTS.md).  Its sums are those of the recomputing variant, in
+ *     the same order (bench/cpu_determinism.c hashes are identical);
  *   - recomputing S and dP in stage (b) (14 products), where even one
  *     partial per slot would not fit the panel budget.
  *

@@ -333,10 +333,9 @@ static void b16b_ds_rows(const fmsa_cpu_kernels *kern, const b16b_geo *g, int ro
 /// Stores key rows j0 .. j0 + cols of view v (dK or dV, times scale) from the
 /// transposed accumulator acc_t ([dn][bn]): 16 keys at a time, turned into
 /// rows of stage (row stride dn, so a head dim that is not a multiple of 16
-/// never spills into the next row) by the kernel's word transpose, where it
-/// used to gather element by element: fmsa_cpu_b16_bwd_dkdv's own time,
-/// mostly that gather, was 5.7% of a bf16 d=128 s=512 forward + backward on
-/// Zen 5 (perf), and the backward there ran 3-6% faster after the change.
+/// never spills into the next row) by the kernel's word transpose, not an
+/// element-by-element gather, which was a visible share of the bf16
+/// backward (bench/RESULTS.md).
 static void b16b_store_keys_t(const fmsa_cpu_kernels *kern, const b16b_geo *g,
                               const fmsa_problem *p, const fmsa_view4 *v, const fmsa_seq *seq,
                               int64_t b, int64_t hk, int64_t j0, int cols, float scale,

@@ -37,9 +37,9 @@
 /// A pass's buffers (panels, per-thread tiles, work lists) kept between the
 /// calls of one context: a fresh multi-MiB allocation per call comes back as
 /// new pages from the kernel, and their first-touch faults cost a sizeable
-/// part of a pass (FLASHMSA_CPU_TRACE: 2x the packing time at 2 threads on
-/// the EPYC, fp32 d=128 s=2048).  One pass at a time uses it; a concurrent
-/// pass on the same context allocates its own (fmsa_cpu_arena_take).
+/// part of a pass (FLASHMSA_CPU_TRACE shows it; bench/RESULTS.md).  One pass
+/// at a time uses it; a concurrent pass on the same context allocates its
+/// own (fmsa_cpu_arena_take).
 typedef struct fmsa_cpu_arena {
     atomic_flag busy; ///< set while a pass holds buf
     void *buf;        ///< fmsa_cpu_aligned_alloc'ed, grown to the largest request
@@ -105,9 +105,8 @@ typedef struct fmsa_cpu_b16_tiles {
 
 /// Floats added to each S row of the bf16 forward: at BN = 256 a row is 1 KiB,
 /// so the 16 rows of an AMX C tile store fell into 4 L1 sets; one more
-/// cache line per row spreads them over 16.  The zero-load-and-tdp loop of
-/// bench/cpu_amx_probe stored S at 1440 GFLOP/s with 1 KiB rows and 1930 with
-/// 1088-byte rows on the device Xeon (bench/RESULTS.md 2026-12-01).
+/// cache line per row spreads them over 16 (bench/cpu_amx_probe measures it;
+/// bench/RESULTS.md 2026-12-01).
 #define FMSA_CPU_B16_S_PAD 16
 
 /// Carves the tiles of a bm x bn plan from base (NULL: only counts); returns the bytes used.

@@ -263,7 +263,7 @@ inline void fc_panel_transpose(__private float *T, __global const float *P, long
  * kernels stream whole FC_KB-row blocks without bounds tests.  The streamed
  * side is then contiguous: a head's rows in the tensors are H * D elements
  * apart, a new page each at H * D * 4 >= 4 KiB, which neither the hardware
- * prefetchers nor the TLB follow (measured 1.4x on the d=128 forward).
+ * prefetchers nor the TLB follow (bench/RESULTS.md has the measurement).
  * pk = (first slot, rows_pad, heads of the side, float offset in ws);
  * slot = b * heads + head; cfg.w = 0: key side (paging, seqused_k),
  * 1: query side.  Global size (ceil(rows_pad / FC_L), slots, 1). */

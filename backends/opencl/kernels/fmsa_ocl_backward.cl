@@ -41,7 +41,7 @@ inline float fmsa_bwd_grad_factor(float raw, float4 fp) {
     return fmsa_softcap_grad(fmsa_softcap_apply(raw * fp.x, fp.z), fp.z);
 #else
     return 1.0f;
-#endif
+#endif /* FMSA_SOFTCAP */
 }
 
 
@@ -131,7 +131,7 @@ __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void fmsa_ocl_bwd_dkdv(
     __local qtile_t dOs[BM * LD4];
 #else
     __local qtile_t Bs[BM * LD4]; /* Q, then dO, then Q again */
-#endif
+#endif /* QDO2 */
     __local float Ps[BM * PS];
     __local float dSs[BM * PS];
 
@@ -170,7 +170,7 @@ __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void fmsa_ocl_bwd_dkdv(
         float slope = 0.0f;
 #if FMSA_ALIBI
         slope = alibi[av.x + b * av.y + h * av.z];
-#endif
+#endif /* FMSA_ALIBI */
 #if PF
         /* The first stage of this head's first query tile (Q, and dO with
          * QDO2); every later stage is fetched one stage ahead. */
@@ -178,9 +178,9 @@ __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void fmsa_ocl_bwd_dkdv(
 #if QDO2
         qtile_t rd[PF_NQ];
         if (qb < qe) fmsa_fetch_q(rd, dout, dov, &s, qb, h, lid);
-#endif
+#endif /* QDO2 */
         if (qb < qe) fmsa_fetch_q(rq, q, qv, &s, qb, h, lid);
-#endif
+#endif /* PF */
         for (long m0 = qb; m0 < qe; m0 += BM) {
             const int full = fmsa_tile_full(m0, n0, &s, win);
             float lse2[S_TM], dd[S_TM];
@@ -196,19 +196,19 @@ __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void fmsa_ocl_bwd_dkdv(
                 mrow[i] = mask + mv.x + b * mv.y + h * mv.z + qi * mv.w;
 #else
                 mrow[i] = mask;
-#endif
+#endif /* FMSA_MASK */
             }
 #if PF
             fmsa_put_q(Bs, rq, lid);
 #if QDO2
             fmsa_put_q(dOs, rd, lid);
-#endif
+#endif /* QDO2 */
 #else
             fmsa_load_q(Bs, q, qv, &s, m0, h, lid);
 #if QDO2
             fmsa_load_q(dOs, dout, dov, &s, m0, h, lid);
-#endif
-#endif
+#endif /* QDO2 */
+#endif /* PF */
             barrier(CLK_LOCAL_MEM_FENCE);
 #if PF
             /* Next stage: QDO2 the next tile's Q and dO, otherwise this
@@ -220,8 +220,8 @@ __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void fmsa_ocl_bwd_dkdv(
             }
 #else
             fmsa_fetch_q(rq, dout, dov, &s, m0, h, lid);
-#endif
-#endif
+#endif /* QDO2 */
+#endif /* PF */
 
             float sc[S_TM][S_TN], g[S_TM][S_TN];
 #pragma unroll
@@ -266,7 +266,7 @@ __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void fmsa_ocl_bwd_dkdv(
 #else
             fmsa_load_q(Bs, dout, dov, &s, m0, h, lid);
             barrier(CLK_LOCAL_MEM_FENCE);
-#endif
+#endif /* PF */
 
             fmsa_mm_tn(adv, Ps, Bs, oy, ox);
             float dp[S_TM][S_TN];
@@ -290,10 +290,10 @@ __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void fmsa_ocl_bwd_dkdv(
 #else
             fmsa_load_q(Bs, q, qv, &s, m0, h, lid);
             barrier(CLK_LOCAL_MEM_FENCE);
-#endif
+#endif /* PF */
             fmsa_mm_tn(adk, dSs, Bs, oy, ox);
             barrier(CLK_LOCAL_MEM_FENCE);
-#endif
+#endif /* QDO2 */
         }
     }
 
@@ -328,7 +328,7 @@ __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void fmsa_ocl_bwd_dq(
     __local ktile_t Ks[BN * LD4];
 #if !KV1
     __local ktile_t Vs[BN * LD4];
-#endif
+#endif /* !KV1 */
     __local float dSs[BM * PS];
 
     const int lid = get_local_id(0);
@@ -348,11 +348,11 @@ __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void fmsa_ocl_bwd_dq(
     const long ke = fmsa_window_key_end(m_end, s.sq, s.sk, win.y);
 #else
     const long kb = 0, ke = s.sk;
-#endif
+#endif /* FMSA_WINDOW */
     float slope = 0.0f;
 #if FMSA_ALIBI
     slope = alibi[av.x + b * av.y + h * av.z];
-#endif
+#endif /* FMSA_ALIBI */
     float lse2[S_TM], dd[S_TM];
     __global const uchar *mrow[S_TM];
 #pragma unroll
@@ -366,7 +366,7 @@ __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void fmsa_ocl_bwd_dq(
         mrow[i] = mask + mv.x + b * mv.y + h * mv.z + qi * mv.w;
 #else
         mrow[i] = mask;
-#endif
+#endif /* FMSA_MASK */
     }
     fmsa_load_q(Qs, q, qv, &s, m0, h, lid);
     fmsa_load_q(dOs, dout, dov, &s, m0, h, lid);
@@ -380,7 +380,7 @@ __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void fmsa_ocl_bwd_dq(
 #if KV1
     /* One __local tile holds V (for dP), then K (for S and dQ += dS K). */
 #define Vs Ks
-#endif
+#endif /* KV1 */
 #if PF
     /* The next stage's K / V rows are read into registers while the current
      * one is used, and written to __local after its last barrier. */
@@ -393,8 +393,8 @@ __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void fmsa_ocl_bwd_dq(
         fmsa_fetch_kv(rk, k, kv, &s, kb, ke, hk, lid);
         fmsa_fetch_kv(rv, v, vv, &s, kb, ke, hk, lid);
     }
-#endif
-#endif
+#endif /* KV1 */
+#endif /* PF */
     for (long n0 = kb; n0 < ke; n0 += BN) {
         const int full = fmsa_tile_full(m0, n0, &s, win);
         float sc[S_TM][S_TN], dp[S_TM][S_TN];
@@ -410,7 +410,7 @@ __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void fmsa_ocl_bwd_dq(
 #else
         fmsa_load_kv(Ks, BN, v, vv, &s, b, n0, ke, hk, (__global const int *)0, bv0, lid);
         barrier(CLK_LOCAL_MEM_FENCE);
-#endif
+#endif /* PF */
         fmsa_mm_nt(dp, dOs, Vs, sy, sx);
         barrier(CLK_LOCAL_MEM_FENCE);
 #if PF
@@ -420,7 +420,7 @@ __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void fmsa_ocl_bwd_dq(
 #else
         fmsa_load_kv(Ks, BN, k, kv, &s, b, n0, ke, hk, (__global const int *)0, bv0, lid);
         barrier(CLK_LOCAL_MEM_FENCE);
-#endif
+#endif /* PF */
         fmsa_mm_nt(sc, Qs, Ks, sy, sx);
 #else /* !KV1 */
 #if PF
@@ -435,7 +435,7 @@ __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void fmsa_ocl_bwd_dq(
         fmsa_load_kv(Ks, BN, k, kv, &s, b, n0, ke, hk, (__global const int *)0, bv0, lid);
         fmsa_load_kv(Vs, BN, v, vv, &s, b, n0, ke, hk, (__global const int *)0, bv0, lid);
         barrier(CLK_LOCAL_MEM_FENCE);
-#endif
+#endif /* PF */
         fmsa_mm_nt(sc, Qs, Ks, sy, sx);
         fmsa_mm_nt(dp, dOs, Vs, sy, sx);
 #endif /* KV1 */
@@ -455,7 +455,7 @@ __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void fmsa_ocl_bwd_dq(
     }
 #if KV1
 #undef Vs
-#endif
+#endif /* KV1 */
 
 #pragma unroll
     for (int i = 0; i < O_TM; ++i) {

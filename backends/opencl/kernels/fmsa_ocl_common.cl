@@ -57,11 +57,11 @@ inline ushort4 fmsa_bf16_round4(float4 x) {
 }
 #else
 #error "FMSA_DTYPE must be 1 (f32), 2 (f16) or 3 (bf16)"
-#endif
+#endif /* FMSA_DTYPE */
 
 #if (QS16 || KS16) && FMSA_DTYPE == 1
 #error "16-bit staging needs a 16-bit dtype"
-#endif
+#endif /* (QS16 || KS16) && FMSA_DTYPE == 1 */
 
 /* Four staged 16-bit values (raw bits) -> float4. */
 #if FMSA_DTYPE == 3
@@ -74,7 +74,7 @@ inline float4 fmsa_get16(__local const uint2 *t, int i) {
 inline float4 fmsa_get16(__local const uint2 *t, int i) {
     return vload_half4(i, (__local const half *)t);
 }
-#endif
+#endif /* FMSA_DTYPE == 3: fmsa_get16 */
 /* Raw copy of four 16-bit elements (no conversion, no cl_khr_fp16 needed). */
 #define FMSA_RAW4(p, i) as_uint2(vload4(0, (__global const ushort *)(p) + (i)))
 
@@ -88,7 +88,7 @@ typedef float4 qtile_t;
 #define QGET(T, i) ((T)[i])
 #define QSTAGE(p, i) FMSA_LOAD4(p, i)
 #define QZERO ((float4)(0.0f))
-#endif
+#endif /* QS16 */
 #if KS16
 typedef uint2 ktile_t;
 #define KGET(T, i) fmsa_get16((T), (i))
@@ -99,7 +99,7 @@ typedef float4 ktile_t;
 #define KGET(T, i) ((T)[i])
 #define KSTAGE(p, i) FMSA_LOAD4(p, i)
 #define KZERO ((float4)(0.0f))
-#endif
+#endif /* KS16 */
 
 /* acc[i][j] += sum_k A[row_i][k] * B[col_j][k]: the S = Q K^T shape. */
 inline void fmsa_mm_nt(float acc[S_TM][S_TN], __local const qtile_t *A, __local const ktile_t *B,
@@ -186,7 +186,7 @@ inline void fmsa_load_kv(__local ktile_t *dst, int rows, __global const elem_t *
 #else
     for (int idx = lid; idx < rows * D4; idx += WG) {
         const int r = idx / D4, c = idx - (idx / D4) * D4;
-#endif
+#endif /* (WG % D4) == 0 */
         ktile_t x = KZERO;
         if (n0 + r < n_valid) {
 #if FMSA_PAGED
@@ -210,7 +210,7 @@ inline void fmsa_load_q(__local qtile_t *dst, __global const elem_t *src, long4 
 #else
     for (int idx = lid; idx < BM * D4; idx += WG) {
         const int r = idx / D4, c = idx - (idx / D4) * D4;
-#endif
+#endif /* (WG % D4) == 0 */
         qtile_t x = QZERO;
         if (m0 + r < s->sq) x = QSTAGE(src, base + r * qv.z + 4 * c);
         dst[r * LD4 + c] = x;
@@ -226,18 +226,18 @@ inline float fmsa_score2(float raw, long i, long j, const fmsa_seq *s, float4 fp
     s2 = fmsa_softcap_apply(raw * fp.x, fp.z) * FMSA_LOG2E;
 #else
     s2 = raw * fp.y;
-#endif
+#endif /* FMSA_SOFTCAP */
 #if FMSA_ALIBI
     s2 += fmsa_alibi_bias(slope, i, j, s->sq, s->sk) * FMSA_LOG2E;
-#endif
+#endif /* FMSA_ALIBI */
     if (full) return s2;
     if (j >= s->sk || i >= s->sq) return -INFINITY;
 #if FMSA_WINDOW
     if (!fmsa_window_visible(i, j, s->sq, s->sk, win.x, win.y)) return -INFINITY;
-#endif
+#endif /* FMSA_WINDOW */
 #if FMSA_MASK
     if (!FMSA_MASK_BIT(mrow, j)) return -INFINITY;
-#endif
+#endif /* FMSA_MASK */
     return s2;
 }
 

@@ -45,11 +45,11 @@ __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void fmsa_ocl_forward(
     const long ke = fmsa_window_key_end(m_end, s.sq, s.sk, win.y);
 #else
     const long kb = 0, ke = s.sk;
-#endif
+#endif /* FMSA_WINDOW */
     float slope = 0.0f;
 #if FMSA_ALIBI
     slope = alibi[av.x + b * av.y + h * av.z];
-#endif
+#endif /* FMSA_ALIBI */
     __global const uchar *mrow[S_TM];
 #pragma unroll
     for (int i = 0; i < S_TM; ++i) {
@@ -57,7 +57,7 @@ __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void fmsa_ocl_forward(
         mrow[i] = mask + mv.x + b * mv.y + h * mv.z + (m0 + sy + i * S_NY) * mv.w;
 #else
         mrow[i] = mask;
-#endif
+#endif /* FMSA_MASK */
     }
 
     fmsa_load_q(Qs, q, qv, &s, m0, h, lid);
@@ -152,7 +152,7 @@ __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void fmsa_ocl_forward(
         }
 #if FMSA_LSE
         if (ox == 0) lse[fmsa_ocl_lse_row(lv, &s, qi, h)] = row_lse[i];
-#endif
+#endif /* FMSA_LSE */
     }
 }
 
