@@ -38,7 +38,7 @@ typedef struct fmsa_problem {
     int64_t seqlen_k;     ///< per-sequence key length; varlen/paged: max keys of any sequence
     int64_t heads_q;      ///< query heads
     int64_t heads_kv;     ///< key/value heads (heads_q % heads_kv == 0)
-    int64_t head_dim;     ///< D, multiple of FMSA_HEAD_DIM_MULTIPLE up to FMSA_HEAD_DIM_MAX (fmsa_limits.h)
+    int64_t head_dim;     ///< D: a multiple of 8 up to FMSA_HEAD_DIM_MAX (fmsa_limits.h)
     int64_t total_q;      ///< rows of q along dim 1 (varlen: cu_seqlens_q[batch])
     int64_t total_k;      ///< rows of k along dim 1 (varlen: cu_seqlens_k[batch]; paged: page_size)
 

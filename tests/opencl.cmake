@@ -5,7 +5,7 @@
 # counts as skipped.
 #
 # Run time is OpenCL C compilation when PoCL's cache is cold.  On a CPU device
-# the backend runs its CPU variant (backends/opencl/ocl_cpu.c): one program
+# the backend runs its CPU variant (backends/opencl/cpu/ocl_cpu.c): one program
 # whose five kernels take dtype, head dim and features as arguments, so a cold
 # cache costs one compile (~10 s) for all suites; warm, the label takes ~15 s.
 # (The generic kernels, specialised by -D, built 140 distinct programs over

@@ -17,9 +17,11 @@
  * program per dtype x head dim x tile x feature set, minutes of PoCL compile
  * time for a test grid).
  *
- * The transposed tiles are float8 arrays (32-byte aligned: whole-vector
- * loads and stores); the row <-> lane transposes at the start and end go
- * through a float view of them (clang gives vector types char aliasing).
+ * Private rows and tiles are sized for the API's largest head dim
+ * (FMSA_HEAD_DIM_MAX, fmsa_limits.h).  The transposed tiles are float8
+ * arrays (32-byte aligned: whole-vector loads and stores); the row <-> lane
+ * transposes at the start and end go through a float view of them (clang
+ * gives vector types char aliasing).
  */
 
 /* The tile shape comes from the host as -D values (fmsa_ocl_cpu_tiles in
@@ -31,8 +33,6 @@
 #error "the host passes the tile shape: -DFC_RB, -DFC_KC and -DFC_KB"
 #endif /* tile shape */
 #define FC_L (8 * FC_RB)
-/* Private row buffers hold the API's largest head dim (fmsa_limits.h). */
-#define FC_DMAX FMSA_HEAD_DIM_MAX
 
 /* cfg.z flag bits (the feature switches of the generic kernels). */
 #define FC_WINDOW 1

@@ -245,9 +245,10 @@ static void fmsa_ocl_cpu_arg_dimsonly(fmsa_ocl_args *a, const fmsa_problem *p) {
  * offset off: key side (K, V: paging, seqused_k) or query side (Q, dO;
  * slots are then (sequence, query head), heads = Hq). */
 static fmsa_status fmsa_ocl_cpu_pack(fmsa_ocl_state *st, cl_command_queue queue,
-                                     const fmsa_problem *p, const fmsa_ocl_config *cfg, int qside, const fmsa_view4 *x,
-                                     const fmsa_view4 *y, cl_mem ws, int64_t slot0, int64_t n,
-                                     int64_t rows, int64_t off) {
+                                     const fmsa_problem *p, const fmsa_ocl_config *cfg,
+                                     int qside, const fmsa_view4 *x, const fmsa_view4 *y,
+                                     cl_mem ws, int64_t slot0, int64_t n, int64_t rows,
+                                     int64_t off) {
     fmsa_ocl_args a = {st->cl, NULL, 0, CL_SUCCESS};
     const size_t e = fmsa_problem_elem_size(p);
     FMSA_TRY(fmsa_ocl_cpu_kernel(st, &cfg->cpu, FMSA_OCL_CPU_K_PACK, &a.kernel));
@@ -275,8 +276,8 @@ fmsa_status fmsa_ocl_cpu_run_forward(fmsa_ocl_state *st, const fmsa_problem *p,
     for (int64_t slot0 = 0; slot0 < L.slots; slot0 += L.chunk) {
         const int64_t n = L.slots - slot0 < L.chunk ? L.slots - slot0 : L.chunk;
         fmsa_ocl_args a = {st->cl, NULL, 0, CL_SUCCESS};
-        FMSA_TRY(fmsa_ocl_cpu_pack(st, queue, p, cfg, 0, &p->k, &p->v, workspace, slot0, n, L.rows_k,
-                                   L.k_off));
+        FMSA_TRY(fmsa_ocl_cpu_pack(st, queue, p, cfg, 0, &p->k, &p->v, workspace, slot0, n,
+                                   L.rows_k, L.k_off));
         FMSA_TRY(fmsa_ocl_cpu_kernel(st, &cfg->cpu, FMSA_OCL_K_FORWARD, &a.kernel));
         fmsa_ocl_arg_view4(&a, &p->q, e);
         fmsa_ocl_arg_view4(&a, &p->o, e);
@@ -337,10 +338,10 @@ fmsa_status fmsa_ocl_cpu_run_backward(fmsa_ocl_state *st, const fmsa_problem *p,
     }
     for (int64_t slot0 = 0; slot0 < L.slots; slot0 += L.chunk) {
         const int64_t n = L.slots - slot0 < L.chunk ? L.slots - slot0 : L.chunk;
-        FMSA_TRY(fmsa_ocl_cpu_pack(st, queue, p, cfg, 0, &p->k, &p->v, workspace, slot0, n, L.rows_k,
-                                   L.k_off));
-        FMSA_TRY(fmsa_ocl_cpu_pack(st, queue, p, cfg, 1, &p->q, &p->dout, workspace, slot0 * L.group,
-                                   n * L.group, L.rows_q, L.q_off));
+        FMSA_TRY(fmsa_ocl_cpu_pack(st, queue, p, cfg, 0, &p->k, &p->v, workspace, slot0, n,
+                                   L.rows_k, L.k_off));
+        FMSA_TRY(fmsa_ocl_cpu_pack(st, queue, p, cfg, 1, &p->q, &p->dout, workspace,
+                                   slot0 * L.group, n * L.group, L.rows_q, L.q_off));
         {
             fmsa_ocl_args a = {st->cl, NULL, 0, CL_SUCCESS};
             FMSA_TRY(fmsa_ocl_cpu_kernel(st, &cfg->cpu, FMSA_OCL_K_BWD_DKDV, &a.kernel));
