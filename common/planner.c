@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "common/error.h"
+#include "common/fmsa_limits.h"
 
 /// Rounds x up to a multiple of q (q >= 1).
 static int64_t fmsa_round_up(int64_t x, int64_t q) {
@@ -184,10 +185,12 @@ fmsa_status fmsa_plan_tiles(const fmsa_device_info *dev, const fmsa_plan_request
     if (!dev || !req || !plan)
         return fmsa_fail(FMSA_ERR_INVALID_ARGUMENT, "fmsa_plan_tiles: %s is NULL",
                          !dev ? "dev" : !req ? "req" : "plan");
-    if (req->head_dim < 8 || req->head_dim > 256 || req->head_dim % 8 != 0)
+    if (req->head_dim < FMSA_HEAD_DIM_MIN || req->head_dim > FMSA_HEAD_DIM_MAX ||
+        req->head_dim % FMSA_HEAD_DIM_MULTIPLE != 0)
         return fmsa_fail(FMSA_ERR_INVALID_ARGUMENT,
-                         "fmsa_plan_tiles: head_dim %lld is not a multiple of 8 in [8, 256]",
-                         (long long)req->head_dim);
+                         "fmsa_plan_tiles: head_dim %lld is not a multiple of %d in [%d, %d]",
+                         (long long)req->head_dim, FMSA_HEAD_DIM_MULTIPLE, FMSA_HEAD_DIM_MIN,
+                         FMSA_HEAD_DIM_MAX);
     if (req->dtype != FMSA_DTYPE_F32 && req->dtype != FMSA_DTYPE_F16 &&
         req->dtype != FMSA_DTYPE_BF16)
         return fmsa_fail(FMSA_ERR_INVALID_ARGUMENT,

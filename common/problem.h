@@ -12,6 +12,9 @@
 
 #include "flashmsa/flashmsa.h"
 
+#include "common/fmsa_limits.h"
+#include "common/fmsa_seq.h"
+
 /// A validated [batch, seq, head, dim] view; the dim stride is 1.
 typedef struct fmsa_view4 {
     void *data;          ///< fmsa_tensor.data (device pointer / cl_mem; host pointer on CPU)
@@ -35,7 +38,7 @@ typedef struct fmsa_problem {
     int64_t seqlen_k;     ///< per-sequence key length; varlen/paged: max keys of any sequence
     int64_t heads_q;      ///< query heads
     int64_t heads_kv;     ///< key/value heads (heads_q % heads_kv == 0)
-    int64_t head_dim;     ///< D, multiple of 8 in [8, 256]
+    int64_t head_dim;     ///< D: a multiple of 8 up to FMSA_HEAD_DIM_MAX (fmsa_limits.h)
     int64_t total_q;      ///< rows of q along dim 1 (varlen: cu_seqlens_q[batch])
     int64_t total_k;      ///< rows of k along dim 1 (varlen: cu_seqlens_k[batch]; paged: page_size)
 
@@ -83,41 +86,19 @@ static inline char *fmsa_viewn_host(const fmsa_viewn *v) {
     return (char *)v->data + v->byte_offset;
 }
 
-/// One sequence of a (possibly varlen / paged) problem, resolved on the host.
-typedef struct fmsa_seq {
-    int64_t q_row0;  ///< first row of this sequence in q/o (dim 1)
-    int64_t k_row0;  ///< first row in k/v (dim 1); 0 when paged
-    int64_t q_batch; ///< batch index into q/o (0 when varlen)
-    int64_t k_batch; ///< batch index into k/v (0 when varlen/paged)
-    int64_t sq;      ///< query rows of this sequence
-    int64_t sk;      ///< keys of this sequence
-} fmsa_seq;
+/// Host address of an int32 metadata view (cu_seqlens, seqused_k, block
+/// table), NULL when absent, so that no offset is ever added to NULL.
+static inline const int *fmsa_problem_meta(const fmsa_viewn *v) {
+    return v->data ? (const int *)fmsa_viewn_host(v) : NULL;
+}
 
-/// Resolves sequence b from host-addressable metadata (cu_seqlens, seqused_k).
+/// Sequence b, resolved by fmsa_seq.h's rule from host-addressable metadata.
 static inline fmsa_seq fmsa_problem_seq(const fmsa_problem *p, int64_t b) {
-    fmsa_seq s;
-    if (p->is_varlen) {
-        const int32_t *cq = (const int32_t *)fmsa_viewn_host(&p->cu_seqlens_q);
-        const int32_t *ck = (const int32_t *)fmsa_viewn_host(&p->cu_seqlens_k);
-        s.q_row0 = cq[b * p->cu_seqlens_q.s0];
-        s.k_row0 = ck[b * p->cu_seqlens_k.s0];
-        s.sq = cq[(b + 1) * p->cu_seqlens_q.s0] - s.q_row0;
-        s.sk = ck[(b + 1) * p->cu_seqlens_k.s0] - s.k_row0;
-        s.q_batch = 0;
-        s.k_batch = 0;
-    } else {
-        s.q_row0 = 0;
-        s.k_row0 = 0;
-        s.q_batch = b;
-        s.k_batch = p->is_paged ? 0 : b;
-        s.sq = p->seqlen_q;
-        s.sk = p->seqlen_k;
-        if (p->is_paged && p->has_seqused_k) {
-            const int32_t *su = (const int32_t *)fmsa_viewn_host(&p->seqused_k);
-            s.sk = su[b * p->seqused_k.s0];
-        }
-    }
-    return s;
+    return fmsa_seq_resolve(b, p->is_varlen, p->is_paged, p->has_seqused_k, p->seqlen_q,
+                            p->seqlen_k, fmsa_problem_meta(&p->cu_seqlens_q),
+                            p->cu_seqlens_q.s0, fmsa_problem_meta(&p->cu_seqlens_k),
+                            p->cu_seqlens_k.s0, fmsa_problem_meta(&p->seqused_k),
+                            p->seqused_k.s0);
 }
 
 /// Element offset of key row j (0-based within sequence) of head h for k/v
@@ -125,24 +106,21 @@ static inline fmsa_seq fmsa_problem_seq(const fmsa_problem *p, int64_t b) {
 static inline int64_t fmsa_problem_k_offset(const fmsa_problem *p, const fmsa_view4 *kv,
                                             const fmsa_seq *s, int64_t b, int64_t j,
                                             int64_t h) {
-    if (p->is_paged) {
-        const int32_t *bt = (const int32_t *)fmsa_viewn_host(&p->block_table);
-        int64_t page = bt[b * p->block_table.s0 + (j / p->page_size) * p->block_table.s1];
-        return page * kv->sb + (j % p->page_size) * kv->ss + h * kv->sh;
-    }
-    return s->k_batch * kv->sb + (s->k_row0 + j) * kv->ss + h * kv->sh;
+    return fmsa_seq_k_offset(s, b, j, h, kv->sb, kv->ss, kv->sh, p->is_paged,
+                             fmsa_problem_meta(&p->block_table), p->block_table.s0,
+                             p->block_table.s1, p->page_size);
 }
 
 /// Element offset of query row i of head h in q/o/dout/dq views.
 static inline int64_t fmsa_problem_q_offset(const fmsa_view4 *qv, const fmsa_seq *s,
                                             int64_t i, int64_t h) {
-    return s->q_batch * qv->sb + (s->q_row0 + i) * qv->ss + h * qv->sh;
+    return fmsa_seq_q_offset(s, i, h, qv->sb, qv->ss, qv->sh);
 }
 
 /// Element offset of lse for query row i of head h (lse is [B, Hq, Sq]; varlen [1, Hq, total_q]).
 static inline int64_t fmsa_problem_lse_offset(const fmsa_problem *p, const fmsa_seq *s,
                                               int64_t i, int64_t h) {
-    return s->q_batch * p->lse.s0 + h * p->lse.s1 + (s->q_row0 + i) * p->lse.s2;
+    return fmsa_seq_q_offset(s, i, h, p->lse.s0, p->lse.s2, p->lse.s1);
 }
 
 /// Key/value head read by query head h (GQA/MQA).

@@ -11,12 +11,11 @@
 #include "common/validate.h"
 
 #include "common/error.h"
+#include "common/fmsa_limits.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-
-#define FMSA_HEAD_DIM_MAX 256
 
 /* Largest element offset a view can reach, with overflow detection: a tensor
  * whose extent does not fit int64 bytes cannot be addressed by any kernel. */
@@ -308,11 +307,11 @@ static fmsa_status fmsa_check_qkv(fmsa_problem *p, const fmsa_call_tensors *t) {
     p->heads_kv = t->k->shape[2];
     if (p->head_dim == 0)
         return fmsa_fail(FMSA_ERR_INVALID_ARGUMENT, "q.shape[3] (head_dim) = 0: must be > 0");
-    if (p->head_dim % 8 != 0 || p->head_dim > FMSA_HEAD_DIM_MAX)
+    if (p->head_dim % FMSA_HEAD_DIM_MULTIPLE != 0 || p->head_dim > FMSA_HEAD_DIM_MAX)
         return fmsa_fail(FMSA_ERR_NOT_SUPPORTED,
                          "q.shape[3] (head_dim) = %lld: supported head dims are the multiples "
-                         "of 8 up to %d",
-                         (long long)p->head_dim, FMSA_HEAD_DIM_MAX);
+                         "of %d up to %d",
+                         (long long)p->head_dim, FMSA_HEAD_DIM_MULTIPLE, FMSA_HEAD_DIM_MAX);
     if (t->k->shape[3] != p->head_dim || t->v->shape[3] != p->head_dim)
         return fmsa_fail(FMSA_ERR_INVALID_ARGUMENT,
                          "k.shape[3] = %lld, v.shape[3] = %lld: must equal q.shape[3] = %lld",

@@ -5,7 +5,7 @@
 # exit status 77 (no OpenCL device) counts as skipped.
 #
 # Run time is OpenCL C compilation when PoCL's cache is cold.  On a CPU device
-# the backend runs its CPU variant (backends/opencl/ocl_cpu.c): one program
+# the backend runs its CPU variant (backends/opencl/cpu/ocl_cpu.c): one program
 # whose kernels take dtype, head dim and features as arguments, so a cold
 # cache costs one compile for all suites, where the generic kernels,
 # specialised by -D, build one program per case (the times:

@@ -125,7 +125,7 @@ FMSA_CPU_OMP(omp parallel for schedule(static))
     for (int64_t it = 0; it < rows; ++it) {
         const int64_t r = it % p->total_q, bh = it / p->total_q;
         const int64_t b = bh / p->heads_q, h = bh % p->heads_q;
-        float o_row[FMSA_CPU_MAX_HEAD_DIM], do_row[FMSA_CPU_MAX_HEAD_DIM];
+        float o_row[FMSA_HEAD_DIM_MAX], do_row[FMSA_HEAD_DIM_MAX];
         fmsa_cpu_row_load(ob, p->dtype, b * p->o.sb + r * p->o.ss + h * p->o.sh, D, 1.0f, o_row);
         fmsa_cpu_row_load(dob, p->dtype, b * p->dout.sb + r * p->dout.ss + h * p->dout.sh, D, 1.0f,
                           do_row);
@@ -239,11 +239,11 @@ static void cpu_bwd_dkdv_tile(const fmsa_problem *p, const fmsa_cpu_plan *pl, in
         fmsa_cpu_score_init(&sc, p, &seq, b, h, dot_scale);
         for (int64_t i0 = 0; i0 < seq.sq; i0 += pl->block_m) {
             const int rows = (int)(seq.sq - i0 < pl->block_m ? seq.sq - i0 : pl->block_m);
-            const int64_t kb = fmsa_window_key_begin(i0, seq.sq, seq.sk, p->window_left);
-            const int64_t ke = fmsa_window_key_end(i0 + rows, seq.sq, seq.sk, p->window_right);
             const int64_t r0 = g * x->head_rows + i0;
             atomic_int *turn = turns ? &turns[g * pl->tiles_q + i0 / pl->block_m] : NULL;
-            if (ke <= j0 || kb >= j0 + cols || !fmsa_cpu_tile_visible(&sc, i0, rows, j0, cols)) {
+            if (!fmsa_window_tile_visible(i0, i0 + rows, j0, j0 + cols, seq.sq, seq.sk,
+                                          p->window_left, p->window_right) ||
+                !fmsa_cpu_tile_visible(&sc, i0, rows, j0, cols)) {
                 fmsa_cpu_turn_skip(turn, ktile);
                 continue;
             }
@@ -291,7 +291,7 @@ static void cpu_bwd_dq_sum_item(const fmsa_problem *p, const fmsa_cpu_plan *pl, 
     const int64_t h = (slot % p->heads_kv) * group + sub;
     const fmsa_seq seq = fmsa_problem_seq(p, b);
     const int64_t i0 = qt * pl->block_m;
-    float row[FMSA_CPU_MAX_HEAD_DIM];
+    float row[FMSA_HEAD_DIM_MAX];
     if (i0 >= seq.sq) return;
     for (int64_t r = 0; r < seq.sq - i0 && r < pl->block_m; ++r) {
         fmsa_cpu_zero(row, D);
@@ -485,9 +485,10 @@ static void cpu_bwd_items(const fmsa_problem *p, const fmsa_cpu_plan *pl,
             for (int64_t kt = kt0; kt < kt1 && kt * pl->block_n < seq.sk; ++kt)
                 for (int64_t i0 = 0; i0 < seq.sq; i0 += pl->block_m) {
                     const int64_t i1 = i0 + pl->block_m < seq.sq ? i0 + pl->block_m : seq.sq;
-                    const int64_t kb = fmsa_window_key_begin(i0, seq.sq, seq.sk, p->window_left);
-                    const int64_t ke = fmsa_window_key_end(i1, seq.sq, seq.sk, p->window_right);
-                    if (ke > kt * pl->block_n && kb < (kt + 1) * pl->block_n) cost += i1 - i0;
+                    if (fmsa_window_tile_visible(i0, i1, kt * pl->block_n, (kt + 1) * pl->block_n,
+                                                 seq.sq, seq.sk, p->window_left,
+                                                 p->window_right))
+                        cost += i1 - i0;
                 }
             /* a part with no key tile in this sequence still clears its flags;
              * key tiles past it have no item (nobody waits for their turn) */

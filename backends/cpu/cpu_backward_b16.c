@@ -333,10 +333,9 @@ static void b16b_ds_rows(const fmsa_cpu_kernels *kern, const b16b_geo *g, int ro
 /// Stores key rows j0 .. j0 + cols of view v (dK or dV, times scale) from the
 /// transposed accumulator acc_t ([dn][bn]): 16 keys at a time, turned into
 /// rows of stage (row stride dn, so a head dim that is not a multiple of 16
-/// never spills into the next row) by the kernel's word transpose, where it
-/// used to gather element by element: fmsa_cpu_b16_bwd_dkdv's own time,
-/// mostly that gather, was 5.7% of a bf16 d=128 s=512 forward + backward on
-/// Zen 5 (perf), and the backward there ran 3-6% faster after the change.
+/// never spills into the next row) by the kernel's word transpose, not an
+/// element-by-element gather, which was a visible share of the bf16
+/// backward (bench/RESULTS.md).
 static void b16b_store_keys_t(const fmsa_cpu_kernels *kern, const b16b_geo *g,
                               const fmsa_problem *p, const fmsa_view4 *v, const fmsa_seq *seq,
                               int64_t b, int64_t hk, int64_t j0, int cols, float scale,
@@ -388,11 +387,11 @@ void fmsa_cpu_b16_bwd_dkdv(const fmsa_problem *p, const fmsa_cpu_plan *pl, int64
         for (int64_t i0 = 0; i0 < seq.sq; i0 += g.bm) {
             const int rows = (int)(seq.sq - i0 < g.bm ? seq.sq - i0 : g.bm);
             const int kq = (int)b16b_round(rows, 32);
-            const int64_t kb = fmsa_window_key_begin(i0, seq.sq, seq.sk, p->window_left);
-            const int64_t ke = fmsa_window_key_end(i0 + rows, seq.sq, seq.sk, p->window_right);
             const int64_t ht = gi * g.tiles_q + i0 / g.bm;
             atomic_int *turn = turns ? &turns[ht] : NULL;
-            if (ke <= j0 || kb >= j0 + cols || !fmsa_cpu_tile_visible(&sc, i0, rows, j0, cols)) {
+            if (!fmsa_window_tile_visible(i0, i0 + rows, j0, j0 + cols, seq.sq, seq.sk,
+                                          p->window_left, p->window_right) ||
+                !fmsa_cpu_tile_visible(&sc, i0, rows, j0, cols)) {
                 fmsa_cpu_turn_skip(turn, kt);
                 continue;
             }

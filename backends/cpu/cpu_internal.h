@@ -19,6 +19,7 @@
 
 #include "backends/cpu/cpu_kernels.h"
 #include "common/backend.h"
+#include "common/fmsa_limits.h"
 
 #ifdef _OPENMP
 #include <omp.h>
@@ -28,9 +29,6 @@
 #else
 #define FMSA_CPU_OMP(directive)
 #endif /* _OPENMP */
-
-/// Largest head_dim the CPU kernels accept (the API's limit; row buffers are sized by it).
-#define FMSA_CPU_MAX_HEAD_DIM 256
 
 /// Largest query tile (block_m) of any plan: the planner's rows stay below it
 /// and FLASHMSA_CPU_TILES refuses more; per-tile row arrays are sized by it.

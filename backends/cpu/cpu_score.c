@@ -3,11 +3,10 @@
  * window and bit-mask predicates, in base-2 units (flashmsa.h and
  * fmsa_score.h define the semantics; this file only tiles them).
  *
- * The window is applied per row as a visible column interval rather than a
- * per-element predicate: for query i the window admits keys
- * [i + sk - sq - window_left, i + sk - sq + window_right], so everything
- * outside the interval is set to -inf in two short loops and the transform
- * loop in between has no integer tests.
+ * The window is applied per row as a visible column interval
+ * (fmsa_window_row_cols of fmsa_seq.h) rather than a per-element predicate,
+ * so everything outside the interval is set to -inf in two short loops and
+ * the transform loop in between has no integer tests.
  */
 #include "backends/cpu/cpu_tile.h"
 
@@ -41,29 +40,11 @@ void fmsa_cpu_score_init(fmsa_cpu_score *sc, const fmsa_problem *p, const fmsa_s
     }
 }
 
-/// Visible key interval [*lo, *hi) of query i within tile columns [0, cols).
-static void cpu_window_cols(const fmsa_cpu_score *sc, int64_t i, int64_t j0, int cols, int *lo,
-                            int *hi) {
-    int64_t diag = i + sc->sk - sc->sq;
-    int64_t a = 0, e = cols;
-    if (sc->window_left >= 0) {
-        int64_t first = diag - sc->window_left - j0;
-        if (first > a) a = first;
-    }
-    if (sc->window_right >= 0) {
-        int64_t last = diag + sc->window_right - j0 + 1;
-        if (last < e) e = last;
-    }
-    if (a > cols) a = cols;
-    if (e < a) e = a;
-    *lo = (int)a;
-    *hi = (int)e;
-}
-
 int fmsa_cpu_tile_visible(const fmsa_cpu_score *sc, int64_t i0, int rows, int64_t j0, int cols) {
     for (int r = 0; r < rows; ++r) {
         int lo, hi;
-        cpu_window_cols(sc, i0 + r, j0, cols, &lo, &hi);
+        fmsa_window_row_cols(i0 + r, j0, cols, sc->sq, sc->sk, sc->window_left,
+                             sc->window_right, &lo, &hi);
         if (lo >= hi) continue;
         if (!sc->mask) return 1;
         {
@@ -92,7 +73,8 @@ void fmsa_cpu_score_apply(const fmsa_cpu_score *sc, int rows, int64_t i0, int co
         float *restrict sr = s + (int64_t)r * ld;
         float *restrict gr = g ? g + (int64_t)r * ld : NULL;
         int lo, hi;
-        cpu_window_cols(sc, i, j0, cols, &lo, &hi);
+        fmsa_window_row_cols(i, j0, cols, sc->sq, sc->sk, sc->window_left, sc->window_right,
+                             &lo, &hi);
 
         if (softcap > 0.0f) {
             for (int c = lo; c < hi; ++c) {

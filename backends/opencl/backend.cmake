@@ -24,8 +24,11 @@ endfunction()
 function(fmsa_embed_ocl_program out var comment)
   set(inputs
     ${PROJECT_SOURCE_DIR}/common/fmsa_portable.h
+    ${PROJECT_SOURCE_DIR}/common/fmsa_limits.h
+    ${PROJECT_SOURCE_DIR}/common/fmsa_seq.h
     ${PROJECT_SOURCE_DIR}/common/fmsa_score.h
     ${PROJECT_SOURCE_DIR}/common/fmsa_softmax.h
+    ${_fmsa_ocl_dir}/kernels/fmsa_ocl_seq.cl
     ${ARGN})
   add_custom_command(
     OUTPUT ${out}
@@ -45,14 +48,14 @@ function(fmsa_opencl_embed)
     ${_fmsa_ocl_dir}/kernels/fmsa_ocl_common.cl
     ${_fmsa_ocl_dir}/kernels/fmsa_ocl_forward.cl
     ${_fmsa_ocl_dir}/kernels/fmsa_ocl_backward.cl)
-  # The CPU-device variant (ocl_cpu.c): its own program, so the generic one's
+  # The CPU-device variant (cpu/): its own program, so the generic one's
   # text (and the GPUs' binaries) do not change with it.
   set(cpu ${PROJECT_BINARY_DIR}/generated/fmsa_ocl_cpu_source.c)
   fmsa_embed_ocl_program(${cpu} fmsa_ocl_cpu_kernel_source
     "Embedding the OpenCL CPU-variant kernel source"
-    ${_fmsa_ocl_dir}/kernels/fmsa_ocl_cpu_common.cl
-    ${_fmsa_ocl_dir}/kernels/fmsa_ocl_cpu_forward.cl
-    ${_fmsa_ocl_dir}/kernels/fmsa_ocl_cpu_backward.cl)
+    ${_fmsa_ocl_dir}/cpu/fmsa_ocl_cpu_common.cl
+    ${_fmsa_ocl_dir}/cpu/fmsa_ocl_cpu_forward.cl
+    ${_fmsa_ocl_dir}/cpu/fmsa_ocl_cpu_backward.cl)
   set(FMSA_EMBEDDED ${generic} ${cpu} PARENT_SCOPE)
 endfunction()
 
@@ -72,7 +75,7 @@ fmsa_add_backend(opencl
     ocl_program.c
     ocl_launch.c
     ocl_args.c
-    ocl_cpu.c
+    cpu/ocl_cpu.c
   DEFINITIONS CL_TARGET_OPENCL_VERSION=120
   LIBRARY_DEPS Threads::Threads ${CMAKE_DL_LIBS}
   # Exit status 77 (no OpenCL device) counts as skipped.  PoCL keeps compiled

@@ -1,6 +1,6 @@
 /*
  * Kernel arguments and launches of the OpenCL backend, shared by both kernel families
- * (ocl_launch.c: the generic kernels; ocl_cpu.c: the CPU-device variant).
+ * (ocl_launch.c: the generic kernels; cpu/ocl_cpu.c: the CPU-device variant).
  * Views travel as (cl_mem, (element offset, strides) long4); absent optional
  * tensors as NULL cl_mem, which OpenCL allows.  The first failing
  * clSetKernelArg is kept in rc and later calls are skipped, so a launch sets

@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "backends/opencl/ocl_cpu.h"
+#include "backends/opencl/cpu/ocl_cpu.h"
 #include "backends/opencl/ocl_internal.h"
 #include "common/error.h"
 #include "common/planner.h"
@@ -256,7 +256,7 @@ static fmsa_status fmsa_ocl_plan(const fmsa_ocl_state *st, const fmsa_problem *p
 fmsa_status fmsa_ocl_config_make(const fmsa_ocl_state *st, const fmsa_problem *p,
                                  fmsa_ocl_config *cfg) {
     fmsa_tile_plan plan;
-    /* CPU devices run their own barrier-free kernels (ocl_cpu.c) */
+    /* CPU devices run their own barrier-free kernels (cpu/ocl_cpu.c) */
     if (fmsa_ocl_cpu_selected(st, p)) {
         FMSA_TRY(fmsa_ocl_plan(st, p, "opencl-cpu", &plan));
         return fmsa_ocl_cpu_config_make(st, p, &plan, cfg);

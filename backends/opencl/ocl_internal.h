@@ -61,12 +61,21 @@ typedef struct fmsa_ocl_kernel_config {
     size_t local_bytes;   ///< __local bytes the kernel declares
 } fmsa_ocl_kernel_config;
 
+/// Tile shape of the CPU-device kernels (cpu/fmsa_ocl_cpu_*.cl), passed to
+/// their program as -D values; fmsa_ocl_cpu_tiles_check says what is legal.
+typedef struct fmsa_ocl_cpu_tiles {
+    int rows;  ///< rows one work-item owns (query rows; keys in dK/dV): FC_L = 8 * FC_RB
+    int step;  ///< streamed rows per step (keys; query rows in dK/dV): FC_KC
+    int block; ///< streamed rows per register block: FC_KB (step is a multiple of it)
+} fmsa_ocl_cpu_tiles;
+
 /// Everything one pass runs, indexed by FMSA_OCL_K_*.
 typedef struct fmsa_ocl_config {
     fmsa_ocl_kernel_config kernel[FMSA_OCL_K_COUNT]; ///< per kernel (unused entries zero)
     size_t workspace_bytes;                          ///< global scratch the pass needs
     const char *table_row;                           ///< planner row (for logs)
-    int variant; ///< FMSA_OCL_VARIANT_* (ocl_cpu.h): generic kernels, or the CPU-device ones
+    int variant; ///< FMSA_OCL_VARIANT_* (cpu/ocl_cpu.h): generic kernels, or the CPU-device ones
+    fmsa_ocl_cpu_tiles cpu; ///< the CPU-device kernels' tiles (variant CPU only)
 } fmsa_ocl_config;
 
 /// __local bytes of one kernel for a launch shape (mirrors the .cl

@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "backends/opencl/ocl_args.h"
-#include "backends/opencl/ocl_cpu.h"
+#include "backends/opencl/cpu/ocl_cpu.h"
 #include "backends/opencl/ocl_internal.h"
 #include "common/error.h"
 

@@ -41,15 +41,15 @@ inline float fmsa_bwd_grad_factor(float raw, float4 fp) {
     return fmsa_softcap_grad(fmsa_softcap_apply(raw * fp.x, fp.z), fp.z);
 #else
     return 1.0f;
-#endif
+#endif /* FMSA_SOFTCAP */
 }
 
 
 #if PF
 /* Q-shaped rows (q or dout) of head h from row m0 into registers. */
 inline void fmsa_fetch_q(qtile_t r[PF_NQ], __global const elem_t *src, long4 qv,
-                         const fmsa_seq_dev *s, long m0, long h, int lid) {
-    const long base = qv.x + s->q_batch * qv.y + (s->q_row0 + m0) * qv.z + h * qv.w;
+                         const fmsa_seq *s, long m0, long h, int lid) {
+    const long base = fmsa_ocl_q_row(qv, s, m0, h);
 #pragma unroll
     for (int i = 0; i < PF_NQ; ++i) {
         const int idx = lid + i * WG, row = idx / D4, c = idx - (idx / D4) * D4;
@@ -70,8 +70,9 @@ inline void fmsa_put_q(__local qtile_t *dst, const qtile_t r[PF_NQ], int lid) {
 /* K-shaped rows (k or v) of kv head hk from key n0 into registers (the
  * backward never runs paged: validation rejects it; rows >= n_valid are zero). */
 inline void fmsa_fetch_kv(ktile_t r[PF_NK], __global const elem_t *src, long4 kv,
-                          const fmsa_seq_dev *s, long n0, long n_valid, long hk, int lid) {
-    const long base = kv.x + s->k_batch * kv.y + (s->k_row0 + n0) * kv.z + hk * kv.w;
+                          const fmsa_seq *s, long n0, long n_valid, long hk, int lid) {
+    const long base =
+        fmsa_ocl_kv_row(kv, s, 0, 0, n0, hk, (__global const int *)0, (long4)(0));
 #pragma unroll
     for (int i = 0; i < PF_NK; ++i) {
         const int idx = lid + i * WG, row = idx / D4, c = idx - (idx / D4) * D4;
@@ -130,15 +131,16 @@ __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void fmsa_ocl_bwd_dkdv(
     __local qtile_t dOs[BM * LD4];
 #else
     __local qtile_t Bs[BM * LD4]; /* Q, then dO, then Q again */
-#endif
+#endif /* QDO2 */
     __local float Ps[BM * PS];
     __local float dSs[BM * PS];
 
     const int lid = get_local_id(0);
     const long b = get_group_id(2), hk = get_group_id(1);
     const long n0 = (long)get_group_id(0) * BN;
-    const fmsa_seq_dev s = fmsa_seq_resolve(b, dims, cuq, cuk, cv, (__global const int *)0,
-                                            (long2)(0));
+    const fmsa_seq s =
+        fmsa_ocl_seq(b, dims, FMSA_VARLEN, 0, 0, cuq, cuk, cv, (__global const int *)0,
+                     (long2)(0)); /* the backward never runs paged */
     if (n0 >= s.sk) return; /* uniform */
     const int sy = lid / S_NX, sx = lid - (lid / S_NX) * S_NX;
     const int oy = lid / O_NX, ox = lid - (lid / O_NX) * O_NX;
@@ -146,11 +148,13 @@ __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void fmsa_ocl_bwd_dkdv(
     const long4 bv0 = (long4)(0);
 
     /* Query rows that can see keys [n0, n_end): inverse of the window bounds. */
-    long qb = 0, qe = s.sq;
 #if FMSA_WINDOW
-    if (win.y >= 0) qb = max(qb, n0 - win.y - (s.sk - s.sq));
-    if (win.x >= 0) qe = min(qe, (n_end - 1) + win.x - (s.sk - s.sq) + 1);
-#endif
+    long qb = fmsa_window_query_begin(n0, s.sq, s.sk, win.y);
+    const long qe = fmsa_window_query_end(n_end, s.sq, s.sk, win.x);
+#else
+    long qb = 0;
+    const long qe = s.sq;
+#endif /* FMSA_WINDOW */
     qb = (qb / BM) * BM; /* align so query tiles match the forward's */
 
     fmsa_load_kv(Ks, BN, k, kv, &s, b, n0, s.sk, hk, (__global const int *)0, bv0, lid);
@@ -166,7 +170,7 @@ __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void fmsa_ocl_bwd_dkdv(
         float slope = 0.0f;
 #if FMSA_ALIBI
         slope = alibi[av.x + b * av.y + h * av.z];
-#endif
+#endif /* FMSA_ALIBI */
 #if PF
         /* The first stage of this head's first query tile (Q, and dO with
          * QDO2); every later stage is fetched one stage ahead. */
@@ -174,9 +178,9 @@ __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void fmsa_ocl_bwd_dkdv(
 #if QDO2
         qtile_t rd[PF_NQ];
         if (qb < qe) fmsa_fetch_q(rd, dout, dov, &s, qb, h, lid);
-#endif
+#endif /* QDO2 */
         if (qb < qe) fmsa_fetch_q(rq, q, qv, &s, qb, h, lid);
-#endif
+#endif /* PF */
         for (long m0 = qb; m0 < qe; m0 += BM) {
             const int full = fmsa_tile_full(m0, n0, &s, win);
             float lse2[S_TM], dd[S_TM];
@@ -185,26 +189,26 @@ __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void fmsa_ocl_bwd_dkdv(
             for (int i = 0; i < S_TM; ++i) {
                 const long qi = m0 + sy + i * S_NY;
                 const long row = s.q_row0 + min(qi, s.sq - 1);
-                const float l = lse[lv.x + s.q_batch * lv.y + h * lv.z + row * lv.w];
+                const float l = lse[fmsa_ocl_lse_row(lv, &s, min(qi, s.sq - 1), h)];
                 lse2[i] = qi < s.sq ? l * FMSA_LOG2E : -INFINITY;
                 dd[i] = ws[(s.q_batch * dims.z + h) * ws_rows + row];
 #if FMSA_MASK
                 mrow[i] = mask + mv.x + b * mv.y + h * mv.z + qi * mv.w;
 #else
                 mrow[i] = mask;
-#endif
+#endif /* FMSA_MASK */
             }
 #if PF
             fmsa_put_q(Bs, rq, lid);
 #if QDO2
             fmsa_put_q(dOs, rd, lid);
-#endif
+#endif /* QDO2 */
 #else
             fmsa_load_q(Bs, q, qv, &s, m0, h, lid);
 #if QDO2
             fmsa_load_q(dOs, dout, dov, &s, m0, h, lid);
-#endif
-#endif
+#endif /* QDO2 */
+#endif /* PF */
             barrier(CLK_LOCAL_MEM_FENCE);
 #if PF
             /* Next stage: QDO2 the next tile's Q and dO, otherwise this
@@ -216,8 +220,8 @@ __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void fmsa_ocl_bwd_dkdv(
             }
 #else
             fmsa_fetch_q(rq, dout, dov, &s, m0, h, lid);
-#endif
-#endif
+#endif /* QDO2 */
+#endif /* PF */
 
             float sc[S_TM][S_TN], g[S_TM][S_TN];
 #pragma unroll
@@ -262,7 +266,7 @@ __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void fmsa_ocl_bwd_dkdv(
 #else
             fmsa_load_q(Bs, dout, dov, &s, m0, h, lid);
             barrier(CLK_LOCAL_MEM_FENCE);
-#endif
+#endif /* PF */
 
             fmsa_mm_tn(adv, Ps, Bs, oy, ox);
             float dp[S_TM][S_TN];
@@ -286,10 +290,10 @@ __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void fmsa_ocl_bwd_dkdv(
 #else
             fmsa_load_q(Bs, q, qv, &s, m0, h, lid);
             barrier(CLK_LOCAL_MEM_FENCE);
-#endif
+#endif /* PF */
             fmsa_mm_tn(adk, dSs, Bs, oy, ox);
             barrier(CLK_LOCAL_MEM_FENCE);
-#endif
+#endif /* QDO2 */
         }
     }
 
@@ -297,8 +301,8 @@ __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void fmsa_ocl_bwd_dkdv(
     for (int i = 0; i < O_TM; ++i) {
         const long kj = n0 + oy + i * O_NY;
         if (kj >= s.sk) continue;
-        const long bk = dkv.x + s.k_batch * dkv.y + (s.k_row0 + kj) * dkv.z + hk * dkv.w;
-        const long bvv = dvv.x + s.k_batch * dvv.y + (s.k_row0 + kj) * dvv.z + hk * dvv.w;
+        const long bk = fmsa_ocl_kv_row(dkv, &s, 0, b, kj, hk, (__global const int *)0, bv0);
+        const long bvv = fmsa_ocl_kv_row(dvv, &s, 0, b, kj, hk, (__global const int *)0, bv0);
 #pragma unroll
         for (int t = 0; t < O_TD; ++t) {
             const int d4 = ox + t * O_NX;
@@ -324,15 +328,16 @@ __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void fmsa_ocl_bwd_dq(
     __local ktile_t Ks[BN * LD4];
 #if !KV1
     __local ktile_t Vs[BN * LD4];
-#endif
+#endif /* !KV1 */
     __local float dSs[BM * PS];
 
     const int lid = get_local_id(0);
     const long b = get_group_id(2), h = get_group_id(1);
     const long hk = h / dims.w;
     const long m0 = (long)get_group_id(0) * BM;
-    const fmsa_seq_dev s = fmsa_seq_resolve(b, dims, cuq, cuk, cv, (__global const int *)0,
-                                            (long2)(0));
+    const fmsa_seq s =
+        fmsa_ocl_seq(b, dims, FMSA_VARLEN, 0, 0, cuq, cuk, cv, (__global const int *)0,
+                     (long2)(0)); /* the backward never runs paged */
     if (m0 >= s.sq) return; /* uniform */
     const int sy = lid / S_NX, sx = lid - (lid / S_NX) * S_NX;
     const int oy = lid / O_NX, ox = lid - (lid / O_NX) * O_NX;
@@ -343,25 +348,25 @@ __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void fmsa_ocl_bwd_dq(
     const long ke = fmsa_window_key_end(m_end, s.sq, s.sk, win.y);
 #else
     const long kb = 0, ke = s.sk;
-#endif
+#endif /* FMSA_WINDOW */
     float slope = 0.0f;
 #if FMSA_ALIBI
     slope = alibi[av.x + b * av.y + h * av.z];
-#endif
+#endif /* FMSA_ALIBI */
     float lse2[S_TM], dd[S_TM];
     __global const uchar *mrow[S_TM];
 #pragma unroll
     for (int i = 0; i < S_TM; ++i) {
         const long qi = m0 + sy + i * S_NY;
         const long row = s.q_row0 + min(qi, s.sq - 1);
-        const float l = lse[lv.x + s.q_batch * lv.y + h * lv.z + row * lv.w];
+        const float l = lse[fmsa_ocl_lse_row(lv, &s, min(qi, s.sq - 1), h)];
         lse2[i] = qi < s.sq ? l * FMSA_LOG2E : -INFINITY;
         dd[i] = ws[(s.q_batch * dims.z + h) * ws_rows + row];
 #if FMSA_MASK
         mrow[i] = mask + mv.x + b * mv.y + h * mv.z + qi * mv.w;
 #else
         mrow[i] = mask;
-#endif
+#endif /* FMSA_MASK */
     }
     fmsa_load_q(Qs, q, qv, &s, m0, h, lid);
     fmsa_load_q(dOs, dout, dov, &s, m0, h, lid);
@@ -375,7 +380,7 @@ __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void fmsa_ocl_bwd_dq(
 #if KV1
     /* One __local tile holds V (for dP), then K (for S and dQ += dS K). */
 #define Vs Ks
-#endif
+#endif /* KV1 */
 #if PF
     /* The next stage's K / V rows are read into registers while the current
      * one is used, and written to __local after its last barrier. */
@@ -388,8 +393,8 @@ __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void fmsa_ocl_bwd_dq(
         fmsa_fetch_kv(rk, k, kv, &s, kb, ke, hk, lid);
         fmsa_fetch_kv(rv, v, vv, &s, kb, ke, hk, lid);
     }
-#endif
-#endif
+#endif /* KV1 */
+#endif /* PF */
     for (long n0 = kb; n0 < ke; n0 += BN) {
         const int full = fmsa_tile_full(m0, n0, &s, win);
         float sc[S_TM][S_TN], dp[S_TM][S_TN];
@@ -405,7 +410,7 @@ __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void fmsa_ocl_bwd_dq(
 #else
         fmsa_load_kv(Ks, BN, v, vv, &s, b, n0, ke, hk, (__global const int *)0, bv0, lid);
         barrier(CLK_LOCAL_MEM_FENCE);
-#endif
+#endif /* PF */
         fmsa_mm_nt(dp, dOs, Vs, sy, sx);
         barrier(CLK_LOCAL_MEM_FENCE);
 #if PF
@@ -415,7 +420,7 @@ __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void fmsa_ocl_bwd_dq(
 #else
         fmsa_load_kv(Ks, BN, k, kv, &s, b, n0, ke, hk, (__global const int *)0, bv0, lid);
         barrier(CLK_LOCAL_MEM_FENCE);
-#endif
+#endif /* PF */
         fmsa_mm_nt(sc, Qs, Ks, sy, sx);
 #else /* !KV1 */
 #if PF
@@ -430,7 +435,7 @@ __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void fmsa_ocl_bwd_dq(
         fmsa_load_kv(Ks, BN, k, kv, &s, b, n0, ke, hk, (__global const int *)0, bv0, lid);
         fmsa_load_kv(Vs, BN, v, vv, &s, b, n0, ke, hk, (__global const int *)0, bv0, lid);
         barrier(CLK_LOCAL_MEM_FENCE);
-#endif
+#endif /* PF */
         fmsa_mm_nt(sc, Qs, Ks, sy, sx);
         fmsa_mm_nt(dp, dOs, Vs, sy, sx);
 #endif /* KV1 */
@@ -450,13 +455,13 @@ __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void fmsa_ocl_bwd_dq(
     }
 #if KV1
 #undef Vs
-#endif
+#endif /* KV1 */
 
 #pragma unroll
     for (int i = 0; i < O_TM; ++i) {
         const long qi = m0 + oy + i * O_NY;
         if (qi >= s.sq) continue;
-        const long base = dqv.x + s.q_batch * dqv.y + (s.q_row0 + qi) * dqv.z + h * dqv.w;
+        const long base = fmsa_ocl_q_row(dqv, &s, qi, h);
 #pragma unroll
         for (int t = 0; t < O_TD; ++t) {
             const int d4 = ox + t * O_NX;

@@ -57,11 +57,11 @@ inline ushort4 fmsa_bf16_round4(float4 x) {
 }
 #else
 #error "FMSA_DTYPE must be 1 (f32), 2 (f16) or 3 (bf16)"
-#endif
+#endif /* FMSA_DTYPE */
 
 #if (QS16 || KS16) && FMSA_DTYPE == 1
 #error "16-bit staging needs a 16-bit dtype"
-#endif
+#endif /* (QS16 || KS16) && FMSA_DTYPE == 1 */
 
 /* Four staged 16-bit values (raw bits) -> float4. */
 #if FMSA_DTYPE == 3
@@ -74,7 +74,7 @@ inline float4 fmsa_get16(__local const uint2 *t, int i) {
 inline float4 fmsa_get16(__local const uint2 *t, int i) {
     return vload_half4(i, (__local const half *)t);
 }
-#endif
+#endif /* FMSA_DTYPE == 3: fmsa_get16 */
 /* Raw copy of four 16-bit elements (no conversion, no cl_khr_fp16 needed). */
 #define FMSA_RAW4(p, i) as_uint2(vload4(0, (__global const ushort *)(p) + (i)))
 
@@ -88,7 +88,7 @@ typedef float4 qtile_t;
 #define QGET(T, i) ((T)[i])
 #define QSTAGE(p, i) FMSA_LOAD4(p, i)
 #define QZERO ((float4)(0.0f))
-#endif
+#endif /* QS16 */
 #if KS16
 typedef uint2 ktile_t;
 #define KGET(T, i) fmsa_get16((T), (i))
@@ -99,7 +99,7 @@ typedef float4 ktile_t;
 #define KGET(T, i) ((T)[i])
 #define KSTAGE(p, i) FMSA_LOAD4(p, i)
 #define KZERO ((float4)(0.0f))
-#endif
+#endif /* KS16 */
 
 /* acc[i][j] += sum_k A[row_i][k] * B[col_j][k]: the S = Q K^T shape. */
 inline void fmsa_mm_nt(float acc[S_TM][S_TN], __local const qtile_t *A, __local const ktile_t *B,
@@ -170,75 +170,30 @@ inline void fmsa_mm_tn(float4 acc[O_TM][O_TD], __local const float *P, __local c
     }
 }
 
-/* Where one sequence lives (resolved on the device from cu_seqlens /
- * seqused_k so a varlen or paged call needs no host round trip). */
-typedef struct fmsa_seq_dev {
-    long q_row0, k_row0; /* first row in q/o and in k/v (dim 1) */
-    long q_batch, k_batch;
-    long sq, sk;         /* lengths */
-} fmsa_seq_dev;
-
-inline fmsa_seq_dev fmsa_seq_resolve(long b, long4 dims, __global const int *cuq,
-                                     __global const int *cuk, long4 cv,
-                                     __global const int *sused, long2 uv) {
-    fmsa_seq_dev s;
-#if FMSA_VARLEN
-    s.q_row0 = cuq[cv.x + b * cv.y];
-    s.sq = cuq[cv.x + (b + 1) * cv.y] - s.q_row0;
-    s.k_row0 = cuk[cv.z + b * cv.w];
-    s.sk = cuk[cv.z + (b + 1) * cv.w] - s.k_row0;
-    s.q_batch = 0;
-    s.k_batch = 0;
-#else
-    s.q_row0 = 0;
-    s.k_row0 = 0;
-    s.q_batch = b;
-    s.k_batch = FMSA_PAGED ? 0 : b;
-    s.sq = dims.x;
-    s.sk = dims.y;
-#if FMSA_SEQUSED
-    s.sk = sused[uv.x + b * uv.y];
-#endif
-#endif
-    return s;
-}
-
-/* Element offset of key row j of kv head hk in a k/v view (off, sb, ss, sh),
- * through the block table (off, s0, s1, page_size) when paged. */
-inline long fmsa_kv_row(long4 kv, const fmsa_seq_dev *s, long b, long j, long hk,
-                        __global const int *bt, long4 bv) {
-#if FMSA_PAGED
-    long page = bt[bv.x + b * bv.y + (j / bv.w) * bv.z];
-    return kv.x + page * kv.y + (j % bv.w) * kv.z + hk * kv.w;
-#else
-    return kv.x + s->k_batch * kv.y + (s->k_row0 + j) * kv.z + hk * kv.w;
-#endif
-}
-
 /* Copies `rows` head_dim rows starting at key n0 into a __local K-shaped
  * tile (fp32 or raw 16-bit, see KS16); rows past n_valid are zero.  When WG
  * is a multiple of D4 each work-item keeps one column and steps over rows,
  * so a row address is one multiply-add (this runs for every key tile). */
 inline void fmsa_load_kv(__local ktile_t *dst, int rows, __global const elem_t *src, long4 kv,
-                         const fmsa_seq_dev *s, long b, long n0, long n_valid, long hk,
+                         const fmsa_seq *s, long b, long n0, long n_valid, long hk,
                          __global const int *bt, long4 bv, int lid) {
 #if !FMSA_PAGED
-    const long base = kv.x + s->k_batch * kv.y + (s->k_row0 + n0) * kv.z + hk * kv.w;
-#endif
+    const long base = fmsa_ocl_kv_row(kv, s, 0, b, n0, hk, bt, bv);
+#endif /* !FMSA_PAGED */
 #if (WG % D4) == 0
     const int c = lid % D4;
     for (int r = lid / D4; r < rows; r += WG / D4) {
 #else
     for (int idx = lid; idx < rows * D4; idx += WG) {
         const int r = idx / D4, c = idx - (idx / D4) * D4;
-#endif
+#endif /* (WG % D4) == 0 */
         ktile_t x = KZERO;
         if (n0 + r < n_valid) {
 #if FMSA_PAGED
-            const long off = fmsa_kv_row(kv, s, b, n0 + r, hk, bt, bv);
+            const long off = fmsa_ocl_kv_row(kv, s, 1, b, n0 + r, hk, bt, bv);
 #else
             const long off = base + r * kv.z;
-#endif
+#endif /* FMSA_PAGED */
             x = KSTAGE(src, off + 4 * c);
         }
         dst[r * LD4 + c] = x;
@@ -247,15 +202,15 @@ inline void fmsa_load_kv(__local ktile_t *dst, int rows, __global const elem_t *
 
 /* Same for Q-shaped rows (q, o, dout) of head h starting at row m0. */
 inline void fmsa_load_q(__local qtile_t *dst, __global const elem_t *src, long4 qv,
-                        const fmsa_seq_dev *s, long m0, long h, int lid) {
-    const long base = qv.x + s->q_batch * qv.y + (s->q_row0 + m0) * qv.z + h * qv.w;
+                        const fmsa_seq *s, long m0, long h, int lid) {
+    const long base = fmsa_ocl_q_row(qv, s, m0, h);
 #if (WG % D4) == 0
     const int c = lid % D4;
     for (int r = lid / D4; r < BM; r += WG / D4) {
 #else
     for (int idx = lid; idx < BM * D4; idx += WG) {
         const int r = idx / D4, c = idx - (idx / D4) * D4;
-#endif
+#endif /* (WG % D4) == 0 */
         qtile_t x = QZERO;
         if (m0 + r < s->sq) x = QSTAGE(src, base + r * qv.z + 4 * c);
         dst[r * LD4 + c] = x;
@@ -264,36 +219,35 @@ inline void fmsa_load_q(__local qtile_t *dst, __global const elem_t *src, long4 
 
 /* Base-2 score of (i, j) from the raw dot product, or -inf when masked.
  * fp.x = scale, fp.y = scale * log2(e), fp.z = softcap. */
-inline float fmsa_score2(float raw, long i, long j, const fmsa_seq_dev *s, float4 fp, float slope,
+inline float fmsa_score2(float raw, long i, long j, const fmsa_seq *s, float4 fp, float slope,
                          long2 win, __global const uchar *mrow, int full) {
     float s2;
 #if FMSA_SOFTCAP
     s2 = fmsa_softcap_apply(raw * fp.x, fp.z) * FMSA_LOG2E;
 #else
     s2 = raw * fp.y;
-#endif
+#endif /* FMSA_SOFTCAP */
 #if FMSA_ALIBI
     s2 += fmsa_alibi_bias(slope, i, j, s->sq, s->sk) * FMSA_LOG2E;
-#endif
+#endif /* FMSA_ALIBI */
     if (full) return s2;
     if (j >= s->sk || i >= s->sq) return -INFINITY;
 #if FMSA_WINDOW
     if (!fmsa_window_visible(i, j, s->sq, s->sk, win.x, win.y)) return -INFINITY;
-#endif
+#endif /* FMSA_WINDOW */
 #if FMSA_MASK
     if (!FMSA_MASK_BIT(mrow, j)) return -INFINITY;
-#endif
+#endif /* FMSA_MASK */
     return s2;
 }
 
 /* True when every (i, j) of the tile [m0, m0+BM) x [n0, n0+BN) is visible,
  * so the per-element predicates can be skipped (uniform per work-group). */
-inline int fmsa_tile_full(long m0, long n0, const fmsa_seq_dev *s, long2 win) {
+inline int fmsa_tile_full(long m0, long n0, const fmsa_seq *s, long2 win) {
     if (FMSA_MASK) return 0;
     if (m0 + BM > s->sq || n0 + BN > s->sk) return 0;
 #if FMSA_WINDOW
-    if (win.x >= 0 && n0 < (m0 + BM - 1) + s->sk - s->sq - win.x) return 0;
-    if (win.y >= 0 && n0 + BN - 1 > m0 + s->sk - s->sq + win.y) return 0;
-#endif
+    if (!fmsa_window_tile_inside(m0, m0 + BM, n0, n0 + BN, s->sq, s->sk, win.x, win.y)) return 0;
+#endif /* FMSA_WINDOW */
     return 1;
 }

@@ -33,7 +33,8 @@ __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void fmsa_ocl_forward(
     const long b = get_group_id(2), h = get_group_id(1);
     const long hk = h / dims.w;
     const long m0 = (long)get_group_id(0) * BM;
-    const fmsa_seq_dev s = fmsa_seq_resolve(b, dims, cuq, cuk, cv, sused, uv);
+    const fmsa_seq s =
+        fmsa_ocl_seq(b, dims, FMSA_VARLEN, FMSA_PAGED, FMSA_SEQUSED, cuq, cuk, cv, sused, uv);
     if (m0 >= s.sq) return; /* uniform: the whole work-group leaves */
 
     const int sy = lid / S_NX, sx = lid - (lid / S_NX) * S_NX;
@@ -44,11 +45,11 @@ __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void fmsa_ocl_forward(
     const long ke = fmsa_window_key_end(m_end, s.sq, s.sk, win.y);
 #else
     const long kb = 0, ke = s.sk;
-#endif
+#endif /* FMSA_WINDOW */
     float slope = 0.0f;
 #if FMSA_ALIBI
     slope = alibi[av.x + b * av.y + h * av.z];
-#endif
+#endif /* FMSA_ALIBI */
     __global const uchar *mrow[S_TM];
 #pragma unroll
     for (int i = 0; i < S_TM; ++i) {
@@ -56,7 +57,7 @@ __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void fmsa_ocl_forward(
         mrow[i] = mask + mv.x + b * mv.y + h * mv.z + (m0 + sy + i * S_NY) * mv.w;
 #else
         mrow[i] = mask;
-#endif
+#endif /* FMSA_MASK */
     }
 
     fmsa_load_q(Qs, q, qv, &s, m0, h, lid);
@@ -143,15 +144,15 @@ __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void fmsa_ocl_forward(
     for (int i = 0; i < O_TM; ++i) {
         const long qi = m0 + oy + i * O_NY;
         if (qi >= m_end) continue;
-        const long base = ov.x + s.q_batch * ov.y + (s.q_row0 + qi) * ov.z + h * ov.w;
+        const long base = fmsa_ocl_q_row(ov, &s, qi, h);
 #pragma unroll
         for (int t = 0; t < O_TD; ++t) {
             const int d4 = ox + t * O_NX;
             if (d4 < D4) FMSA_STORE4(acc[i][t] * inv[i], o, base + 4 * d4);
         }
 #if FMSA_LSE
-        if (ox == 0) lse[lv.x + s.q_batch * lv.y + h * lv.z + (s.q_row0 + qi) * lv.w] = row_lse[i];
-#endif
+        if (ox == 0) lse[fmsa_ocl_lse_row(lv, &s, qi, h)] = row_lse[i];
+#endif /* FMSA_LSE */
     }
 }
 

@@ -1,7 +1,8 @@
 /*
- * The CPU-device variant of the OpenCL backend (kernels/fmsa_ocl_cpu_*.cl):
- * barrier-free kernels, one work-item per 16 rows, everything but the
- * kernel itself passed as arguments so one program serves every problem.
+ * The CPU-device variant of the OpenCL backend (fmsa_ocl_cpu_*.cl beside
+ * this file): barrier-free kernels, one work-item per tile of rows, the tile
+ * shape (fmsa_ocl_cpu_tiles) as -D values and everything else as arguments,
+ * so one program serves every problem.
  * fmsa_ocl_config_make (ocl_config.c) asks fmsa_ocl_cpu_selected first, so
  * the choice stays in the one function that decides what runs.
  */
@@ -17,14 +18,9 @@ enum {
     FMSA_OCL_VARIANT_CPU = 1,     ///< fmsa_ocl_cpu_*.cl (no barriers, no __local)
 };
 
-/// Rows (query rows or keys) one work-item of the CPU kernels owns (FC_L of
-/// fmsa_ocl_cpu_common.cl), and rows of the other side it streams per step
-/// (FC_KC): the shape the "opencl-cpu" planner rows must give.
-#define FMSA_OCL_CPU_ROWS 16
-#define FMSA_OCL_CPU_STEP 32
-
-/// Build options of the CPU program (the same for every problem).
-#define FMSA_OCL_CPU_OPTIONS "-cl-std=CL1.2 -DFMSA_OCL_VARIANT_CPU=1"
+/// 0 when tiles t is a shape the CPU kernels compile for; else a status
+/// naming the field (a planner row out of range is an internal error).
+fmsa_status fmsa_ocl_cpu_tiles_check(const fmsa_ocl_cpu_tiles *t);
 
 /// 1 when problem p runs the CPU variant on this context's device:
 /// CL_DEVICE_TYPE_CPU, unless FLASHMSA_OCL_VARIANT=generic (or a

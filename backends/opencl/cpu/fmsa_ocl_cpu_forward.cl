@@ -1,5 +1,5 @@
 /*
- * Forward for CPU devices: one work-item (= one work-group) per 16 query
+ * Forward for CPU devices: one work-item (= one work-group) per FC_L query
  * rows of one head of one sequence.  Q is held transposed in private memory
  * (lane r of qT[d] is row r's element d, pre-multiplied by scale * log2(e),
  * or by the scale alone with softcap), the output accumulator likewise; K
@@ -10,7 +10,7 @@
  * softmax (FlashAttention-2 §3.1 loop order), then acc += p_j * v_j the
  * same way.
  *
- * Global size (ceil(sq / 16), slots of the chunk * group, batch-chunk 1);
+ * Global size (ceil(sq / FC_L), slots of the chunk * group, batch-chunk 1);
  * pk = (first kv slot, panel rows, Hkv, panel float offset in ws);
  * cfg = (dtype, head_dim, flags, 0); fp = (scale, scale * log2(e), softcap).
  */
@@ -26,11 +26,11 @@ __kernel __attribute__((reqd_work_group_size(1, 1, 1))) void fmsa_ocl_cpu_forwar
     const long b = slot / pk.z, hk = slot - (slot / pk.z) * pk.z;
     const long h = hk * group + (long)get_group_id(1) - local_slot * group;
     const long i0 = (long)get_group_id(0) * FC_L;
-    const fc_seq s = fc_seq_resolve(b, dims, flags, cuq, cuk, cv, sused, uv);
+    const fmsa_seq s = FC_SEQ(b, dims, flags, cuq, cuk, cv, sused, uv);
     if (i0 >= s.sq) return;
     const int nrows = (int)min((long)FC_L, s.sq - i0);
     const long i_last = i0 + nrows - 1;
-    const long diag0 = i0 + s.sk - s.sq; /* key on the diagonal of row i0 */
+    const long diag0 = fmsa_seq_diag(i0, s.sq, s.sk);
     const float qmul = (flags & FC_SOFTCAP) ? fp.x : fp.y;
     const float slope = (flags & FC_ALIBI) ? alibi[av.x + b * av.y + h * av.z] : 0.0f;
     __global const float *kp = ws + pk.w + local_slot * 2 * pk.y * D;
@@ -41,13 +41,13 @@ __kernel __attribute__((reqd_work_group_size(1, 1, 1))) void fmsa_ocl_cpu_forwar
         ke = fmsa_window_key_end(i_last + 1, s.sq, s.sk, win.y);
     }
 
-    float8 qT8[FC_DMAX * FC_RB], acc8[FC_DMAX * FC_RB];
+    float8 qT8[FMSA_HEAD_DIM_MAX * FC_RB], acc8[FMSA_HEAD_DIM_MAX * FC_RB];
     __private float *qT = (__private float *)qT8, *acc = (__private float *)acc8;
-    float row[FC_DMAX];
+    float row[FMSA_HEAD_DIM_MAX];
     float sc[FC_KC * FC_L];
 
     for (int r = 0; r < FC_L; ++r) {
-        if (r < nrows) fc_row_load(row, q, fc_q_row(qv, &s, i0 + r, h), dtype, D, qmul);
+        if (r < nrows) fc_row_load(row, q, fmsa_ocl_q_row(qv, &s, i0 + r, h), dtype, D, qmul);
         for (int d = 0; d < D; ++d) qT[d * FC_L + r] = r < nrows ? row[d] : 0.0f;
     }
     for (int x = 0; x < D * FC_RB; ++x) acc8[x] = (float8)(0.0f);
@@ -72,10 +72,9 @@ __kernel __attribute__((reqd_work_group_size(1, 1, 1))) void fmsa_ocl_cpu_forwar
 
         /* Transforms and masks: a step every row sees whole needs no test. */
         int full = nk == FC_KC && !(flags & FC_MASK);
-        if (full && (flags & FC_WINDOW)) {
-            if (win.x >= 0 && n0 < i_last + s.sk - s.sq - win.x) full = 0;
-            if (win.y >= 0 && n0 + FC_KC - 1 > diag0 + win.y) full = 0;
-        }
+        if (full && (flags & FC_WINDOW))
+            full = fmsa_window_tile_inside(i0, i_last + 1, n0, n0 + FC_KC, s.sq, s.sk, win.x,
+                                           win.y);
         float8 tmax[FC_RB];
         for (int rb = 0; rb < FC_RB; ++rb) tmax[rb] = (float8)(-INFINITY);
         if (full && !(flags & (FC_SOFTCAP | FC_ALIBI))) {
@@ -138,8 +137,8 @@ __kernel __attribute__((reqd_work_group_size(1, 1, 1))) void fmsa_ocl_cpu_forwar
     }
     for (int r = 0; r < nrows; ++r) {
         for (int d = 0; d < D; ++d) row[d] = acc[d * FC_L + r];
-        fc_row_store(row, o, fc_q_row(ov, &s, i0 + r, h), dtype, D, inv[r]);
+        fc_row_store(row, o, fmsa_ocl_q_row(ov, &s, i0 + r, h), dtype, D, inv[r]);
         if (flags & FC_LSE)
-            lse[lv.x + s.q_batch * lv.y + h * lv.z + (s.q_row0 + i0 + r) * lv.w] = row_lse[r];
+            lse[fmsa_ocl_lse_row(lv, &s, i0 + r, h)] = row_lse[r];
     }
 }

@@ -4,28 +4,35 @@
  * over its work-items in one thread; barriers split the kernel into regions
  * and every private value that lives across one goes through per-item
  * memory, and __local is ordinary memory.  So these kernels use none of
- * them: one work-item owns FC_L = 16 rows (forward, dQ: query rows; dK/dV:
+ * them: one work-item owns FC_L rows (forward, dQ: query rows; dK/dV:
  * keys) held as FC_RB float8 vectors, one lane per row, and streams the
  * other side one row at a time, broadcasting its elements.  Every softmax
  * quantity is then lane-wise (no horizontal reductions), each product is a
  * float8 fma, and the work-group is that one work-item.
  *
- * Nothing is specialised by -D: dtype, head dim and the feature switches are
- * kernel arguments (branches on them are uniform and outside the inner
- * loops), so one program serves every problem and a runtime compiles it once
- * (the generic kernels build one program per dtype x head dim x tile x
- * feature set, minutes of PoCL compile time for a test grid).
+ * Only the tile shape is specialised by -D, and it is one per device: dtype,
+ * head dim and the feature switches are kernel arguments (branches on them
+ * are uniform and outside the inner loops), so one program serves every
+ * problem and a runtime compiles it once (the generic kernels build one
+ * program per dtype x head dim x tile x feature set, minutes of PoCL compile
+ * time for a test grid).
  *
- * The transposed tiles are float8 arrays (32-byte aligned: whole-vector
- * loads and stores); the row <-> lane transposes at the start and end go
- * through a float view of them (clang gives vector types char aliasing).
+ * Private rows and tiles are sized for the API's largest head dim
+ * (FMSA_HEAD_DIM_MAX, fmsa_limits.h).  The transposed tiles are float8
+ * arrays (32-byte aligned: whole-vector loads and stores); the row <-> lane
+ * transposes at the start and end go through a float view of them (clang
+ * gives vector types char aliasing).
  */
 
-#define FC_RB 2              /* float8 vectors per work-item */
-#define FC_L (8 * FC_RB)     /* lanes (rows) per work-item */
-#define FC_KC 32             /* streamed rows per step (keys or query rows) */
-#define FC_KB 4              /* streamed rows per register block */
-#define FC_DMAX 256          /* largest head dim (FMSA_HEAD_DIM_MAX) */
+/* The tile shape comes from the host as -D values (fmsa_ocl_cpu_tiles in
+ * ocl_internal.h, checked there):
+ *   FC_RB  float8 vectors per work-item, so FC_L = 8 * FC_RB rows (lanes)
+ *   FC_KC  streamed rows per step (keys, or query rows in dK/dV), a multiple of FC_KB
+ *   FC_KB  streamed rows per register block */
+#if !defined(FC_RB) || !defined(FC_KC) || !defined(FC_KB)
+#error "the host passes the tile shape: -DFC_RB, -DFC_KC and -DFC_KB"
+#endif /* tile shape */
+#define FC_L (8 * FC_RB)
 
 /* cfg.z flag bits (the feature switches of the generic kernels). */
 #define FC_WINDOW 1
@@ -98,52 +105,13 @@ inline void fc_row_store(__private const float *row, __global uchar *dst, long o
     }
 }
 
-/* Where one sequence lives, resolved on the device (as fmsa_seq_resolve of
- * the generic kernels, with run-time switches). */
-typedef struct fc_seq {
-    long q_row0, k_row0, q_batch, k_batch, sq, sk;
-} fc_seq;
+/* Sequence b and row offsets through fmsa_ocl_seq.cl, with this family's
+ * run-time switches. */
+#define FC_SEQ(b, dims, flags, cuq, cuk, cv, sused, uv)                                        \
+    fmsa_ocl_seq((b), (dims), ((flags) & FC_VARLEN) != 0, ((flags) & FC_PAGED) != 0,           \
+                 ((flags) & FC_SEQUSED) != 0, (cuq), (cuk), (cv), (sused), (uv))
 
-inline fc_seq fc_seq_resolve(long b, long4 dims, int flags, __global const int *cuq,
-                             __global const int *cuk, long4 cv, __global const int *sused,
-                             long2 uv) {
-    fc_seq s;
-    if (flags & FC_VARLEN) {
-        s.q_row0 = cuq[cv.x + b * cv.y];
-        s.sq = cuq[cv.x + (b + 1) * cv.y] - s.q_row0;
-        s.k_row0 = cuk[cv.z + b * cv.w];
-        s.sk = cuk[cv.z + (b + 1) * cv.w] - s.k_row0;
-        s.q_batch = 0;
-        s.k_batch = 0;
-    } else {
-        s.q_row0 = 0;
-        s.k_row0 = 0;
-        s.q_batch = b;
-        s.k_batch = (flags & FC_PAGED) ? 0 : b;
-        s.sq = dims.x;
-        s.sk = dims.y;
-        if (flags & FC_SEQUSED) s.sk = sused[uv.x + b * uv.y];
-    }
-    return s;
-}
-
-/* Element offset of key row j of kv head hk (through the block table when
- * paged: bv = (offset, batch stride, page stride, page size)). */
-inline long fc_kv_row(long4 kv, const fc_seq *s, int flags, long b, long j, long hk,
-                      __global const int *bt, long4 bv) {
-    if (flags & FC_PAGED) {
-        long page = bt[bv.x + b * bv.y + (j / bv.w) * bv.z];
-        return kv.x + page * kv.y + (j % bv.w) * kv.z + hk * kv.w;
-    }
-    return kv.x + s->k_batch * kv.y + (s->k_row0 + j) * kv.z + hk * kv.w;
-}
-
-/* Query-side offset of row i (q, o, dout, dq views). */
-inline long fc_q_row(long4 qv, const fc_seq *s, long i, long h) {
-    return qv.x + s->q_batch * qv.y + (s->q_row0 + i) * qv.z + h * qv.w;
-}
-
-/* Lane offsets 0..15 of the two float8 halves. */
+/* Lane offsets 0..7 of one float8 (row 8 rb + lane of a work-item). */
 #define FC_LANE0 ((int8)(0, 1, 2, 3, 4, 5, 6, 7))
 
 /* Clamps a long distance into int range for lane arithmetic (positions of
@@ -160,7 +128,8 @@ inline float8 fc_score2(float8 x, int8 rel, int flags, float softcap, float slop
     return s2;
 }
 
-/* Window visibility of rel (see fc_score2) as a lane mask (-1 visible). */
+/* Window visibility of rel (see fc_score2) as a lane mask (-1 visible):
+ * fmsa_window_visible of fmsa_seq.h on 8 lanes, as distances to the diagonal. */
 inline int8 fc_window_vis(int8 rel, long2 win) {
     int8 vis = (int8)(-1);
     if (win.x >= 0) vis &= rel >= (int8)(-fc_clamp_int(win.x));
@@ -277,7 +246,7 @@ inline __attribute__((always_inline)) void fc_axpy_block(__private float8 *T,
     }
 }
 
-/* T[d][r] = mul * P[r0 + r][d] for lanes r < n (zero beyond): a 16-row block
+/* T[d][r] = mul * P[r0 + r][d] for lanes r < n (zero beyond): an FC_L-row block
  * of a panel (row stride D) transposed into a work-item's private tile. */
 inline void fc_panel_transpose(__private float *T, __global const float *P, long r0, int n,
                                int D, float mul) {
@@ -294,7 +263,7 @@ inline void fc_panel_transpose(__private float *T, __global const float *P, long
  * kernels stream whole FC_KB-row blocks without bounds tests.  The streamed
  * side is then contiguous: a head's rows in the tensors are H * D elements
  * apart, a new page each at H * D * 4 >= 4 KiB, which neither the hardware
- * prefetchers nor the TLB follow (measured 1.4x on the d=128 forward).
+ * prefetchers nor the TLB follow (bench/RESULTS.md has the measurement).
  * pk = (first slot, rows_pad, heads of the side, float offset in ws);
  * slot = b * heads + head; cfg.w = 0: key side (paging, seqused_k),
  * 1: query side.  Global size (ceil(rows_pad / FC_L), slots, 1). */
@@ -304,17 +273,20 @@ __kernel __attribute__((reqd_work_group_size(1, 1, 1))) void fmsa_ocl_cpu_pack(
     __global const int *bt, long4 bv, __global const int *sused, long2 uv, long4 dims,
     int4 cfg) {
     const int dtype = cfg.x, D = cfg.y, flags = cfg.z, qside = cfg.w;
+    const int paged = (flags & FC_PAGED) != 0;
     const long local_slot = get_group_id(1), slot = pk.x + local_slot;
     const long b = slot / pk.z, hd = slot - (slot / pk.z) * pk.z;
-    const fc_seq s = fc_seq_resolve(b, dims, flags, cuq, cuk, cv, sused, uv);
+    const fmsa_seq s = FC_SEQ(b, dims, flags, cuq, cuk, cv, sused, uv);
     const long len = qside ? s.sq : s.sk;
     __global float *dst0 = ws + pk.w + local_slot * 2 * pk.y * D;
     __global float *dst1 = dst0 + pk.y * D;
     const long r0 = (long)get_group_id(0) * FC_L;
     for (long r = r0; r < min(r0 + FC_L, pk.y); ++r) {
         if (r < len) {
-            const long oa = qside ? fc_q_row(av, &s, r, hd) : fc_kv_row(av, &s, flags, b, r, hd, bt, bv);
-            const long oc = qside ? fc_q_row(cvw, &s, r, hd) : fc_kv_row(cvw, &s, flags, b, r, hd, bt, bv);
+            const long oa = qside ? fmsa_ocl_q_row(av, &s, r, hd)
+                                  : fmsa_ocl_kv_row(av, &s, paged, b, r, hd, bt, bv);
+            const long oc = qside ? fmsa_ocl_q_row(cvw, &s, r, hd)
+                                  : fmsa_ocl_kv_row(cvw, &s, paged, b, r, hd, bt, bv);
             fc_row_pack(dst0 + r * D, a, oa, dtype, D);
             fc_row_pack(dst1 + r * D, c, oc, dtype, D);
         } else {

@@ -3,12 +3,12 @@
  * (FlashAttention-2 §3.2, deterministic: every output element has one
  * writer, no atomics) with the CPU layout of fmsa_ocl_cpu_forward.cl:
  *   preprocess  D_i = rowsum(dO_i * O_i), one work-item per 64 rows
- *   dK/dV       one work-item per 16 keys (lanes) of one kv head: K and V
+ *   dK/dV       one work-item per FC_L keys (lanes) of one kv head: K and V
  *               transposed in private memory (K pre-scaled), loops over the
  *               GQA group's heads and the query rows that can see the keys,
- *               16 rows at a time from Q / dO panels; dK, dV accumulate
+ *               FC_KC rows at a time from Q / dO panels; dK, dV accumulate
  *               lane-wise
- *   dQ          one work-item per 16 query rows (lanes), keys streamed from
+ *   dQ          one work-item per FC_L query rows (lanes), keys streamed from
  *               K / V panels as in the forward, recomputing P and dS
  * The panels (fmsa_ocl_cpu_pack) cover a chunk of (sequence, kv head)
  * slots at a time; the host runs pack, dK/dV and dQ per chunk.
@@ -18,7 +18,7 @@
  */
 
 /* Workspace row of query row i: ws[(q_batch * Hq + h) * ws_rows + row]. */
-inline long fc_ws_index(const fc_seq *s, long4 dims, long h, long ws_rows, long i) {
+inline long fc_ws_index(const fmsa_seq *s, long4 dims, long h, long ws_rows, long i) {
     return (s->q_batch * dims.z + h) * ws_rows + s->q_row0 + i;
 }
 
@@ -26,7 +26,7 @@ inline long fc_ws_index(const fc_seq *s, long4 dims, long h, long ws_rows, long 
  * get lse2 = -inf, dd = 0): lse2 = lse * log2 e, and dd = rowsum(dO * O) from
  * the preprocess.  Returns 1 when any row has a finite lse2. */
 inline int fc_row_stats(__private float *lse2, __private float *dd, int n, int valid, long i0,
-                        const fc_seq *s, long h, __global const float *lse, long4 lv,
+                        const fmsa_seq *s, long h, __global const float *lse, long4 lv,
                         __global const float *ws, long4 dims, long ws_rows) {
     int any = 0;
     for (int r = 0; r < n; ++r) {
@@ -34,8 +34,7 @@ inline int fc_row_stats(__private float *lse2, __private float *dd, int n, int v
         dd[r] = 0.0f;
         if (r < valid) {
             const long i = i0 + r;
-            lse2[r] = lse[lv.x + s->q_batch * lv.y + h * lv.z + (s->q_row0 + i) * lv.w] *
-                      FMSA_LOG2E;
+            lse2[r] = lse[fmsa_ocl_lse_row(lv, s, i, h)] * FMSA_LOG2E;
             dd[r] = ws[fc_ws_index(s, dims, h, ws_rows, i)];
         }
         if (lse2[r] != -INFINITY) any = 1;
@@ -49,7 +48,7 @@ __kernel __attribute__((reqd_work_group_size(1, 1, 1))) void fmsa_ocl_cpu_bwd_pr
     long rows, long heads, int4 cfg) {
     const int dtype = cfg.x, D = cfg.y;
     const long h = get_group_id(1), b = get_group_id(2);
-    float a[FC_DMAX], x[FC_DMAX];
+    float a[FMSA_HEAD_DIM_MAX], x[FMSA_HEAD_DIM_MAX];
     const long row0 = (long)get_group_id(0) * 64, row_end = min(rows, row0 + 64);
     for (long row = row0; row < row_end; ++row) {
         fc_row_load(a, dout, dv.x + b * dv.y + row * dv.z + h * dv.w, dtype, D, 1.0f);
@@ -72,8 +71,8 @@ __kernel __attribute__((reqd_work_group_size(1, 1, 1))) void fmsa_ocl_cpu_bwd_dk
     const long group = dims.w, local_slot = get_group_id(1), slot = pk.x + local_slot;
     const long b = slot / pk.z, hk = slot - (slot / pk.z) * pk.z;
     const long j0 = (long)get_group_id(0) * FC_L;
-    const fc_seq s = fc_seq_resolve(b, dims, flags, cuq, cuk, cv, (__global const int *)0,
-                                    (long2)(0));
+    const fmsa_seq s =
+        FC_SEQ(b, dims, flags, cuq, cuk, cv, (__global const int *)0, (long2)(0));
     if (j0 >= s.sk) return;
     const int nkeys = (int)min((long)FC_L, s.sk - j0);
     const long j_last = j0 + nkeys - 1;
@@ -82,14 +81,15 @@ __kernel __attribute__((reqd_work_group_size(1, 1, 1))) void fmsa_ocl_cpu_bwd_dk
     /* Query rows that can see keys [j0, j_last]: inverse of the window bounds. */
     long qb = 0, qe = s.sq;
     if (flags & FC_WINDOW) {
-        if (win.y >= 0) qb = max(qb, j0 - win.y - (s.sk - s.sq));
-        if (win.x >= 0) qe = min(qe, j_last + win.x - (s.sk - s.sq) + 1);
+        qb = fmsa_window_query_begin(j0, s.sq, s.sk, win.y);
+        qe = fmsa_window_query_end(j_last + 1, s.sq, s.sk, win.x);
     }
 
-    float8 kT8[FC_DMAX * FC_RB], vT8[FC_DMAX * FC_RB], dkT8[FC_DMAX * FC_RB], dvT8[FC_DMAX * FC_RB];
+    float8 kT8[FMSA_HEAD_DIM_MAX * FC_RB], vT8[FMSA_HEAD_DIM_MAX * FC_RB];
+    float8 dkT8[FMSA_HEAD_DIM_MAX * FC_RB], dvT8[FMSA_HEAD_DIM_MAX * FC_RB];
     __private float *kT = (__private float *)kT8, *vT = (__private float *)vT8;
     __private float *dkT = (__private float *)dkT8, *dvT = (__private float *)dvT8;
-    float row[FC_DMAX], pr[FC_KC * FC_L], dsr[FC_KC * FC_L];
+    float row[FMSA_HEAD_DIM_MAX], pr[FC_KC * FC_L], dsr[FC_KC * FC_L];
     float lse2[FC_KC], dd[FC_KC];
 
     {
@@ -112,11 +112,9 @@ __kernel __attribute__((reqd_work_group_size(1, 1, 1))) void fmsa_ocl_cpu_bwd_dk
             /* The step's rows against every key lane: full when no mask
              * applies to any (row, key) pair. */
             int full = nkeys == FC_L && !(flags & FC_MASK);
-            if (full && (flags & FC_WINDOW)) {
-                const long dlo = m0 + s.sk - s.sq, dhi = m0 + FC_KC - 1 + s.sk - s.sq;
-                if (win.x >= 0 && j0 < dhi - win.x) full = 0;
-                if (win.y >= 0 && j_last > dlo + win.y) full = 0;
-            }
+            if (full && (flags & FC_WINDOW))
+                full = fmsa_window_tile_inside(m0, m0 + FC_KC, j0, j_last + 1, s.sq, s.sk, win.x,
+                                               win.y);
             for (int r4 = 0; r4 < nq; r4 += FC_KB) {
                 float8 sa[FC_KB][FC_RB], pa[FC_KB][FC_RB];
                 fc_dot_block(sa, kT8, qp + (m0 + r4) * D, D);
@@ -172,12 +170,15 @@ __kernel __attribute__((reqd_work_group_size(1, 1, 1))) void fmsa_ocl_cpu_bwd_dk
         }
     }
 
+    /* dK / dV are never paged (the backward has no block table). */
+    __global const int *bt0 = (__global const int *)0;
+    const long4 bv0 = (long4)(0);
     for (int r = 0; r < nkeys; ++r) {
-        const long j = s.k_row0 + j0 + r;
+        const long j = j0 + r;
         for (int d = 0; d < D; ++d) row[d] = dkT[d * FC_L + r];
-        fc_row_store(row, dk, dkv.x + s.k_batch * dkv.y + j * dkv.z + hk * dkv.w, dtype, D, fp.x);
+        fc_row_store(row, dk, fmsa_ocl_kv_row(dkv, &s, 0, b, j, hk, bt0, bv0), dtype, D, fp.x);
         for (int d = 0; d < D; ++d) row[d] = dvT[d * FC_L + r];
-        fc_row_store(row, dvo, dvv.x + s.k_batch * dvv.y + j * dvv.z + hk * dvv.w, dtype, D,
+        fc_row_store(row, dvo, fmsa_ocl_kv_row(dvv, &s, 0, b, j, hk, bt0, bv0), dtype, D,
                      1.0f);
     }
 }
@@ -196,12 +197,12 @@ __kernel __attribute__((reqd_work_group_size(1, 1, 1))) void fmsa_ocl_cpu_bwd_dq
     const long b = slot / pk.z, hk = slot - (slot / pk.z) * pk.z;
     const long h = hk * group + (long)get_group_id(1) - local_slot * group;
     const long i0 = (long)get_group_id(0) * FC_L;
-    const fc_seq s = fc_seq_resolve(b, dims, flags, cuq, cuk, cv, (__global const int *)0,
-                                    (long2)(0));
+    const fmsa_seq s =
+        FC_SEQ(b, dims, flags, cuq, cuk, cv, (__global const int *)0, (long2)(0));
     if (i0 >= s.sq) return;
     const int nrows = (int)min((long)FC_L, s.sq - i0);
     const long i_last = i0 + nrows - 1;
-    const long diag0 = i0 + s.sk - s.sq;
+    const long diag0 = fmsa_seq_diag(i0, s.sq, s.sk);
     const float qmul = (flags & FC_SOFTCAP) ? fp.x : fp.y;
     const float slope = (flags & FC_ALIBI) ? alibi[av.x + b * av.y + h * av.z] : 0.0f;
     __global const float *kp = ws + pk.w + local_slot * 2 * pk.y * D;
@@ -212,10 +213,11 @@ __kernel __attribute__((reqd_work_group_size(1, 1, 1))) void fmsa_ocl_cpu_bwd_dq
         ke = fmsa_window_key_end(i_last + 1, s.sq, s.sk, win.y);
     }
 
-    float8 qT8[FC_DMAX * FC_RB], dOT8[FC_DMAX * FC_RB], dqT8[FC_DMAX * FC_RB];
+    float8 qT8[FMSA_HEAD_DIM_MAX * FC_RB], dOT8[FMSA_HEAD_DIM_MAX * FC_RB];
+    float8 dqT8[FMSA_HEAD_DIM_MAX * FC_RB];
     __private float *qT = (__private float *)qT8, *dOT = (__private float *)dOT8;
     __private float *dqT = (__private float *)dqT8;
-    float row[FC_DMAX], dsr[FC_KC * FC_L];
+    float row[FMSA_HEAD_DIM_MAX], dsr[FC_KC * FC_L];
     float lse2f[FC_L], ddf[FC_L];
 
     fc_row_stats(lse2f, ddf, FC_L, nrows, i0, &s, h, lse, lv, ws, dims, ws_rows);
@@ -237,10 +239,9 @@ __kernel __attribute__((reqd_work_group_size(1, 1, 1))) void fmsa_ocl_cpu_bwd_dq
     for (long n0 = kb; n0 < ke; n0 += FC_KC) {
         const int nk = (int)min((long)FC_KC, ke - n0);
         int full = nk == FC_KC && !(flags & FC_MASK);
-        if (full && (flags & FC_WINDOW)) {
-            if (win.x >= 0 && n0 < i_last + s.sk - s.sq - win.x) full = 0;
-            if (win.y >= 0 && n0 + FC_KC - 1 > diag0 + win.y) full = 0;
-        }
+        if (full && (flags & FC_WINDOW))
+            full = fmsa_window_tile_inside(i0, i_last + 1, n0, n0 + FC_KC, s.sq, s.sk, win.x,
+                                           win.y);
         for (int k4 = 0; k4 < nk; k4 += FC_KB) {
             float8 sa[FC_KB][FC_RB], pa[FC_KB][FC_RB];
             fc_dot_block(sa, qT8, kp + (n0 + k4) * D, D);
@@ -276,6 +277,6 @@ __kernel __attribute__((reqd_work_group_size(1, 1, 1))) void fmsa_ocl_cpu_bwd_dq
 
     for (int r = 0; r < nrows; ++r) {
         for (int d = 0; d < D; ++d) row[d] = dqT[d * FC_L + r];
-        fc_row_store(row, dq, fc_q_row(dqv, &s, i0 + r, h), dtype, D, fp.x);
+        fc_row_store(row, dq, fmsa_ocl_q_row(dqv, &s, i0 + r, h), dtype, D, fp.x);
     }
 }

@@ -6,17 +6,19 @@
  * tiles and barriers become memory copies and loop fission with every live
  * private value spilled per work-item, and their -D specialisation builds a
  * program per dtype x head dim x tile x feature set (seconds to minutes of
- * compile each).  The CPU kernels are barrier-free work-items of 16 rows
- * with explicit float8 arithmetic, specialised by nothing: one program, its
- * five kernels (with the panel packer) compiled once per runtime cache.
+ * compile each).  The CPU kernels are barrier-free work-items of a tile of
+ * rows with explicit float8 arithmetic, specialised only by the tile shape
+ * (one per device): one program, its five kernels (with the panel packer)
+ * compiled once per runtime cache.
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "backends/opencl/cpu/ocl_cpu.h"
 #include "backends/opencl/ocl_args.h"
-#include "backends/opencl/ocl_cpu.h"
 #include "common/error.h"
+#include "common/fmsa_limits.h"
 #include "common/planner.h"
 
 /* Kernels: FMSA_OCL_K_* and the panel packer. */
@@ -27,11 +29,6 @@ static const char *const fmsa_ocl_cpu_names[FMSA_OCL_K_COUNT + 1] = {
 
 /* Query rows per work-item of the preprocess kernel. */
 #define FMSA_OCL_CPU_PRE_ROWS 64
-
-/* Rows per register block (FC_KB in fmsa_ocl_cpu_common.cl): a step's last
- * block may read up to FC_KB - 1 rows past the sequence, so panels carry
- * that many zero rows (rounded up to 8) past the longest sequence. */
-#define FMSA_OCL_CPU_PAD 4
 
 /* Panel bytes per chunk of slots: the panels of a chunk are written and
  * read back while they are still in the last-level cache (32 MiB on the
@@ -56,15 +53,19 @@ typedef struct fmsa_ocl_cpu_layout {
 
 static int64_t fmsa_ocl_cpu_round(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
 
-static void fmsa_ocl_cpu_layout_make(const fmsa_problem *p, fmsa_ocl_cpu_layout *L) {
+/* A step's last register block (tiles.block rows) may read up to block - 1
+ * rows past the sequence, so panels carry block zero rows (rounded up to 8)
+ * past the longest sequence. */
+static void fmsa_ocl_cpu_layout_make(const fmsa_problem *p, const fmsa_ocl_cpu_tiles *t,
+                                     fmsa_ocl_cpu_layout *L) {
     const int bwd = p->pass == FMSA_PASS_BACKWARD;
     const int64_t bq = p->is_varlen ? 1 : p->batch;
     int64_t per_slot;
     memset(L, 0, sizeof *L);
     L->slots = p->batch * p->heads_kv;
     L->group = p->heads_kv > 0 ? p->heads_q / p->heads_kv : 1;
-    L->rows_k = fmsa_ocl_cpu_round(p->seqlen_k + FMSA_OCL_CPU_PAD, 8);
-    L->rows_q = bwd ? fmsa_ocl_cpu_round(p->seqlen_q + FMSA_OCL_CPU_PAD, 8) : 0;
+    L->rows_k = fmsa_ocl_cpu_round(p->seqlen_k + t->block, 8);
+    L->rows_q = bwd ? fmsa_ocl_cpu_round(p->seqlen_q + t->block, 8) : 0;
     L->d_floats = bwd ? fmsa_ocl_cpu_round(bq * p->heads_q * p->total_q, 16) : 0;
     per_slot = (2 * L->rows_k + 2 * L->group * L->rows_q) * p->head_dim;
     L->chunk = (int64_t)(FMSA_OCL_CPU_PANEL_BYTES / sizeof(float)) / (per_slot > 0 ? per_slot : 1);
@@ -76,19 +77,16 @@ static void fmsa_ocl_cpu_layout_make(const fmsa_problem *p, fmsa_ocl_cpu_layout 
                              : L->d_floats;
 }
 
-/* FC_DMAX of fmsa_ocl_cpu_common.cl (private tiles are sized for it). */
-#define FMSA_OCL_CPU_MAX_HEAD_DIM 256
-
 /* Positions inside one sequence are int lanes in the kernels. */
 #define FMSA_OCL_CPU_MAX_SEQ ((int64_t)1 << 30)
 
 int fmsa_ocl_cpu_selected(const fmsa_ocl_state *st, const fmsa_problem *p) {
     const char *env = getenv("FLASHMSA_OCL_VARIANT");
     cl_device_type type = 0;
-    /* Outside the kernels' private tiles (FC_DMAX) or int lane positions:
-     * the generic kernels. */
+    /* Outside the kernels' private tiles (FMSA_HEAD_DIM_MAX) or int lane
+     * positions: the generic kernels. */
     if (p->seqlen_q >= FMSA_OCL_CPU_MAX_SEQ || p->seqlen_k >= FMSA_OCL_CPU_MAX_SEQ ||
-        p->head_dim > FMSA_OCL_CPU_MAX_HEAD_DIM)
+        p->head_dim > FMSA_HEAD_DIM_MAX)
         return 0;
     if (env && strcmp(env, "cpu") == 0) return 1;
     if (env && strcmp(env, "generic") == 0) return 0;
@@ -99,6 +97,27 @@ int fmsa_ocl_cpu_selected(const fmsa_ocl_state *st, const fmsa_problem *p) {
     return (type & CL_DEVICE_TYPE_CPU) != 0;
 }
 
+/* Rows of a step handled per inner block: the planner rows give rows and
+ * step; the block is the kernels' unroll, not a cache shape. */
+#define FMSA_OCL_CPU_BLOCK 4
+
+/* Work-item rows are float8 lanes; the kernels' private arrays grow with
+ * rows x step, so both stay within what a CPU runtime keeps in cache. */
+fmsa_status fmsa_ocl_cpu_tiles_check(const fmsa_ocl_cpu_tiles *t) {
+    if (t->rows < 8 || t->rows > 32 || t->rows % 8 != 0)
+        return fmsa_fail(FMSA_ERR_INTERNAL,
+                         "opencl: CPU tiles: rows = %d must be 8, 16, 24 or 32", t->rows);
+    if (t->block < 1 || t->block > 8)
+        return fmsa_fail(FMSA_ERR_INTERNAL, "opencl: CPU tiles: block = %d must be in [1, 8]",
+                         t->block);
+    if (t->step < t->block || t->step > 128 || t->step % t->block != 0)
+        return fmsa_fail(FMSA_ERR_INTERNAL,
+                         "opencl: CPU tiles: step = %d must be a multiple of block = %d in "
+                         "[block, 128]",
+                         t->step, t->block);
+    return FMSA_SUCCESS;
+}
+
 fmsa_status fmsa_ocl_cpu_config_make(const fmsa_ocl_state *st, const fmsa_problem *p,
                                      const fmsa_tile_plan *plan, fmsa_ocl_config *cfg) {
     fmsa_ocl_cpu_layout L;
@@ -107,15 +126,13 @@ fmsa_status fmsa_ocl_cpu_config_make(const fmsa_ocl_state *st, const fmsa_proble
     const int own = p->pass == FMSA_PASS_FORWARD ? plan->block_m : plan->block_n;
     const int step = p->pass == FMSA_PASS_FORWARD ? plan->block_n : plan->block_m;
     (void)st;
-    if (own != FMSA_OCL_CPU_ROWS || step != FMSA_OCL_CPU_STEP)
-        return fmsa_fail(FMSA_ERR_INTERNAL,
-                         "opencl: planner row %s gives the CPU kernels %d rows x %d per step; "
-                         "they are built for %d x %d",
-                         plan->table_row ? plan->table_row : "?", own, step, FMSA_OCL_CPU_ROWS,
-                         FMSA_OCL_CPU_STEP);
     memset(cfg, 0, sizeof *cfg);
     cfg->variant = FMSA_OCL_VARIANT_CPU;
     cfg->table_row = plan->table_row;
+    cfg->cpu.rows = own;
+    cfg->cpu.step = step;
+    cfg->cpu.block = FMSA_OCL_CPU_BLOCK;
+    FMSA_TRY(fmsa_ocl_cpu_tiles_check(&cfg->cpu));
     for (int k = 0; k < FMSA_OCL_K_COUNT; ++k) {
         /* the dQ kernel takes the backward pair the other way round */
         const int dq = k == FMSA_OCL_K_BWD_DQ;
@@ -125,21 +142,30 @@ fmsa_status fmsa_ocl_cpu_config_make(const fmsa_ocl_state *st, const fmsa_proble
     }
     /* Backward: D = rowsum(dO * O), one fp32 per (query row, head), as the
      * generic kernels; both passes: the fp32 panels of one chunk of slots. */
-    fmsa_ocl_cpu_layout_make(p, &L);
+    fmsa_ocl_cpu_layout_make(p, &cfg->cpu, &L);
     cfg->workspace_bytes = (size_t)L.floats * sizeof(float);
     return FMSA_SUCCESS;
 }
 
-/* The kernel `which`, from the one CPU program.  Each kernel is a cache
- * entry of its own (keyed "cpu:<name>", which no -D string can equal) with
- * its own clBuildProgram of the same source and options: the runtime's
- * program cache (PoCL: POCL_CACHE_DIR) makes the repeats cheap. */
-static fmsa_status fmsa_ocl_cpu_kernel(fmsa_ocl_state *st, int which, cl_kernel *out) {
-    char key[64];
+/* Build options of the CPU program: the tile shape and nothing else. */
+static void fmsa_ocl_cpu_options(const fmsa_ocl_cpu_tiles *t, char *buf, size_t size) {
+    snprintf(buf, size, "-cl-std=CL1.2 -DFMSA_OCL_VARIANT_CPU=1 -DFC_RB=%d -DFC_KC=%d -DFC_KB=%d",
+             t->rows / 8, t->step, t->block);
+}
+
+/* The kernel `which`, from the one CPU program of tiles t.  Each kernel is
+ * a cache entry of its own (keyed "cpu:<name> <options>", which no generic
+ * -D string can equal) with its own clBuildProgram of the same source and
+ * options: the runtime's program cache (PoCL: POCL_CACHE_DIR) makes the
+ * repeats cheap. */
+static fmsa_status fmsa_ocl_cpu_kernel(fmsa_ocl_state *st, const fmsa_ocl_cpu_tiles *t,
+                                       int which, cl_kernel *out) {
+    char options[160], key[224];
     fmsa_ocl_program *e;
     cl_int rc;
     const char *src = fmsa_ocl_cpu_kernel_source;
-    snprintf(key, sizeof key, "cpu:%s", fmsa_ocl_cpu_names[which]);
+    fmsa_ocl_cpu_options(t, options, sizeof options);
+    snprintf(key, sizeof key, "cpu:%s %s", fmsa_ocl_cpu_names[which], options);
     for (e = st->programs; e; e = e->next)
         if (strcmp(e->options, key) == 0) {
             *out = e->kernel;
@@ -153,8 +179,7 @@ static fmsa_status fmsa_ocl_cpu_kernel(fmsa_ocl_state *st, int which, cl_kernel 
     strcpy(e->options, key);
     e->program = st->cl->clCreateProgramWithSource(st->context, 1, &src, NULL, &rc);
     if (rc == CL_SUCCESS) {
-        rc = st->cl->clBuildProgram(e->program, 1, &st->dev->id, FMSA_OCL_CPU_OPTIONS, NULL,
-                                    NULL);
+        rc = st->cl->clBuildProgram(e->program, 1, &st->dev->id, options, NULL, NULL);
         if (rc != CL_SUCCESS) {
             size_t n = 0;
             char log[2048];
@@ -168,7 +193,7 @@ static fmsa_status fmsa_ocl_cpu_kernel(fmsa_ocl_state *st, int which, cl_kernel 
             return fmsa_fail(FMSA_ERR_DEVICE,
                              "opencl: clBuildProgram failed for the CPU variant: %s (%d) with "
                              "options \"%s\"; build log:\n%s",
-                             fmsa_ocl_error_name(rc), (int)rc, FMSA_OCL_CPU_OPTIONS, log);
+                             fmsa_ocl_error_name(rc), (int)rc, options, log);
         }
         e->kernel = st->cl->clCreateKernel(e->program, fmsa_ocl_cpu_names[which], &rc);
         if (rc != CL_SUCCESS) st->cl->clReleaseProgram(e->program);
@@ -179,7 +204,7 @@ static fmsa_status fmsa_ocl_cpu_kernel(fmsa_ocl_state *st, int which, cl_kernel 
         return fmsa_ocl_fail("clCreateProgramWithSource/clCreateKernel", rc);
     }
     fmsa_log(FMSA_LOG_INFO, "opencl: variant cpu on %s: built %s with \"%s\"",
-             st->dev->info.name, fmsa_ocl_cpu_names[which], FMSA_OCL_CPU_OPTIONS);
+             st->dev->info.name, fmsa_ocl_cpu_names[which], options);
     e->next = st->programs;
     st->programs = e;
     *out = e->kernel;
@@ -227,12 +252,13 @@ static void fmsa_ocl_cpu_arg_dimsonly(fmsa_ocl_args *a, const fmsa_problem *p) {
  * offset off: key side (K, V: paging, seqused_k) or query side (Q, dO;
  * slots are then (sequence, query head), heads = Hq). */
 static fmsa_status fmsa_ocl_cpu_pack(fmsa_ocl_state *st, cl_command_queue queue,
-                                     const fmsa_problem *p, int qside, const fmsa_view4 *x,
-                                     const fmsa_view4 *y, cl_mem ws, int64_t slot0, int64_t n,
-                                     int64_t rows, int64_t off) {
+                                     const fmsa_problem *p, const fmsa_ocl_config *cfg,
+                                     int qside, const fmsa_view4 *x, const fmsa_view4 *y,
+                                     cl_mem ws, int64_t slot0, int64_t n, int64_t rows,
+                                     int64_t off) {
     fmsa_ocl_args a = {st->cl, NULL, 0, CL_SUCCESS};
     const size_t e = fmsa_problem_elem_size(p);
-    FMSA_TRY(fmsa_ocl_cpu_kernel(st, FMSA_OCL_CPU_K_PACK, &a.kernel));
+    FMSA_TRY(fmsa_ocl_cpu_kernel(st, &cfg->cpu, FMSA_OCL_CPU_K_PACK, &a.kernel));
     fmsa_ocl_arg_view4(&a, x, e);
     fmsa_ocl_arg_view4(&a, y, e);
     fmsa_ocl_arg_mem(&a, ws);
@@ -242,7 +268,7 @@ static fmsa_status fmsa_ocl_cpu_pack(fmsa_ocl_state *st, cl_command_queue queue,
     fmsa_ocl_cpu_arg_dimsonly(&a, p);
     fmsa_ocl_cpu_arg_cfg(&a, p, qside);
     return fmsa_ocl_enqueue(st, queue, &a, fmsa_ocl_cpu_names[FMSA_OCL_CPU_K_PACK],
-                            fmsa_ocl_groups(rows, FMSA_OCL_CPU_ROWS), (size_t)n, 1, 1);
+                            fmsa_ocl_groups(rows, (int64_t)cfg->cpu.rows), (size_t)n, 1, 1);
 }
 
 fmsa_status fmsa_ocl_cpu_run_forward(fmsa_ocl_state *st, const fmsa_problem *p,
@@ -253,13 +279,13 @@ fmsa_status fmsa_ocl_cpu_run_forward(fmsa_ocl_state *st, const fmsa_problem *p,
     cl_long2 uv;
     FMSA_TRY(fmsa_ocl_check_workspace(cfg, workspace, workspace_bytes, "forward"));
     if (p->batch == 0 || p->seqlen_q == 0 || p->heads_q == 0) return FMSA_SUCCESS;
-    fmsa_ocl_cpu_layout_make(p, &L);
+    fmsa_ocl_cpu_layout_make(p, &cfg->cpu, &L);
     for (int64_t slot0 = 0; slot0 < L.slots; slot0 += L.chunk) {
         const int64_t n = L.slots - slot0 < L.chunk ? L.slots - slot0 : L.chunk;
         fmsa_ocl_args a = {st->cl, NULL, 0, CL_SUCCESS};
-        FMSA_TRY(fmsa_ocl_cpu_pack(st, queue, p, 0, &p->k, &p->v, workspace, slot0, n, L.rows_k,
-                                   L.k_off));
-        FMSA_TRY(fmsa_ocl_cpu_kernel(st, FMSA_OCL_K_FORWARD, &a.kernel));
+        FMSA_TRY(fmsa_ocl_cpu_pack(st, queue, p, cfg, 0, &p->k, &p->v, workspace, slot0, n,
+                                   L.rows_k, L.k_off));
+        FMSA_TRY(fmsa_ocl_cpu_kernel(st, &cfg->cpu, FMSA_OCL_K_FORWARD, &a.kernel));
         fmsa_ocl_arg_view4(&a, &p->q, e);
         fmsa_ocl_arg_view4(&a, &p->o, e);
         fmsa_ocl_arg_viewn(&a, &p->lse, 4);
@@ -274,7 +300,7 @@ fmsa_status fmsa_ocl_cpu_run_forward(fmsa_ocl_state *st, const fmsa_problem *p,
         fmsa_ocl_arg_long4(&a, slot0, L.rows_k, p->heads_kv, L.k_off);
         fmsa_ocl_cpu_arg_dims(&a, p);
         FMSA_TRY(fmsa_ocl_enqueue(st, queue, &a, fmsa_ocl_cpu_names[FMSA_OCL_K_FORWARD],
-                                  fmsa_ocl_groups(p->seqlen_q, FMSA_OCL_CPU_ROWS),
+                                  fmsa_ocl_groups(p->seqlen_q, (int64_t)cfg->cpu.rows),
                                   (size_t)(n * L.group), 1, 1));
     }
     return FMSA_SUCCESS;
@@ -303,10 +329,10 @@ fmsa_status fmsa_ocl_cpu_run_backward(fmsa_ocl_state *st, const fmsa_problem *p,
     fmsa_ocl_cpu_layout L;
     FMSA_TRY(fmsa_ocl_check_workspace(cfg, workspace, workspace_bytes, "backward"));
     if (p->batch == 0 || p->heads_q == 0) return FMSA_SUCCESS;
-    fmsa_ocl_cpu_layout_make(p, &L);
+    fmsa_ocl_cpu_layout_make(p, &cfg->cpu, &L);
     {
         fmsa_ocl_args a = {st->cl, NULL, 0, CL_SUCCESS};
-        FMSA_TRY(fmsa_ocl_cpu_kernel(st, FMSA_OCL_K_BWD_PRE, &a.kernel));
+        FMSA_TRY(fmsa_ocl_cpu_kernel(st, &cfg->cpu, FMSA_OCL_K_BWD_PRE, &a.kernel));
         fmsa_ocl_arg_view4(&a, &p->o, e);
         fmsa_ocl_arg_view4(&a, &p->dout, e);
         fmsa_ocl_arg_mem(&a, workspace);
@@ -319,29 +345,29 @@ fmsa_status fmsa_ocl_cpu_run_backward(fmsa_ocl_state *st, const fmsa_problem *p,
     }
     for (int64_t slot0 = 0; slot0 < L.slots; slot0 += L.chunk) {
         const int64_t n = L.slots - slot0 < L.chunk ? L.slots - slot0 : L.chunk;
-        FMSA_TRY(fmsa_ocl_cpu_pack(st, queue, p, 0, &p->k, &p->v, workspace, slot0, n, L.rows_k,
-                                   L.k_off));
-        FMSA_TRY(fmsa_ocl_cpu_pack(st, queue, p, 1, &p->q, &p->dout, workspace, slot0 * L.group,
-                                   n * L.group, L.rows_q, L.q_off));
+        FMSA_TRY(fmsa_ocl_cpu_pack(st, queue, p, cfg, 0, &p->k, &p->v, workspace, slot0, n,
+                                   L.rows_k, L.k_off));
+        FMSA_TRY(fmsa_ocl_cpu_pack(st, queue, p, cfg, 1, &p->q, &p->dout, workspace,
+                                   slot0 * L.group, n * L.group, L.rows_q, L.q_off));
         {
             fmsa_ocl_args a = {st->cl, NULL, 0, CL_SUCCESS};
-            FMSA_TRY(fmsa_ocl_cpu_kernel(st, FMSA_OCL_K_BWD_DKDV, &a.kernel));
+            FMSA_TRY(fmsa_ocl_cpu_kernel(st, &cfg->cpu, FMSA_OCL_K_BWD_DKDV, &a.kernel));
             fmsa_ocl_arg_view4(&a, &p->dk, e);
             fmsa_ocl_arg_view4(&a, &p->dv, e);
             fmsa_ocl_cpu_arg_bwd_tail(&a, p, workspace, slot0, L.rows_q, L.q_off, L.rows_k,
                                       L.k_off);
             FMSA_TRY(fmsa_ocl_enqueue(st, queue, &a, fmsa_ocl_cpu_names[FMSA_OCL_K_BWD_DKDV],
-                                      fmsa_ocl_groups(p->seqlen_k, FMSA_OCL_CPU_ROWS),
+                                      fmsa_ocl_groups(p->seqlen_k, (int64_t)cfg->cpu.rows),
                                       (size_t)n, 1, 1));
         }
         {
             fmsa_ocl_args a = {st->cl, NULL, 0, CL_SUCCESS};
-            FMSA_TRY(fmsa_ocl_cpu_kernel(st, FMSA_OCL_K_BWD_DQ, &a.kernel));
+            FMSA_TRY(fmsa_ocl_cpu_kernel(st, &cfg->cpu, FMSA_OCL_K_BWD_DQ, &a.kernel));
             fmsa_ocl_arg_view4(&a, &p->dq, e);
             fmsa_ocl_cpu_arg_bwd_tail(&a, p, workspace, slot0, L.rows_k, L.k_off, L.rows_q,
                                       L.q_off);
             FMSA_TRY(fmsa_ocl_enqueue(st, queue, &a, fmsa_ocl_cpu_names[FMSA_OCL_K_BWD_DQ],
-                                      fmsa_ocl_groups(p->seqlen_q, FMSA_OCL_CPU_ROWS),
+                                      fmsa_ocl_groups(p->seqlen_q, (int64_t)cfg->cpu.rows),
                                       (size_t)(n * L.group), 1, 1));
         }
     }
