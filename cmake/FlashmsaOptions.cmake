@@ -1,7 +1,7 @@
 # Build options.  Each backend is AUTO (on when its toolchain is found), ON
 # (an error if it is not) or OFF.
 set(FLASHMSA_OPENMP AUTO CACHE STRING "OpenMP for the CPU backend: AUTO|ON|OFF")
-set(FLASHMSA_CUDA OFF CACHE STRING "CUDA backend: AUTO|ON|OFF (not implemented yet)")
+set(FLASHMSA_CUDA AUTO CACHE STRING "CUDA backend: AUTO|ON|OFF (AUTO: on where nvcc is found)")
 set(FLASHMSA_HIP OFF CACHE STRING "HIP backend: AUTO|ON|OFF (not implemented yet)")
 set(FLASHMSA_OPENCL AUTO CACHE STRING "OpenCL backend: AUTO|ON|OFF (needs only CL/cl.h to build)")
 set_property(CACHE FLASHMSA_OPENMP FLASHMSA_CUDA FLASHMSA_HIP FLASHMSA_OPENCL
@@ -27,7 +27,7 @@ if(NOT FLASHMSA_OPENMP STREQUAL "OFF")
   endif()
 endif()
 
-foreach(b CUDA HIP)
+foreach(b HIP)
   if(FLASHMSA_${b} STREQUAL "ON")
     message(FATAL_ERROR "FLASHMSA_${b}=ON: the ${b} backend is not implemented in this version")
   endif()

@@ -16,6 +16,9 @@
 
 /* One line per backend; compiled-out backends simply are not listed. */
 static const fmsa_backend_vtable *(*const fmsa_registry_getters[])(void) = {
+#if defined(FLASHMSA_HAVE_CUDA)
+    fmsa_backend_cuda_vtable,
+#endif /* FLASHMSA_HAVE_CUDA */
 #if defined(FLASHMSA_HAVE_OPENCL)
     fmsa_backend_opencl_vtable,
 #endif /* FLASHMSA_HAVE_OPENCL */
