@@ -56,9 +56,24 @@ set(FLASHMSA_CUDA_FLAGS "" CACHE STRING "Extra nvcc flags for the CUDA kernels")
 
 set(FLASHMSA_HAVE_CUDA 1)
 set(_fmsa_cuda_dir ${PROJECT_SOURCE_DIR}/backends/cuda)
-# One entry per kernel file; each becomes one fatbin and one module.
-set(FMSA_CUDA_KERNEL_SOURCES
-  ${_fmsa_cuda_dir}/kernels/fmsa_cuda_check.cu)
+# One entry per kernel file; each becomes one fatbin and one module.  Until
+# the kernel branches are merged their files (and the instance lists the host
+# picks from, cuda_<pass>_instances.h) are taken where present; a pass without
+# its list is "not supported" (cuda_instances_pending.c).
+set(FMSA_CUDA_KERNEL_SOURCES ${_fmsa_cuda_dir}/kernels/fmsa_cuda_check.cu)
+foreach(k fmsa_cuda_fwd fmsa_cuda_bwd fmsa_cuda_bwd_pre_post)
+  if(EXISTS ${_fmsa_cuda_dir}/kernels/${k}.cu)
+    list(APPEND FMSA_CUDA_KERNEL_SOURCES ${_fmsa_cuda_dir}/kernels/${k}.cu)
+  endif()
+endforeach()
+set(_fmsa_cuda_picks "")
+foreach(pass fwd bwd)
+  if(EXISTS ${_fmsa_cuda_dir}/cuda_${pass}_instances.h)
+    string(TOUPPER ${pass} _p)
+    list(APPEND _fmsa_cuda_picks ${_fmsa_cuda_dir}/cuda_${pass}_pick.c)
+    target_compile_definitions(flashmsa_objects PRIVATE FMSA_CUDA_HAVE_${_p}_INSTANCES=1)
+  endif()
+endforeach()
 
 set(_fmsa_gencode "")
 foreach(a IN LISTS FLASHMSA_CUDA_ARCHITECTURES)
@@ -138,6 +153,7 @@ target_sources(flashmsa_objects PRIVATE
   ${_fmsa_cuda_dir}/cuda_forward.c
   ${_fmsa_cuda_dir}/cuda_backward.c
   ${_fmsa_cuda_dir}/cuda_instances_pending.c
+  ${_fmsa_cuda_picks}
   ${_fmsa_cuda_embed})
 target_compile_definitions(flashmsa_objects PRIVATE FLASHMSA_HAVE_CUDA=1)
 list(APPEND FMSA_LIBRARY_DEPS Threads::Threads ${CMAKE_DL_LIBS})

@@ -18,6 +18,7 @@ fmsa_status fmsa_cuda_run_backward(fmsa_cuda_state *st, const fmsa_problem *p, v
     (void)workspace_bytes; /* checked against the same plan by the common layer */
     FMSA_TRY(fmsa_cuda_plan_make(st, p, &plan));
     fmsa_cuda_bwd_params_fill(p, &plan, st->status, ws, &bp);
+    fmsa_cuda_bwd_bind(&plan, ws, &bp);
     s = fmsa_cuda_enqueue_pass(st, &plan, &bp.fwd, &bp, ws, stream);
     if (s == FMSA_SUCCESS)
         fmsa_log(FMSA_LOG_DEBUG, "cuda: backward %s, %d launch(es)%s",

@@ -89,6 +89,9 @@ typedef struct fmsa_cuda_plan {
     size_t ws_dsum, ws_dq_accum;      ///< backward D and fp32 dQ accumulator
     size_t ws_dk_accum, ws_dv_accum;  ///< backward fp32 dK/dV (GQA)
     size_t zero_offset, zero_bytes;   ///< workspace range zeroed before the first launch
+    size_t ws_dq_sems;           ///< backward: deterministic dQ turn counters (or WS_NONE)
+    int num_sems;                ///< backward: ints at ws_dq_sems
+    int accum_dim;               ///< backward: row width of dq_accum (the instance's head dim)
     const char *instance;        ///< name of the chosen instance (for logs)
 } fmsa_cuda_plan;
 
@@ -107,6 +110,11 @@ fmsa_status fmsa_cuda_fwd_pick(const fmsa_cuda_device *dev, const fmsa_problem *
                                fmsa_cuda_plan *plan);
 fmsa_status fmsa_cuda_bwd_pick(const fmsa_cuda_device *dev, const fmsa_problem *p,
                                fmsa_cuda_plan *plan);
+
+/// Sets the fields the backward instance list adds to fmsa_cuda_bwd_params
+/// (its deterministic dQ counters, dq_accum's row width) from plan.
+void fmsa_cuda_bwd_bind(const fmsa_cuda_plan *plan, fmsa_cu_deviceptr workspace,
+                        fmsa_cuda_bwd_params *bp);
 
 /// Kernel-argument structs from a validated problem (cuda_params.c).  status
 /// is the context's status word; workspace the caller's (offsets from plan).

@@ -151,7 +151,7 @@ fmsa_status fmsa_cuda_status_take(fmsa_cuda_state *st, fmsa_cu_stream stream) {
                  FMSA_CUDA_STATUS_BAD_SEQUSED) && n < sizeof msg)
         snprintf(msg + n, sizeof msg - n, "%sunknown status bits %#x", n ? "; " : "", word);
     return fmsa_fail(FMSA_ERR_INVALID_ARGUMENT,
-                     "cuda: a device-side check of an earlier pass failed (those passes wrote "
-                     "nothing): %s",
+                     "cuda: a device-side check of a pass since the last fmsa_synchronize "
+                     "failed (the outputs of those passes are undefined): %s",
                      msg);
 }

@@ -36,7 +36,7 @@ fmsa_status fmsa_cuda_plan_make(const fmsa_cuda_state *st, const fmsa_problem *p
     plan->num_splits = 1;
     plan->ws_o_accum = plan->ws_lse_accum = FMSA_CUDA_WS_NONE;
     plan->ws_dsum = plan->ws_dq_accum = FMSA_CUDA_WS_NONE;
-    plan->ws_dk_accum = plan->ws_dv_accum = FMSA_CUDA_WS_NONE;
+    plan->ws_dk_accum = plan->ws_dv_accum = plan->ws_dq_sems = FMSA_CUDA_WS_NONE;
     if (p->pass == FMSA_PASS_FORWARD) FMSA_TRY(fmsa_cuda_fwd_pick(dev, p, plan));
     else FMSA_TRY(fmsa_cuda_bwd_pick(dev, p, plan));
     /* An instance list that promises what the device cannot launch is a bug
