@@ -18,7 +18,8 @@ static fmsa_status fmsa_prepare(fmsa_context *ctx, fmsa_pass pass,
                                 const fmsa_attention_desc *desc, const fmsa_call_tensors *t,
                                 int shape_only, fmsa_problem *p) {
     if (!ctx) return fmsa_fail(FMSA_ERR_INVALID_ARGUMENT, "ctx is NULL");
-    FMSA_TRY(fmsa_problem_build(p, pass, desc, t, shape_only, fmsa_ctx_reader, ctx));
+    FMSA_TRY(fmsa_problem_build_meta(p, pass, desc, t, shape_only, fmsa_ctx_reader, ctx,
+                                     ctx->vt->meta_access == FMSA_META_DEFERRED));
     if (ctx->vt->supports) FMSA_TRY(ctx->vt->supports(ctx->state, p));
     return FMSA_SUCCESS;
 }

@@ -42,10 +42,23 @@ typedef struct fmsa_backend_peak {
                            double *gflops);
 } fmsa_backend_peak;
 
+/// How validation may read a backend's metadata tensors (cu_seqlens, block
+/// tables, seqused_k).
+typedef enum fmsa_meta_access {
+    /// Validation reads them through copy_to_host (host memory on the CPU, a
+    /// synchronous copy on OpenCL) and checks them before the pass runs.
+    FMSA_META_READ = 0,
+    /// No host read where the call gives what validation would compute
+    /// (max_seqlen_q/k); the backend checks the contents on the device and
+    /// reports at the next synchronize, so a pass can be captured (CUDA graphs).
+    FMSA_META_DEFERRED = 1,
+} fmsa_meta_access;
+
 typedef struct fmsa_backend_vtable {
     int api_version;      ///< FMSA_BACKEND_API_VERSION the backend was built with
     fmsa_backend kind;    ///< which backend this is
     const char *name;     ///< "cpu", "cuda", ...
+    fmsa_meta_access meta_access; ///< how validation reads metadata (0 = FMSA_META_READ)
 
     /// Number of usable devices; 0 (and FMSA_SUCCESS) when the runtime or
     /// driver is missing.  Must not fail on a machine without the vendor stack.

@@ -215,7 +215,7 @@ static fmsa_status fmsa_check_cu_seqlens(const char *name, const fmsa_tensor *t,
 
 /* Paged KV: every page a used key lives in must exist in the pool. */
 static fmsa_status fmsa_check_paged(fmsa_problem *p, const fmsa_attention_desc *desc,
-                                    fmsa_meta_reader reader, void *state) {
+                                    fmsa_meta_reader reader, void *state, int defer) {
     const fmsa_tensor *bt = &desc->block_table;
     int32_t *used_k = NULL;
     fmsa_status st = FMSA_SUCCESS;
@@ -226,7 +226,10 @@ static fmsa_status fmsa_check_paged(fmsa_problem *p, const fmsa_attention_desc *
         return fmsa_fail(FMSA_ERR_INVALID_ARGUMENT,
                          "desc.block_table.shape[1] = %lld x desc.page_size = %lld overflows int64",
                          (long long)p->max_pages, (long long)p->page_size);
-    p->seqlen_k = p->has_seqused_k ? 0 : cap;
+    p->seqlen_k = p->has_seqused_k && !defer ? 0 : cap;
+    /* Deferred (CUDA): the table and seqused_k are checked on the device
+     * (backends/cuda/kernels/fmsa_cuda_check.cu); cap bounds every sequence. */
+    if (defer) return FMSA_SUCCESS;
     if (p->has_seqused_k)
         FMSA_TRY(fmsa_read_i32_vec("desc.seqused_k", desc->seqused_k.data,
                                    desc->seqused_k.byte_offset, p->batch,
@@ -344,7 +347,7 @@ static fmsa_status fmsa_check_qkv(fmsa_problem *p, const fmsa_call_tensors *t) {
 /* Batch and sequence lengths: plain, varlen or paged. */
 static fmsa_status fmsa_check_sequences(fmsa_problem *p, const fmsa_attention_desc *desc,
                                         const fmsa_call_tensors *t, fmsa_meta_reader reader,
-                                        void *state) {
+                                        void *state, int defer) {
     int has_cq = fmsa_present(&desc->cu_seqlens_q), has_ck = fmsa_present(&desc->cu_seqlens_k);
     p->is_paged = fmsa_present(&desc->block_table);
     p->has_seqused_k = fmsa_present(&desc->seqused_k);
@@ -391,10 +394,19 @@ static fmsa_status fmsa_check_sequences(fmsa_problem *p, const fmsa_attention_de
             return fmsa_fail(FMSA_ERR_INVALID_ARGUMENT,
                              "varlen: packed lengths %lld / %lld exceed int32 cu_seqlens",
                              (long long)p->total_q, (long long)p->total_k);
-        FMSA_TRY(fmsa_check_cu_seqlens("desc.cu_seqlens_q", &desc->cu_seqlens_q, p->batch,
-                                       p->total_q, reader, state, &maxq));
-        FMSA_TRY(fmsa_check_cu_seqlens("desc.cu_seqlens_k", &desc->cu_seqlens_k, p->batch,
-                                       p->total_k, reader, state, &maxk));
+        if (defer && desc->max_seqlen_q > 0 && desc->max_seqlen_k > 0) {
+            /* Deferred (CUDA) with both bounds given: no device read, so the
+             * call can be captured into a graph; the contents are checked on
+             * the device.  No sequence is longer than its packed total, which
+             * keeps a generous bound from sizing the work (see below). */
+            maxq = desc->max_seqlen_q < p->total_q ? desc->max_seqlen_q : p->total_q;
+            maxk = desc->max_seqlen_k < p->total_k ? desc->max_seqlen_k : p->total_k;
+        } else {
+            FMSA_TRY(fmsa_check_cu_seqlens("desc.cu_seqlens_q", &desc->cu_seqlens_q, p->batch,
+                                           p->total_q, reader, state, &maxq));
+            FMSA_TRY(fmsa_check_cu_seqlens("desc.cu_seqlens_k", &desc->cu_seqlens_k, p->batch,
+                                           p->total_k, reader, state, &maxk));
+        }
         if (desc->max_seqlen_q < 0 || (desc->max_seqlen_q > 0 && desc->max_seqlen_q < maxq))
             return fmsa_fail(FMSA_ERR_INVALID_ARGUMENT,
                              "desc.max_seqlen_q = %lld: the longest query sequence has %lld rows",
@@ -447,7 +459,7 @@ static fmsa_status fmsa_check_sequences(fmsa_problem *p, const fmsa_attention_de
             p->seqused_k = fmsa_viewn_of(&desc->seqused_k);
             p->seqused_k.s0 = desc->seqused_k.strides[0];
         }
-        return fmsa_check_paged(p, desc, reader, state);
+        return fmsa_check_paged(p, desc, reader, state, defer);
     }
     if (t->k->shape[0] != p->batch)
         return fmsa_fail(FMSA_ERR_INVALID_ARGUMENT,
@@ -567,6 +579,13 @@ static fmsa_status fmsa_check_pass_tensors(fmsa_problem *p, const fmsa_call_tens
 fmsa_status fmsa_problem_build(fmsa_problem *p, fmsa_pass pass, const fmsa_attention_desc *desc,
                                const fmsa_call_tensors *t, int shape_only,
                                fmsa_meta_reader reader, void *reader_state) {
+    return fmsa_problem_build_meta(p, pass, desc, t, shape_only, reader, reader_state, 0);
+}
+
+fmsa_status fmsa_problem_build_meta(fmsa_problem *p, fmsa_pass pass,
+                                    const fmsa_attention_desc *desc, const fmsa_call_tensors *t,
+                                    int shape_only, fmsa_meta_reader reader, void *reader_state,
+                                    int defer_metadata) {
     if (!p || !t) return fmsa_fail(FMSA_ERR_INTERNAL, "fmsa_problem_build: NULL problem/tensors");
     memset(p, 0, sizeof *p);
     if (!desc) return fmsa_fail(FMSA_ERR_INVALID_ARGUMENT, "desc is NULL");
@@ -575,7 +594,7 @@ fmsa_status fmsa_problem_build(fmsa_problem *p, fmsa_pass pass, const fmsa_atten
     p->pass = pass;
     FMSA_TRY(fmsa_check_desc_scalars(p, desc));
     FMSA_TRY(fmsa_check_qkv(p, t));
-    FMSA_TRY(fmsa_check_sequences(p, desc, t, reader, reader_state));
+    FMSA_TRY(fmsa_check_sequences(p, desc, t, reader, reader_state, defer_metadata));
     FMSA_TRY(fmsa_check_bias_and_mask(p, desc));
     if (!shape_only) FMSA_TRY(fmsa_check_pass_tensors(p, t));
     if (pass == FMSA_PASS_BACKWARD) p->has_lse = 1;

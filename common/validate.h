@@ -29,4 +29,14 @@ fmsa_status fmsa_problem_build(fmsa_problem *p, fmsa_pass pass,
                                const fmsa_call_tensors *t, int shape_only,
                                fmsa_meta_reader reader, void *reader_state);
 
+/// fmsa_problem_build for a backend of FMSA_META_DEFERRED metadata access
+/// (defer_metadata != 0): block tables and seqused_k are never read, and
+/// cu_seqlens only when max_seqlen_q or max_seqlen_k is 0; the backend checks
+/// the contents on the device.
+fmsa_status fmsa_problem_build_meta(fmsa_problem *p, fmsa_pass pass,
+                                    const fmsa_attention_desc *desc,
+                                    const fmsa_call_tensors *t, int shape_only,
+                                    fmsa_meta_reader reader, void *reader_state,
+                                    int defer_metadata);
+
 #endif /* FMSA_COMMON_VALIDATE_H */

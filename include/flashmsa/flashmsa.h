@@ -163,6 +163,10 @@ FMSA_API fmsa_status fmsa_copy_to_device(fmsa_context *ctx, void *dst, size_t ds
 FMSA_API fmsa_status fmsa_copy_to_host(fmsa_context *ctx, void *dst, const void *src,
                                        size_t src_offset, size_t bytes);
 /// Waits until all work queued on stream (NULL = the context's default) is done.
+/// On CUDA it also reports the device-side metadata checks of the passes
+/// before it (see "CUDA: what is checked where" below): FMSA_ERR_INVALID_ARGUMENT
+/// naming the check, after which the outputs of the passes since the previous
+/// fmsa_synchronize are undefined; the report is cleared.
 FMSA_API fmsa_status fmsa_synchronize(fmsa_context *ctx, void *stream);
 
 /* ------------------------------------------------------------------------ */
@@ -233,6 +237,24 @@ FMSA_API fmsa_tensor fmsa_tensor_contiguous(void *data, fmsa_dtype dtype, int32_
  *     (no mask or bit (j & 7) of mask[b][h][i][j >> 3] is 1)
  *   causal means window_right = 0 (bottom-right aligned, as FlashAttention 2.1+).
  * A row with no visible key gives O = 0, LSE = -inf and zero gradients.
+ *
+ * CUDA: what is checked where.  A CUDA pass can be captured into a CUDA graph
+ * (no host synchronisation, allocation or device-to-host read) whenever it is
+ * not varlen, or is varlen with max_seqlen_q and max_seqlen_k both > 0.  The
+ * metadata contents the host cannot read without a copy are then checked on
+ * the device, in stream order before the attention kernels, and reported by
+ * the next fmsa_synchronize on that stream:
+ *   - cu_seqlens_q/k (start at 0, non-decreasing, end at the packed total,
+ *     no sequence longer than max_seqlen_q/k): on the device when both
+ *     max_seqlen are given; otherwise read with a synchronous copy and checked
+ *     in the call, as on every other backend (then the call is not capturable);
+ *   - block_table entries of the pages a sequence's used keys live in, within
+ *     [0, num_pages): always on the device;
+ *   - seqused_k within [0, max_pages * page_size]: always on the device (the
+ *     keys bound is then max_pages * page_size for every sequence).
+ * Everything else (shapes, strides, dtypes, the description, and on CUDA that
+ * every tensor lies inside one device allocation) is checked in the call.
+ * On the CPU and OpenCL backends every check happens in the call.
  */
 
 /// Everything about the attention besides q/k/v/o.  Zero-initialise, then set

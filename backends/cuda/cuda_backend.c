@@ -1,0 +1,323 @@
+/*
+ * The CUDA backend's vtable: devices, contexts, memory and the two passes.
+ *
+ * A context is the device's primary context, the one the CUDA runtime (and
+ * so PyTorch, cudaMalloc) uses, so memory from either can be passed in as it
+ * is; every call pushes it for its duration and pops it again, leaving the
+ * caller's current context alone.  Streams are the caller's (a cudaStream_t
+ * is a CUstream); NULL is the legacy default stream.
+ */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backends/cuda/cuda_internal.h"
+#include "common/backend.h"
+#include "common/error.h"
+
+static fmsa_status fmsa_cuda_device_count(int *count) {
+    fmsa_cuda_devices(count);
+    if (*count == 0) fmsa_log(FMSA_LOG_INFO, "cuda: no devices (%s)", fmsa_cuda_load_error());
+    return FMSA_SUCCESS;
+}
+
+static fmsa_status fmsa_cuda_device_info(int index, fmsa_device_info *info) {
+    int n = 0;
+    const fmsa_cuda_device *devs = fmsa_cuda_devices(&n);
+    if (index < 0 || index >= n)
+        return fmsa_fail(FMSA_ERR_INVALID_ARGUMENT, "cuda: device index %d out of range (%d devices)",
+                         index, n);
+    *info = devs[index].info;
+    return FMSA_SUCCESS;
+}
+
+fmsa_status fmsa_cuda_push(const fmsa_cuda_state *st) {
+    FMSA_CU_CHECK(st->cu, "cuCtxPushCurrent", st->cu->cuCtxPushCurrent(st->ctx));
+    return FMSA_SUCCESS;
+}
+
+void fmsa_cuda_pop(const fmsa_cuda_state *st) {
+    fmsa_cu_context popped;
+    st->cu->cuCtxPopCurrent(&popped);
+}
+
+static void fmsa_cuda_context_destroy(void *state) {
+    fmsa_cuda_state *st = (fmsa_cuda_state *)state;
+    if (!st) return;
+    if (st->ctx && fmsa_cuda_push(st) == FMSA_SUCCESS) {
+        if (st->status) st->cu->cuMemFree(st->status);
+        for (int i = 0; i < st->module_count; ++i) st->cu->cuModuleUnload(st->modules[i]);
+        fmsa_cuda_pop(st);
+    }
+    while (st->kernels) {
+        fmsa_cuda_kernel *next = st->kernels->next;
+        free(st->kernels);
+        st->kernels = next;
+    }
+    if (st->ctx) st->cu->cuDevicePrimaryCtxRelease(st->dev->handle);
+    pthread_mutex_destroy(&st->lock);
+    free(st);
+}
+
+/* Loads every embedded fatbin and makes the zeroed status word: done here,
+ * once, so that no later pass allocates or loads anything (graph capture). */
+static fmsa_status fmsa_cuda_context_init(fmsa_cuda_state *st) {
+    unsigned zero[4] = {0, 0, 0, 0};
+    if (fmsa_cuda_fatbin_count > FMSA_CUDA_MAX_MODULES)
+        return fmsa_fail(FMSA_ERR_INTERNAL, "cuda: %d kernel files, at most %d modules",
+                         fmsa_cuda_fatbin_count, FMSA_CUDA_MAX_MODULES);
+    for (int i = 0; i < fmsa_cuda_fatbin_count; ++i) {
+        fmsa_cu_result rc = st->cu->cuModuleLoadData(&st->modules[i], fmsa_cuda_fatbins[i].data);
+        if (rc != FMSA_CU_SUCCESS) {
+            fmsa_status s = fmsa_cuda_fail(st->cu, "cuModuleLoadData", rc);
+            return fmsa_fail(s, "%s (kernels of %s, device %s)", fmsa_last_error(),
+                             fmsa_cuda_fatbins[i].name, st->dev->info.arch);
+        }
+        st->module_count = i + 1;
+    }
+    FMSA_CU_CHECK(st->cu, "cuMemAlloc(status word)", st->cu->cuMemAlloc(&st->status, sizeof zero));
+    FMSA_CU_CHECK(st->cu, "cuMemcpyHtoD(status word)",
+                  st->cu->cuMemcpyHtoD(st->status, zero, sizeof zero));
+    return FMSA_SUCCESS;
+}
+
+static fmsa_status fmsa_cuda_context_create(int index, void **state) {
+    int n = 0;
+    const fmsa_cuda_device *devs = fmsa_cuda_devices(&n);
+    fmsa_cuda_state *st;
+    fmsa_status s;
+    if (index < 0 || index >= n)
+        return fmsa_fail(n ? FMSA_ERR_INVALID_ARGUMENT : FMSA_ERR_BACKEND_UNAVAILABLE,
+                         "cuda: device index %d out of range (%d devices%s%s)", index, n,
+                         n ? "" : ": ", n ? "" : fmsa_cuda_load_error());
+    st = (fmsa_cuda_state *)calloc(1, sizeof *st);
+    if (!st) return fmsa_fail(FMSA_ERR_OUT_OF_MEMORY, "cuda: context state allocation failed");
+    st->cu = fmsa_cuda_load();
+    st->dev = &devs[index];
+    pthread_mutex_init(&st->lock, NULL);
+    {
+        fmsa_cu_result rc = st->cu->cuDevicePrimaryCtxRetain(&st->ctx, st->dev->handle);
+        if (rc != FMSA_CU_SUCCESS) {
+            st->ctx = NULL;
+            s = fmsa_cuda_fail(st->cu, "cuDevicePrimaryCtxRetain", rc);
+            fmsa_cuda_context_destroy(st);
+            return s;
+        }
+    }
+    s = fmsa_cuda_push(st);
+    if (s == FMSA_SUCCESS) {
+        s = fmsa_cuda_context_init(st);
+        fmsa_cuda_pop(st);
+    }
+    if (s != FMSA_SUCCESS) {
+        fmsa_cuda_context_destroy(st);
+        return s;
+    }
+    *state = st;
+    return FMSA_SUCCESS;
+}
+
+static fmsa_cu_deviceptr fmsa_cuda_dptr(const void *p) { return (fmsa_cu_deviceptr)(uintptr_t)p; }
+
+static fmsa_status fmsa_cuda_mem_alloc(void *state, size_t bytes, void **ptr) {
+    fmsa_cuda_state *st = (fmsa_cuda_state *)state;
+    fmsa_cu_deviceptr d = 0;
+    fmsa_cu_result rc;
+    FMSA_TRY(fmsa_cuda_push(st));
+    rc = st->cu->cuMemAlloc(&d, bytes ? bytes : 1);
+    fmsa_cuda_pop(st);
+    if (rc != FMSA_CU_SUCCESS) {
+        fmsa_status s = fmsa_cuda_fail(st->cu, "cuMemAlloc", rc);
+        return fmsa_fail(s, "%s (%zu bytes)", fmsa_last_error(), bytes);
+    }
+    *ptr = (void *)(uintptr_t)d;
+    return FMSA_SUCCESS;
+}
+
+static fmsa_status fmsa_cuda_mem_free(void *state, void *ptr) {
+    fmsa_cuda_state *st = (fmsa_cuda_state *)state;
+    fmsa_cu_result rc;
+    if (!ptr) return FMSA_SUCCESS;
+    FMSA_TRY(fmsa_cuda_push(st));
+    rc = st->cu->cuMemFree(fmsa_cuda_dptr(ptr));
+    fmsa_cuda_pop(st);
+    if (rc != FMSA_CU_SUCCESS) return fmsa_cuda_fail(st->cu, "cuMemFree", rc);
+    return FMSA_SUCCESS;
+}
+
+/* Synchronous copies: what the backend-neutral helpers (and validation's
+ * reads of cu_seqlens when max_seqlen is not given) expect. */
+static fmsa_status fmsa_cuda_copy_to_device(void *state, void *dst, size_t dst_offset,
+                                            const void *src, size_t bytes) {
+    fmsa_cuda_state *st = (fmsa_cuda_state *)state;
+    fmsa_cu_result rc;
+    if (!bytes) return FMSA_SUCCESS;
+    FMSA_TRY(fmsa_cuda_push(st));
+    rc = st->cu->cuMemcpyHtoD(fmsa_cuda_dptr(dst) + dst_offset, src, bytes);
+    fmsa_cuda_pop(st);
+    if (rc != FMSA_CU_SUCCESS) return fmsa_cuda_fail(st->cu, "cuMemcpyHtoD", rc);
+    return FMSA_SUCCESS;
+}
+
+static fmsa_status fmsa_cuda_copy_to_host(void *state, void *dst, const void *src,
+                                          size_t src_offset, size_t bytes) {
+    fmsa_cuda_state *st = (fmsa_cuda_state *)state;
+    fmsa_cu_result rc;
+    if (!bytes) return FMSA_SUCCESS;
+    FMSA_TRY(fmsa_cuda_push(st));
+    rc = st->cu->cuMemcpyDtoH(dst, fmsa_cuda_dptr(src) + src_offset, bytes);
+    fmsa_cuda_pop(st);
+    if (rc != FMSA_CU_SUCCESS) return fmsa_cuda_fail(st->cu, "cuMemcpyDtoH", rc);
+    return FMSA_SUCCESS;
+}
+
+static fmsa_status fmsa_cuda_synchronize(void *state, void *stream) {
+    fmsa_cuda_state *st = (fmsa_cuda_state *)state;
+    fmsa_status s;
+    int capturing = 0;
+    FMSA_TRY(fmsa_cuda_push(st));
+    if (st->cu->cuStreamIsCapturing((fmsa_cu_stream)stream, &capturing) == FMSA_CU_SUCCESS &&
+        capturing) {
+        fmsa_cuda_pop(st);
+        return fmsa_fail(FMSA_ERR_INVALID_ARGUMENT,
+                         "cuda: fmsa_synchronize on a stream that is being captured into a CUDA "
+                         "graph (synchronize after cuStreamEndCapture / replay)");
+    }
+    s = fmsa_cuda_status_take(st, (fmsa_cu_stream)stream);
+    fmsa_cuda_pop(st);
+    return s;
+}
+
+/* [first, last] bytes a view's kernels may touch: rows x heads x width
+ * elements of elem bytes from data + byte_offset (0 rows: nothing). */
+static fmsa_status fmsa_cuda_check_range(const fmsa_cuda_state *st, const char *name,
+                                         const void *data, int64_t byte_offset, int64_t n0,
+                                         int64_t s0, int64_t n1, int64_t s1, int64_t n2,
+                                         int64_t s2, int64_t width, size_t elem) {
+    fmsa_cu_deviceptr base = 0, first;
+    size_t size = 0;
+    int64_t last;
+    fmsa_cu_result rc;
+    if (!data || n0 <= 0 || n1 <= 0 || n2 <= 0 || width <= 0) return FMSA_SUCCESS;
+    /* validation already proved these products fit int64 */
+    last = ((n0 - 1) * s0 + (n1 - 1) * s1 + (n2 - 1) * s2 + width) * (int64_t)elem;
+    first = fmsa_cuda_dptr(data) + (fmsa_cu_deviceptr)byte_offset;
+    rc = st->cu->cuMemGetAddressRange(&base, &size, first);
+    if (rc != FMSA_CU_SUCCESS)
+        return fmsa_fail(FMSA_ERR_INVALID_ARGUMENT,
+                         "%s.data + byte_offset = %#llx is not device memory of this CUDA context "
+                         "(cuMemGetAddressRange: %d)",
+                         name, (unsigned long long)first, (int)rc);
+    if (first + (fmsa_cu_deviceptr)last > base + size)
+        return fmsa_fail(FMSA_ERR_INVALID_ARGUMENT,
+                         "%s: its view reaches %lld bytes past data + byte_offset, but the "
+                         "allocation holding it ends %llu bytes after that point",
+                         name, (long long)last, (unsigned long long)(base + size - first));
+    return FMSA_SUCCESS;
+}
+
+/* Every tensor the kernels touch must lie inside one allocation: a host
+ * pointer or a short buffer would otherwise fault on the device, which kills
+ * the whole context (the caller's too), not just this call. */
+static fmsa_status fmsa_cuda_check_ranges(const fmsa_cuda_state *st, const fmsa_problem *p) {
+    const size_t e = fmsa_problem_elem_size(p);
+    const int64_t bq = p->is_varlen ? 1 : p->batch, D = p->head_dim;
+    const int64_t bk = p->is_paged ? p->num_pages : bq;
+    const int64_t rows_k = p->is_paged ? p->page_size : p->total_k;
+    const fmsa_view4 *q4[] = {&p->q, &p->o, &p->dout, &p->dq};
+    const char *qn[] = {"q", "o", "dout", "dq"};
+    const fmsa_view4 *k4[] = {&p->k, &p->v, &p->dk, &p->dv};
+    const char *kn[] = {"k", "v", "dk", "dv"};
+    const int n4 = p->pass == FMSA_PASS_BACKWARD ? 4 : 2;
+    for (int i = 0; i < n4; ++i) {
+        const fmsa_view4 *v = q4[i]; /* workspace queries have no outputs: data NULL */
+        FMSA_TRY(fmsa_cuda_check_range(st, qn[i], v->data, v->byte_offset, bq, v->sb, p->total_q,
+                                       v->ss, p->heads_q, v->sh, D, e));
+    }
+    for (int i = 0; i < n4; ++i) {
+        const fmsa_view4 *v = k4[i];
+        FMSA_TRY(fmsa_cuda_check_range(st, kn[i], v->data, v->byte_offset, bk, v->sb, rows_k,
+                                       v->ss, p->heads_kv, v->sh, D, e));
+    }
+    if (p->has_lse)
+        FMSA_TRY(fmsa_cuda_check_range(st, "lse", p->lse.data, p->lse.byte_offset, bq, p->lse.s0,
+                                       p->heads_q, p->lse.s1, p->total_q, p->lse.s2, 1, 4));
+    if (p->has_alibi)
+        FMSA_TRY(fmsa_cuda_check_range(st, "desc.alibi_slopes", p->alibi.data,
+                                       p->alibi.byte_offset, p->batch, p->alibi.s0, p->heads_q,
+                                       p->alibi.s1, 1, 0, 1, 4));
+    if (p->has_mask)
+        FMSA_TRY(fmsa_cuda_check_range(st, "desc.mask", p->mask.data, p->mask.byte_offset,
+                                       p->batch, p->mask.s0, p->heads_q, p->mask.s1, p->seqlen_q,
+                                       p->mask.s2, (p->seqlen_k + 7) / 8, 1));
+    if (p->is_varlen) {
+        FMSA_TRY(fmsa_cuda_check_range(st, "desc.cu_seqlens_q", p->cu_seqlens_q.data,
+                                       p->cu_seqlens_q.byte_offset, p->batch + 1,
+                                       p->cu_seqlens_q.s0, 1, 0, 1, 0, 1, 4));
+        FMSA_TRY(fmsa_cuda_check_range(st, "desc.cu_seqlens_k", p->cu_seqlens_k.data,
+                                       p->cu_seqlens_k.byte_offset, p->batch + 1,
+                                       p->cu_seqlens_k.s0, 1, 0, 1, 0, 1, 4));
+    }
+    if (p->is_paged) {
+        FMSA_TRY(fmsa_cuda_check_range(st, "desc.block_table", p->block_table.data,
+                                       p->block_table.byte_offset, p->batch, p->block_table.s0,
+                                       p->max_pages, p->block_table.s1, 1, 0, 1, 4));
+        if (p->has_seqused_k)
+            FMSA_TRY(fmsa_cuda_check_range(st, "desc.seqused_k", p->seqused_k.data,
+                                           p->seqused_k.byte_offset, p->batch, p->seqused_k.s0,
+                                           1, 0, 1, 0, 1, 4));
+    }
+    return FMSA_SUCCESS;
+}
+
+static fmsa_status fmsa_cuda_supports(void *state, const fmsa_problem *p) {
+    fmsa_cuda_state *st = (fmsa_cuda_state *)state;
+    fmsa_cuda_plan plan;
+    fmsa_status s;
+    FMSA_TRY(fmsa_cuda_plan_make(st, p, &plan));
+    FMSA_TRY(fmsa_cuda_push(st));
+    s = fmsa_cuda_check_ranges(st, p);
+    fmsa_cuda_pop(st);
+    return s;
+}
+
+static fmsa_status fmsa_cuda_workspace_size(void *state, const fmsa_problem *p, size_t *bytes) {
+    fmsa_cuda_plan plan;
+    FMSA_TRY(fmsa_cuda_plan_make((const fmsa_cuda_state *)state, p, &plan));
+    *bytes = plan.workspace_bytes;
+    return FMSA_SUCCESS;
+}
+
+static fmsa_status fmsa_cuda_forward(void *state, const fmsa_problem *p, void *workspace,
+                                     size_t workspace_bytes, void *stream) {
+    return fmsa_cuda_run_forward((fmsa_cuda_state *)state, p, workspace, workspace_bytes,
+                                 (fmsa_cu_stream)stream);
+}
+
+static fmsa_status fmsa_cuda_backward(void *state, const fmsa_problem *p, void *workspace,
+                                      size_t workspace_bytes, void *stream) {
+    return fmsa_cuda_run_backward((fmsa_cuda_state *)state, p, workspace, workspace_bytes,
+                                  (fmsa_cu_stream)stream);
+}
+
+static const fmsa_backend_vtable fmsa_cuda_vtable = {
+    .api_version = FMSA_BACKEND_API_VERSION,
+    .kind = FMSA_BACKEND_CUDA,
+    .name = "cuda",
+    .meta_access = FMSA_META_DEFERRED,
+    .device_count = fmsa_cuda_device_count,
+    .device_info = fmsa_cuda_device_info,
+    .context_create = fmsa_cuda_context_create,
+    .context_destroy = fmsa_cuda_context_destroy,
+    .mem_alloc = fmsa_cuda_mem_alloc,
+    .mem_free = fmsa_cuda_mem_free,
+    .copy_to_device = fmsa_cuda_copy_to_device,
+    .copy_to_host = fmsa_cuda_copy_to_host,
+    .synchronize = fmsa_cuda_synchronize,
+    .supports = fmsa_cuda_supports,
+    .workspace_size = fmsa_cuda_workspace_size,
+    .forward = fmsa_cuda_forward,
+    .backward = fmsa_cuda_backward,
+};
+
+const fmsa_backend_vtable *fmsa_backend_cuda_vtable(void) { return &fmsa_cuda_vtable; }

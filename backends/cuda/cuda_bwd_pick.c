@@ -1,0 +1,54 @@
+/*
+ * The backward's pick over its instance list (cuda_bwd_instances.h): the
+ * instance, its three launches (pre, main, post) and its workspace layout.
+ */
+#include <stdint.h>
+#include <string.h>
+
+#include "backends/cuda/cuda_bwd_instances.h"
+#include "backends/cuda/cuda_internal.h"
+#include "common/error.h"
+
+fmsa_status fmsa_cuda_bwd_pick(const fmsa_cuda_device *dev, const fmsa_problem *p,
+                               fmsa_cuda_plan *plan) {
+    fmsa_cuda_bwd_params bp;
+    fmsa_cuda_bwd_plan bplan;
+    const fmsa_cuda_bwd_instance *inst = fmsa_cuda_bwd_select(p->dtype, (int)p->head_dim);
+    memset(&bplan, 0, sizeof bplan);
+    /* device addresses as they will be passed (alignment), no workspace yet */
+    fmsa_cuda_bwd_params_fill(p, plan, 0, 0, &bp);
+    if (!inst || fmsa_cuda_bwd_plan_make(&bp, inst, &bplan) != 0)
+        return fmsa_fail(FMSA_ERR_NOT_SUPPORTED,
+                         "cuda: no backward instance for dtype %d, head_dim %lld on %s (bf16/f16, "
+                         "not paged, 16-byte aligned tensors with strides of 8 elements)",
+                         (int)p->dtype, (long long)p->head_dim, dev->info.arch);
+    plan->instance = inst->main;
+    plan->launches = 3;
+    plan->launch[0].kernel = inst->pre;
+    plan->launch[1].kernel = inst->main;
+    plan->launch[2].kernel = inst->post;
+    for (int k = 0; k < 3; ++k) {
+        plan->launch[0].grid[k] = bplan.grid_pre[k];
+        plan->launch[1].grid[k] = bplan.grid_main[k];
+        plan->launch[2].grid[k] = bplan.grid_post[k];
+    }
+    plan->launch[0].threads = plan->launch[2].threads = (unsigned)inst->threads_aux;
+    plan->launch[1].threads = (unsigned)inst->threads_main;
+    plan->launch[1].smem = (unsigned)inst->smem_main;
+    plan->workspace_bytes = bplan.workspace_bytes;
+    plan->ws_dsum = bplan.off_dsum;
+    plan->ws_dq_accum = bplan.off_dq_accum;
+    plan->ws_dq_sems = bplan.off_sems;
+    plan->num_sems = bplan.num_sems;
+    plan->accum_dim = inst->head_dim;
+    return FMSA_SUCCESS;
+}
+
+void fmsa_cuda_bwd_bind(const fmsa_cuda_plan *plan, fmsa_cu_deviceptr workspace,
+                        fmsa_cuda_bwd_params *bp) {
+    bp->dq_sems = plan->ws_dq_sems == FMSA_CUDA_WS_NONE
+                      ? NULL
+                      : (int *)(uintptr_t)(workspace + plan->ws_dq_sems);
+    bp->num_sems = plan->num_sems;
+    bp->accum_dim = plan->accum_dim;
+}

@@ -1,0 +1,53 @@
+/*
+ * The forward's pick over its instance list (cuda_fwd_instances.h): dtype,
+ * variant and the smallest compiled head dim that serves the problem, the
+ * alignment its 16-byte loads need, and the grid.
+ */
+#include <stdint.h>
+
+#include "backends/cuda/cuda_fwd_instances.h"
+#include "backends/cuda/cuda_internal.h"
+#include "common/error.h"
+
+/* 16-byte cp.async and stores: aligned origins, strides of whole 8-element chunks. */
+static fmsa_status fmsa_cuda_fwd_aligned(const char *name, const fmsa_view4 *v) {
+    if (!v->data) return FMSA_SUCCESS; /* outputs of a workspace query */
+    if (((uintptr_t)v->data + (uintptr_t)v->byte_offset) % 16u || v->sb % 8 || v->ss % 8 ||
+        v->sh % 8)
+        return fmsa_fail(FMSA_ERR_NOT_SUPPORTED,
+                         "cuda: %s must start 16-byte aligned with strides that are multiples "
+                         "of 8 elements (strides %lld, %lld, %lld)",
+                         name, (long long)v->sb, (long long)v->ss, (long long)v->sh);
+    return FMSA_SUCCESS;
+}
+
+fmsa_status fmsa_cuda_fwd_pick(const fmsa_cuda_device *dev, const fmsa_problem *p,
+                               fmsa_cuda_plan *plan) {
+    fmsa_cuda_fwd_params fp;
+    const fmsa_cuda_fwd_instance *table, *inst;
+    int n, i;
+    if (p->dtype != FMSA_DTYPE_BF16 && p->dtype != FMSA_DTYPE_F16)
+        return fmsa_fail(FMSA_ERR_NOT_SUPPORTED,
+                         "cuda: the forward runs bf16 and f16 inputs (q.dtype = %d)", (int)p->dtype);
+    fmsa_cuda_fwd_params_fill(p, plan, 0, 0, &fp);
+    i = fmsa_cuda_fwd_select(p->dtype == FMSA_DTYPE_BF16 ? FMSA_CUDA_DT_BF16 : FMSA_CUDA_DT_F16,
+                             &fp);
+    if (i < 0)
+        return fmsa_fail(FMSA_ERR_NOT_SUPPORTED,
+                         "cuda: no forward instance for head_dim %lld, batch %lld, heads %lld on %s",
+                         (long long)p->head_dim, (long long)p->batch, (long long)p->heads_q,
+                         dev->info.arch);
+    FMSA_TRY(fmsa_cuda_fwd_aligned("q", &p->q));
+    FMSA_TRY(fmsa_cuda_fwd_aligned("k", &p->k));
+    FMSA_TRY(fmsa_cuda_fwd_aligned("v", &p->v));
+    FMSA_TRY(fmsa_cuda_fwd_aligned("o", &p->o));
+    table = fmsa_cuda_fwd_instance_table(&n);
+    inst = &table[i];
+    plan->instance = inst->name;
+    plan->launches = 1;
+    plan->launch[0].kernel = inst->name;
+    fmsa_cuda_fwd_grid(inst, &fp, plan->launch[0].grid);
+    plan->launch[0].threads = (unsigned)inst->threads;
+    plan->launch[0].smem = (unsigned)inst->smem_bytes;
+    return FMSA_SUCCESS;
+}

@@ -1,0 +1,317 @@
+#!/usr/bin/env python3
+"""flashmsa's CUDA backend beside the GPU peers, on the same tensors, in one process.
+
+ctypes over the shared library; torch tensors passed by data pointer and
+torch.cuda.current_stream() as the stream.  Peers: ../shared/tools/gpu-peers/peers.py
+when importable (fa4_cute, cudnn, sdpa_flash; `source /tmp/fa4site/env.sh`), else
+PyTorch SDPA's CUDNN_ATTENTION and FLASH_ATTENTION timed here the same way.
+Times are medians of triton.testing.do_bench; FLOPs as FlashAttention counts them
+(fwd 4*b*h*sq*sk*d, halved when causal; bwd 2.5x fwd).  Every flashmsa run is
+checked against fp64 on sampled query rows of batch 0 (O and dQ) with the
+project's rule: error <= 2x (3x for dQ) that of a naive computation in the
+input precision, plus a roundoff floor.
+
+  python3 bench/cuda_vs_peers.py [--dims 64,128,256] [--seqlens 512,...,16384]
+                                 [--masks none,causal] [--decode 32768,131072] [--json F]
+The standard sweep: bf16, b*s = 16384, h = 2048/d.  Decode: b 8, 32 q-heads,
+8 kv-heads, d 128, one query row, K+V bytes read per second.  A short table last.
+"""
+import argparse
+import ctypes as C
+import json
+import math
+import os
+import sys
+
+import torch
+import torch.nn.functional as F
+from triton.testing import do_bench
+
+ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+ap.add_argument("--lib", default="build/libflashmsa.so")
+ap.add_argument("--dims", default="64,128,256")
+ap.add_argument("--seqlens", default="512,1024,2048,4096,8192,16384")
+ap.add_argument("--masks", default="none,causal")
+ap.add_argument("--tokens", type=int, default=16384)
+ap.add_argument("--hidden", type=int, default=2048)
+ap.add_argument("--decode", default="32768,131072", help="decode key counts ('' = none)")
+ap.add_argument("--no-backward", action="store_true")
+ap.add_argument("--check-rows", type=int, default=16)
+ap.add_argument("--json", default="")
+ARGS = ap.parse_args()
+
+try:
+    import peers  # ../shared/tools/gpu-peers/peers.py, on PYTHONPATH after env.sh
+except Exception as e:  # noqa: BLE001 - any import failure means "time SDPA here"
+    peers, PEERS_ERROR = None, repr(e)[:200]
+else:
+    PEERS_ERROR = None
+
+# ---------------------------------------------------------------- ctypes API
+FMSA_BACKEND_CUDA, FMSA_FWD, FMSA_BWD = 2, 0, 1
+DTYPE = {torch.float32: 1, torch.float16: 2, torch.bfloat16: 3, torch.int32: 4}
+U = {torch.float32: 2.0 ** -24, torch.float16: 2.0 ** -11, torch.bfloat16: 2.0 ** -8}
+
+
+class Tensor(C.Structure):
+    _fields_ = [("data", C.c_void_p), ("byte_offset", C.c_int64), ("dtype", C.c_int),
+                ("ndim", C.c_int32), ("shape", C.c_int64 * 4), ("strides", C.c_int64 * 4)]
+
+
+class Desc(C.Structure):
+    _fields_ = [("softmax_scale", C.c_float), ("causal", C.c_int), ("window_left", C.c_int64),
+                ("window_right", C.c_int64), ("softcap", C.c_float), ("alibi_slopes", Tensor),
+                ("mask", Tensor), ("cu_seqlens_q", Tensor), ("cu_seqlens_k", Tensor),
+                ("max_seqlen_q", C.c_int64), ("max_seqlen_k", C.c_int64),
+                ("block_table", Tensor), ("page_size", C.c_int64), ("seqused_k", Tensor),
+                ("deterministic", C.c_int)]
+
+
+LIB = C.CDLL(os.path.abspath(ARGS.lib))
+LIB.fmsa_attention_desc_init.restype = Desc
+LIB.fmsa_attention_desc_init.argtypes = [C.c_int64]
+LIB.fmsa_last_error.restype = C.c_char_p
+LIB.fmsa_context_create.argtypes = [C.c_int, C.c_int, C.POINTER(C.c_void_p)]
+LIB.fmsa_workspace_size.argtypes = [C.c_void_p, C.c_int, C.POINTER(Desc)] + \
+    [C.POINTER(Tensor)] * 3 + [C.POINTER(C.c_size_t)]
+LIB.fmsa_forward.argtypes = [C.c_void_p, C.POINTER(Desc)] + [C.POINTER(Tensor)] * 5 + \
+    [C.c_void_p, C.c_size_t, C.c_void_p]
+LIB.fmsa_backward.argtypes = [C.c_void_p, C.POINTER(Desc)] + [C.POINTER(Tensor)] * 9 + \
+    [C.c_void_p, C.c_size_t, C.c_void_p]
+LIB.fmsa_synchronize.argtypes = [C.c_void_p, C.c_void_p]
+
+
+def check(st, what):
+    if st != 0:
+        raise RuntimeError(f"{what}: status {st}: {LIB.fmsa_last_error().decode()}")
+
+
+torch.cuda.init()
+CTX = C.c_void_p()
+check(LIB.fmsa_context_create(FMSA_BACKEND_CUDA, torch.cuda.current_device(), C.byref(CTX)),
+      "fmsa_context_create(cuda)")
+
+
+def tdesc(t):
+    d = Tensor(t.data_ptr(), 0, DTYPE[t.dtype], t.dim())
+    for i in range(t.dim()):
+        d.shape[i], d.strides[i] = t.shape[i], t.stride(i)
+    return d
+
+
+class Fmsa:
+    """flashmsa's forward / backward on fixed tensors (descriptors built once)."""
+
+    def __init__(self, q, k, v, causal):
+        b, s, h, d = q.shape
+        self.desc = LIB.fmsa_attention_desc_init(d)
+        self.desc.causal = int(causal)
+        self.o = torch.empty_like(q)
+        self.lse = torch.empty(b, h, s, device="cuda", dtype=torch.float32)
+        self.do = torch.randn_like(q)
+        self.dq, self.dk, self.dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
+        self.t = [tdesc(x) for x in (q, k, v, self.o, self.lse, self.do, self.dq, self.dk, self.dv)]
+        ws = []
+        for p in (FMSA_FWD, FMSA_BWD):
+            n = C.c_size_t()
+            check(LIB.fmsa_workspace_size(CTX, p, C.byref(self.desc), *map(C.byref, self.t[:3]),
+                                          C.byref(n)), "fmsa_workspace_size")
+            ws.append(n.value)
+        self.ws = torch.empty(max(ws + [1]), device="cuda", dtype=torch.uint8)
+
+    def fwd(self):
+        tq, tk, tv, to, tl = self.t[:5]
+        check(LIB.fmsa_forward(CTX, C.byref(self.desc), C.byref(tq), C.byref(tk), C.byref(tv),
+                               C.byref(to), C.byref(tl), self.ws.data_ptr(), self.ws.numel(),
+                               torch.cuda.current_stream().cuda_stream), "fmsa_forward")
+
+    def bwd(self):
+        check(LIB.fmsa_backward(CTX, C.byref(self.desc), *[C.byref(self.t[i]) for i in
+                                                           (0, 1, 2, 3, 5, 4, 6, 7, 8)],
+                                self.ws.data_ptr(), self.ws.numel(),
+                                torch.cuda.current_stream().cuda_stream), "fmsa_backward")
+
+    def synchronize(self):
+        check(LIB.fmsa_synchronize(CTX, torch.cuda.current_stream().cuda_stream),
+              "fmsa_synchronize")
+
+
+def reference_rows(q, k, v, do, rows, causal, tdt=None):
+    """O and dQ of sampled rows of batch 0, [r, H, D]: fp64 (tdt None) or the
+    naive computation in dtype tdt (fp32 sums, S, P, O, dP, dS, dQ rounded)."""
+    rnd = (lambda x: x.to(tdt).to(torch.float32)) if tdt else (lambda x: x)
+    cast = torch.float64 if tdt is None else torch.float32
+    hq, hkv = q.shape[2], k.shape[2]
+    qq, dd = (x[0][rows].to(cast).transpose(0, 1) for x in (q, do))  # [H, r, D]
+    kk, vv = (x[0].to(cast).transpose(0, 1).repeat_interleave(hq // hkv, 0) for x in (k, v))
+    scale = 1.0 / math.sqrt(q.shape[3])
+    s = rnd(qq @ kk.transpose(1, 2) * scale)
+    sq, sk = q.shape[1], k.shape[1]
+    if causal:
+        keys = torch.arange(sk, device=q.device)
+        s = s.masked_fill(keys[None, None, :] > (rows + sk - sq)[None, :, None], float("-inf"))
+    p = rnd(torch.softmax(s, -1))
+    o = rnd(p @ vv)
+    dp = rnd(dd @ vv.transpose(1, 2))
+    ds = rnd(p * (dp - (dd * o).sum(-1, keepdim=True)))
+    dq = rnd(ds @ kk * scale)
+    return o.transpose(0, 1), dq.transpose(0, 1)
+
+
+def rule_ok(got, ref, naive, factor, dt):
+    """|got - ref| <= factor |naive - ref| + floor (common/check_rule.h's shape)."""
+    if torch.isnan(got).any():
+        return False, float("inf"), 0.0
+    err = (got.double() - ref).abs().max().item()
+    nerr = (naive.double() - ref).abs().max().item()
+    floor = (2 * U[dt] + 2 * U[torch.float32]) * ref.abs().max().item()
+    return err <= factor * nerr + floor, err, nerr
+
+
+def check_run(f, q, k, v, causal, backward):
+    s = q.shape[1]
+    rows = torch.linspace(0, s - 1, min(ARGS.check_rows, s), device="cuda").long()
+    ref_o, ref_dq = reference_rows(q, k, v, f.do, rows, causal)
+    nai_o, nai_dq = reference_rows(q, k, v, f.do, rows, causal, q.dtype)
+    ok, err, nerr = rule_ok(f.o[0][rows], ref_o, nai_o, 2, q.dtype)
+    out = dict(fwd_ok=ok, fwd_err=err, fwd_naive_err=nerr)
+    if backward:
+        okb, errb, nerrb = rule_ok(f.dq[0][rows], ref_dq, nai_dq, 3, q.dtype)
+        out.update(bwd_ok=okb, dq_err=errb, dq_naive_err=nerrb)
+    return out
+
+
+def sdpa_peers(q, k, v, causal, backward):
+    """cuDNN and FA2 through SDPA, timed as peers.py does, when peers.py is absent."""
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    rows = []
+    fl = 4 * q.shape[0] * q.shape[2] * q.shape[1] * k.shape[1] * q.shape[3] / (2 if causal else 1)
+    for name, be in (("cudnn", SDPBackend.CUDNN_ATTENTION), ("sdpa_flash", SDPBackend.FLASH_ATTENTION)):
+        row = dict(peer=name)
+        try:
+            def fwd():
+                with sdpa_kernel([be]):
+                    return F.scaled_dot_product_attention(
+                        q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), is_causal=causal,
+                        enable_gqa=q.shape[2] != k.shape[2]).transpose(1, 2)
+            with torch.no_grad():
+                tf = do_bench(fwd, warmup=30, rep=150, return_mode="median")
+            row.update(fwd_ms=tf, fwd_tflops=fl / tf / 1e9)
+            if backward:
+                o = fwd()
+                g = torch.randn_like(o)
+                tfb = do_bench(lambda: fwd().backward(g), warmup=30, rep=150, return_mode="median",
+                               grad_to_none=[q, k, v])
+                row.update(bwd_ms=tfb - tf, bwd_tflops=2.5 * fl / (tfb - tf) / 1e9)
+        except Exception as e:  # noqa: BLE001 - a peer refusing the shape is a result
+            row["error"] = repr(e)[:160]
+        rows.append(row)
+    return rows
+
+
+def emit(rec):
+    print(json.dumps(rec), flush=True)
+    if ARGS.json:
+        with open(ARGS.json, "a") as fh:
+            fh.write(json.dumps(rec) + "\n")
+
+
+def inputs(b, sq, sk, hq, hkv, d, grad):
+    g = torch.Generator(device="cuda").manual_seed(0)
+    mk = lambda s, h: torch.randn(b, s, h, d, device="cuda", dtype=torch.bfloat16, generator=g)
+    q, k, v = mk(sq, hq), mk(sk, hkv), mk(sk, hkv)
+    return [x.requires_grad_(grad) for x in (q, k, v)]
+
+
+def run_shape(b, s, h, d, causal, backward):
+    q, k, v = inputs(b, s, s, h, h, d, backward)
+    fl = 4 * b * h * s * s * d / (2 if causal else 1)
+    rec = dict(kind="sweep", b=b, s=s, h=h, d=d, causal=causal)
+    try:
+        f = Fmsa(q.detach(), k.detach(), v.detach(), causal)
+        f.fwd()
+        if backward:
+            f.bwd()
+        f.synchronize()
+        rec.update(check_run(f, q.detach(), k.detach(), v.detach(), causal, backward))
+        tf = do_bench(f.fwd, warmup=30, rep=150, return_mode="median")
+        rec.update(fwd_ms=tf, fwd_tflops=fl / tf / 1e9)
+        if backward:
+            tb = do_bench(f.bwd, warmup=30, rep=150, return_mode="median")
+            rec.update(bwd_ms=tb, bwd_tflops=2.5 * fl / tb / 1e9)
+        f.synchronize()
+    except RuntimeError as e:
+        rec["error"] = str(e)[:200]
+    if peers is not None:
+        rec["peers"] = peers.time_all(q, k, v, causal=causal, backward=backward)
+    else:
+        rec["peers"] = sdpa_peers(q, k, v, causal, backward)
+    emit(rec)
+    return rec
+
+
+def run_decode(sk):
+    b, hq, hkv, d = 8, 32, 8, 128
+    q, k, v = inputs(b, 1, sk, hq, hkv, d, False)
+    kv_bytes = 2 * b * sk * hkv * d * 2
+    rec = dict(kind="decode", b=b, sq=1, sk=sk, hq=hq, hkv=hkv, d=d)
+    try:
+        f = Fmsa(q, k, v, False)
+        f.fwd()
+        f.synchronize()
+        rec.update(check_run(f, q, k, v, False, False))
+        t = do_bench(f.fwd, warmup=30, rep=150, return_mode="median")
+        rec.update(fwd_ms=t, kv_tbps=kv_bytes / t / 1e9)
+    except RuntimeError as e:
+        rec["error"] = str(e)[:200]
+    prs = peers.time_all(q, k, v, causal=False, backward=False) if peers else \
+        sdpa_peers(q, k, v, False, False)
+    for p in prs:
+        if "fwd_ms" in p:
+            p["kv_tbps"] = kv_bytes / p["fwd_ms"] / 1e9
+    rec["peers"] = prs
+    emit(rec)
+    return rec
+
+
+def fmt(x, key):
+    return f"{x[key]:7.1f}" if key in x else "      -"
+
+
+def main():
+    print(f"# {torch.cuda.get_device_name()}, torch {torch.__version__}, peers: "
+          f"{'peers.py' if peers else 'SDPA here (' + str(PEERS_ERROR) + ')'}", file=sys.stderr)
+    recs = []
+    for d in map(int, ARGS.dims.split(",")):
+        for s in map(int, ARGS.seqlens.split(",")):
+            for m in ARGS.masks.split(","):
+                recs.append(run_shape(max(1, ARGS.tokens // s), s, ARGS.hidden // d, d,
+                                      m == "causal", not ARGS.no_backward))
+                torch.cuda.empty_cache()
+    for sk in [int(x) for x in ARGS.decode.split(",") if x]:
+        recs.append(run_decode(sk))
+        torch.cuda.empty_cache()
+    names = []
+    for r in recs:
+        for p in r.get("peers", []):
+            if p["peer"] not in names:
+                names.append(p["peer"])
+    print("\n# TFLOP/s fwd / bwd (decode: K+V TB/s); ok = fp64 rule on sampled rows")
+    print(f"{'shape':28s} {'ok':5s} {'flashmsa':>15s} " + " ".join(f"{n:>15s}" for n in names))
+    for r in recs:
+        pk = {p["peer"]: p for p in r.get("peers", [])}
+        if r["kind"] == "decode":
+            shape, key2 = f"decode sk={r['sk']}", None
+            cells = [f"{fmt(r, 'kv_tbps')}        "] + \
+                    [f"{fmt(pk.get(n, {}), 'kv_tbps')}        " for n in names]
+        else:
+            shape = f"d{r['d']} s{r['s']} {'causal' if r['causal'] else 'full'}"
+            cells = [f"{fmt(r, 'fwd_tflops')} /{fmt(r, 'bwd_tflops')}"] + \
+                    [f"{fmt(pk.get(n, {}), 'fwd_tflops')} /{fmt(pk.get(n, {}), 'bwd_tflops')}"
+                     for n in names]
+        ok = "ERR" if "error" in r else ("yes" if r.get("fwd_ok") and r.get("bwd_ok", True) else "NO")
+        print(f"{shape:28s} {ok:5s} " + " ".join(cells))
+
+
+if __name__ == "__main__":
+    main()

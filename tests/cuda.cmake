@@ -1,0 +1,30 @@
+# The CUDA backend's tests.  CI has no GPU: there the device suites exit 77
+# (skipped) and only the host-side test runs; on a GPU machine
+# `ctest -L cuda` runs them all.
+#
+# The host side, with CUDA_VISIBLE_DEVICES="" so that a GPU machine takes the
+# no-device path too: params filling, validation's deferred metadata reads,
+# the embedded fatbins, a clean "no device" and the CPU from the same binary.
+fmsa_add_test(test_cuda_host LABELS api cuda SOURCES test_cuda_host.c)
+set_tests_properties(test_cuda_host PROPERTIES ENVIRONMENT "CUDA_VISIBLE_DEVICES=")
+
+# The device-side metadata check, graph capture of forward + backward, the
+# deterministic backward bitwise over 10 runs.
+fmsa_add_test(test_cuda_graph LABELS cuda SOURCES test_cuda_graph.c)
+set_tests_properties(test_cuda_graph PROPERTIES SKIP_RETURN_CODE 77)
+
+# The backend-neutral suites run with --backend cuda through fmsa_add_backend
+# (backends/cuda/backend.cmake).  FLASHMSA_CUDA_ARCH=sm80 (the planner's A100
+# rows on any device) is the "sm_80 kernels forced" run of the device script.
+
+# The program: an explicit CUDA request without a usable device is an error
+# naming the backend; AUTO still runs on the CPU.
+add_test(NAME api_cuda_unavailable_is_an_error
+         COMMAND flashmsa_cli run --backend cuda --seqlen 64 --heads 2 --dim 32)
+add_test(NAME api_cpu_without_cuda_devices COMMAND flashmsa_cli run --seqlen 64 --heads 2 --dim 32)
+set_tests_properties(api_cuda_unavailable_is_an_error api_cpu_without_cuda_devices PROPERTIES
+  LABELS "api;cuda" ENVIRONMENT "CUDA_VISIBLE_DEVICES=;OCL_ICD_VENDORS=/nonexistent")
+set_tests_properties(api_cuda_unavailable_is_an_error PROPERTIES
+  PASS_REGULAR_EXPRESSION "BACKEND_UNAVAILABLE.*cuda")
+set_tests_properties(api_cpu_without_cuda_devices PROPERTIES
+  PASS_REGULAR_EXPRESSION "device +cpu:0.*\nPASS")

@@ -1,0 +1,340 @@
+/*
+ * The CUDA backend's host side, without a device (CTest runs this with
+ * CUDA_VISIBLE_DEVICES="" so a GPU machine takes the same no-device path):
+ * the embedded fatbins, the kernel-argument structs filled from hand-built
+ * problems, validation's deferral of metadata reads, the plan's refusals, and
+ * a machine with no usable CUDA device -- the backend lists nothing, an
+ * explicit CUDA context fails cleanly and the CPU still runs from the same
+ * binary.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "backends/cuda/cuda_internal.h"
+#include "common/backend.h"
+#include "common/validate.h"
+
+/* Fake device addresses: params filling only does arithmetic on them. */
+#define DEV(n) ((void *)(uintptr_t)(0x7f0000000000ull + (unsigned long long)(n) * 0x10000000ull))
+#define AT(n, off) ((uintptr_t)DEV(n) + (uintptr_t)(off))
+
+static fmsa_view4 view4(int n, int64_t off, int64_t sb, int64_t ss, int64_t sh) {
+    fmsa_view4 v = {DEV(n), off, sb, ss, sh};
+    return v;
+}
+
+/* bf16 forward, b 2, sq 100, sk 130, 8 / 2 heads, d 64, padded strides,
+ * lse, alibi [B, Hq], broadcast mask, window and softcap. */
+static fmsa_problem fwd_problem(void) {
+    fmsa_problem p;
+    memset(&p, 0, sizeof p);
+    p.pass = FMSA_PASS_FORWARD;
+    p.dtype = FMSA_DTYPE_BF16;
+    p.batch = 2, p.seqlen_q = 100, p.seqlen_k = 130, p.heads_q = 8, p.heads_kv = 2;
+    p.head_dim = 64, p.total_q = 100, p.total_k = 130;
+    p.softmax_scale = 0.125f, p.softcap = 30.0f, p.window_left = 17, p.window_right = 0;
+    p.causal = 1, p.has_lse = 1, p.has_alibi = 1, p.has_mask = 1;
+    p.q = view4(1, 128, 100 * 8 * 72, 8 * 72, 72);
+    p.k = view4(2, 256, 130 * 2 * 64, 2 * 64, 64);
+    p.v = view4(3, 0, 130 * 2 * 80, 2 * 80, 80);
+    p.o = view4(4, 64, 100 * 8 * 64, 8 * 64, 64);
+    p.lse.data = DEV(5), p.lse.byte_offset = 16, p.lse.s0 = 8 * 104, p.lse.s1 = 104, p.lse.s2 = 1;
+    p.alibi.data = DEV(6), p.alibi.byte_offset = 4, p.alibi.s0 = 8, p.alibi.s1 = 1;
+    p.mask.data = DEV(7), p.mask.byte_offset = 3, p.mask.s0 = 0, p.mask.s1 = 0, p.mask.s2 = 17;
+    return p;
+}
+
+static fmsa_cuda_plan plan_with_splits(void) {
+    fmsa_cuda_plan plan;
+    memset(&plan, 0, sizeof plan);
+    plan.num_splits = 3;
+    plan.ws_o_accum = 0, plan.ws_lse_accum = 4096;
+    plan.ws_dsum = 8192, plan.ws_dq_accum = 12288;
+    plan.ws_dk_accum = FMSA_CUDA_WS_NONE, plan.ws_dv_accum = FMSA_CUDA_WS_NONE;
+    return plan;
+}
+
+static void fwd_params_from_problem(void **state) {
+    const fmsa_problem p = fwd_problem();
+    const fmsa_cuda_plan plan = plan_with_splits();
+    fmsa_cuda_fwd_params f;
+    (void)state;
+    fmsa_cuda_fwd_params_fill(&p, &plan, (fmsa_cu_deviceptr)AT(9, 0), (fmsa_cu_deviceptr)AT(8, 0),
+                              &f);
+    assert_int_equal((uintptr_t)f.q, AT(1, 128));
+    assert_int_equal((uintptr_t)f.k, AT(2, 256));
+    assert_int_equal((uintptr_t)f.v, AT(3, 0));
+    assert_int_equal((uintptr_t)f.o, AT(4, 64));
+    assert_int_equal((uintptr_t)f.lse, AT(5, 16));
+    assert_int_equal((uintptr_t)f.alibi, AT(6, 4));
+    assert_int_equal((uintptr_t)f.mask, AT(7, 3));
+    assert_null(f.cu_seqlens_q), assert_null(f.cu_seqlens_k);
+    assert_null(f.block_table), assert_null(f.seqused_k), assert_null(f.sinks);
+    assert_int_equal((uintptr_t)f.status, AT(9, 0));
+    assert_int_equal((uintptr_t)f.o_accum, AT(8, 0));
+    assert_int_equal((uintptr_t)f.lse_accum, AT(8, 4096));
+    assert_int_equal(f.q_sb, 100 * 8 * 72), assert_int_equal(f.q_ss, 8 * 72);
+    assert_int_equal(f.q_sh, 72);
+    assert_int_equal(f.k_sb, 130 * 2 * 64), assert_int_equal(f.k_ss, 128), assert_int_equal(f.k_sh, 64);
+    assert_int_equal(f.v_ss, 160), assert_int_equal(f.v_sh, 80);
+    assert_int_equal(f.o_sb, 100 * 8 * 64), assert_int_equal(f.o_ss, 512), assert_int_equal(f.o_sh, 64);
+    assert_int_equal(f.lse_sb, 8 * 104), assert_int_equal(f.lse_sh, 104), assert_int_equal(f.lse_ss, 1);
+    assert_int_equal(f.alibi_sb, 8), assert_int_equal(f.alibi_sh, 1);
+    assert_int_equal(f.mask_sb, 0), assert_int_equal(f.mask_sh, 0), assert_int_equal(f.mask_ss, 17);
+    assert_int_equal(f.batch, 2), assert_int_equal(f.seqlen_q, 100), assert_int_equal(f.seqlen_k, 130);
+    assert_int_equal(f.heads_q, 8), assert_int_equal(f.heads_kv, 2);
+    assert_int_equal(f.head_dim, 64), assert_int_equal(f.head_dim_v, 64);
+    assert_int_equal(f.total_q, 100), assert_int_equal(f.total_k, 130);
+    assert_int_equal(f.num_splits, 3);
+    assert_int_equal(f.window_left, 17), assert_int_equal(f.window_right, 0);
+    assert_true(f.softmax_scale == 0.125f);
+    /* exp(x * scale) = exp2(x * scale_log2): 0.125 * log2(e), rounded once */
+    assert_true(f.scale_log2 == (float)(0.125 * 1.4426950408889634));
+    assert_true(f.softcap == 30.0f);
+    assert_int_equal(f.is_varlen, 0), assert_int_equal(f.is_paged, 0);
+    assert_int_equal(f.has_seqused_k, 0);
+}
+
+static void fwd_params_varlen_and_paged(void **state) {
+    fmsa_problem p = fwd_problem();
+    fmsa_cuda_plan plan = plan_with_splits();
+    fmsa_cuda_fwd_params f;
+    (void)state;
+    plan.ws_o_accum = plan.ws_lse_accum = FMSA_CUDA_WS_NONE;
+    plan.num_splits = 0; /* a pick that leaves it unset still launches one split */
+    p.is_varlen = 1;
+    p.cu_seqlens_q.data = DEV(10), p.cu_seqlens_q.byte_offset = 8, p.cu_seqlens_q.s0 = 2;
+    p.cu_seqlens_k.data = DEV(11), p.cu_seqlens_k.byte_offset = 0, p.cu_seqlens_k.s0 = 1;
+    fmsa_cuda_fwd_params_fill(&p, &plan, 0, (fmsa_cu_deviceptr)AT(8, 0), &f);
+    assert_int_equal((uintptr_t)f.cu_seqlens_q, AT(10, 8));
+    assert_int_equal((uintptr_t)f.cu_seqlens_k, AT(11, 0));
+    assert_int_equal(f.cu_q_s, 2), assert_int_equal(f.cu_k_s, 1);
+    assert_int_equal(f.is_varlen, 1), assert_int_equal(f.num_splits, 1);
+    assert_null(f.o_accum), assert_null(f.lse_accum);
+
+    p = fwd_problem();
+    p.is_paged = 1, p.has_seqused_k = 1;
+    p.page_size = 16, p.max_pages = 9, p.num_pages = 40;
+    p.block_table.data = DEV(12), p.block_table.byte_offset = 12;
+    p.block_table.s0 = 11, p.block_table.s1 = 1;
+    p.seqused_k.data = DEV(13), p.seqused_k.byte_offset = 4, p.seqused_k.s0 = 3;
+    fmsa_cuda_fwd_params_fill(&p, &plan, 0, 0, &f);
+    assert_int_equal((uintptr_t)f.block_table, AT(12, 12));
+    assert_int_equal((uintptr_t)f.seqused_k, AT(13, 4));
+    assert_int_equal(f.bt_sb, 11), assert_int_equal(f.bt_sp, 1), assert_int_equal(f.su_s, 3);
+    assert_int_equal(f.page_size, 16), assert_int_equal(f.max_pages, 9);
+    assert_int_equal(f.num_pages, 40);
+    assert_int_equal(f.is_paged, 1), assert_int_equal(f.has_seqused_k, 1);
+}
+
+static void bwd_params_from_problem(void **state) {
+    fmsa_problem p = fwd_problem();
+    const fmsa_cuda_plan plan = plan_with_splits();
+    fmsa_cuda_bwd_params b;
+    (void)state;
+    p.pass = FMSA_PASS_BACKWARD;
+    p.deterministic = 1;
+    p.dout = view4(20, 32, 1000, 520, 65);
+    p.dq = view4(21, 0, 2000, 512, 64);
+    p.dk = view4(22, 8, 3000, 128, 64);
+    p.dv = view4(23, 24, 4000, 136, 68);
+    fmsa_cuda_bwd_params_fill(&p, &plan, (fmsa_cu_deviceptr)AT(9, 0), (fmsa_cu_deviceptr)AT(8, 0),
+                              &b);
+    assert_int_equal((uintptr_t)b.fwd.q, AT(1, 128)); /* the embedded forward params */
+    assert_int_equal((uintptr_t)b.fwd.lse, AT(5, 16));
+    assert_int_equal((uintptr_t)b.dout, AT(20, 32));
+    assert_int_equal((uintptr_t)b.dq, AT(21, 0));
+    assert_int_equal((uintptr_t)b.dk, AT(22, 8));
+    assert_int_equal((uintptr_t)b.dv, AT(23, 24));
+    assert_int_equal(b.do_sb, 1000), assert_int_equal(b.do_ss, 520), assert_int_equal(b.do_sh, 65);
+    assert_int_equal(b.dq_sb, 2000), assert_int_equal(b.dq_ss, 512), assert_int_equal(b.dq_sh, 64);
+    assert_int_equal(b.dk_sb, 3000), assert_int_equal(b.dk_ss, 128), assert_int_equal(b.dk_sh, 64);
+    assert_int_equal(b.dv_sb, 4000), assert_int_equal(b.dv_ss, 136), assert_int_equal(b.dv_sh, 68);
+    assert_int_equal((uintptr_t)b.dsum, AT(8, 8192));
+    assert_int_equal((uintptr_t)b.dq_accum, AT(8, 12288));
+    assert_null(b.dk_accum), assert_null(b.dv_accum);
+    assert_null(b.dlse), assert_null(b.dsinks);
+    assert_int_equal(b.deterministic, 1);
+}
+
+/* A validation reader that must not be called. */
+static int reads;
+static fmsa_status counting_reader(void *st, void *dst, const void *src, size_t off, size_t n) {
+    (void)st;
+    ++reads;
+    memcpy(dst, (const char *)src + off, n);
+    return FMSA_SUCCESS;
+}
+
+static void validation_defers_metadata_reads(void **state) {
+    enum { SQ = 40, SK = 56, H = 2, D = 16 };
+    static float q[SQ * H * D], k[SK * H * D], v[SK * H * D];
+    int32_t cu_q[3] = {0, 25, SQ}, cu_k[3] = {0, 20, SK};
+    const int64_t qs[4] = {1, SQ, H, D}, ks[4] = {1, SK, H, D}, n = 3;
+    fmsa_tensor tq = fmsa_tensor_contiguous(q, FMSA_DTYPE_F32, 4, qs);
+    fmsa_tensor tk = fmsa_tensor_contiguous(k, FMSA_DTYPE_F32, 4, ks);
+    fmsa_tensor tv = fmsa_tensor_contiguous(v, FMSA_DTYPE_F32, 4, ks);
+    fmsa_attention_desc desc = fmsa_attention_desc_init(D);
+    fmsa_call_tensors t = {0};
+    fmsa_problem p;
+    (void)state;
+    t.q = &tq, t.k = &tk, t.v = &tv;
+    desc.cu_seqlens_q = fmsa_tensor_contiguous(cu_q, FMSA_DTYPE_I32, 1, &n);
+    desc.cu_seqlens_k = fmsa_tensor_contiguous(cu_k, FMSA_DTYPE_I32, 1, &n);
+    /* both bounds given: nothing read; a generous bound is capped at the total */
+    desc.max_seqlen_q = 30, desc.max_seqlen_k = (int64_t)1 << 40;
+    reads = 0;
+    assert_int_equal(fmsa_problem_build_meta(&p, FMSA_PASS_FORWARD, &desc, &t, 1, counting_reader,
+                                             NULL, 1), FMSA_SUCCESS);
+    assert_int_equal(reads, 0);
+    assert_int_equal(p.seqlen_q, 30), assert_int_equal(p.seqlen_k, SK);
+    /* one bound missing: read (and measured), as on every backend */
+    desc.max_seqlen_k = 0;
+    assert_int_equal(fmsa_problem_build_meta(&p, FMSA_PASS_FORWARD, &desc, &t, 1, counting_reader,
+                                             NULL, 1), FMSA_SUCCESS);
+    assert_true(reads > 0);
+    assert_int_equal(p.seqlen_q, 25), assert_int_equal(p.seqlen_k, 36);
+    /* not deferred: read even with both bounds */
+    reads = 0;
+    desc.max_seqlen_k = 60;
+    assert_int_equal(fmsa_problem_build_meta(&p, FMSA_PASS_FORWARD, &desc, &t, 1, counting_reader,
+                                             NULL, 0), FMSA_SUCCESS);
+    assert_true(reads > 0);
+    /* a bad table entry is the device's to find when deferred, the host's otherwise */
+    cu_k[1] = 60;
+    reads = 0;
+    assert_int_equal(fmsa_problem_build_meta(&p, FMSA_PASS_FORWARD, &desc, &t, 1, counting_reader,
+                                             NULL, 1), FMSA_SUCCESS);
+    assert_int_equal(reads, 0);
+    assert_int_equal(fmsa_problem_build_meta(&p, FMSA_PASS_FORWARD, &desc, &t, 1, counting_reader,
+                                             NULL, 0), FMSA_ERR_INVALID_ARGUMENT);
+}
+
+static void validation_defers_block_table(void **state) {
+    enum { B = 2, PAGES = 5, PS = 8, MAXP = 3, H = 1, D = 16 };
+    static float q[B * 4 * H * D], k[PAGES * PS * H * D], v[PAGES * PS * H * D];
+    int32_t table[B * MAXP] = {0, 1, 2, 3, 99, 4}, used[B] = {20, 9};
+    const int64_t qs[4] = {B, 4, H, D}, ks[4] = {PAGES, PS, H, D}, ts[2] = {B, MAXP}, us = B;
+    fmsa_tensor tq = fmsa_tensor_contiguous(q, FMSA_DTYPE_F32, 4, qs);
+    fmsa_tensor tk = fmsa_tensor_contiguous(k, FMSA_DTYPE_F32, 4, ks);
+    fmsa_tensor tv = fmsa_tensor_contiguous(v, FMSA_DTYPE_F32, 4, ks);
+    fmsa_attention_desc desc = fmsa_attention_desc_init(D);
+    fmsa_call_tensors t = {0};
+    fmsa_problem p;
+    (void)state;
+    t.q = &tq, t.k = &tk, t.v = &tv;
+    desc.block_table = fmsa_tensor_contiguous(table, FMSA_DTYPE_I32, 2, ts);
+    desc.seqused_k = fmsa_tensor_contiguous(used, FMSA_DTYPE_I32, 1, &us);
+    desc.page_size = PS;
+    reads = 0;
+    assert_int_equal(fmsa_problem_build_meta(&p, FMSA_PASS_FORWARD, &desc, &t, 1, counting_reader,
+                                             NULL, 1), FMSA_SUCCESS);
+    assert_int_equal(reads, 0);
+    assert_int_equal(p.seqlen_k, MAXP * PS); /* the bound, not the measured 20 */
+    /* the host path reads and finds entry [1][1] = 99 (sequence 1 uses 2 pages) */
+    assert_int_equal(fmsa_problem_build_meta(&p, FMSA_PASS_FORWARD, &desc, &t, 1, counting_reader,
+                                             NULL, 0), FMSA_ERR_INVALID_ARGUMENT);
+    assert_non_null(strstr(fmsa_last_error(), "block_table[1][1]"));
+}
+
+/* A plan on a made-up sm90 device: 32-bit geometry, then the instance lists. */
+static void plan_refusals(void **state) {
+    fmsa_cuda_device dev;
+    fmsa_cuda_state st;
+    fmsa_problem p = fwd_problem();
+    fmsa_cuda_plan plan;
+    (void)state;
+    memset(&dev, 0, sizeof dev);
+    memset(&st, 0, sizeof st);
+    snprintf(dev.info.arch, sizeof dev.info.arch, "sm90");
+    dev.info.sram_per_block = 48 << 10, dev.info.sram_per_block_optin = 227 << 10;
+    dev.max_threads_per_block = 1024;
+    st.dev = &dev;
+    p.total_k = (int64_t)INT32_MAX + 1;
+    assert_int_equal(fmsa_cuda_plan_make(&st, &p, &plan), FMSA_ERR_NOT_SUPPORTED);
+    assert_non_null(strstr(fmsa_last_error(), "total_k"));
+    p = fwd_problem();
+    /* without the instance lists merged every shape is refused, by name */
+    if (fmsa_cuda_plan_make(&st, &p, &plan) != FMSA_SUCCESS) {
+        assert_non_null(strstr(fmsa_last_error(), "head_dim"));
+    } else {
+        assert_true(plan.launches >= 1 && plan.launches <= FMSA_CUDA_MAX_LAUNCHES);
+    }
+}
+
+static void embedded_fatbins(void **state) {
+    (void)state;
+    assert_true(fmsa_cuda_fatbin_count >= 1);
+    for (int i = 0; i < fmsa_cuda_fatbin_count; ++i) {
+        const unsigned char *d = fmsa_cuda_fatbins[i].data;
+        assert_true(fmsa_cuda_fatbins[i].end - d > 64);
+        /* fatbin magic 0xBA55ED50, little-endian */
+        assert_int_equal(d[0], 0x50), assert_int_equal(d[1], 0xED);
+        assert_int_equal(d[2], 0x55), assert_int_equal(d[3], 0xBA);
+        assert_int_equal((uintptr_t)d % 8, 0);
+    }
+}
+
+static void no_device_is_clean(void **state) {
+    const fmsa_backend_vtable *vt = fmsa_backend_cuda_vtable();
+    fmsa_context *ctx = NULL;
+    fmsa_device_info info;
+    int n = -1, total = 0;
+    (void)state;
+    assert_int_equal(vt->device_count(&n), FMSA_SUCCESS);
+    assert_int_equal(n, 0);
+    assert_null(fmsa_cuda_load());
+    assert_true(strlen(fmsa_cuda_load_error()) > 0);
+    assert_int_equal(fmsa_device_count(&total), FMSA_SUCCESS);
+    for (int i = 0; i < total; ++i) {
+        assert_int_equal(fmsa_device_get(i, &info), FMSA_SUCCESS);
+        assert_int_not_equal(info.backend, FMSA_BACKEND_CUDA);
+    }
+    assert_int_equal(fmsa_context_create(FMSA_BACKEND_CUDA, 0, &ctx), FMSA_ERR_BACKEND_UNAVAILABLE);
+    assert_null(ctx);
+    assert_non_null(strstr(fmsa_last_error(), "cuda"));
+    assert_int_equal(vt->context_create(0, (void **)&ctx), FMSA_ERR_BACKEND_UNAVAILABLE);
+    assert_non_null(strstr(fmsa_last_error(), fmsa_cuda_load_error()));
+}
+
+static void cpu_still_runs(void **state) {
+    enum { S = 24, H = 2, D = 16 };
+    float q[S * H * D], o[S * H * D];
+    const int64_t shape[4] = {1, S, H, D};
+    fmsa_context *ctx = NULL;
+    fmsa_attention_desc desc = fmsa_attention_desc_init(D);
+    fmsa_tensor tq, to;
+    (void)state;
+    for (int i = 0; i < S * H * D; ++i) q[i] = (float)((i * 37) % 17) / 17.0f - 0.5f, o[i] = -1.0f;
+    tq = fmsa_tensor_contiguous(q, FMSA_DTYPE_F32, 4, shape);
+    to = fmsa_tensor_contiguous(o, FMSA_DTYPE_F32, 4, shape);
+    assert_int_equal(fmsa_context_create(FMSA_BACKEND_CPU, 0, &ctx), FMSA_SUCCESS);
+    desc.causal = 1;
+    assert_int_equal(fmsa_forward(ctx, &desc, &tq, &tq, &tq, &to, NULL, NULL, 0, NULL),
+                     FMSA_SUCCESS);
+    /* row 0 sees only key 0: o = v_0 = q_0 exactly */
+    for (int d = 0; d < D; ++d) assert_true(o[d] == q[d]);
+    fmsa_context_destroy(ctx);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(fwd_params_from_problem),
+        cmocka_unit_test(fwd_params_varlen_and_paged),
+        cmocka_unit_test(bwd_params_from_problem),
+        cmocka_unit_test(validation_defers_metadata_reads),
+        cmocka_unit_test(validation_defers_block_table),
+        cmocka_unit_test(plan_refusals),
+        cmocka_unit_test(embedded_fatbins),
+        cmocka_unit_test(no_device_is_clean),
+        cmocka_unit_test(cpu_still_runs),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
