@@ -498,10 +498,13 @@ def sweep(lib, variants, fast=False):
                 tf = lambda ms: flops / ms / 1e9
                 line = "d%-3d %-6s s%-5d b%-2d h%-2d ours %6.1f" % (d, "causal" if causal else "full", s, b, h, tf(res["ours"]))
                 for v in variants:
-                    if v[1] == d: line += " %s %6.1f" % (v[0].split("_", 4)[-1], tf(res[v[0]]))
-                line += " | fa2 %6.1f cudnn %6.1f | ours/fa2 %.2f | err dq,dk,dv %s fa2 %s %s" % (
+                    if v[1] == d: line += " %s %6.1f" % (v[0].split("_", 5)[-1], tf(res[v[0]]))
+                fa2g = peer_err.get("fa2", ours)
+                line += " | fa2 %6.1f cudnn %6.1f | ours/fa2 %.2f | err dq,dk,dv %s fa2 %s max|ref| %.2g max|fa2 dq| %.2g |fa2-ours| %.2g %s" % (
                     tf(res["fa2"]), tf(res["cudnn"]), res["fa2"] / res["ours"],
                     ",".join("%.2g" % x for x in e_ours), ",".join("%.2g" % x for x in e_fa2),
+                    g[0].abs().max().item(), fa2g[0].abs().max().item(),
+                    (fa2g[0].double() - ours[0].double()).abs().max().item(),
                     "ok" if okc else "CHECK-FAIL nan=%d" % nan)
                 print(line, flush=True)
                 rows.append(line)
@@ -518,14 +521,17 @@ def main():
     ap.add_argument("--det", action="store_true")
     ap.add_argument("--sweep", action="store_true")
     ap.add_argument("--variants", action="store_true")
+    ap.add_argument("--profile", action="store_true", help="one d128 s4096 backward, ours and FA2, for ncu")
     a = ap.parse_args()
     lib = load_lib(a.lib)
     print(torch.cuda.get_device_name(), torch.__version__, flush=True)
     variants = []
     if a.variants:
-        variants = [("fmsa_cuda_bwd_main_bf16_d64_m128_w8_s1_p2", 64),
-                    ("fmsa_cuda_bwd_main_bf16_d128_m32_w8_s1_p2", 128),
-                    ("fmsa_cuda_bwd_main_bf16_d256_m32_w8_s2_p2", 256)]
+        variants = [("fmsa_cuda_bwd_main_bf16_d64_m64_w8_s1_p2_o0", 64),
+                    ("fmsa_cuda_bwd_main_bf16_d64_m64_w8_s1_p2_o1", 64),
+                    ("fmsa_cuda_bwd_main_bf16_d64_m128_w8_s1_p2_o1", 64),
+                    ("fmsa_cuda_bwd_main_bf16_d128_m64_w8_s1_p2_o0", 128),
+                    ("fmsa_cuda_bwd_main_bf16_d256_m64_w8_s2_p1_o0", 256)]
     t0 = time.time()
     ok = True
     if a.grid or a.quick_grid:
@@ -535,6 +541,16 @@ def main():
         ok &= determinism(lib)
     if a.sweep:
         sweep(lib, variants)
+    if a.profile:
+        from torch.nn.attention import SDPBackend, sdpa_kernel
+        import torch.nn.functional as Fn
+        c = Case(b=4, sq=4096, d=128, hq=16, fwd_f64=False)
+        r = Runner(lib, c)
+        r(); torch.cuda.synchronize()
+        qt, kt, vt = (t.transpose(1, 2).detach().requires_grad_(True) for t in (c.q, c.k, c.v))
+        with sdpa_kernel(SDPBackend.FLASH_ATTENTION):
+            Fn.scaled_dot_product_attention(qt, kt, vt).backward(c.do.transpose(1, 2))
+        torch.cuda.synchronize()
     print("total %.1f s, %s" % (time.time() - t0, "ALL OK" if ok else "FAILURES"))
 
 

@@ -9,12 +9,16 @@ OUT=${OUT:-/tmp/cudabwd-out}
 mkdir -p "$OUT"
 STEPS=${STEPS:-"grid det sweep"}
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv,noheader
-git log -1 --format=%h 2>/dev/null
+cat COMMIT 2>/dev/null
 cut -c1-160 build-cudabwd/resources.txt | grep -E "main_bf16_d(64|128|256)|pre_bf16" | grep sm_90a
 for s in $STEPS; do
     case $s in
     grid) timeout 170 python3 bench/cuda_bwd_check.py --grid --variants 2>&1 | tee "$OUT/grid.log" | grep -v "^ok " ;;
     det) timeout 60 python3 bench/cuda_bwd_check.py --det 2>&1 | tee "$OUT/det.log" ;;
+    profile) timeout 100 ncu --clock-control none -k regex:"fmsa_cuda_bwd_main|flash_bwd_dq_dk_dv" -c 2 \
+        --section SpeedOfLight --section ComputeWorkloadAnalysis --section WarpStateStats \
+        --section MemoryWorkloadAnalysis python3 bench/cuda_bwd_check.py --profile >"$OUT/ncu.log" 2>&1
+        grep -E "==PROF==|fmsa_cuda|flash_bwd|Throughput|Pipe|Stall|Warp Cycles|Issued|Bank|Busy|Shared" "$OUT/ncu.log" | cut -c1-120 | head -80 ;;
     sweep) timeout 200 python3 bench/cuda_bwd_check.py --sweep --variants 2>&1 | tee "$OUT/sweep.log" ;;
     esac
 done

@@ -21,31 +21,35 @@
 #include "flashmsa/flashmsa.h"
 
 /*
- * X(dt, BF16, D, BM, NW, DSPLIT, STAGES): dtype name, 1 for bf16, head dim,
- * query rows per step, warps (the key tile is 16 * NW keys, 16 per warp),
+ * X(dt, BF16, D, BM, NW, DSPLIT, STAGES, OPT): dtype name, 1 for bf16, head
+ * dim, query rows per step, warps (the key tile is 16 * NW keys, 16 per warp),
  * slices of D for dK/dV/dQ (S and dP always contract the whole D), Q/dO
- * buffers (2 = the next query tile loads while this one computes).
+ * buffers (2 = the next query tile loads while this one computes), options:
+ * bit 0 = 32-row dQ warp tiles where the slice allows, bit 1 = K/V A
+ * fragments held in registers (D <= 64).
  */
 #define FMSA_CUDA_BWD_INSTANCES(X)     \
-    X(bf16, 1, 64, 64, 8, 1, 2)        \
-    X(bf16, 1, 96, 64, 8, 1, 2)        \
-    X(bf16, 1, 128, 64, 8, 1, 2)       \
-    X(bf16, 1, 192, 64, 8, 2, 2)       \
-    X(bf16, 1, 256, 64, 8, 2, 1)       \
-    X(f16, 0, 64, 64, 8, 1, 2)         \
-    X(f16, 0, 96, 64, 8, 1, 2)         \
-    X(f16, 0, 128, 64, 8, 1, 2)        \
-    X(f16, 0, 192, 64, 8, 2, 2)        \
-    X(f16, 0, 256, 64, 8, 2, 1)
+    X(bf16, 1, 64, 64, 8, 1, 2, 3)     \
+    X(bf16, 1, 96, 64, 8, 1, 2, 0)     \
+    X(bf16, 1, 128, 64, 8, 1, 2, 1)    \
+    X(bf16, 1, 192, 64, 8, 2, 2, 0)    \
+    X(bf16, 1, 256, 64, 8, 2, 1, 1)    \
+    X(f16, 0, 64, 64, 8, 1, 2, 3)      \
+    X(f16, 0, 96, 64, 8, 1, 2, 0)      \
+    X(f16, 0, 128, 64, 8, 1, 2, 1)     \
+    X(f16, 0, 192, 64, 8, 2, 2, 0)     \
+    X(f16, 0, 256, 64, 8, 2, 1, 1)
 
 /// Alternative tilings compiled into the development harness only, for timing.
 #define FMSA_CUDA_BWD_VARIANTS(X)      \
-    X(bf16, 1, 64, 128, 8, 1, 2)       \
-    X(bf16, 1, 128, 32, 8, 1, 2)       \
-    X(bf16, 1, 256, 32, 8, 2, 2)
+    X(bf16, 1, 64, 64, 8, 1, 2, 0)     \
+    X(bf16, 1, 64, 64, 8, 1, 2, 1)     \
+    X(bf16, 1, 64, 128, 8, 1, 2, 1)    \
+    X(bf16, 1, 128, 64, 8, 1, 2, 0)    \
+    X(bf16, 1, 256, 64, 8, 2, 1, 0)
 
-#define FMSA_CUDA_BWD_MAIN_SYM(dt, D, BM, NW, DS, ST) \
-    fmsa_cuda_bwd_main_##dt##_d##D##_m##BM##_w##NW##_s##DS##_p##ST
+#define FMSA_CUDA_BWD_MAIN_SYM(dt, D, BM, NW, DS, ST, OPT) \
+    fmsa_cuda_bwd_main_##dt##_d##D##_m##BM##_w##NW##_s##DS##_p##ST##_o##OPT
 #define FMSA_CUDA_BWD_STR_(x) #x
 #define FMSA_CUDA_BWD_STR(x) FMSA_CUDA_BWD_STR_(x)
 
@@ -67,8 +71,8 @@ typedef struct fmsa_cuda_bwd_instance {
     int smem_main;                 ///< dynamic shared memory of main (bytes)
 } fmsa_cuda_bwd_instance;
 
-#define FMSA_CUDA_BWD_ROW(dt, BF16, D, BM, NW, DS, ST)                                     \
-    {"fmsa_cuda_bwd_pre_" #dt, FMSA_CUDA_BWD_STR(FMSA_CUDA_BWD_MAIN_SYM(dt, D, BM, NW, DS, ST)), \
+#define FMSA_CUDA_BWD_ROW(dt, BF16, D, BM, NW, DS, ST, OPT)                                \
+    {"fmsa_cuda_bwd_pre_" #dt, FMSA_CUDA_BWD_STR(FMSA_CUDA_BWD_MAIN_SYM(dt, D, BM, NW, DS, ST, OPT)), \
      "fmsa_cuda_bwd_post_" #dt, BF16, D, BM, 16 * NW, DS, ST, 32 * NW, 32 * FMSA_CUDA_BWD_AUX_WARPS, \
      FMSA_CUDA_BWD_SMEM(D, BM, NW, ST)},
 

@@ -17,11 +17,11 @@ typedef struct fmsa_dev_entry {
     fmsa_dev_kernel pre, main, post;
 } fmsa_dev_entry;
 
-#define FMSA_DEV_ENTRY(dt, BF16, D, BM, NW, DS, ST)                                           \
-    {{"fmsa_cuda_bwd_pre_" #dt, FMSA_CUDA_BWD_STR(FMSA_CUDA_BWD_MAIN_SYM(dt, D, BM, NW, DS, ST)), \
+#define FMSA_DEV_ENTRY(dt, BF16, D, BM, NW, DS, ST, OPT)                                         \
+    {{"fmsa_cuda_bwd_pre_" #dt, FMSA_CUDA_BWD_STR(FMSA_CUDA_BWD_MAIN_SYM(dt, D, BM, NW, DS, ST, OPT)), \
       "fmsa_cuda_bwd_post_" #dt, BF16, D, BM, 16 * NW, DS, ST, 32 * NW,                       \
       32 * FMSA_CUDA_BWD_AUX_WARPS, FMSA_CUDA_BWD_SMEM(D, BM, NW, ST)},                       \
-     fmsa_cuda_bwd_pre_##dt, FMSA_CUDA_BWD_MAIN_SYM(dt, D, BM, NW, DS, ST), fmsa_cuda_bwd_post_##dt},
+     fmsa_cuda_bwd_pre_##dt, FMSA_CUDA_BWD_MAIN_SYM(dt, D, BM, NW, DS, ST, OPT), fmsa_cuda_bwd_post_##dt},
 
 static const fmsa_dev_entry fmsa_dev_entries[] = {FMSA_CUDA_BWD_INSTANCES(FMSA_DEV_ENTRY)
                                                       FMSA_CUDA_BWD_VARIANTS(FMSA_DEV_ENTRY)};

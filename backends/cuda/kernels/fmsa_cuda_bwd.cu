@@ -37,15 +37,21 @@ FMSA_DEV void fmsa_bwd_mrange(long long n0, long long n1, long long sq, long lon
     *me = (int)(ihi / bm) + 1;
 }
 
-template <int BF16, int D, int BM, int NW, int DSPLIT, int STAGES>
+template <int BF16, int D, int BM, int NW, int DSPLIT, int STAGES, int OPT>
 FMSA_DEV void fmsa_bwd_main(const fmsa_cuda_bwd_params &P) {
     constexpr int BN = 16 * NW, DK = D / DSPLIT, LDS = D + 8, LDSS = BM + 8;
     constexpr int NT_S = BM / 8;     /* n-tiles (8 queries) of the warp's S^T */
     constexpr int NT_KV = DK / 8;    /* n-tiles of the warp's dK / dV rows */
-    constexpr int MG = BM / 16;      /* dQ: warps along the query rows */
+    /* dQ warp tiles of 32 rows where the slice divides into whole k16 column
+       pairs that way (half the K re-reads of 16-row tiles), else 16 rows */
+    constexpr int DQ32 = (OPT & 1) && BM % 32 == 0 && NW % (BM / 32) == 0 && (DK / (NW / (BM / 32))) % 16 == 0;
+    constexpr int MT = DQ32 ? 2 : 1; /* m16 tiles per dQ warp */
+    constexpr int MG = BM / (16 * MT); /* dQ: warps along the query rows */
     constexpr int NG = NW / MG;      /* dQ: warps along the D slice */
     constexpr int DQN = DK / NG;     /* dQ columns per warp */
     constexpr int NT_Q = DQN / 8;
+    /* small D: the warp's K and V rows stay in registers as A fragments */
+    constexpr int KVREG = (OPT & 2) && D <= 64 && BM <= 64;
     constexpr int THREADS = 32 * NW;
     constexpr int CH = D / 8;        /* 16-byte chunks per row */
     static_assert(D % (16 * DSPLIT) == 0, "D slice must be whole k16 steps");
@@ -176,6 +182,16 @@ FMSA_DEV void fmsa_bwd_main(const fmsa_cuda_bwd_params &P) {
 
     const int jw = n0 + 16 * warp + g; /* key of accumulator rows c0,c1; +8 for c2,c3 */
     const unsigned kv_row_addr = (unsigned)((16 * warp + (lane & 15)) * LDS + (lane >> 4) * 8);
+    unsigned kreg[KVREG ? D / 16 : 1][4], vreg[KVREG ? D / 16 : 1][4];
+    if (KVREG) {
+        fmsa_cp_async_wait_all();
+        __syncthreads();
+#pragma unroll
+        for (int kk = 0; kk < (KVREG ? D / 16 : 0); ++kk) {
+            fmsa_ldsm_x4(kreg[kk], fmsa_smem_addr(sK) + 2 * (kv_row_addr + kk * 16));
+            fmsa_ldsm_x4(vreg[kk], fmsa_smem_addr(sV) + 2 * (kv_row_addr + kk * 16));
+        }
+    }
     /* B operand, [n][k] stored (non-trans): rows n = lane%8 + 8*(lane/16), col k 8*((lane/8)&1) */
     const unsigned bn_addr = (unsigned)(((lane & 7) + 8 * (lane >> 4)) * LDS + 8 * ((lane >> 3) & 1));
     /* B operand, [k][n] stored (trans): rows k = lane%8 + 8*((lane/8)&1), col n 8*(lane/16) */
@@ -203,8 +219,16 @@ FMSA_DEV void fmsa_bwd_main(const fmsa_cuda_bwd_params &P) {
 #pragma unroll
         for (int kk = 0; kk < D / 16; ++kk) {
             unsigned av[4], ak[4];
-            fmsa_ldsm_x4(av, sv_base + 2 * (kv_row_addr + kk * 16));
-            fmsa_ldsm_x4(ak, sk_base + 2 * (kv_row_addr + kk * 16));
+            if (KVREG) {
+#pragma unroll
+                for (int e = 0; e < 4; ++e) {
+                    av[e] = vreg[KVREG ? kk : 0][e];
+                    ak[e] = kreg[KVREG ? kk : 0][e];
+                }
+            } else {
+                fmsa_ldsm_x4(av, sv_base + 2 * (kv_row_addr + kk * 16));
+                fmsa_ldsm_x4(ak, sk_base + 2 * (kv_row_addr + kk * 16));
+            }
 #pragma unroll
             for (int np = 0; np < NT_S / 2; ++np) {
                 unsigned bo[4], bq[4];
@@ -321,36 +345,47 @@ FMSA_DEV void fmsa_bwd_main(const fmsa_cuda_bwd_params &P) {
         {
             const int mg = warp % MG, ng = warp / MG;
             const int c0 = dk0 + ng * DQN;
-            float dq[NT_Q][4];
+            float dq[MT][NT_Q][4];
 #pragma unroll
-            for (int a = 0; a < NT_Q; ++a)
+            for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
-                for (int e = 0; e < 4; ++e) dq[a][e] = 0.0f;
+                for (int a = 0; a < NT_Q; ++a)
+#pragma unroll
+                    for (int e = 0; e < 4; ++e) dq[mt][a][e] = 0.0f;
             /* A from dS^T [key][query] (trans): rows k = lane%8 + 8*(lane/16), col m 8*((lane/8)&1) */
             const unsigned ds_base = fmsa_smem_addr(sdS) +
-                2 * (((lane & 7) + 8 * (lane >> 4)) * LDSS + 16 * mg + 8 * ((lane >> 3) & 1));
+                2 * (((lane & 7) + 8 * (lane >> 4)) * LDSS + 16 * MT * mg + 8 * ((lane >> 3) & 1));
 #pragma unroll
             for (int kk = 0; kk < BN / 16; ++kk) {
-                unsigned a[4];
-                fmsa_ldsm_x4_t(a, ds_base + 2 * (kk * 16 * LDSS));
+                unsigned a[MT][4];
+#pragma unroll
+                for (int mt = 0; mt < MT; ++mt) fmsa_ldsm_x4_t(a[mt], ds_base + 2 * (kk * 16 * LDSS + 16 * mt));
 #pragma unroll
                 for (int np = 0; np < NT_Q / 2; ++np) {
                     unsigned bk[4];
                     fmsa_ldsm_x4_t(bk, sk_base + 2 * (bk_addr + kk * 16 * LDS + c0 + np * 16));
-                    fmsa_mma16816<BF16>(dq[2 * np], a, bk);
-                    fmsa_mma16816<BF16>(dq[2 * np + 1], a, bk + 2);
+#pragma unroll
+                    for (int mt = 0; mt < MT; ++mt) {
+                        fmsa_mma16816<BF16>(dq[mt][2 * np], a[mt], bk);
+                        fmsa_mma16816<BF16>(dq[mt][2 * np + 1], a[mt], bk + 2);
+                    }
                 }
             }
-            const int ia = m0 + 16 * mg + g, ib = ia + 8;
-            float *rowa = P.dq_accum + ((qb * F.total_q + q_row0 + ia) * F.heads_q + h) * (long long)P.accum_dim;
-            float *rowb = rowa + 8LL * F.heads_q * P.accum_dim;
+            const int ia0 = m0 + 16 * MT * mg + g;
+            const long long rstride = (long long)F.heads_q * P.accum_dim;
+            float *rowa0 = P.dq_accum + ((qb * F.total_q + q_row0 + ia0) * F.heads_q + h) * (long long)P.accum_dim;
             if (!P.deterministic) {
 #pragma unroll
-                for (int nt = 0; nt < NT_Q; ++nt) {
-                    const int c = c0 + nt * 8 + 2 * t4;
-                    if (c < hd) {
-                        if (ia < sq) fmsa_red_add2(rowa + c, dq[nt][0], dq[nt][1]);
-                        if (ib < sq) fmsa_red_add2(rowb + c, dq[nt][2], dq[nt][3]);
+                for (int mt = 0; mt < MT; ++mt) {
+                    const int ia = ia0 + 16 * mt, ib = ia + 8;
+                    float *rowa = rowa0 + 16 * mt * rstride, *rowb = rowa + 8 * rstride;
+#pragma unroll
+                    for (int nt = 0; nt < NT_Q; ++nt) {
+                        const int c = c0 + nt * 8 + 2 * t4;
+                        if (c < hd) {
+                            if (ia < sq) fmsa_red_add2(rowa + c, dq[mt][nt][0], dq[mt][nt][1]);
+                            if (ib < sq) fmsa_red_add2(rowb + c, dq[mt][nt][2], dq[mt][nt][3]);
+                        }
                     }
                 }
             } else {
@@ -369,20 +404,25 @@ FMSA_DEV void fmsa_bwd_main(const fmsa_cuda_bwd_params &P) {
                 }
                 __syncthreads();
 #pragma unroll
-                for (int nt = 0; nt < NT_Q; ++nt) {
-                    const int c = c0 + nt * 8 + 2 * t4;
-                    if (c < hd) {
-                        if (ia < sq) {
-                            float2 v = __ldcg((const float2 *)(rowa + c));
-                            v.x += dq[nt][0];
-                            v.y += dq[nt][1];
-                            __stcg((float2 *)(rowa + c), v);
-                        }
-                        if (ib < sq) {
-                            float2 v = __ldcg((const float2 *)(rowb + c));
-                            v.x += dq[nt][2];
-                            v.y += dq[nt][3];
-                            __stcg((float2 *)(rowb + c), v);
+                for (int mt = 0; mt < MT; ++mt) {
+                    const int ia = ia0 + 16 * mt, ib = ia + 8;
+                    float *rowa = rowa0 + 16 * mt * rstride, *rowb = rowa + 8 * rstride;
+#pragma unroll
+                    for (int nt = 0; nt < NT_Q; ++nt) {
+                        const int c = c0 + nt * 8 + 2 * t4;
+                        if (c < hd) {
+                            if (ia < sq) {
+                                float2 v = __ldcg((const float2 *)(rowa + c));
+                                v.x += dq[mt][nt][0];
+                                v.y += dq[mt][nt][1];
+                                __stcg((float2 *)(rowa + c), v);
+                            }
+                            if (ib < sq) {
+                                float2 v = __ldcg((const float2 *)(rowb + c));
+                                v.x += dq[mt][nt][2];
+                                v.y += dq[mt][nt][3];
+                                __stcg((float2 *)(rowb + c), v);
+                            }
                         }
                     }
                 }
@@ -418,10 +458,10 @@ FMSA_DEV void fmsa_bwd_main(const fmsa_cuda_bwd_params &P) {
     }
 }
 
-#define FMSA_BWD_MAIN_KERNEL(dt, BF16, D, BM, NW, DS, ST)                                    \
+#define FMSA_BWD_MAIN_KERNEL(dt, BF16, D, BM, NW, DS, ST, OPT)                               \
     extern "C" __global__ void __launch_bounds__(32 * NW, 1)                               \
-        FMSA_CUDA_BWD_MAIN_SYM(dt, D, BM, NW, DS, ST)(const fmsa_cuda_bwd_params p) {       \
-        fmsa_bwd_main<BF16, D, BM, NW, DS, ST>(p);                                          \
+        FMSA_CUDA_BWD_MAIN_SYM(dt, D, BM, NW, DS, ST, OPT)(const fmsa_cuda_bwd_params p) {  \
+        fmsa_bwd_main<BF16, D, BM, NW, DS, ST, OPT>(p);                                     \
     }
 
 FMSA_CUDA_BWD_INSTANCES(FMSA_BWD_MAIN_KERNEL)
