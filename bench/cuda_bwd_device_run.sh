@@ -14,6 +14,10 @@ cut -c1-160 build-cudabwd/resources.txt | grep -E "main_bf16_d(64|128|256)|pre_b
 for s in $STEPS; do
     case $s in
     grid) timeout 170 python3 bench/cuda_bwd_check.py --grid --variants 2>&1 | tee "$OUT/grid.log" | grep -v "^ok " ;;
+    memcheck) for tool in memcheck racecheck initcheck; do
+            timeout 100 compute-sanitizer --tool $tool --kernel-name regex:fmsa_cuda_bwd python3 bench/cuda_bwd_check.py --quick-grid >"$OUT/san-$tool.log" 2>&1
+            echo "$tool rc=$?: $(grep -E "ERROR SUMMARY|grid:" "$OUT/san-$tool.log" | tr '\n' ' ')"
+        done ;;
     det) timeout 60 python3 bench/cuda_bwd_check.py --det 2>&1 | tee "$OUT/det.log" ;;
     profile) timeout 100 ncu --clock-control none -k regex:"fmsa_cuda_bwd_main|flash_bwd_dq_dk_dv" -c 2 \
         --section SpeedOfLight --section ComputeWorkloadAnalysis --section WarpStateStats \

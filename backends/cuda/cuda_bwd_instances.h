@@ -29,24 +29,21 @@
  * fragments held in registers (D <= 64).
  */
 #define FMSA_CUDA_BWD_INSTANCES(X)     \
-    X(bf16, 1, 64, 64, 8, 1, 2, 3)     \
+    X(bf16, 1, 64, 64, 8, 1, 2, 1)     \
     X(bf16, 1, 96, 64, 8, 1, 2, 0)     \
-    X(bf16, 1, 128, 64, 8, 1, 2, 1)    \
+    X(bf16, 1, 128, 64, 8, 1, 2, 0)    \
     X(bf16, 1, 192, 64, 8, 2, 2, 0)    \
-    X(bf16, 1, 256, 64, 8, 2, 1, 1)    \
-    X(f16, 0, 64, 64, 8, 1, 2, 3)      \
+    X(bf16, 1, 256, 64, 8, 2, 1, 0)    \
+    X(f16, 0, 64, 64, 8, 1, 2, 1)      \
     X(f16, 0, 96, 64, 8, 1, 2, 0)      \
-    X(f16, 0, 128, 64, 8, 1, 2, 1)     \
+    X(f16, 0, 128, 64, 8, 1, 2, 0)     \
     X(f16, 0, 192, 64, 8, 2, 2, 0)     \
-    X(f16, 0, 256, 64, 8, 2, 1, 1)
+    X(f16, 0, 256, 64, 8, 2, 1, 0)
 
 /// Alternative tilings compiled into the development harness only, for timing.
 #define FMSA_CUDA_BWD_VARIANTS(X)      \
-    X(bf16, 1, 64, 64, 8, 1, 2, 0)     \
-    X(bf16, 1, 64, 64, 8, 1, 2, 1)     \
-    X(bf16, 1, 64, 128, 8, 1, 2, 1)    \
-    X(bf16, 1, 128, 64, 8, 1, 2, 0)    \
-    X(bf16, 1, 256, 64, 8, 2, 1, 0)
+    X(bf16, 1, 64, 64, 8, 1, 2, 3)     \
+    X(bf16, 1, 128, 64, 8, 1, 2, 1)
 
 #define FMSA_CUDA_BWD_MAIN_SYM(dt, D, BM, NW, DS, ST, OPT) \
     fmsa_cuda_bwd_main_##dt##_d##D##_m##BM##_w##NW##_s##DS##_p##ST##_o##OPT
