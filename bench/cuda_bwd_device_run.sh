@@ -15,7 +15,7 @@ for s in $STEPS; do
     case $s in
     grid) timeout 170 python3 bench/cuda_bwd_check.py --grid --variants 2>&1 | tee "$OUT/grid.log" | grep -v "^ok " ;;
     memcheck) for tool in memcheck racecheck initcheck; do
-            timeout 100 compute-sanitizer --tool $tool --kernel-name regex:fmsa_cuda_bwd python3 bench/cuda_bwd_check.py --quick-grid >"$OUT/san-$tool.log" 2>&1
+            timeout 100 compute-sanitizer --tool $tool --kernel-name kns=fmsa_cuda_bwd python3 bench/cuda_bwd_check.py --quick-grid >"$OUT/san-$tool.log" 2>&1
             echo "$tool rc=$?: $(grep -E "ERROR SUMMARY|grid:" "$OUT/san-$tool.log" | tr '\n' ' ')"
         done ;;
     det) timeout 60 python3 bench/cuda_bwd_check.py --det 2>&1 | tee "$OUT/det.log" ;;
