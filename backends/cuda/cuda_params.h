@@ -77,6 +77,9 @@ typedef struct fmsa_cuda_bwd_params {
     const float *dlse;              ///< reserved: [B, Hq, Sq] gradient of the lse output; NULL
     float *dsinks;                  ///< reserved: [Hq] sink gradient; NULL
     int deterministic;              ///< no float atomics: fixed accumulation order
+    int *dq_sems;                   ///< workspace: deterministic dQ turn counters, then one block ticket
+    int num_sems;                   ///< ints at dq_sems (the preprocess zeroes them)
+    int accum_dim;                  ///< row width of dq_accum: the instance's head dim (>= head_dim)
 } fmsa_cuda_bwd_params;
 
 #endif /* FMSA_CUDA_PARAMS_H */

@@ -1,0 +1,170 @@
+/*
+ * The CUDA backward's compiled instances and the host-side arithmetic that
+ * goes with them: which instance serves a problem, the three launch grids and
+ * the workspace layout.  Plain host C (no CUDA): the host backend includes it
+ * and launches the kernels by the names listed here.
+ *
+ * Three stages, launched in this order on one stream:
+ *   pre   D_i = rowsum(dO * O) (- dlse_i) into dsum; zeroes dq_accum and the
+ *         deterministic mode's counters.  One warp per (row, query head).
+ *   main  one block per (key tile, kv head, sequence, D slice): dK, dV in
+ *         registers over every query head of its kv head, dQ into dq_accum.
+ *   post  dq = dq_accum * softmax_scale in the dtype.  One warp per (row, head).
+ */
+#ifndef FMSA_CUDA_BWD_INSTANCES_H
+#define FMSA_CUDA_BWD_INSTANCES_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "backends/cuda/cuda_params.h"
+#include "flashmsa/flashmsa.h"
+
+/*
+ * X(dt, BF16, D, BM, NW, DSPLIT, STAGES, OPT): dtype name, 1 for bf16, head
+ * dim, query rows per step, warps (the key tile is 16 * NW keys, 16 per warp),
+ * slices of D for dK/dV/dQ (S and dP always contract the whole D), Q/dO
+ * buffers (2 = the next query tile loads while this one computes), options:
+ * bit 0 = 32-row dQ warp tiles where the slice allows, bit 1 = K/V A
+ * fragments held in registers (D <= 64).
+ */
+#define FMSA_CUDA_BWD_INSTANCES(X)     \
+    X(bf16, 1, 64, 64, 8, 1, 2, 1)     \
+    X(bf16, 1, 96, 64, 8, 1, 2, 0)     \
+    X(bf16, 1, 128, 64, 8, 1, 2, 0)    \
+    X(bf16, 1, 192, 64, 8, 2, 2, 0)    \
+    X(bf16, 1, 256, 64, 8, 2, 1, 0)    \
+    X(f16, 0, 64, 64, 8, 1, 2, 1)      \
+    X(f16, 0, 96, 64, 8, 1, 2, 0)      \
+    X(f16, 0, 128, 64, 8, 1, 2, 0)     \
+    X(f16, 0, 192, 64, 8, 2, 2, 0)     \
+    X(f16, 0, 256, 64, 8, 2, 1, 0)
+
+/// Alternative tilings compiled into the development harness only, for timing.
+#define FMSA_CUDA_BWD_VARIANTS(X)      \
+    X(bf16, 1, 64, 64, 8, 1, 2, 3)     \
+    X(bf16, 1, 128, 64, 8, 1, 2, 1)
+
+#define FMSA_CUDA_BWD_MAIN_SYM(dt, D, BM, NW, DS, ST, OPT) \
+    fmsa_cuda_bwd_main_##dt##_d##D##_m##BM##_w##NW##_s##DS##_p##ST##_o##OPT
+#define FMSA_CUDA_BWD_STR_(x) #x
+#define FMSA_CUDA_BWD_STR(x) FMSA_CUDA_BWD_STR_(x)
+
+/// Dynamic shared memory of a main instance: K, V, STAGES x (Q, dO), dS^T
+/// (rows padded by 8 elements against bank conflicts), lse, D, a ticket.
+#define FMSA_CUDA_BWD_SMEM(D, BM, NW, ST)                                              \
+    (2 * (2 * 16 * (NW) * ((D) + 8) + 2 * (ST) * (BM) * ((D) + 8) + 16 * (NW) * ((BM) + 8)) + \
+     8 * (ST) * (BM) + 16)
+
+#define FMSA_CUDA_BWD_AUX_WARPS 8 ///< warps per block of pre and post (one per row-head)
+
+typedef struct fmsa_cuda_bwd_instance {
+    const char *pre, *main, *post; ///< kernel names in the module
+    int bf16;                      ///< 1 bf16, 0 f16
+    int head_dim;                  ///< D of the instance (serves head_dim <= D)
+    int block_m, block_n;          ///< query rows per step, keys per block
+    int dsplit, stages;            ///< D slices, Q/dO buffers
+    int threads_main, threads_aux; ///< block sizes
+    int smem_main;                 ///< dynamic shared memory of main (bytes)
+} fmsa_cuda_bwd_instance;
+
+#define FMSA_CUDA_BWD_ROW(dt, BF16, D, BM, NW, DS, ST, OPT)                                \
+    {"fmsa_cuda_bwd_pre_" #dt, FMSA_CUDA_BWD_STR(FMSA_CUDA_BWD_MAIN_SYM(dt, D, BM, NW, DS, ST, OPT)), \
+     "fmsa_cuda_bwd_post_" #dt, BF16, D, BM, 16 * NW, DS, ST, 32 * NW, 32 * FMSA_CUDA_BWD_AUX_WARPS, \
+     FMSA_CUDA_BWD_SMEM(D, BM, NW, ST)},
+
+static const fmsa_cuda_bwd_instance fmsa_cuda_bwd_instance_list[] = {
+    FMSA_CUDA_BWD_INSTANCES(FMSA_CUDA_BWD_ROW)};
+#define FMSA_CUDA_BWD_NUM_INSTANCES \
+    ((int)(sizeof fmsa_cuda_bwd_instance_list / sizeof fmsa_cuda_bwd_instance_list[0]))
+
+/// The instance for a dtype and head dim: the smallest compiled D >= head_dim;
+/// NULL where none (f32, head_dim not a multiple of 8, or past 256).
+static inline const fmsa_cuda_bwd_instance *fmsa_cuda_bwd_select(fmsa_dtype dtype, int head_dim) {
+    const fmsa_cuda_bwd_instance *best = NULL;
+    int bf16;
+    if (dtype == FMSA_DTYPE_BF16) bf16 = 1;
+    else if (dtype == FMSA_DTYPE_F16) bf16 = 0;
+    else return NULL;
+    if (head_dim <= 0 || head_dim % 8) return NULL;
+    for (int i = 0; i < FMSA_CUDA_BWD_NUM_INSTANCES; ++i) {
+        const fmsa_cuda_bwd_instance *c = &fmsa_cuda_bwd_instance_list[i];
+        if (c->bf16 != bf16 || c->head_dim < head_dim) continue;
+        if (!best || c->head_dim < best->head_dim) best = c;
+    }
+    return best;
+}
+
+typedef struct fmsa_cuda_bwd_plan {
+    const fmsa_cuda_bwd_instance *inst;
+    unsigned grid_pre[3], grid_main[3], grid_post[3];
+    size_t off_dsum, off_dq_accum, off_sems; ///< byte offsets into the workspace
+    size_t workspace_bytes;                  ///< total, offsets 256-byte aligned
+    int num_sems;
+} fmsa_cuda_bwd_plan;
+
+static inline size_t fmsa_cuda_bwd_align256(size_t x) { return (x + 255u) & ~(size_t)255u; }
+
+/// 1 when every 16-bit tensor of the pass is 16-byte aligned with strides of
+/// whole 8-element chunks (the kernels move 16 bytes at a time).
+static inline int fmsa_cuda_bwd_aligned(const fmsa_cuda_bwd_params *p) {
+    const void *ptr[8] = {p->fwd.q, p->fwd.k, p->fwd.v, p->fwd.o, p->dout, p->dq, p->dk, p->dv};
+    const long long st[24] = {p->fwd.q_sb, p->fwd.q_ss, p->fwd.q_sh, p->fwd.k_sb, p->fwd.k_ss,
+                              p->fwd.k_sh, p->fwd.v_sb, p->fwd.v_ss, p->fwd.v_sh, p->fwd.o_sb,
+                              p->fwd.o_ss, p->fwd.o_sh, p->do_sb, p->do_ss, p->do_sh, p->dq_sb,
+                              p->dq_ss, p->dq_sh, p->dk_sb, p->dk_ss, p->dk_sh, p->dv_sb,
+                              p->dv_ss, p->dv_sh};
+    for (int i = 0; i < 8; ++i)
+        if ((uintptr_t)ptr[i] % 16u) return 0;
+    for (int i = 0; i < 24; ++i)
+        if (st[i] % 8) return 0;
+    return 1;
+}
+
+/// Fills plan for params p (geometry fields set) and instance inst.  Returns
+/// 0, or -1 where the kernels cannot serve the problem (paged KV, D_v != D,
+/// misaligned tensors): the caller reports FMSA_ERR_NOT_SUPPORTED.
+static inline int fmsa_cuda_bwd_plan_make(const fmsa_cuda_bwd_params *p,
+                                          const fmsa_cuda_bwd_instance *inst,
+                                          fmsa_cuda_bwd_plan *plan) {
+    const fmsa_cuda_fwd_params *f = &p->fwd;
+    long long rows, row_heads, aux_blocks, ktiles, mtiles;
+    size_t off = 0;
+    if (!inst || f->is_paged || f->head_dim_v != f->head_dim || f->head_dim > inst->head_dim)
+        return -1;
+    if (!fmsa_cuda_bwd_aligned(p)) return -1;
+    rows = (long long)(f->is_varlen ? 1 : f->batch) * f->total_q;
+    row_heads = rows * f->heads_q;
+    aux_blocks = (row_heads + FMSA_CUDA_BWD_AUX_WARPS - 1) / FMSA_CUDA_BWD_AUX_WARPS;
+    ktiles = (f->seqlen_k + inst->block_n - 1) / inst->block_n;
+    mtiles = (f->seqlen_q + inst->block_m - 1) / inst->block_m;
+    plan->inst = inst;
+    plan->grid_pre[0] = plan->grid_post[0] = (unsigned)(aux_blocks > 0 ? aux_blocks : 1);
+    plan->grid_pre[1] = plan->grid_pre[2] = plan->grid_post[1] = plan->grid_post[2] = 1;
+    plan->grid_main[0] = (unsigned)(ktiles * inst->dsplit > 0 ? ktiles * inst->dsplit : 1);
+    plan->grid_main[1] = (unsigned)f->heads_kv;
+    plan->grid_main[2] = (unsigned)f->batch;
+    plan->off_dsum = off;
+    off = fmsa_cuda_bwd_align256(off + (size_t)row_heads * sizeof(float));
+    plan->off_dq_accum = off;
+    off = fmsa_cuda_bwd_align256(off + (size_t)row_heads * (size_t)inst->head_dim * sizeof(float));
+    plan->off_sems = off;
+    plan->num_sems = (int)((long long)f->batch * f->heads_q * mtiles * inst->dsplit + 1);
+    off = fmsa_cuda_bwd_align256(off + (size_t)plan->num_sems * sizeof(int));
+    plan->workspace_bytes = off;
+    return 0;
+}
+
+/// Points p's workspace fields into workspace (device memory of plan->workspace_bytes).
+static inline void fmsa_cuda_bwd_plan_bind(const fmsa_cuda_bwd_plan *plan, fmsa_cuda_bwd_params *p,
+                                           void *workspace) {
+    char *w = (char *)workspace;
+    p->dsum = (float *)(w + plan->off_dsum);
+    p->dq_accum = (float *)(w + plan->off_dq_accum);
+    p->dq_sems = (int *)(w + plan->off_sems);
+    p->num_sems = plan->num_sems;
+    p->accum_dim = plan->inst->head_dim;
+    p->dk_accum = p->dv_accum = NULL; /* dK/dV sum over a kv head's query heads in registers */
+}
+
+#endif /* FMSA_CUDA_BWD_INSTANCES_H */
