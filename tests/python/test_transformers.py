@@ -124,3 +124,24 @@ def test_dropout_and_attention_outputs_refused():
     m.train()
     with pytest.raises(NotImplementedError, match="dropout"):
         m(torch.zeros(1, 4, dtype=torch.long))
+
+
+def test_flash_style_functions_behind_the_name():
+    """transformers takes a name with "flash" in it for a FlashAttention build
+    and asks for its functions; it gets flashmsa's, which match flashmsa.attention."""
+    fa = pytest.importorskip("transformers.modeling_flash_attention_utils")
+    if not hasattr(fa, "lazy_import_flash_attention"):
+        pytest.skip("this transformers imports no FlashAttention functions by name")
+    (func, varlen, *_), _ = fa.lazy_import_flash_attention("flashmsa")
+    q, k, v = (torch.randn(2, 12, 2, 16, generator=torch.Generator().manual_seed(s))
+               for s in range(3))
+    want, want_lse = flashmsa.attention(q, k, v, causal=True, window=(4, 0), return_lse=True)
+    assert torch.equal(func(q, k, v, causal=True, window_size=(4, 0)), want)
+    out, lse, probs = func(q, k, v, causal=True, window_size=(4, 0), return_attn_probs=True)
+    assert torch.equal(out, want) and torch.equal(lse, want_lse) and probs is None
+    cu = torch.tensor([0, 12, 24], dtype=torch.int32)
+    packed = [t.reshape(24, 2, 16) for t in (q, k, v)]
+    assert torch.equal(varlen(*packed, cu, cu, 12, 12, causal=True, window_size=(4, 0)),
+                       want.reshape(24, 2, 16))
+    with pytest.raises(NotImplementedError, match="dropout"):
+        func(q, k, v, dropout_p=0.1)

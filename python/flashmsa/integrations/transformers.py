@@ -78,17 +78,25 @@ def flashmsa_attention_forward(module, query, key, value, attention_mask, dropou
     return o.view(b, s_q, *o_u.shape[1:]), None
 
 
-def _flash_attn_func(q, k, v, dropout_p=0.0, softmax_scale=None, causal=False,
-                     window_size=(-1, -1), softcap=0.0, alibi_slopes=None, deterministic=False,
-                     return_attn_probs=False):
-    """FlashAttention 2's flash_attn_func calling convention, on flashmsa."""
+def _flash_style(q, k, v, dropout_p, softmax_scale, causal, window_size, softcap, alibi_slopes,
+                 deterministic, return_attn_probs, **varlen):
+    """flashmsa.attention called with FlashAttention 2's argument names and
+    return convention ((out, lse, None) with return_attn_probs)."""
     if dropout_p:
         raise NotImplementedError("flashmsa: attention dropout is not implemented")
     out = flashmsa.attention(q, k, v, causal=causal, window=tuple(window_size),
                              softcap=softcap or 0.0, alibi_slopes=alibi_slopes,
                              scale=softmax_scale, return_lse=return_attn_probs,
-                             deterministic=deterministic)
+                             deterministic=deterministic, **varlen)
     return out + (None,) if return_attn_probs else out
+
+
+def _flash_attn_func(q, k, v, dropout_p=0.0, softmax_scale=None, causal=False,
+                     window_size=(-1, -1), softcap=0.0, alibi_slopes=None, deterministic=False,
+                     return_attn_probs=False):
+    """FlashAttention 2's flash_attn_func calling convention, on flashmsa."""
+    return _flash_style(q, k, v, dropout_p, softmax_scale, causal, window_size, softcap,
+                        alibi_slopes, deterministic, return_attn_probs)
 
 
 def _flash_attn_varlen_func(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
@@ -96,15 +104,10 @@ def _flash_attn_varlen_func(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, m
                             softcap=0.0, alibi_slopes=None, deterministic=False,
                             return_attn_probs=False):
     """FlashAttention 2's flash_attn_varlen_func calling convention, on flashmsa."""
-    if dropout_p:
-        raise NotImplementedError("flashmsa: attention dropout is not implemented")
-    out = flashmsa.attention(q, k, v, causal=causal, window=tuple(window_size),
-                             softcap=softcap or 0.0, alibi_slopes=alibi_slopes,
-                             scale=softmax_scale, cu_seqlens_q=cu_seqlens_q,
-                             cu_seqlens_k=cu_seqlens_k, max_seqlen_q=max_seqlen_q,
-                             max_seqlen_k=max_seqlen_k, return_lse=return_attn_probs,
-                             deterministic=deterministic)
-    return out + (None,) if return_attn_probs else out
+    return _flash_style(q, k, v, dropout_p, softmax_scale, causal, window_size, softcap,
+                        alibi_slopes, deterministic, return_attn_probs,
+                        cu_seqlens_q=cu_seqlens_q, cu_seqlens_k=cu_seqlens_k,
+                        max_seqlen_q=max_seqlen_q, max_seqlen_k=max_seqlen_k)
 
 
 def _answer_flash_import(name):
