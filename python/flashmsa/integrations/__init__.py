@@ -1,0 +1,1 @@
+"""Integrations of flashmsa with other libraries (import each submodule to use it)."""

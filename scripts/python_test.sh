@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# The Python package's test: a fresh virtual environment, torch, transformers
+# and pytest from the package index pip is configured with, `pip install .`
+# (scikit-build-core builds the C library into the package), then pytest on
+# tests/python against the installed package.  CI's stage 6 runs this.
+#
+#   scripts/python_test.sh [VENV_DIR]   (default: a temporary directory, removed after)
+#
+# Variables: PYTHON (default python3); FLASHMSA_TORCH_INDEX, when set, is the
+# index pip installs torch from (e.g. one serving CPU-only wheels); unset, torch
+# comes from the default index like everything else.
+set -euo pipefail
+
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$here"
+python=${PYTHON:-python3}
+
+if [[ $# -ge 1 ]]; then
+  venv=$1
+else
+  venv_parent=$(mktemp -d)
+  trap 'rm -rf "$venv_parent"' EXIT
+  venv=$venv_parent/venv
+fi
+
+# Debian's own python3 needs python3-venv for `-m venv` (ensurepip).
+if ! "$python" -c 'import ensurepip' 2>/dev/null; then
+  if command -v apt-get >/dev/null 2>&1 && ((EUID == 0)); then
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-venv >/dev/null
+  else
+    echo "python_test: $python has no ensurepip; install python3-venv" >&2
+    exit 1
+  fi
+fi
+
+t=$SECONDS
+"$python" -m venv "$venv"
+pip=("$venv/bin/python" -m pip --quiet --disable-pip-version-check)
+if [[ -n "${FLASHMSA_TORCH_INDEX:-}" ]]; then
+  "${pip[@]}" install --index-url "$FLASHMSA_TORCH_INDEX" torch
+else
+  "${pip[@]}" install torch
+fi
+"${pip[@]}" install numpy pytest transformers
+echo "python_test: torch $("$venv/bin/python" -c 'import torch; print(torch.__version__)'), transformers $("$venv/bin/python" -c 'import transformers; print(transformers.__version__)') installed in $((SECONDS - t)) s"
+
+t=$SECONDS
+"${pip[@]}" install .
+echo "python_test: pip install . took $((SECONDS - t)) s"
+
+# From tests/python, with FLASHMSA_LIBRARY unset, `import flashmsa` is the
+# installed package and its own library.
+t=$SECONDS
+cd tests/python
+env -u FLASHMSA_LIBRARY -u FLASHMSA_ROOT "$venv/bin/python" -m pytest -q -p no:cacheprovider
+echo "python_test: pytest took $((SECONDS - t)) s"

@@ -1,0 +1,195 @@
+"""The project's correctness rule (common/check_rule.h) for the Python tests,
+with its two yardsticks written in torch:
+
+- reference(): fp64, through autograd for the gradients;
+- naive(): the same-precision naive implementation of
+  tests/support/fmsa_test_naive.c -- materialised S and P, every sum in fp32
+  and in order (a Python loop over the summed index, one rounding per add),
+  S, P, dP, dS and the outputs rounded to the input dtype where a framework
+  would round them.
+
+check() then asserts max|x - ref| <= factor * max|naive - ref| + floor, the
+floor as fmsa_rule_floor() derives it, and no NaN.
+
+A problem is a list of sequences, each a dict of its q [sq, Hq, D],
+k/v [sk, Hkv, D] (input dtype) and alibi slopes [Hq] (or None), so plain
+batches, varlen batches and paged caches all reduce to it.
+"""
+import math
+
+import torch
+
+U = {torch.float32: 2.0 ** -24, torch.float16: 2.0 ** -11, torch.bfloat16: 2.0 ** -8}
+FLOOR_UNITS, FLOOR_F32_UNITS = 2.0, 2.0
+SOFTMAX_UNITS_FWD, SOFTMAX_UNITS_BWD = 3.0, 6.0
+FACTOR_FWD, FACTOR_BWD = 2.0, 3.0
+
+
+def visible(sq, sk, causal, window):
+    """[sq, sk] bool: key j visible from query i (flashmsa.h's definition)."""
+    left, right = window
+    if causal:
+        right = 0
+    i = torch.arange(sq)[:, None]
+    j = torch.arange(sk)[None, :]
+    diag = i + sk - sq
+    ok = torch.ones(sq, sk, dtype=torch.bool)
+    if left >= 0:
+        ok &= j >= diag - left
+    if right >= 0:
+        ok &= j <= diag + right
+    return ok
+
+
+def _alibi_bias(slopes, sq, sk):
+    """-slope[h] * |i + sk - sq - j| as [H, sq, sk] (fp64)."""
+    i = torch.arange(sq, dtype=torch.float64)[:, None]
+    j = torch.arange(sk, dtype=torch.float64)[None, :]
+    return -slopes.double()[:, None, None] * (i + sk - sq - j).abs()
+
+
+def _expand_kv(x, hq):
+    return x.repeat_interleave(hq // x.shape[1], dim=1)
+
+
+def reference(seqs, dout=None, *, scale, causal=False, window=(-1, -1), softcap=0.0):
+    """fp64 O [sq, Hq, D], LSE [Hq, sq] per sequence, and with dout (a list of
+    [sq, Hq, D]) the fp64 dq, dk, dv per sequence."""
+    out = []
+    for n, sqn in enumerate(seqs):
+        q = sqn["q"].double().requires_grad_()
+        k = sqn["k"].double().requires_grad_()
+        v = sqn["v"].double().requires_grad_()
+        sq, hq = q.shape[0], q.shape[1]
+        sk = k.shape[0]
+        s = torch.einsum("ihd,jhd->hij", q, _expand_kv(k, hq)) * scale
+        if softcap > 0:
+            s = softcap * torch.tanh(s / softcap)
+        if sqn.get("alibi") is not None:
+            s = s + _alibi_bias(sqn["alibi"], sq, sk)
+        vis = visible(sq, sk, causal, window)
+        s = s.masked_fill(~vis, -math.inf)
+        m = s.detach().amax(-1, keepdim=True) if sk else torch.full((hq, sq, 1), -math.inf,
+                                                                     dtype=torch.float64)
+        m = torch.where(torch.isfinite(m), m, torch.zeros_like(m))
+        e = torch.exp(s - m)
+        l = e.sum(-1, keepdim=True)
+        p = e / torch.where(l > 0, l, torch.ones_like(l))
+        lse = (m + torch.log(l)).squeeze(-1)
+        o = torch.einsum("hij,jhd->ihd", p, _expand_kv(v, hq))
+        res = {"o": o.detach(), "lse": lse.detach()}
+        if dout is not None:
+            dq, dk, dv = torch.autograd.grad(o, (q, k, v), dout[n].double(), allow_unused=True)
+            res.update(dq=dq, dk=torch.zeros_like(k) if dk is None else dk,
+                       dv=torch.zeros_like(v) if dv is None else dv)
+        out.append(res)
+    return out
+
+
+def _rnd(x, dtype):
+    return x.to(dtype).float()
+
+
+def _seq_sum(terms, n):
+    """sum_{j < n} terms(j) in fp32, in order, one rounding per add."""
+    acc = None
+    for j in range(n):
+        t = terms(j)
+        acc = t.clone() if acc is None else acc + t
+    return acc
+
+
+def naive(seqs, dout=None, *, scale, causal=False, window=(-1, -1), softcap=0.0):
+    """The same-precision naive O, LSE (and dq, dk, dv with dout), as fp64
+    tensors holding the naive's values."""
+    out = []
+    for n, sqn in enumerate(seqs):
+        dt = sqn["q"].dtype
+        q = sqn["q"].float().transpose(0, 1)                    # [Hq, sq, D]
+        hq, sq, d = q.shape
+        k = _expand_kv(sqn["k"].float(), hq).transpose(0, 1)    # [Hq, sk, D]
+        v = _expand_kv(sqn["v"].float(), hq).transpose(0, 1)
+        sk = k.shape[1]
+        if sq == 0:  # an empty sequence: nothing to compute, its keys get zero gradients
+            kz = torch.zeros(sqn["k"].shape, dtype=torch.float64)
+            out.append({"o": torch.zeros(0, hq, d, dtype=torch.float64),
+                        "lse": torch.zeros(hq, 0, dtype=torch.float64), "dq":
+                        torch.zeros(0, hq, d, dtype=torch.float64), "dk": kz, "dv": kz.clone()})
+            continue
+        scale32 = torch.tensor(scale, dtype=torch.float32)
+        acc = _seq_sum(lambda c: q[:, :, None, c] * k[:, None, :, c], d) if sk else \
+            torch.zeros(hq, sq, 0)
+        x = acc * scale32
+        if softcap > 0:
+            cap = torch.tensor(softcap, dtype=torch.float32)
+            x = cap * torch.tanh(x / cap)
+        capped = x
+        if sqn.get("alibi") is not None:
+            x = x + _alibi_bias(sqn["alibi"], sq, sk).float()
+        vis = visible(sq, sk, causal, window).expand(hq, sq, sk)
+        s = _rnd(x, dt).masked_fill(~vis, -math.inf)
+        m = s.amax(-1, keepdim=True) if sk else torch.full((hq, sq, 1), -math.inf)
+        empty = ~torch.isfinite(m)
+        e = torch.exp(s - torch.where(empty, torch.zeros_like(m), m))
+        l = _seq_sum(lambda j: e[:, :, j:j + 1], sk) if sk else torch.zeros(hq, sq, 1)
+        p = _rnd(e / torch.where(empty, torch.ones_like(l), l), dt)
+        p = torch.where(empty, torch.zeros_like(p), p)
+        lse = torch.where(empty, m, m + torch.log(l)).squeeze(-1)
+        o = _rnd(_seq_sum(lambda j: p[:, :, j, None] * v[:, None, j, :], sk), dt) if sk else \
+            torch.zeros(hq, sq, d)
+        res = {"o": o.transpose(0, 1).double(), "lse": lse.double()}
+        if dout is not None:
+            g = dout[n].float().transpose(0, 1)                 # [Hq, sq, D]
+            dp = _rnd(_seq_sum(lambda c: g[:, :, None, c] * v[:, None, :, c], d), dt)
+            di = _seq_sum(lambda j: p[:, :, j:j + 1] * dp[:, :, j:j + 1], sk)
+            ds = _rnd(p * (dp - di), dt)
+            if softcap > 0:
+                ds = _rnd(ds * (1.0 - (capped / cap) * (capped / cap)), dt)
+            dq = _rnd(_seq_sum(lambda j: ds[:, :, j, None] * k[:, None, j, :], sk) * scale32, dt)
+            hk = _seq_sum(lambda i: ds[:, i, :, None] * q[:, i, None, :], sq)  # [Hq, sk, D]
+            hv = _seq_sum(lambda i: p[:, i, :, None] * g[:, i, None, :], sq)
+            hkv = sqn["k"].shape[1]
+            group = hq // hkv
+            dk = torch.zeros(hkv, sk, d)
+            dv = torch.zeros(hkv, sk, d)
+            for h in range(hq):  # each query head adds into its kv head, in order
+                dk[h // group] += hk[h] * scale32
+                dv[h // group] += hv[h]
+            res.update(dq=dq.transpose(0, 1).double(), dk=_rnd(dk, dt).transpose(0, 1).double(),
+                       dv=_rnd(dv, dt).transpose(0, 1).double())
+        out.append(res)
+    return out
+
+
+def lse_max(refs):
+    """A of check_rule.h: max |LSE| of the reference over rows with a visible key."""
+    a = 0.0
+    for r in refs:
+        finite = r["lse"][torch.isfinite(r["lse"])]
+        if finite.numel():
+            a = max(a, finite.abs().max().item())
+    return a
+
+
+def check(name, got, ref, nv, *, dtype, factor, softmax_units, a, is_lse=False):
+    """Asserts the rule for one tensor (got, ref, nv: fp64 tensors of one shape)."""
+    got, ref, nv = got.double(), ref.double(), nv.double()
+    assert not torch.isnan(got).any(), f"{name}: NaN in the result"
+    inf = torch.isinf(ref)
+    if inf.any():  # the -inf LSE of a row with no visible key: exactly that value
+        assert torch.equal(got[inf], ref[inf]), f"{name}: expected -inf where the reference is"
+        got, ref, nv = got[~inf], ref[~inf], nv[~inf]
+    if ref.numel() == 0:
+        return
+    ref_max = ref.abs().max().item()
+    err = (got - ref).abs().max().item()
+    naive_err = (nv - ref).abs().max().item()
+    u32 = U[torch.float32]
+    store = torch.float32 if is_lse else dtype
+    floor = (FLOOR_UNITS * U[store] + FLOOR_F32_UNITS * u32) * ref_max
+    softmax = u32 * softmax_units * (1.0 + a)
+    floor += softmax if is_lse else softmax * ref_max
+    bound = factor * naive_err + floor
+    assert err <= bound, (f"{name}: error {err:.3e} > {factor} x naive {naive_err:.3e} + floor "
+                          f"{floor:.3e} (max|ref| {ref_max:.3e})")
+    return err, bound
