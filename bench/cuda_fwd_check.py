@@ -36,6 +36,7 @@ class Params(ctypes.Structure):
     _fields_ = FIELDS
 
 
+DEV = os.environ.get("FMSA_CHECK_DEVICE", "cuda")  # "cpu": dry run of the harness itself
 STATUS_BITS = {1: "BAD_CU_SEQLENS", 2: "BAD_PAGE", 4: "BAD_SEQUSED"}
 
 
@@ -124,7 +125,7 @@ def make_case(torch, c, gen):
     """Tensors + params for case dict c.  Returns (params, tensors, seqs) where seqs lists
     per-sequence (q rows (batch, row0, sq), k gather function, sk)."""
     dt = {"bf16": torch.bfloat16, "f16": torch.float16}[c.get("dtype", "bf16")]
-    dev = "cuda"
+    dev = DEV
     d, hq, hkv = c["d"], c["hq"], c.get("hkv", c["hq"])
     scale = c.get("scale", 1.0 / math.sqrt(d))
     t = {}
@@ -157,7 +158,7 @@ def make_case(torch, c, gen):
         o = torch.empty(1, tq, hq, d, device=dev, dtype=dt)
         lse = torch.empty(1, hq, tq, device=dev, dtype=torch.float32)
     else:
-        B, sq, sk = c["b"], c["sq"], c["sk"]
+        B, sq, sk = c["b"], c["sq"], c.get("sk", 0)
         if c.get("layout") == "packed":
             qkv = rnd(B, sq, 3, hq, d)
             q = qkv[:, :, 0]
@@ -256,10 +257,15 @@ def reference(torch, c, p, t, seqs, rows_per_seq=None):
             rows = torch.unique(torch.cat([rows, torch.tensor([0, sq - 1])]))
         else:
             rows = torch.arange(sq)
-        rows_d = rows.to("cuda")
+        rows_d = rows.to(DEV)
+        if sk == 0:  # no keys: every row is fully masked
+            z = torch.zeros(len(rows), hq, d, dtype=torch.float64, device=DEV)
+            ninf = torch.full((hq, len(rows)), float("-inf"), dtype=torch.float64, device=DEV)
+            out.append(dict(si=si, rows=rows_d, ref_o=z, ref_lse=ninf, nv_o=z, nv_lse=ninf, seq=s))
+            continue
         q = t["q"][s["qb"], s["q0"] + rows_d]  # [n, hq, d]
         if s.get("page"):
-            j = torch.arange(sk, device="cuda")
+            j = torch.arange(sk, device=DEV)
             pg = t["bt"][s["b"]].long()[j // p.page_size]
             k = t["k"][pg, j % p.page_size]
             v = t["v"][pg, j % p.page_size]
@@ -269,9 +275,9 @@ def reference(torch, c, p, t, seqs, rows_per_seq=None):
         k = k.repeat_interleave(grp, dim=1)
         v = v.repeat_interleave(grp, dim=1)
         i = rows_d.view(-1, 1).long()
-        j = torch.arange(sk, device="cuda").view(1, -1)
+        j = torch.arange(sk, device=DEV).view(1, -1)
         diag = i + sk - sq
-        vis = torch.ones(len(rows), sk, dtype=torch.bool, device="cuda")
+        vis = torch.ones(len(rows), sk, dtype=torch.bool, device=DEV)
         if p.window_left >= 0:
             vis &= j >= diag - p.window_left
         if p.window_right >= 0:
@@ -431,7 +437,7 @@ STATUS_CASES = [
 
 
 def run_grid(torch, lib, kernels, log, variants):
-    gen = torch.Generator(device="cuda").manual_seed(1234)
+    gen = torch.Generator(device=DEV).manual_seed(1234)
     nfail = 0
     rows = []
     for c in grid_cases():
@@ -486,7 +492,7 @@ def run_sweep(torch, lib, kernels, log, variants, dims, seqlens, rep):
     import torch.nn.functional as F
     from torch.nn.attention import SDPBackend, sdpa_kernel
     from triton.testing import do_bench
-    gen = torch.Generator(device="cuda").manual_seed(99)
+    gen = torch.Generator(device=DEV).manual_seed(99)
     table = []
     for d in dims:
         for s in seqlens:
