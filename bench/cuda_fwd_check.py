@@ -45,6 +45,8 @@ def load_lib(path):
     P = ctypes.POINTER(Params)
     lib.fmsa_cuda_dev_forward.argtypes = [P, ctypes.c_int, ctypes.c_void_p]
     lib.fmsa_cuda_dev_forward_kernel.argtypes = [ctypes.c_int, P, ctypes.c_void_p]
+    lib.fmsa_cuda_dev_forward_ex.argtypes = [P, ctypes.c_int, ctypes.c_void_p, ctypes.c_int]
+    lib.fmsa_cuda_dev_last_plan.restype = ctypes.c_char_p
     lib.fmsa_cuda_dev_select.argtypes = [P, ctypes.c_int]
     lib.fmsa_cuda_dev_kernel_name.restype = ctypes.c_char_p
     lib.fmsa_cuda_dev_last_error.restype = ctypes.c_char_p
@@ -61,7 +63,7 @@ def load_lib(path):
         lib.fmsa_cuda_dev_kernel_info(i, info)
         kernels.append(dict(idx=i, name=lib.fmsa_cuda_dev_kernel_name(i).decode(),
                             bf16=info[0], d=info[1], variant=info[2], threads=info[3],
-                            bm=info[4], bn=info[5], smem=info[6], prod=info[7]))
+                            bm=info[4], bn=info[5], smem=info[6], prod=info[7] == 1, kind=info[7]))
     return lib, kernels
 
 
@@ -80,6 +82,7 @@ def base_params(b, sq, sk, hq, hkv, d, scale=None):
 def selftest(lib, kernels):
     """CPU-side: the picker takes the smallest instance >= D of the right dtype/variant."""
     prod = [k for k in kernels if k["prod"]]
+    assert [k["idx"] for k in prod] == list(range(len(prod))), "production rows come first"
     bad = 0
     for bf16 in (0, 1):
         for d in range(8, 264, 8):
@@ -371,11 +374,11 @@ def check(torch, c, p, t, refs):
                 dead_bad=dead_bad, first_bad=None if err <= tol_o else first_bad)
 
 
-def run_kernel(lib, p, bf16, idx=None):
+def run_kernel(lib, p, bf16, idx=None, splits=-1):
     import torch
     stream = ctypes.c_void_p(torch.cuda.current_stream().cuda_stream)
     if idx is None:
-        rc = lib.fmsa_cuda_dev_forward(ctypes.byref(p), bf16, stream)
+        rc = lib.fmsa_cuda_dev_forward_ex(ctypes.byref(p), bf16, stream, splits)
     else:
         rc = lib.fmsa_cuda_dev_forward_kernel(idx, ctypes.byref(p), stream)
     if rc != 0:
@@ -423,6 +426,26 @@ def grid_cases():
         dict(name="d64 big 2048x8192 (sampled)", d=64, b=1, sq=2048, sk=8192, hq=4, sample=48),
         dict(name="d256 big causal gqa 3000 (sampled)", d=256, b=1, sq=3000, sk=3000, hq=4, hkv=2, causal=True, sample=48),
     ]
+    cs += [
+        dict(name="dec d128 gqa4 sq1 splits auto", d=128, b=3, sq=1, sk=1000, hq=8, hkv=2),
+        dict(name="dec d128 gqa4 sq1 splits 1", d=128, b=3, sq=1, sk=1000, hq=8, hkv=2, splits=1),
+        dict(name="dec d128 gqa4 sq1 splits 40 (empty)", d=128, b=3, sq=1, sk=1000, hq=8, hkv=2, splits=40),
+        dict(name="dec d128 gqa4 sq1 main kernel", d=128, b=3, sq=1, sk=1000, hq=8, hkv=2, splits=0),
+        dict(name="dec d64 sq4 gqa4 causal splits 5", d=64, b=2, sq=4, sk=777, hq=8, hkv=2, causal=True, splits=5),
+        dict(name="dec d256 sq2 gqa4 window 64 splits 3", d=256, b=2, sq=2, sk=300, hq=4, hkv=1, wl=64, causal=True, splits=3),
+        dict(name="dec d128 paged 16 seqused", d=128, b=4, sq=1, hq=16, hkv=4,
+             paged=dict(page_size=16, max_pages=70, seqused=[0, 5, 300, 1111])),
+        dict(name="dec d128 paged 16 seqused splits 9", d=128, b=4, sq=1, hq=16, hkv=4, splits=9,
+             paged=dict(page_size=16, max_pages=70, seqused=[0, 5, 300, 1111])),
+        dict(name="dec d128 varlen causal splits 4", d=128, hq=8, hkv=8, causal=True, splits=4,
+             varlen=[(1, 100), (2, 0), (1, 500), (3, 64)]),
+        dict(name="dec d128 f16 softcap alibi mask splits 3", dtype="f16", d=128, b=2, sq=2, sk=400, hq=8, hkv=2,
+             softcap=20.0, alibi="bh", mask="full", splits=3),
+        dict(name="dec d96 gqa2 sq3 splits 2", d=96, b=2, sq=3, sk=513, hq=4, hkv=2, splits=2),
+        dict(name="dec d128 f16 mqa16 sq1", dtype="f16", d=128, b=2, sq=1, sk=2048, hq=16, hkv=1),
+        dict(name="dec d128 negative scale splits 6", d=128, b=2, sq=1, sk=900, hq=4, hkv=4, scale=-0.1, splits=6),
+        dict(name="dec d128 sq1 sk0", d=128, b=2, sq=1, sk=0, hq=4, hkv=1, splits=3),
+    ]
     return cs
 
 
@@ -440,22 +463,28 @@ def run_grid(torch, lib, kernels, log, variants):
     gen = torch.Generator(device=DEV).manual_seed(1234)
     nfail = 0
     rows = []
+    only = [x for x in os.environ.get("FMSA_GRID_ONLY", "").split(",") if x]
     for c in grid_cases():
+        if only and not any(x in c["name"] for x in only):
+            continue
         p, t, seqs = make_case(torch, c, gen)
         bf16 = 1 if c.get("dtype", "bf16") == "bf16" else 0
         sel = lib.fmsa_cuda_dev_select(ctypes.byref(p), bf16)
+        splits = c.get("splits", -1)
         refs = reference(torch, c, p, t, seqs, c.get("sample"))
         targets = [None]
         if variants and bf16 and p.softcap == 0 and not p.alibi and not p.mask and not p.is_paged:
-            targets += [k["idx"] for k in kernels if not k["prod"] and k["d"] == {64: 64, 128: 128, 256: 256}.get(c["d"])]
+            targets += [k["idx"] for k in kernels if k["kind"] == 0 and k["d"] == c["d"]]
         for idx in targets:
             t["o"].fill_(float("nan"))
             t["lse"].fill_(float("nan"))
             t["status"].zero_()
             name = kernels[sel]["name"] if idx is None else kernels[idx]["name"]
             try:
-                run_kernel(lib, p, bf16, idx)
+                run_kernel(lib, p, bf16, idx, splits)
                 torch.cuda.synchronize()
+                if idx is None:
+                    name = lib.fmsa_cuda_dev_last_plan().decode()
                 r = check(torch, c, p, t, refs)
                 st = int(t["status"].item())
                 if st:
@@ -469,7 +498,7 @@ def run_grid(torch, lib, kernels, log, variants):
             log.flush()
             if not r["ok"]:
                 nfail += 1
-            print(f"{'ok  ' if r['ok'] else 'FAIL'} {c['name']:<40} {name:<34} err {r.get('err', -1):.2e} "
+            print(f"{'ok  ' if r['ok'] else 'FAIL'} {c['name']:<40} {name:<44} err {r.get('err', -1):.2e} "
                   f"tol {r.get('tol', -1):.2e} (naive {r.get('naive', -1):.2e}) lse {r.get('lse_err', -1):.1e}/"
                   f"{r.get('lse_tol', -1):.1e} nan {r.get('nan', '-')} dead {r.get('dead_bad', '-')}"
                   + ("" if r["ok"] else f" {r.get('first_bad') or r.get('error') or r.get('status')}"), flush=True)
@@ -506,7 +535,7 @@ def run_sweep(torch, lib, kernels, log, variants, dims, seqlens, rep):
                 row = dict(d=d, s=s, causal=causal, b=b, h=h)
                 targets = [("ours", None)]
                 if variants:
-                    targets += [(k["name"], k["idx"]) for k in kernels if not k["prod"] and k["d"] == d]
+                    targets += [(k["name"], k["idx"]) for k in kernels if k["kind"] == 0 and k["d"] == d]
                 targets.append(("ours2", None))  # the same kernel again: the run-to-run spread
                 for name, idx in targets:
                     t["o"].fill_(float("nan"))
@@ -548,6 +577,53 @@ def run_sweep(torch, lib, kernels, log, variants, dims, seqlens, rep):
     return table
 
 
+def run_decode(torch, lib, log, rep):
+    """Decode (b 8, 32 q-heads, 8 kv-heads, d 128, sq 1): K+V bytes read per second."""
+    import torch.nn.functional as F
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    from triton.testing import do_bench
+    gen = torch.Generator(device=DEV).manual_seed(5)
+    out = []
+    for sk in (32768, 131072):
+        c = dict(name=f"decode sk{sk}", d=128, b=8, sq=1, sk=sk, hq=32, hkv=8)
+        p, t, seqs = make_case(torch, c, gen)
+        refs = reference(torch, c, p, t, seqs[:2], None)
+        nbytes = 2 * t["k"].numel() * t["k"].element_size()
+        row = dict(sk=sk)
+        for name, splits in (("ours", -1), ("s4", 4), ("s8", 8), ("s16", 16), ("s32", 32), ("s1", 1)):
+            t["o"].fill_(float("nan"))
+            try:
+                ms = do_bench(lambda: run_kernel(lib, p, 1, None, splits), warmup=25, rep=rep, return_mode="median")
+                torch.cuda.synchronize()
+                r = check(torch, c, p, t, refs)
+                row[name] = round(nbytes / ms / 1e9, 3)
+                row[name + "_ok"] = r["ok"]
+                if name == "ours":
+                    row["plan"] = lib.fmsa_cuda_dev_last_plan().decode()
+                if not r["ok"]:
+                    print(f"FAIL decode sk{sk} {name}: {r}", flush=True)
+            except Exception as e:
+                print(f"ERR decode {name}: {e!r}", flush=True)
+        qt, kt, vt = (x.transpose(1, 2) for x in (t["q"], t["k"], t["v"]))
+        for peer, be in (("fa2", SDPBackend.FLASH_ATTENTION), ("cudnn", SDPBackend.CUDNN_ATTENTION)):
+            def f():
+                with sdpa_kernel([be]):
+                    return F.scaled_dot_product_attention(qt, kt, vt, enable_gqa=True)
+            try:
+                with torch.no_grad():
+                    ms = do_bench(f, warmup=25, rep=rep, return_mode="median")
+                row[peer] = round(nbytes / ms / 1e9, 3)
+            except Exception as e:
+                row[peer] = None
+                print(f"ERR {peer} decode: {e!r}"[:300], flush=True)
+        print("decode TB/s " + json.dumps(row), flush=True)
+        log.write(json.dumps(row) + "\n")
+        out.append(row)
+        del t
+        torch.cuda.empty_cache()
+    return out
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--lib", required=True)
@@ -555,6 +631,7 @@ def main():
     ap.add_argument("--grid", action="store_true")
     ap.add_argument("--sweep", action="store_true")
     ap.add_argument("--variants", action="store_true")
+    ap.add_argument("--decode", action="store_true")
     ap.add_argument("--dims", default="64,128,256")
     ap.add_argument("--seqlens", default="512,1024,2048,4096,8192,16384")
     ap.add_argument("--rep", type=int, default=100)
@@ -569,6 +646,9 @@ def main():
     if a.grid:
         with open(os.path.join(a.out, "grid.jsonl"), "w") as log:
             nfail += run_grid(torch, lib, kernels, log, a.variants)
+    if a.decode:
+        with open(os.path.join(a.out, "decode.jsonl"), "w") as log:
+            run_decode(torch, lib, log, a.rep)
     if a.sweep:
         with open(os.path.join(a.out, "sweep.jsonl"), "w") as log:
             table = run_sweep(torch, lib, kernels, log, a.variants, [int(x) for x in a.dims.split(",")],

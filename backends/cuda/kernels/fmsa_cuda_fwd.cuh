@@ -38,9 +38,11 @@ template <int D, int BN, int T, int FULL>
 FMSA_DEV void fmsa_cuda_fwd_load_tile(const fmsa_cuda_fwd_params &p, unsigned base,
                                       const unsigned short *g, long long sb, long long ss,
                                       int n0, int sk, int b) {
-    enum { CPR = D / 8, ROWB = FMSA_CUDA_FWD_PITCH(D) * 2 };
-#pragma unroll
-    for (int it = 0; it < BN * CPR / T; ++it) {
+    enum { CPR = D / 8, ROWB = FMSA_CUDA_FWD_PITCH(D) * 2, N = BN * CPR / T };
+    /* past 8 copies per thread an unrolled loop keeps every copy's address live
+     * (the d256 decode tile spilled 120 bytes) */
+#pragma unroll(N <= 8 ? N : 1)
+    for (int it = 0; it < N; ++it) {
         const int idx = (int)threadIdx.x + it * T, r = idx / CPR, c = idx % CPR, j = n0 + r;
         int ok = j < sk && c * 8 < p.head_dim;
         long long off = (long long)j * ss;
@@ -57,17 +59,45 @@ FMSA_DEV void fmsa_cuda_fwd_load_tile(const fmsa_cuda_fwd_params &p, unsigned ba
     }
 }
 
-/// What the per-tile steps of one block share: the block's geometry within
-/// its sequence and the score scale.
+/// What the per-tile steps of one block share.
 typedef struct fmsa_cuda_fwd_rows {
-    long long off;   ///< sk - sq: the bottom-right diagonal
+    long long off;    ///< sk - sq: the bottom-right diagonal
     long long wl, wr; ///< window, -1 = unlimited
-    int m0, sq, sk;  ///< first row of the block, sequence lengths
-    int row0;        ///< row of this lane's first accumulator row
-    int b, h;        ///< sequence, query head
-    float scale_abs; ///< |softmax_scale| (a negative scale is folded into Q)
-    float sl2;       ///< |softmax_scale| log2 e: the exponent's factor on raw products
+    int sq, sk;       ///< lengths of this sequence
+    int b;            ///< sequence
+    float scale_abs;  ///< |softmax_scale| (a negative scale is folded into Q)
+    float sl2;        ///< |softmax_scale| log2 e: the exponent's factor on raw products
 } fmsa_cuda_fwd_rows;
+
+/// One accumulator row of a lane: its query index, the visible key range
+/// [lo, hi) (window and sequence end, clamped to +-2^30 so per-tile offsets
+/// stay int), and FULL's ALiBi slope and mask row.
+typedef struct fmsa_cuda_fwd_row {
+    int i, lo, hi;
+    float slope;
+    const unsigned char *mrow; ///< NULL: nothing visible (row past the sequence)
+} fmsa_cuda_fwd_row;
+
+FMSA_DEV int fmsa_cuda_clamp30(long long x) {
+    return x < -(1ll << 30) ? -(1 << 30) : (x > (1ll << 30) ? (1 << 30) : (int)x);
+}
+
+/// Fills row i (query index within the sequence) of query head h.
+template <int FULL>
+FMSA_DEV void fmsa_cuda_fwd_row_init(const fmsa_cuda_fwd_params &p, const fmsa_cuda_fwd_rows &w,
+                                     int i, int h, fmsa_cuda_fwd_row *r) {
+    long long hi = w.sk;
+    if (w.wr >= 0 && i + w.off + w.wr + 1 < hi) hi = i + w.off + w.wr + 1;
+    r->i = i;
+    r->lo = fmsa_cuda_clamp30(w.wl >= 0 ? i + w.off - w.wl : -(1ll << 30));
+    r->hi = fmsa_cuda_clamp30(hi);
+    r->slope = 0.0f;
+    r->mrow = 0;
+    if (FULL) {
+        if (p.alibi) r->slope = p.alibi[w.b * p.alibi_sb + h * p.alibi_sh];
+        if (p.mask && i < w.sq) r->mrow = p.mask + w.b * p.mask_sb + h * p.mask_sh + i * p.mask_ss;
+    }
+}
 
 /// S = Q K^T for this warp's rows and one key tile at sK.
 template <int IS_BF16, int D, int BN, int MT, int QREG>
@@ -107,54 +137,47 @@ FMSA_DEV void fmsa_cuda_fwd_qk(float s[][BN / 8][4], const unsigned qf[][QREG ? 
 }
 
 /// Scores of key tile n0 -> probabilities in s, with the state machine's
-/// update of m, l and acc.  FULL's transforms leave base-2 scores (mult 1);
+/// update of m, l and acc; edge: some key of the tile may be invisible to some
+/// row (per-element mask).  FULL's transforms leave base-2 scores (mult 1);
 /// otherwise the scale rides in the exponent's fma (mult = |scale| log2 e).
-template <int D, int BM, int BN, int MT, int FULL>
+template <int D, int BN, int MT, int FULL>
 FMSA_DEV void fmsa_cuda_fwd_softmax(const fmsa_cuda_fwd_params &p, const fmsa_cuda_fwd_rows &w,
-                                    int n0, float s[][BN / 8][4], float m[][2], float l[][2],
+                                    const fmsa_cuda_fwd_row rw[][2], int n0, int edge,
+                                    float s[][BN / 8][4], float m[][2], float l[][2],
                                     float acc[][D / 8][4]) {
     enum { NT = BN / 8, DT = D / 8 };
-    const int tig = (int)threadIdx.x & 3;
+    const int tig = (int)threadIdx.x & 3, cb = n0 + 2 * tig;
     float mult = w.sl2;
     if (FULL && (p.softcap > 0.0f || p.alibi)) {
         const float cap = p.softcap;
-        const float slope = p.alibi ? p.alibi[w.b * p.alibi_sb + w.h * p.alibi_sh] : 0.0f;
         mult = 1.0f;
 #pragma unroll
         for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
             for (int hr = 0; hr < 2; ++hr) {
-                const int dist0 = (int)(w.row0 + mt * 16 + hr * 8 + w.off - (n0 + 2 * tig));
+                const int dist0 = (int)(rw[mt][hr].i + w.off - cb);
 #pragma unroll
                 for (int nt = 0; nt < NT; ++nt)
 #pragma unroll
                     for (int e = 0; e < 2; ++e) {
                         float x = s[mt][nt][2 * hr + e] * w.scale_abs;
                         if (cap > 0.0f) x = cap * fmsa_cuda_tanh(__fdividef(x, cap));
-                        x -= slope * fabsf((float)(dist0 - nt * 8 - e));
+                        x -= rw[mt][hr].slope * fabsf((float)(dist0 - nt * 8 - e));
                         s[mt][nt][2 * hr + e] = x * FMSA_LOG2E;
                     }
             }
     }
-    const int edge = n0 + BN > w.sk || (w.wr >= 0 && n0 + BN - 1 > w.m0 + w.off + w.wr) ||
-                     (w.wl >= 0 && n0 < w.m0 + BM - 1 + w.off - w.wl);
     if (edge || (FULL && p.mask)) {
 #pragma unroll
         for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
             for (int hr = 0; hr < 2; ++hr) {
-                const long long i = w.row0 + mt * 16 + hr * 8, cb = n0 + 2 * tig;
-                const long long lo = w.wl >= 0 ? i + w.off - w.wl - cb : -1;
-                long long hi = (long long)w.sk - cb;
-                if (w.wr >= 0 && i + w.off + w.wr + 1 - cb < hi) hi = i + w.off + w.wr + 1 - cb;
-                const int lo_l = lo < -1 ? -1 : (lo > BN ? BN : (int)lo);
-                const int hi_l = hi < -1 ? -1 : (hi > BN ? BN : (int)hi);
+                const int lo = rw[mt][hr].lo - cb, hi = rw[mt][hr].hi - cb;
                 unsigned bits = ~0u;
                 if (FULL && p.mask) {
+                    const unsigned char *mrow = rw[mt][hr].mrow;
                     bits = 0;
-                    if (i < w.sq) {
-                        const unsigned char *mrow =
-                            p.mask + w.b * p.mask_sb + w.h * p.mask_sh + i * p.mask_ss;
+                    if (mrow) {
                         const int nbytes = (w.sk + 7) >> 3;
 #pragma unroll
                         for (int nt = 0; nt < NT; ++nt)
@@ -167,7 +190,7 @@ FMSA_DEV void fmsa_cuda_fwd_softmax(const fmsa_cuda_fwd_params &p, const fmsa_cu
 #pragma unroll
                     for (int e = 0; e < 2; ++e) {
                         const int x = nt * 8 + e;
-                        if (x < lo_l || x >= hi_l || !((bits >> (2 * nt + e)) & 1u))
+                        if (x < lo || x >= hi || !((bits >> (2 * nt + e)) & 1u))
                             s[mt][nt][2 * hr + e] = FMSA_NEG_INF;
                     }
             }
@@ -248,75 +271,104 @@ FMSA_DEV void fmsa_cuda_fwd_pv(float acc[][D / 8][4], const float s[][BN / 8][4]
     }
 }
 
+/// Resolves sequence b (varlen offsets, paged key count) into w and the row
+/// offsets; checks the metadata it reads and reports through p.status.
+/// Returns 0 when the sequence's metadata is bad (the block then writes nothing).
+template <int FULL>
+FMSA_DEV int fmsa_cuda_fwd_seq(const fmsa_cuda_fwd_params &p, int b, fmsa_cuda_fwd_rows *w,
+                               long long *q_row0, long long *k_row0, long long *qb, long long *kb) {
+    *q_row0 = *k_row0 = 0;
+    *qb = *kb = b;
+    w->b = b;
+    w->sq = p.seqlen_q;
+    w->sk = p.seqlen_k;
+    if (p.is_varlen) {
+        const int q0 = p.cu_seqlens_q[b * p.cu_q_s], q1 = p.cu_seqlens_q[(b + 1) * p.cu_q_s];
+        const int k0 = p.cu_seqlens_k[b * p.cu_k_s], k1 = p.cu_seqlens_k[(b + 1) * p.cu_k_s];
+        if (q0 < 0 || q1 < q0 || q1 > p.total_q || q1 - q0 > p.seqlen_q || k0 < 0 || k1 < k0 ||
+            k1 > p.total_k || k1 - k0 > p.seqlen_k) {
+            if (threadIdx.x == 0) fmsa_cuda_status(p, FMSA_CUDA_STATUS_BAD_CU_SEQLENS);
+            return 0;
+        }
+        *q_row0 = q0;
+        *k_row0 = k0;
+        *qb = *kb = 0;
+        w->sq = q1 - q0;
+        w->sk = k1 - k0;
+    }
+    if (FULL && p.is_paged) {
+        const long long cap = (long long)p.max_pages * p.page_size;
+        *kb = 0;
+        if (w->sk > cap) w->sk = (int)cap;
+        if (p.has_seqused_k) {
+            const int u = p.seqused_k[b * p.su_s];
+            if (u < 0 || u > cap) {
+                if (threadIdx.x == 0) fmsa_cuda_status(p, FMSA_CUDA_STATUS_BAD_SEQUSED);
+                return 0;
+            }
+            w->sk = u;
+        }
+    }
+    w->wl = p.window_left;
+    w->wr = p.window_right;
+    w->off = (long long)w->sk - w->sq;
+    w->scale_abs = fabsf(p.softmax_scale);
+    w->sl2 = fmaxf(fabsf(p.scale_log2), 1.17549435e-38f); /* scale 0: no 0 * -inf */
+    return 1;
+}
+
+/// Q's negative-scale fold: flips the sign of the 16-byte chunks this thread
+/// copied (its own cp.async writes are visible to it after the wait); every
+/// kernel may then take the row maximum on the raw products.
+template <int ROWS, int D, int T>
+FMSA_DEV void fmsa_cuda_fwd_q_negate(unsigned char *sq_tile) {
+    enum { CPR = D / 8, ROWB = FMSA_CUDA_FWD_PITCH(D) * 2 };
+#pragma unroll
+    for (int it = 0; it < (ROWS * CPR + T - 1) / T; ++it) {
+        const int idx = (int)threadIdx.x + it * T;
+        if (idx < ROWS * CPR) {
+            uint4 *q4 = (uint4 *)(sq_tile + fmsa_swizzle(idx / CPR, idx % CPR, ROWB));
+            uint4 x = *q4;
+            x.x ^= 0x80008000u;
+            x.y ^= 0x80008000u;
+            x.z ^= 0x80008000u;
+            x.w ^= 0x80008000u;
+            *q4 = x;
+        }
+    }
+}
+
 /*
  * SYNC, how a block's warps meet the K/V stages (each tile is two cp.async
- * groups, K then V):
- *   0  wait for K, barrier, S and softmax; wait for V, barrier, P V
- *   1  wait for K and V, one barrier per tile
- *   2  staggered: warps NW/2.. run half a tile behind (softmax and P V of tile
- *      j, then S of tile j+1), so in each SM sub-partition (warps w and w + 4
- *      share one) one warp's softmax overlaps the other's mma; the barrier
- *      of tile j then also waits for K of tile j+1 (STAGES >= 3)
+ * groups, K then V):  0  wait for K, barrier, S and softmax; wait for V,
+ * barrier, P V (FlashAttention-2's order);  1  wait for K and V, one barrier
+ * per tile.
  */
 template <int IS_BF16, int D, int BM, int BN, int NW, int STAGES, int QREG, int FULL, int SYNC>
 FMSA_DEV void fmsa_cuda_fwd_block(const fmsa_cuda_fwd_params &p) {
     enum {
         T = NW * 32, MT = BM / (16 * NW), ROWB = FMSA_CUDA_FWD_PITCH(D) * 2, CPR = D / 8,
         KS = D / 16, NT = BN / 8, DT = D / 8, STAGE_B = 2 * BN * ROWB,
-        WAIT_K = SYNC == 0 ? 2 * STAGES - 3 : (SYNC == 1 ? 2 * STAGES - 4 : 2 * STAGES - 5)
+        WAIT_K = SYNC == 0 ? 2 * STAGES - 3 : 2 * STAGES - 4
     };
     static_assert(BM % (16 * NW) == 0 && BN % 16 == 0 && D % 16 == 0 && STAGES >= 2, "tile");
     static_assert((BM * CPR) % T == 0 && (BN * CPR) % T == 0 && (16 * MT * CPR) % 32 == 0,
                   "every thread copies the same number of chunks");
-    static_assert(BN <= 128, "a row's mask bits of one tile fit 32 bits");
-    static_assert(SYNC != 2 || (STAGES >= 3 && NW % 8 == 0), "stagger: 3 stages, warps w, w+4 paired");
+    static_assert(BN <= 128 && (SYNC == 0 || SYNC == 1), "mask bits of a tile row fit 32 bits");
     extern __shared__ __align__(128) unsigned char fmsa_smem[];
     typedef unsigned short elem;
 
     const int tid = (int)threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, tig = lane & 3;
-    fmsa_cuda_fwd_rows w;
-    w.h = (int)blockIdx.y;
-    w.b = (int)blockIdx.z;
+    const int h = (int)blockIdx.y;
     /* causal/window blocks differ in work: the longest (last rows) start first */
     const int mblk = p.window_right >= 0 ? (int)gridDim.x - 1 - (int)blockIdx.x : (int)blockIdx.x;
+    fmsa_cuda_fwd_rows w;
+    long long q_row0, k_row0, qb, kb;
+    if (!fmsa_cuda_fwd_seq<FULL>(p, (int)blockIdx.z, &w, &q_row0, &k_row0, &qb, &kb)) return;
+    const int m0 = mblk * BM;
+    if (m0 >= w.sq) return;
+    const int sq = w.sq, sk = w.sk, b = w.b;
 
-    long long q_row0 = 0, k_row0 = 0, qb = w.b, kb = w.b;
-    w.sq = p.seqlen_q;
-    w.sk = p.seqlen_k;
-    if (p.is_varlen) {
-        const int q0 = p.cu_seqlens_q[w.b * p.cu_q_s], q1 = p.cu_seqlens_q[(w.b + 1) * p.cu_q_s];
-        const int k0 = p.cu_seqlens_k[w.b * p.cu_k_s], k1 = p.cu_seqlens_k[(w.b + 1) * p.cu_k_s];
-        if (q0 < 0 || q1 < q0 || q1 > p.total_q || q1 - q0 > p.seqlen_q || k0 < 0 || k1 < k0 ||
-            k1 > p.total_k || k1 - k0 > p.seqlen_k) {
-            if (tid == 0) fmsa_cuda_status(p, FMSA_CUDA_STATUS_BAD_CU_SEQLENS);
-            return;
-        }
-        q_row0 = q0;
-        k_row0 = k0;
-        qb = kb = 0;
-        w.sq = q1 - q0;
-        w.sk = k1 - k0;
-    }
-    if (FULL && p.is_paged) {
-        const long long cap = (long long)p.max_pages * p.page_size;
-        kb = 0;
-        if (w.sk > cap) w.sk = (int)cap;
-        if (p.has_seqused_k) {
-            const int u = p.seqused_k[w.b * p.su_s];
-            if (u < 0 || u > cap) {
-                if (tid == 0) fmsa_cuda_status(p, FMSA_CUDA_STATUS_BAD_SEQUSED);
-                return;
-            }
-            w.sk = u;
-        }
-    }
-    w.m0 = mblk * BM;
-    if (w.m0 >= w.sq) return;
-    const int sq = w.sq, sk = w.sk, m0 = w.m0, b = w.b, h = w.h;
-
-    w.wl = p.window_left;
-    w.wr = p.window_right;
-    w.off = (long long)sk - sq;
     const long long kbeg = fmsa_window_key_begin(m0, sq, sk, w.wl);
     const long long kend = fmsa_window_key_end(m0 + BM < sq ? m0 + BM : sq, sq, sk, w.wr);
     const int t_beg = (int)(kbeg / BN);
@@ -348,23 +400,8 @@ FMSA_DEV void fmsa_cuda_fwd_block(const fmsa_cuda_fwd_params &p) {
                                                     (t_end - 1 - st) * BN, sk, b);
         fmsa_cp_async_commit();
     }
-
-    /* Q landed: a negative scale is folded into Q's sign (exact in 16 bits), so
-     * the row maximum may be taken on the raw products */
-    fmsa_cp_async_wait<2 * (STAGES - 1)>();
-    if (p.softmax_scale < 0.0f) {
-#pragma unroll
-        for (int it = 0; it < BM * CPR / T; ++it) {
-            const int idx = tid + it * T;
-            uint4 *q4 = (uint4 *)(fmsa_smem + fmsa_swizzle(idx / CPR, idx % CPR, ROWB));
-            uint4 x = *q4;
-            x.x ^= 0x80008000u;
-            x.y ^= 0x80008000u;
-            x.z ^= 0x80008000u;
-            x.w ^= 0x80008000u;
-            *q4 = x;
-        }
-    }
+    fmsa_cp_async_wait<2 * (STAGES - 1)>(); /* Q landed */
+    if (p.softmax_scale < 0.0f) fmsa_cuda_fwd_q_negate<BM, D, T>(fmsa_smem);
     __syncthreads();
 
     /* per-lane ldmatrix addresses: row r's chunk c sits at chunk c ^ (r & 7);
@@ -390,9 +427,11 @@ FMSA_DEV void fmsa_cuda_fwd_block(const fmsa_cuda_fwd_params &p) {
                                  aRow + mt * 16 * ROWB + (ks >> 2) * 128 + offA[ks & 3]);
     }
 
-    w.scale_abs = fabsf(p.softmax_scale);
-    w.sl2 = fmaxf(fabsf(p.scale_log2), 1.17549435e-38f); /* scale 0: no 0 * -inf */
-    w.row0 = m0 + warp * 16 * MT + g;
+    const int row0 = m0 + warp * 16 * MT + g; /* row of s[0][*][0..1] */
+    /* the lane's rows are row0 + 8 k: one row's bounds serve all (fewer live registers) */
+    fmsa_cuda_fwd_row rw0;
+    fmsa_cuda_fwd_row_init<FULL>(p, w, row0, h, &rw0);
+    const int hi_lim = fmsa_cuda_clamp30(sk);
     float acc[MT][DT][4], m[MT][2], l[MT][2], s[MT][NT][4];
 #pragma unroll
     for (int mt = 0; mt < MT; ++mt) {
@@ -404,7 +443,6 @@ FMSA_DEV void fmsa_cuda_fwd_block(const fmsa_cuda_fwd_params &p) {
             for (int e = 0; e < 4; ++e) acc[mt][dt][e] = 0.0f;
     }
 
-    const int late = SYNC == 2 && warp >= NW / 2;
     int stage = 0, lstage = STAGES - 1;
     for (int it = 0; it < ntiles; ++it) {
         const int n0 = (t_end - 1 - it) * BN;
@@ -423,24 +461,29 @@ FMSA_DEV void fmsa_cuda_fwd_block(const fmsa_cuda_fwd_params &p) {
             lstage = lstage + 1 == STAGES ? 0 : lstage + 1;
         }
         const unsigned sK = sKV + stage * STAGE_B;
-        const int nstage = stage + 1 == STAGES ? 0 : stage + 1;
-        if (!late) {
-            fmsa_cuda_fwd_qk<IS_BF16, D, BN, MT, QREG>(s, qf, aRow, sK, kRow, offA, offB);
-            fmsa_cuda_fwd_softmax<D, BM, BN, MT, FULL>(p, w, n0, s, m, l, acc);
-            if (SYNC == 0) {
-                fmsa_cp_async_wait<2 * STAGES - 2>();
-                __syncthreads(); /* V of tile it visible */
+        /* only tiles across the sequence end or a window edge need the mask */
+        const int edge = n0 + BN > sk || (w.wr >= 0 && n0 + BN - 1 > m0 + w.off + w.wr) ||
+                         (w.wl >= 0 && n0 < m0 + BM - 1 + w.off - w.wl);
+        fmsa_cuda_fwd_row rw[MT][2];
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+            for (int hr = 0; hr < 2; ++hr) {
+                const int dr = mt * 16 + hr * 8;
+                rw[mt][hr] = rw0;
+                rw[mt][hr].i = rw0.i + dr;
+                rw[mt][hr].lo = rw0.lo + dr;
+                rw[mt][hr].hi = rw0.hi + dr < hi_lim ? rw0.hi + dr : hi_lim;
+                if (FULL && rw0.mrow) rw[mt][hr].mrow = row0 + dr < sq ? rw0.mrow + dr * p.mask_ss : 0;
             }
-            fmsa_cuda_fwd_pv<IS_BF16, D, BN, MT>(acc, s, sK + BN * ROWB, vRow, offA);
-        } else {
-            if (it == 0) fmsa_cuda_fwd_qk<IS_BF16, D, BN, MT, QREG>(s, qf, aRow, sK, kRow, offA, offB);
-            fmsa_cuda_fwd_softmax<D, BM, BN, MT, FULL>(p, w, n0, s, m, l, acc);
-            fmsa_cuda_fwd_pv<IS_BF16, D, BN, MT>(acc, s, sK + BN * ROWB, vRow, offA);
-            if (it + 1 < ntiles)
-                fmsa_cuda_fwd_qk<IS_BF16, D, BN, MT, QREG>(s, qf, aRow, sKV + nstage * STAGE_B, kRow,
-                                                           offA, offB);
+        fmsa_cuda_fwd_qk<IS_BF16, D, BN, MT, QREG>(s, qf, aRow, sK, kRow, offA, offB);
+        fmsa_cuda_fwd_softmax<D, BN, MT, FULL>(p, w, rw, n0, edge, s, m, l, acc);
+        if (SYNC == 0) {
+            fmsa_cp_async_wait<2 * STAGES - 2>();
+            __syncthreads(); /* V of tile it visible */
         }
-        stage = nstage;
+        fmsa_cuda_fwd_pv<IS_BF16, D, BN, MT>(acc, s, sK + BN * ROWB, vRow, offA);
+        stage = stage + 1 == STAGES ? 0 : stage + 1;
     }
     fmsa_cp_async_wait<0>(); /* no copy may land in shared memory after the block exits */
 
@@ -455,7 +498,7 @@ FMSA_DEV void fmsa_cuda_fwd_block(const fmsa_cuda_fwd_params &p) {
             lsum += __shfl_xor_sync(0xffffffffu, lsum, 1);
             lsum += __shfl_xor_sync(0xffffffffu, lsum, 2);
             const float inv = fmsa_softmax_finalize(m[mt][hr], lsum, &lse);
-            const int i = w.row0 + mt * 16 + hr * 8;
+            const int i = row0 + mt * 16 + hr * 8;
             if (p.lse && tig == 0 && i < sq)
                 p.lse[qb * p.lse_sb + (long long)h * p.lse_sh + (q_row0 + i) * p.lse_ss] = lse;
             const int r = warp * 16 * MT + mt * 16 + hr * 8 + g;
