@@ -45,7 +45,7 @@
 #define FMSA_CUDA_FWD_INSTANCES_DT(X, DT, dt, variant, vn)                                      \
     X(fmsa_cuda_fwd_##dt##_d64_##vn, DT, 64, variant, 128, 128, 64, 2, 1, 0, 2)                 \
     X(fmsa_cuda_fwd_##dt##_d96_##vn, DT, 96, variant, 128, 128, 32, 2, 1, 0, 2)                 \
-    X(fmsa_cuda_fwd_##dt##_d128_##vn, DT, 128, variant, 128, 128, 32, 2, 0, 0, 2)               \
+    X(fmsa_cuda_fwd_##dt##_d128_##vn, DT, 128, variant, 128, 128, 64, 2, 0, 0, 2)               \
     X(fmsa_cuda_fwd_##dt##_d192_##vn, DT, 192, variant, 256, 128, 64, 2, 0, 1, 1)               \
     X(fmsa_cuda_fwd_##dt##_d256_##vn, DT, 256, variant, 256, 128, 64, 2, 0, 1, 1)
 

@@ -38,10 +38,30 @@ template <int D, int BN, int T, int FULL>
 FMSA_DEV void fmsa_cuda_fwd_load_tile(const fmsa_cuda_fwd_params &p, unsigned base,
                                       const unsigned short *g, long long sb, long long ss,
                                       int n0, int sk, int b) {
-    enum { CPR = D / 8, ROWB = FMSA_CUDA_FWD_PITCH(D) * 2, N = BN * CPR / T };
-    /* past 8 copies per thread an unrolled loop keeps every copy's address live
-     * (the d256 decode tile spilled 120 bytes) */
-#pragma unroll(N <= 8 ? N : 1)
+    enum { CPR = D / 8, ROWB = FMSA_CUDA_FWD_PITCH(D) * 2, N = BN * CPR / T, RS = T / CPR };
+    /* A rolled loop: unrolled, every copy's tile-invariant address stayed live
+     * across the key loop and the d128 tiles spilled (148 bytes at 128 x 64). */
+    if (T % CPR == 0 && RS % 8 == 0) {
+        /* a thread's rows step by a multiple of 8: its swizzled chunk is fixed */
+        const int r0 = (int)threadIdx.x / CPR, c = (int)threadIdx.x % CPR, cok = c * 8 < p.head_dim;
+        const unsigned short *src = g + (long long)(n0 + r0) * ss + c * 8;
+        unsigned dst = base + fmsa_swizzle(r0, c, ROWB);
+#pragma unroll 1
+        for (int it = 0, j = n0 + r0; it < N; ++it, j += RS, src += RS * ss, dst += RS * ROWB) {
+            int ok = cok && j < sk;
+            const unsigned short *from = src;
+            if (FULL && p.is_paged && ok) {
+                const int pg = p.block_table[b * p.bt_sb + (long long)(j / p.page_size) * p.bt_sp];
+                if (pg < 0 || pg >= p.num_pages) {
+                    fmsa_cuda_status(p, FMSA_CUDA_STATUS_BAD_PAGE);
+                    ok = 0;
+                }
+                from = g + (long long)pg * sb + (long long)(j % p.page_size) * ss + c * 8;
+            }
+            fmsa_cp_async16(dst, ok ? (const void *)from : p.k, ok ? 16 : 0);
+        }
+    } else {
+#pragma unroll 1
     for (int it = 0; it < N; ++it) {
         const int idx = (int)threadIdx.x + it * T, r = idx / CPR, c = idx % CPR, j = n0 + r;
         int ok = j < sk && c * 8 < p.head_dim;
@@ -56,6 +76,7 @@ FMSA_DEV void fmsa_cuda_fwd_load_tile(const fmsa_cuda_fwd_params &p, unsigned ba
         }
         fmsa_cp_async16(base + fmsa_swizzle(r, c, ROWB), ok ? (const void *)(g + off + c * 8) : p.k,
                         ok ? 16 : 0);
+    }
     }
 }
 
