@@ -517,9 +517,28 @@ def run_grid(torch, lib, kernels, log, variants):
     return nfail
 
 
-def run_sweep(torch, lib, kernels, log, variants, dims, seqlens, rep):
+def time_peers(torch, t, rep, **sdpa_args):
+    """Median ms of SDPA's FLASH_ATTENTION (FlashAttention-2) and CUDNN_ATTENTION on the case's
+    tensors ([b, s, h, d] seen as [b, h, s, d], no copies); None where a backend refuses."""
     import torch.nn.functional as F
     from torch.nn.attention import SDPBackend, sdpa_kernel
+    from triton.testing import do_bench
+    qt, kt, vt = (x.transpose(1, 2) for x in (t["q"], t["k"], t["v"]))
+    out = {}
+    for peer, be in (("fa2", SDPBackend.FLASH_ATTENTION), ("cudnn", SDPBackend.CUDNN_ATTENTION)):
+        def f():
+            with sdpa_kernel([be]):
+                return F.scaled_dot_product_attention(qt, kt, vt, **sdpa_args)
+        try:
+            with torch.no_grad():
+                out[peer] = do_bench(f, warmup=25, rep=rep, return_mode="median")
+        except Exception as e:
+            out[peer] = None
+            print(f"ERR {peer} {sdpa_args}: {e!r}"[:300], flush=True)
+    return out
+
+
+def run_sweep(torch, lib, kernels, log, variants, dims, seqlens, rep):
     from triton.testing import do_bench
     gen = torch.Generator(device=DEV).manual_seed(99)
     table = []
@@ -552,18 +571,8 @@ def run_sweep(torch, lib, kernels, log, variants, dims, seqlens, rep):
                     except Exception as e:
                         row[name] = None
                         print(f"ERR {c['name']} {name}: {e!r}", flush=True)
-                qt, kt, vt = (x.transpose(1, 2) for x in (t["q"], t["k"], t["v"]))
-                for peer, be in (("fa2", SDPBackend.FLASH_ATTENTION), ("cudnn", SDPBackend.CUDNN_ATTENTION)):
-                    def f():
-                        with sdpa_kernel([be]):
-                            return F.scaled_dot_product_attention(qt, kt, vt, is_causal=causal)
-                    try:
-                        with torch.no_grad():
-                            ms = do_bench(f, warmup=25, rep=rep, return_mode="median")
-                        row[peer] = round(fl / ms / 1e9, 1)
-                    except Exception as e:
-                        row[peer] = None
-                        print(f"ERR {peer} d{d} s{s}: {e!r}"[:300], flush=True)
+                for peer, ms in time_peers(torch, t, rep, is_causal=causal).items():
+                    row[peer] = round(fl / ms / 1e9, 1) if ms else None
                 table.append(row)
                 log.write(json.dumps(row) + "\n")
                 log.flush()
@@ -579,8 +588,6 @@ def run_sweep(torch, lib, kernels, log, variants, dims, seqlens, rep):
 
 def run_decode(torch, lib, log, rep):
     """Decode (b 8, 32 q-heads, 8 kv-heads, d 128, sq 1): K+V bytes read per second."""
-    import torch.nn.functional as F
-    from torch.nn.attention import SDPBackend, sdpa_kernel
     from triton.testing import do_bench
     gen = torch.Generator(device=DEV).manual_seed(5)
     out = []
@@ -604,18 +611,8 @@ def run_decode(torch, lib, log, rep):
                     print(f"FAIL decode sk{sk} {name}: {r}", flush=True)
             except Exception as e:
                 print(f"ERR decode {name}: {e!r}", flush=True)
-        qt, kt, vt = (x.transpose(1, 2) for x in (t["q"], t["k"], t["v"]))
-        for peer, be in (("fa2", SDPBackend.FLASH_ATTENTION), ("cudnn", SDPBackend.CUDNN_ATTENTION)):
-            def f():
-                with sdpa_kernel([be]):
-                    return F.scaled_dot_product_attention(qt, kt, vt, enable_gqa=True)
-            try:
-                with torch.no_grad():
-                    ms = do_bench(f, warmup=25, rep=rep, return_mode="median")
-                row[peer] = round(nbytes / ms / 1e9, 3)
-            except Exception as e:
-                row[peer] = None
-                print(f"ERR {peer} decode: {e!r}"[:300], flush=True)
+        for peer, ms in time_peers(torch, t, rep, enable_gqa=True).items():
+            row[peer] = round(nbytes / ms / 1e9, 3) if ms else None
         print("decode TB/s " + json.dumps(row), flush=True)
         log.write(json.dumps(row) + "\n")
         out.append(row)

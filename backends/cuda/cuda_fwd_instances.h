@@ -42,8 +42,11 @@
  * __launch_bounds__.  Tile choices per head dim are measured:
  * backends/cuda/NOTES_FWD.md.
  */
+/// d64 keys per tile: 128 for FAST (1.02-1.03x the 64 at every sweep point, call 3
+/// of NOTES_FWD.md), 64 for FULL (its per-element work; the row the device grid ran).
+#define FMSA_CUDA_FWD_D64_BN(variant) ((variant) == FMSA_CUDA_FWD_FAST ? 128 : 64)
 #define FMSA_CUDA_FWD_INSTANCES_DT(X, DT, dt, variant, vn)                                      \
-    X(fmsa_cuda_fwd_##dt##_d64_##vn, DT, 64, variant, 128, 128, 64, 2, 1, 0, 2)                 \
+    X(fmsa_cuda_fwd_##dt##_d64_##vn, DT, 64, variant, 128, 128, FMSA_CUDA_FWD_D64_BN(variant), 2, 1, 0, 2) \
     X(fmsa_cuda_fwd_##dt##_d96_##vn, DT, 96, variant, 128, 128, 32, 2, 1, 0, 2)                 \
     X(fmsa_cuda_fwd_##dt##_d128_##vn, DT, 128, variant, 128, 128, 64, 2, 0, 0, 2)               \
     X(fmsa_cuda_fwd_##dt##_d192_##vn, DT, 192, variant, 256, 128, 64, 2, 0, 1, 1)               \

@@ -80,6 +80,23 @@ FMSA_DEV void fmsa_cuda_fwd_load_tile(const fmsa_cuda_fwd_params &p, unsigned ba
     }
 }
 
+/// Per-lane ldmatrix addresses: row r's chunk c sits at chunk c ^ (r & 7);
+/// every row a lane addresses has r & 7 == lane & 7, so the low chunk pairs a
+/// lane visits are 4 offsets fixed for the whole kernel (offA: A operands and
+/// V, chunk + lane / 16; offB: K, chunk + lane / 8 % 2), and kRow / vRow are
+/// the lane's row offsets within a K / V tile.
+FMSA_DEV void fmsa_cuda_fwd_lane_addr(int row_bytes, unsigned offA[4], unsigned offB[4],
+                                      unsigned *kRow, unsigned *vRow) {
+    const int lane = (int)threadIdx.x & 31;
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+        offA[k] = (unsigned)(((2 * k + (lane >> 4)) ^ (lane & 7)) << 4);
+        offB[k] = (unsigned)(((2 * k + ((lane >> 3) & 1)) ^ (lane & 7)) << 4);
+    }
+    *kRow = (unsigned)(((lane & 7) + ((lane >> 4) << 3)) * row_bytes);
+    *vRow = (unsigned)((lane & 15) * row_bytes);
+}
+
 /// What the per-tile steps of one block share.
 typedef struct fmsa_cuda_fwd_rows {
     long long off;    ///< sk - sq: the bottom-right diagonal
@@ -425,18 +442,9 @@ FMSA_DEV void fmsa_cuda_fwd_block(const fmsa_cuda_fwd_params &p) {
     if (p.softmax_scale < 0.0f) fmsa_cuda_fwd_q_negate<BM, D, T>(fmsa_smem);
     __syncthreads();
 
-    /* per-lane ldmatrix addresses: row r's chunk c sits at chunk c ^ (r & 7);
-     * every row a lane addresses has r & 7 == lane & 7, so the low chunk pairs
-     * a lane visits are 4 offsets fixed for the whole kernel */
-    unsigned offA[4], offB[4];
-#pragma unroll
-    for (int k = 0; k < 4; ++k) {
-        offA[k] = (unsigned)(((2 * k + (lane >> 4)) ^ (lane & 7)) << 4);
-        offB[k] = (unsigned)(((2 * k + ((lane >> 3) & 1)) ^ (lane & 7)) << 4);
-    }
+    unsigned offA[4], offB[4], kRow, vRow;
+    fmsa_cuda_fwd_lane_addr(ROWB, offA, offB, &kRow, &vRow);
     const unsigned aRow = sQ + (unsigned)((warp * 16 * MT + (lane & 15)) * ROWB);
-    const unsigned kRow = (unsigned)(((lane & 7) + ((lane >> 4) << 3)) * ROWB);
-    const unsigned vRow = (unsigned)((lane & 15) * ROWB);
 
     unsigned qf[QREG ? MT : 1][QREG ? KS : 1][4];
     if (QREG) {
@@ -511,6 +519,7 @@ FMSA_DEV void fmsa_cuda_fwd_block(const fmsa_cuda_fwd_params &p) {
     /* finalize, then O through this warp's own rows of the Q tile (only this
      * warp ever read them) so the global stores are 16-byte and row-contiguous */
     elem *og = (elem *)p.o + qb * p.o_sb + q_row0 * p.o_ss + (long long)h * p.o_sh;
+    __syncwarp(); /* with no key tile, the warp's Q ldmatrix was the last access to these rows */
 #pragma unroll
     for (int mt = 0; mt < MT; ++mt)
 #pragma unroll

@@ -80,15 +80,9 @@ FMSA_DEV void fmsa_cuda_fwd_split_block(const fmsa_cuda_fwd_params &p) {
     if (p.softmax_scale < 0.0f) fmsa_cuda_fwd_q_negate<16, D, T>(fmsa_smem);
     __syncthreads();
 
-    unsigned offA[4], offB[4];
-#pragma unroll
-    for (int k = 0; k < 4; ++k) {
-        offA[k] = (unsigned)(((2 * k + (lane >> 4)) ^ (lane & 7)) << 4);
-        offB[k] = (unsigned)(((2 * k + ((lane >> 3) & 1)) ^ (lane & 7)) << 4);
-    }
+    unsigned offA[4], offB[4], kRow, vRow;
+    fmsa_cuda_fwd_lane_addr(ROWB, offA, offB, &kRow, &vRow);
     const unsigned aRow = sQ + (unsigned)((lane & 15) * ROWB);
-    const unsigned kRow = (unsigned)(((lane & 7) + ((lane >> 4) << 3)) * ROWB);
-    const unsigned vRow = (unsigned)((lane & 15) * ROWB);
     unsigned qf[1][QREG ? KS : 1][4];
     if (QREG) {
 #pragma unroll
