@@ -1,0 +1,258 @@
+/*
+ * The CUDA forward's compiled instances and the one function that picks an
+ * instance for a problem and sizes its grid.  Plain C (no CUDA): the host
+ * backend includes it to find the kernel by name in the embedded module, the
+ * kernels include it for the same tile constants, so "supported" and "what
+ * runs" come from this one list (STYLE.md habits 6 and 8).
+ *
+ * Every instance serves the head dims 8..D in steps of 8 (a head dim below D is
+ * padded in the kernel: zero-filled columns of Q, K and V); a problem takes the
+ * smallest D >= its head dim.  What the kernels assume of the buffers and the
+ * host must check: q, k, v, o 16-byte aligned with seq/head/batch strides that
+ * are multiples of 8 elements (16-byte cp.async and stores), int32 metadata
+ * 4-byte aligned, lse / alibi fp32.
+ */
+#ifndef FMSA_CUDA_FWD_INSTANCES_H
+#define FMSA_CUDA_FWD_INSTANCES_H
+
+#include "cuda_params.h"
+
+/// Shared-memory row pitch in elements: head dims rounded up to 64 so every
+/// row is a multiple of 128 bytes, which the 16-byte-chunk XOR swizzle needs.
+#define FMSA_CUDA_FWD_PITCH(d) ((((d) + 63) / 64) * 64)
+/// Dynamic shared memory of a forward instance: the Q tile (reused for the O
+/// tile) and STAGES stages of one K and one V tile, 16-bit elements.
+#define FMSA_CUDA_FWD_SMEM(d, bm, bn, stages) \
+    (((bm) + 2 * (stages) * (bn)) * FMSA_CUDA_FWD_PITCH(d) * 2)
+
+#define FMSA_CUDA_FWD_FAST 0 ///< no softcap, ALiBi, bit mask or paged KV; windows, varlen, GQA yes
+#define FMSA_CUDA_FWD_FULL 1 ///< every feature, each behind a run-time check
+
+#define FMSA_CUDA_DT_F16 0   ///< is_bf16 column: fp16 inputs
+#define FMSA_CUDA_DT_BF16 1  ///< is_bf16 column: bf16 inputs
+
+/*
+ * X(name, is_bf16, D, variant, threads, block_m, block_n, stages, q_in_regs,
+ *   sync, min_blocks)
+ * threads / 32 warps split block_m rows evenly (16 or 32 rows per warp);
+ * q_in_regs keeps Q's mma fragments in registers for the whole row block
+ * (else re-read from shared memory every key tile); sync is the schedule of
+ * fmsa_cuda_fwd.cuh (0: barrier for K then for V, 1: one barrier per tile);
+ * min_blocks feeds
+ * __launch_bounds__.  Tile choices per head dim are measured:
+ * backends/cuda/NOTES_FWD.md.
+ */
+/// d64 keys per tile: 128 for FAST (1.02-1.03x the 64 at every sweep point, call 3
+/// of NOTES_FWD.md), 64 for FULL (its per-element work; the row the device grid ran).
+#define FMSA_CUDA_FWD_D64_BN(variant) ((variant) == FMSA_CUDA_FWD_FAST ? 128 : 64)
+#define FMSA_CUDA_FWD_INSTANCES_DT(X, DT, dt, variant, vn)                                      \
+    X(fmsa_cuda_fwd_##dt##_d64_##vn, DT, 64, variant, 128, 128, FMSA_CUDA_FWD_D64_BN(variant), 2, 1, 0, 2) \
+    X(fmsa_cuda_fwd_##dt##_d96_##vn, DT, 96, variant, 128, 128, 32, 2, 1, 0, 2)                 \
+    X(fmsa_cuda_fwd_##dt##_d128_##vn, DT, 128, variant, 128, 128, 64, 2, 0, 0, 2)               \
+    X(fmsa_cuda_fwd_##dt##_d192_##vn, DT, 192, variant, 256, 128, 64, 2, 0, 1, 1)               \
+    X(fmsa_cuda_fwd_##dt##_d256_##vn, DT, 256, variant, 256, 128, 64, 2, 0, 1, 1)
+
+#define FMSA_CUDA_FWD_INSTANCES(X)                                                              \
+    FMSA_CUDA_FWD_INSTANCES_DT(X, FMSA_CUDA_DT_BF16, bf16, FMSA_CUDA_FWD_FAST, fast)            \
+    FMSA_CUDA_FWD_INSTANCES_DT(X, FMSA_CUDA_DT_BF16, bf16, FMSA_CUDA_FWD_FULL, full)            \
+    FMSA_CUDA_FWD_INSTANCES_DT(X, FMSA_CUDA_DT_F16, f16, FMSA_CUDA_FWD_FAST, fast)              \
+    FMSA_CUDA_FWD_INSTANCES_DT(X, FMSA_CUDA_DT_F16, f16, FMSA_CUDA_FWD_FULL, full)
+
+/// One row of the list, as the host needs it.
+typedef struct fmsa_cuda_fwd_instance {
+    const char *name; ///< extern "C" kernel name in the module
+    int is_bf16;      ///< FMSA_CUDA_DT_BF16 or FMSA_CUDA_DT_F16
+    int head_dim;     ///< largest head dim served (and head_dim_v, equal for now)
+    int variant;      ///< FMSA_CUDA_FWD_FAST or FMSA_CUDA_FWD_FULL
+    int threads;      ///< block size (1-D)
+    int block_m;      ///< query rows per block
+    int block_n;      ///< keys per tile
+    int smem_bytes;   ///< dynamic shared memory; > 48 KiB needs the opt-in attribute
+} fmsa_cuda_fwd_instance;
+
+/// The instance table, in list order; *count receives its length.
+static inline const fmsa_cuda_fwd_instance *fmsa_cuda_fwd_instance_table(int *count) {
+#define FMSA_CUDA_FWD_ROW(name, dt, d, variant, threads, bm, bn, stages, qreg, sync, minb) \
+    {#name, dt, d, variant, threads, bm, bn, FMSA_CUDA_FWD_SMEM(d, bm, bn, stages)},
+    static const fmsa_cuda_fwd_instance table[] = {FMSA_CUDA_FWD_INSTANCES(FMSA_CUDA_FWD_ROW)};
+#undef FMSA_CUDA_FWD_ROW
+    *count = (int)(sizeof table / sizeof table[0]);
+    return table;
+}
+
+/// The variant a problem needs: FULL as soon as one per-element feature or
+/// paged KV is present.
+static inline int fmsa_cuda_fwd_variant(const fmsa_cuda_fwd_params *p) {
+    return (p->softcap > 0.0f || p->alibi || p->mask || p->is_paged) ? FMSA_CUDA_FWD_FULL
+                                                                      : FMSA_CUDA_FWD_FAST;
+}
+
+/// Picks the instance for a validated problem (is_bf16: the dtype of q/k/v/o,
+/// FMSA_CUDA_DT_*): same dtype and variant, smallest head dim >= the problem's.
+/// Returns its index in the table, or -1 when none serves it (fp32, head_dim_v
+/// != head_dim, head dim above the list, batch or heads past the grid's 65535):
+/// the host reports FMSA_ERR_NOT_SUPPORTED.
+static inline int fmsa_cuda_fwd_select(int is_bf16, const fmsa_cuda_fwd_params *p) {
+    int n, i, best = -1;
+    const fmsa_cuda_fwd_instance *t = fmsa_cuda_fwd_instance_table(&n);
+    const int variant = fmsa_cuda_fwd_variant(p);
+    if (p->head_dim_v != p->head_dim || p->head_dim <= 0 || p->head_dim % 8 != 0) return -1;
+    if (p->batch > 65535 || p->heads_q > 65535) return -1;
+    for (i = 0; i < n; ++i) {
+        if (t[i].is_bf16 != is_bf16 || t[i].variant != variant || t[i].head_dim < p->head_dim)
+            continue;
+        if (best < 0 || t[i].head_dim < t[best].head_dim) best = i;
+    }
+    return best;
+}
+
+/// Grid of instance inst for problem p: x = query row blocks of the longest
+/// sequence, y = query heads, z = sequences.  Blocks past a sequence's end
+/// (varlen) return at once.
+static inline void fmsa_cuda_fwd_grid(const fmsa_cuda_fwd_instance *inst,
+                                      const fmsa_cuda_fwd_params *p, unsigned grid[3]) {
+    grid[0] = (unsigned)((p->seqlen_q + inst->block_m - 1) / inst->block_m);
+    grid[1] = (unsigned)p->heads_q;
+    grid[2] = (unsigned)p->batch;
+}
+
+/*
+ * Split-KV decode (kernels/fmsa_cuda_fwd_split.cuh): taken when a KV head's
+ * query rows fit one 16-row tile (seqlen_q * heads_q / heads_kv <= 16).
+ * X(name, is_bf16, D, variant, threads, keys_per_warp, stages); a block reads
+ * threads / 32 * keys_per_warp keys per stage.
+ */
+#define FMSA_CUDA_FWD_SPLIT_KEYS_PER_WARP 16
+#define FMSA_CUDA_FWD_SPLIT_SMEM(d, threads, stages) \
+    ((16 + 2 * (stages) * ((threads) / 32) * FMSA_CUDA_FWD_SPLIT_KEYS_PER_WARP) * FMSA_CUDA_FWD_PITCH(d) * 2)
+#define FMSA_CUDA_FWD_SPLIT_INSTANCES_DT(X, DT, dt, variant, vn)                                \
+    X(fmsa_cuda_fwd_##dt##_d64_split_##vn, DT, 64, variant, 128, 16, 6)                         \
+    X(fmsa_cuda_fwd_##dt##_d128_split_##vn, DT, 128, variant, 128, 16, 4)                       \
+    X(fmsa_cuda_fwd_##dt##_d256_split_##vn, DT, 256, variant, 128, 16, 3)
+#define FMSA_CUDA_FWD_SPLIT_INSTANCES(X)                                                        \
+    FMSA_CUDA_FWD_SPLIT_INSTANCES_DT(X, FMSA_CUDA_DT_BF16, bf16, FMSA_CUDA_FWD_FAST, fast)      \
+    FMSA_CUDA_FWD_SPLIT_INSTANCES_DT(X, FMSA_CUDA_DT_BF16, bf16, FMSA_CUDA_FWD_FULL, full)      \
+    FMSA_CUDA_FWD_SPLIT_INSTANCES_DT(X, FMSA_CUDA_DT_F16, f16, FMSA_CUDA_FWD_FAST, fast)        \
+    FMSA_CUDA_FWD_SPLIT_INSTANCES_DT(X, FMSA_CUDA_DT_F16, f16, FMSA_CUDA_FWD_FULL, full)
+/// X(name, is_bf16, threads): merges the splits' partials, one warp per row.
+#define FMSA_CUDA_FWD_COMBINE_INSTANCES(X)                                                      \
+    X(fmsa_cuda_fwd_bf16_combine, FMSA_CUDA_DT_BF16, 128)                                       \
+    X(fmsa_cuda_fwd_f16_combine, FMSA_CUDA_DT_F16, 128)
+
+/// The split instance table (same row type; block_m = 16, block_n = keys per stage).
+static inline const fmsa_cuda_fwd_instance *fmsa_cuda_fwd_split_table(int *count) {
+#define FMSA_CUDA_FWD_SPLIT_ROW(name, dt, d, variant, threads, bnw, stages) \
+    {#name, dt, d, variant, threads, 16, (threads) / 32 * (bnw), FMSA_CUDA_FWD_SPLIT_SMEM(d, threads, stages)},
+    static const fmsa_cuda_fwd_instance table[] = {FMSA_CUDA_FWD_SPLIT_INSTANCES(FMSA_CUDA_FWD_SPLIT_ROW)};
+#undef FMSA_CUDA_FWD_SPLIT_ROW
+    *count = (int)(sizeof table / sizeof table[0]);
+    return table;
+}
+
+/// One kernel launch of a forward.
+typedef struct fmsa_cuda_fwd_launch {
+    const char *name;  ///< kernel name in the module
+    unsigned grid[3];  ///< grid size
+    unsigned threads;  ///< block size (1-D)
+    int smem_bytes;    ///< dynamic shared memory
+} fmsa_cuda_fwd_launch;
+
+/// What a forward runs: one or two launches in order, the split count to set
+/// in fmsa_cuda_fwd_params.num_splits, and the fp32 workspace the partials
+/// need (o_accum at offset 0, lse_accum at lse_offset; 0 bytes with one split).
+typedef struct fmsa_cuda_fwd_plan {
+    int num_launches;                ///< 0 (nothing to do: no query rows), 1 or 2
+    fmsa_cuda_fwd_launch launch[2];  ///< main or split kernel, then the combine
+    int num_splits;                  ///< value for params.num_splits
+    unsigned long long workspace_bytes; ///< o_accum + lse_accum, 256-byte aligned parts
+    unsigned long long lse_offset;   ///< byte offset of lse_accum in the workspace
+} fmsa_cuda_fwd_plan;
+
+/// The split count: enough (KV head, split) blocks to fill the SMs in whole
+/// waves (FlashAttention-2's efficiency rule: the fewest splits within 85% of
+/// the best wave efficiency), at least 2 key stages per split, at most 64.
+static inline int fmsa_cuda_fwd_num_splits(const fmsa_cuda_fwd_params *p, int keys_per_stage,
+                                           int blocks_per_sm, int num_sms) {
+    const long long blocks = (long long)p->batch * p->heads_kv;
+    const long long tiles = ((long long)p->seqlen_k + keys_per_stage - 1) / keys_per_stage;
+    const long long slots = (long long)num_sms * blocks_per_sm;
+    double eff[65], best = 0.0;
+    int s, max_s = 64;
+    if (tiles / 2 < max_s) max_s = (int)(tiles / 2);
+    if (max_s <= 1 || blocks >= slots) return 1;
+    for (s = 1; s <= max_s; ++s) {
+        const double waves = (double)(blocks * s) / (double)slots;
+        const double whole = (double)((blocks * s + slots - 1) / slots);
+        eff[s] = waves / whole;
+        if (eff[s] > best) best = eff[s];
+    }
+    for (s = 1; s <= max_s; ++s)
+        if (eff[s] >= 0.85 * best) return s;
+    return 1;
+}
+
+/// Plans a validated forward for a device of num_sms SMs; force_splits < 0
+/// decides by itself, 0 forces the main kernel, n > 0 forces the split kernel
+/// with n splits where it applies (tests).  Returns 0, or -1 when no instance
+/// serves the problem (FMSA_ERR_NOT_SUPPORTED).
+static inline int fmsa_cuda_fwd_make_plan(int is_bf16, const fmsa_cuda_fwd_params *p, int num_sms,
+                                          int force_splits, fmsa_cuda_fwd_plan *plan) {
+    const int variant = fmsa_cuda_fwd_variant(p);
+    const long long group = p->heads_kv > 0 ? p->heads_q / p->heads_kv : 0;
+    int n, i, best = -1;
+    plan->num_launches = 0;
+    plan->num_splits = 1;
+    plan->workspace_bytes = plan->lse_offset = 0;
+    if (fmsa_cuda_fwd_select(is_bf16, p) < 0) return -1;
+    if (p->seqlen_q <= 0) return 0;
+    if (p->seqlen_q * group <= 16 && force_splits != 0 && p->heads_kv <= 65535) {
+        const fmsa_cuda_fwd_instance *t = fmsa_cuda_fwd_split_table(&n);
+        for (i = 0; i < n; ++i)
+            if (t[i].is_bf16 == is_bf16 && t[i].variant == variant && t[i].head_dim >= p->head_dim &&
+                (best < 0 || t[i].head_dim < t[best].head_dim))
+                best = i;
+        if (best >= 0) {
+            const fmsa_cuda_fwd_instance *in = &t[best];
+            const int per_sm = in->smem_bytes <= 112 * 1024 ? 2 : 1;
+            int splits = force_splits > 0 ? force_splits
+                                          : fmsa_cuda_fwd_num_splits(p, in->block_n, per_sm, num_sms);
+            if (splits > 65535) splits = 65535;
+            plan->num_splits = splits;
+            plan->num_launches = 1;
+            plan->launch[0].name = in->name;
+            plan->launch[0].grid[0] = (unsigned)splits;
+            plan->launch[0].grid[1] = (unsigned)p->heads_kv;
+            plan->launch[0].grid[2] = (unsigned)p->batch;
+            plan->launch[0].threads = (unsigned)in->threads;
+            plan->launch[0].smem_bytes = in->smem_bytes;
+            if (splits > 1) {
+                const unsigned long long rows =
+                    p->is_varlen ? (unsigned long long)p->total_q
+                                 : (unsigned long long)p->batch * (unsigned long long)p->seqlen_q;
+                const unsigned long long cells = (unsigned long long)splits * p->heads_q * rows;
+                const unsigned long long warps = (unsigned long long)p->heads_q * rows;
+                plan->lse_offset = (cells * p->head_dim_v * 4 + 255) / 256 * 256;
+                plan->workspace_bytes = plan->lse_offset + (cells * 4 + 255) / 256 * 256;
+                plan->num_launches = 2;
+                plan->launch[1].name = is_bf16 ? "fmsa_cuda_fwd_bf16_combine" : "fmsa_cuda_fwd_f16_combine";
+                plan->launch[1].grid[0] = (unsigned)((warps + 3) / 4);
+                plan->launch[1].grid[1] = plan->launch[1].grid[2] = 1;
+                plan->launch[1].threads = 128;
+                plan->launch[1].smem_bytes = 0;
+            }
+            return 0;
+        }
+    }
+    {
+        const fmsa_cuda_fwd_instance *t = fmsa_cuda_fwd_instance_table(&n);
+        const fmsa_cuda_fwd_instance *in = &t[fmsa_cuda_fwd_select(is_bf16, p)];
+        plan->num_launches = 1;
+        plan->launch[0].name = in->name;
+        fmsa_cuda_fwd_grid(in, p, plan->launch[0].grid);
+        plan->launch[0].threads = (unsigned)in->threads;
+        plan->launch[0].smem_bytes = in->smem_bytes;
+    }
+    return 0;
+}
+
+#endif /* FMSA_CUDA_FWD_INSTANCES_H */

@@ -1,0 +1,556 @@
+/*
+ * The mma.sync forward (FlashAttention-2's algorithm, Dao 2023, §3.1): one
+ * block owns BM query rows of one (sequence, query head); its warps own 16 *
+ * MT rows each and walk the key tiles from the last visible one down, so the
+ * tiles that cross the causal/window edge or the sequence end come first and
+ * only those run the per-element mask.  K/V tiles stream through STAGES
+ * cp.async stages of swizzled shared memory; S = Q K^T and O += P V run on
+ * mma.m16n8k16 with fp32 accumulators; P goes from the S accumulators to the A
+ * operand of P V without leaving registers.  The online softmax is
+ * fmsa_softmax.h's (m, l, acc in base 2; lazy rescale while no row of the warp
+ * climbs past FMSA_SOFTMAX_STALE_MAX).
+ */
+#ifndef FMSA_CUDA_FWD_CUH
+#define FMSA_CUDA_FWD_CUH
+
+#include "../cuda_fwd_instances.h"
+#include "../../../common/fmsa_score.h"
+#include "../../../common/fmsa_softmax.h"
+#include "fmsa_cuda_mma.cuh"
+
+/// Shared tanh form for the softcap: 1 - 2 / (2^(2x log2 e) + 1) is exact at
+/// both saturations and its absolute error (what the exponent sees) is a few
+/// fp32 ulps of 1, well under the bf16/f16 rounding of the naive's scores.
+FMSA_DEV float fmsa_cuda_tanh(float x) {
+    const float t = fmsa_ex2(x * (2.0f * FMSA_LOG2E));
+    return 1.0f - __fdividef(2.0f, t + 1.0f);
+}
+
+FMSA_DEV void fmsa_cuda_status(const fmsa_cuda_fwd_params &p, unsigned bit) {
+    if (p.status) atomicOr(p.status, bit);
+}
+
+/// One of K or V of key tile n0 into shared memory at base: rows past the
+/// sequence and columns past head_dim are zero-filled (a zero V row keeps
+/// 0 * V finite where P = 0); paged rows go through the block table, and an
+/// entry outside the pool is reported and zero-filled instead of read.
+template <int D, int BN, int T, int FULL>
+FMSA_DEV void fmsa_cuda_fwd_load_tile(const fmsa_cuda_fwd_params &p, unsigned base,
+                                      const unsigned short *g, long long sb, long long ss,
+                                      int n0, int sk, int b) {
+    enum { CPR = D / 8, ROWB = FMSA_CUDA_FWD_PITCH(D) * 2, N = BN * CPR / T, RS = T / CPR };
+    /* A rolled loop: unrolled, every copy's tile-invariant address stayed live
+     * across the key loop and the d128 tiles spilled (148 bytes at 128 x 64). */
+    if (T % CPR == 0 && RS % 8 == 0) {
+        /* a thread's rows step by a multiple of 8: its swizzled chunk is fixed */
+        const int r0 = (int)threadIdx.x / CPR, c = (int)threadIdx.x % CPR, cok = c * 8 < p.head_dim;
+        const unsigned short *src = g + (long long)(n0 + r0) * ss + c * 8;
+        unsigned dst = base + fmsa_swizzle(r0, c, ROWB);
+#pragma unroll 1
+        for (int it = 0, j = n0 + r0; it < N; ++it, j += RS, src += RS * ss, dst += RS * ROWB) {
+            int ok = cok && j < sk;
+            const unsigned short *from = src;
+            if (FULL && p.is_paged && ok) {
+                const int pg = p.block_table[b * p.bt_sb + (long long)(j / p.page_size) * p.bt_sp];
+                if (pg < 0 || pg >= p.num_pages) {
+                    fmsa_cuda_status(p, FMSA_CUDA_STATUS_BAD_PAGE);
+                    ok = 0;
+                }
+                from = g + (long long)pg * sb + (long long)(j % p.page_size) * ss + c * 8;
+            }
+            fmsa_cp_async16(dst, ok ? (const void *)from : p.k, ok ? 16 : 0);
+        }
+    } else {
+#pragma unroll 1
+    for (int it = 0; it < N; ++it) {
+        const int idx = (int)threadIdx.x + it * T, r = idx / CPR, c = idx % CPR, j = n0 + r;
+        int ok = j < sk && c * 8 < p.head_dim;
+        long long off = (long long)j * ss;
+        if (FULL && p.is_paged && ok) {
+            const int pg = p.block_table[b * p.bt_sb + (long long)(j / p.page_size) * p.bt_sp];
+            if (pg < 0 || pg >= p.num_pages) {
+                fmsa_cuda_status(p, FMSA_CUDA_STATUS_BAD_PAGE);
+                ok = 0;
+            }
+            off = (long long)pg * sb + (long long)(j % p.page_size) * ss;
+        }
+        fmsa_cp_async16(base + fmsa_swizzle(r, c, ROWB), ok ? (const void *)(g + off + c * 8) : p.k,
+                        ok ? 16 : 0);
+    }
+    }
+}
+
+/// Per-lane ldmatrix addresses: row r's chunk c sits at chunk c ^ (r & 7);
+/// every row a lane addresses has r & 7 == lane & 7, so the low chunk pairs a
+/// lane visits are 4 offsets fixed for the whole kernel (offA: A operands and
+/// V, chunk + lane / 16; offB: K, chunk + lane / 8 % 2), and kRow / vRow are
+/// the lane's row offsets within a K / V tile.
+FMSA_DEV void fmsa_cuda_fwd_lane_addr(int row_bytes, unsigned offA[4], unsigned offB[4],
+                                      unsigned *kRow, unsigned *vRow) {
+    const int lane = (int)threadIdx.x & 31;
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+        offA[k] = (unsigned)(((2 * k + (lane >> 4)) ^ (lane & 7)) << 4);
+        offB[k] = (unsigned)(((2 * k + ((lane >> 3) & 1)) ^ (lane & 7)) << 4);
+    }
+    *kRow = (unsigned)(((lane & 7) + ((lane >> 4) << 3)) * row_bytes);
+    *vRow = (unsigned)((lane & 15) * row_bytes);
+}
+
+/// What the per-tile steps of one block share.
+typedef struct fmsa_cuda_fwd_rows {
+    long long off;    ///< sk - sq: the bottom-right diagonal
+    long long wl, wr; ///< window, -1 = unlimited
+    int sq, sk;       ///< lengths of this sequence
+    int b;            ///< sequence
+    float scale_abs;  ///< |softmax_scale| (a negative scale is folded into Q)
+    float sl2;        ///< |softmax_scale| log2 e: the exponent's factor on raw products
+} fmsa_cuda_fwd_rows;
+
+/// One accumulator row of a lane: its query index, the visible key range
+/// [lo, hi) (window and sequence end, clamped to +-2^30 so per-tile offsets
+/// stay int), and FULL's ALiBi slope and mask row.
+typedef struct fmsa_cuda_fwd_row {
+    int i, lo, hi;
+    float slope;
+    const unsigned char *mrow; ///< NULL: nothing visible (row past the sequence)
+} fmsa_cuda_fwd_row;
+
+FMSA_DEV int fmsa_cuda_clamp30(long long x) {
+    return x < -(1ll << 30) ? -(1 << 30) : (x > (1ll << 30) ? (1 << 30) : (int)x);
+}
+
+/// Fills row i (query index within the sequence) of query head h.
+template <int FULL>
+FMSA_DEV void fmsa_cuda_fwd_row_init(const fmsa_cuda_fwd_params &p, const fmsa_cuda_fwd_rows &w,
+                                     int i, int h, fmsa_cuda_fwd_row *r) {
+    long long hi = w.sk;
+    if (w.wr >= 0 && i + w.off + w.wr + 1 < hi) hi = i + w.off + w.wr + 1;
+    r->i = i;
+    r->lo = fmsa_cuda_clamp30(w.wl >= 0 ? i + w.off - w.wl : -(1ll << 30));
+    r->hi = fmsa_cuda_clamp30(hi);
+    r->slope = 0.0f;
+    r->mrow = 0;
+    if (FULL) {
+        if (p.alibi) r->slope = p.alibi[w.b * p.alibi_sb + h * p.alibi_sh];
+        if (p.mask && i < w.sq) r->mrow = p.mask + w.b * p.mask_sb + h * p.mask_sh + i * p.mask_ss;
+    }
+}
+
+/// S = Q K^T for this warp's rows and one key tile at sK.
+template <int IS_BF16, int D, int BN, int MT, int QREG>
+FMSA_DEV void fmsa_cuda_fwd_qk(float s[][BN / 8][4], const unsigned qf[][QREG ? D / 16 : 1][4],
+                               unsigned aRow, unsigned sK, unsigned kRow, const unsigned offA[4],
+                               const unsigned offB[4]) {
+    enum { ROWB = FMSA_CUDA_FWD_PITCH(D) * 2 };
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+        for (int nt = 0; nt < BN / 8; ++nt)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) s[mt][nt][e] = 0.0f;
+#pragma unroll
+    for (int ks = 0; ks < D / 16; ++ks) {
+        unsigned a[MT][4];
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt) {
+            if (QREG) {
+#pragma unroll
+                for (int e = 0; e < 4; ++e) a[mt][e] = qf[QREG ? mt : 0][QREG ? ks : 0][e];
+            } else {
+                fmsa_ldmatrix_x4(a[mt], aRow + mt * 16 * ROWB + (ks >> 2) * 128 + offA[ks & 3]);
+            }
+        }
+#pragma unroll
+        for (int np = 0; np < BN / 16; ++np) {
+            unsigned bk[4];
+            fmsa_ldmatrix_x4(bk, sK + kRow + np * 16 * ROWB + (ks >> 2) * 128 + offB[ks & 3]);
+#pragma unroll
+            for (int mt = 0; mt < MT; ++mt) {
+                fmsa_mma16816<IS_BF16>(s[mt][2 * np], a[mt], bk[0], bk[1]);
+                fmsa_mma16816<IS_BF16>(s[mt][2 * np + 1], a[mt], bk[2], bk[3]);
+            }
+        }
+    }
+}
+
+/// Scores of key tile n0 -> probabilities in s, with the state machine's
+/// update of m, l and acc; edge: some key of the tile may be invisible to some
+/// row (per-element mask).  FULL's transforms leave base-2 scores (mult 1);
+/// otherwise the scale rides in the exponent's fma (mult = |scale| log2 e).
+template <int D, int BN, int MT, int FULL>
+FMSA_DEV void fmsa_cuda_fwd_softmax(const fmsa_cuda_fwd_params &p, const fmsa_cuda_fwd_rows &w,
+                                    const fmsa_cuda_fwd_row rw[][2], int n0, int edge,
+                                    float s[][BN / 8][4], float m[][2], float l[][2],
+                                    float acc[][D / 8][4]) {
+    enum { NT = BN / 8, DT = D / 8 };
+    const int tig = (int)threadIdx.x & 3, cb = n0 + 2 * tig;
+    float mult = w.sl2;
+    if (FULL && (p.softcap > 0.0f || p.alibi)) {
+        const float cap = p.softcap;
+        mult = 1.0f;
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+            for (int hr = 0; hr < 2; ++hr) {
+                const int dist0 = (int)(rw[mt][hr].i + w.off - cb);
+#pragma unroll
+                for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+                    for (int e = 0; e < 2; ++e) {
+                        float x = s[mt][nt][2 * hr + e] * w.scale_abs;
+                        if (cap > 0.0f) x = cap * fmsa_cuda_tanh(__fdividef(x, cap));
+                        x -= rw[mt][hr].slope * fabsf((float)(dist0 - nt * 8 - e));
+                        s[mt][nt][2 * hr + e] = x * FMSA_LOG2E;
+                    }
+            }
+    }
+    if (edge || (FULL && p.mask)) {
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+            for (int hr = 0; hr < 2; ++hr) {
+                const int lo = rw[mt][hr].lo - cb, hi = rw[mt][hr].hi - cb;
+                unsigned bits = ~0u;
+                if (FULL && p.mask) {
+                    const unsigned char *mrow = rw[mt][hr].mrow;
+                    bits = 0;
+                    if (mrow) {
+                        const int nbytes = (w.sk + 7) >> 3;
+#pragma unroll
+                        for (int nt = 0; nt < NT; ++nt)
+                            if ((n0 >> 3) + nt < nbytes)
+                                bits |= (((unsigned)mrow[(n0 >> 3) + nt] >> (2 * tig)) & 3u) << (2 * nt);
+                    }
+                }
+#pragma unroll
+                for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+                    for (int e = 0; e < 2; ++e) {
+                        const int x = nt * 8 + e;
+                        if (x < lo || x >= hi || !((bits >> (2 * nt + e)) & 1u))
+                            s[mt][nt][2 * hr + e] = FMSA_NEG_INF;
+                    }
+            }
+    }
+
+    float tmax[MT][2];
+    int keep = 1;
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+        for (int hr = 0; hr < 2; ++hr) {
+            float mx = FMSA_NEG_INF;
+#pragma unroll
+            for (int nt = 0; nt < NT; ++nt) mx = fmaxf(mx, fmaxf(s[mt][nt][2 * hr], s[mt][nt][2 * hr + 1]));
+            mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+            mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+            tmax[mt][hr] = mx == FMSA_NEG_INF ? FMSA_NEG_INF : mx * mult;
+            keep &= fmsa_softmax_keeps(m[mt][hr], tmax[mt][hr]);
+        }
+    /* lazy rescale, decided per warp so the skip costs no divergence */
+    if (!__all_sync(0xffffffffu, keep)) {
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+            for (int hr = 0; hr < 2; ++hr) {
+                const float c = fmsa_softmax_update(&m[mt][hr], tmax[mt][hr]);
+                l[mt][hr] *= c;
+#pragma unroll
+                for (int dt = 0; dt < DT; ++dt) {
+                    acc[mt][dt][2 * hr] *= c;
+                    acc[mt][dt][2 * hr + 1] *= c;
+                }
+            }
+    }
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+        for (int hr = 0; hr < 2; ++hr) {
+            /* fmsa_softmax_p: while m = -inf every score is -inf, and 2^-inf = 0 */
+            const float mu = m[mt][hr] == FMSA_NEG_INF ? 0.0f : m[mt][hr];
+#pragma unroll
+            for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+                for (int e = 0; e < 2; ++e) {
+                    const float pv = fmsa_ex2(fmaf(s[mt][nt][2 * hr + e], mult, -mu));
+                    l[mt][hr] += pv;
+                    s[mt][nt][2 * hr + e] = pv;
+                }
+        }
+}
+
+/// acc += P V for one key tile at sV; P leaves the S accumulators as the A
+/// operand (the C fragment of two adjacent n8 tiles is the A fragment of k16).
+template <int IS_BF16, int D, int BN, int MT>
+FMSA_DEV void fmsa_cuda_fwd_pv(float acc[][D / 8][4], const float s[][BN / 8][4], unsigned sV,
+                               unsigned vRow, const unsigned offA[4]) {
+    enum { ROWB = FMSA_CUDA_FWD_PITCH(D) * 2 };
+#pragma unroll
+    for (int kk = 0; kk < BN / 16; ++kk) {
+        unsigned pa[MT][4];
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt) {
+            pa[mt][0] = fmsa_pack2<IS_BF16>(s[mt][2 * kk][0], s[mt][2 * kk][1]);
+            pa[mt][1] = fmsa_pack2<IS_BF16>(s[mt][2 * kk][2], s[mt][2 * kk][3]);
+            pa[mt][2] = fmsa_pack2<IS_BF16>(s[mt][2 * kk + 1][0], s[mt][2 * kk + 1][1]);
+            pa[mt][3] = fmsa_pack2<IS_BF16>(s[mt][2 * kk + 1][2], s[mt][2 * kk + 1][3]);
+        }
+#pragma unroll
+        for (int dp = 0; dp < D / 16; ++dp) {
+            unsigned bv[4];
+            fmsa_ldmatrix_x4_trans(bv, sV + vRow + kk * 16 * ROWB + (dp >> 2) * 128 + offA[dp & 3]);
+#pragma unroll
+            for (int mt = 0; mt < MT; ++mt) {
+                fmsa_mma16816<IS_BF16>(acc[mt][2 * dp], pa[mt], bv[0], bv[1]);
+                fmsa_mma16816<IS_BF16>(acc[mt][2 * dp + 1], pa[mt], bv[2], bv[3]);
+            }
+        }
+    }
+}
+
+/// Resolves sequence b (varlen offsets, paged key count) into w and the row
+/// offsets; checks the metadata it reads and reports through p.status.
+/// Returns 0 when the sequence's metadata is bad (the block then writes nothing).
+template <int FULL>
+FMSA_DEV int fmsa_cuda_fwd_seq(const fmsa_cuda_fwd_params &p, int b, fmsa_cuda_fwd_rows *w,
+                               long long *q_row0, long long *k_row0, long long *qb, long long *kb) {
+    *q_row0 = *k_row0 = 0;
+    *qb = *kb = b;
+    w->b = b;
+    w->sq = p.seqlen_q;
+    w->sk = p.seqlen_k;
+    if (p.is_varlen) {
+        const int q0 = p.cu_seqlens_q[b * p.cu_q_s], q1 = p.cu_seqlens_q[(b + 1) * p.cu_q_s];
+        const int k0 = p.cu_seqlens_k[b * p.cu_k_s], k1 = p.cu_seqlens_k[(b + 1) * p.cu_k_s];
+        if (q0 < 0 || q1 < q0 || q1 > p.total_q || q1 - q0 > p.seqlen_q || k0 < 0 || k1 < k0 ||
+            k1 > p.total_k || k1 - k0 > p.seqlen_k) {
+            if (threadIdx.x == 0) fmsa_cuda_status(p, FMSA_CUDA_STATUS_BAD_CU_SEQLENS);
+            return 0;
+        }
+        *q_row0 = q0;
+        *k_row0 = k0;
+        *qb = *kb = 0;
+        w->sq = q1 - q0;
+        w->sk = k1 - k0;
+    }
+    if (FULL && p.is_paged) {
+        const long long cap = (long long)p.max_pages * p.page_size;
+        *kb = 0;
+        if (w->sk > cap) w->sk = (int)cap;
+        if (p.has_seqused_k) {
+            const int u = p.seqused_k[b * p.su_s];
+            if (u < 0 || u > cap) {
+                if (threadIdx.x == 0) fmsa_cuda_status(p, FMSA_CUDA_STATUS_BAD_SEQUSED);
+                return 0;
+            }
+            w->sk = u;
+        }
+    }
+    w->wl = p.window_left;
+    w->wr = p.window_right;
+    w->off = (long long)w->sk - w->sq;
+    w->scale_abs = fabsf(p.softmax_scale);
+    w->sl2 = fmaxf(fabsf(p.scale_log2), 1.17549435e-38f); /* scale 0: no 0 * -inf */
+    return 1;
+}
+
+/// Q's negative-scale fold: flips the sign of the 16-byte chunks this thread
+/// copied (its own cp.async writes are visible to it after the wait); every
+/// kernel may then take the row maximum on the raw products.
+template <int ROWS, int D, int T>
+FMSA_DEV void fmsa_cuda_fwd_q_negate(unsigned char *sq_tile) {
+    enum { CPR = D / 8, ROWB = FMSA_CUDA_FWD_PITCH(D) * 2 };
+#pragma unroll
+    for (int it = 0; it < (ROWS * CPR + T - 1) / T; ++it) {
+        const int idx = (int)threadIdx.x + it * T;
+        if (idx < ROWS * CPR) {
+            uint4 *q4 = (uint4 *)(sq_tile + fmsa_swizzle(idx / CPR, idx % CPR, ROWB));
+            uint4 x = *q4;
+            x.x ^= 0x80008000u;
+            x.y ^= 0x80008000u;
+            x.z ^= 0x80008000u;
+            x.w ^= 0x80008000u;
+            *q4 = x;
+        }
+    }
+}
+
+/*
+ * SYNC, how a block's warps meet the K/V stages (each tile is two cp.async
+ * groups, K then V):  0  wait for K, barrier, S and softmax; wait for V,
+ * barrier, P V (FlashAttention-2's order);  1  wait for K and V, one barrier
+ * per tile.
+ */
+template <int IS_BF16, int D, int BM, int BN, int NW, int STAGES, int QREG, int FULL, int SYNC>
+FMSA_DEV void fmsa_cuda_fwd_block(const fmsa_cuda_fwd_params &p) {
+    enum {
+        T = NW * 32, MT = BM / (16 * NW), ROWB = FMSA_CUDA_FWD_PITCH(D) * 2, CPR = D / 8,
+        KS = D / 16, NT = BN / 8, DT = D / 8, STAGE_B = 2 * BN * ROWB,
+        WAIT_K = SYNC == 0 ? 2 * STAGES - 3 : 2 * STAGES - 4
+    };
+    static_assert(BM % (16 * NW) == 0 && BN % 16 == 0 && D % 16 == 0 && STAGES >= 2, "tile");
+    static_assert((BM * CPR) % T == 0 && (BN * CPR) % T == 0 && (16 * MT * CPR) % 32 == 0,
+                  "every thread copies the same number of chunks");
+    static_assert(BN <= 128 && (SYNC == 0 || SYNC == 1), "mask bits of a tile row fit 32 bits");
+    extern __shared__ __align__(128) unsigned char fmsa_smem[];
+    typedef unsigned short elem;
+
+    const int tid = (int)threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, tig = lane & 3;
+    const int h = (int)blockIdx.y;
+    /* causal/window blocks differ in work: the longest (last rows) start first */
+    const int mblk = p.window_right >= 0 ? (int)gridDim.x - 1 - (int)blockIdx.x : (int)blockIdx.x;
+    fmsa_cuda_fwd_rows w;
+    long long q_row0, k_row0, qb, kb;
+    if (!fmsa_cuda_fwd_seq<FULL>(p, (int)blockIdx.z, &w, &q_row0, &k_row0, &qb, &kb)) return;
+    const int m0 = mblk * BM;
+    if (m0 >= w.sq) return;
+    const int sq = w.sq, sk = w.sk, b = w.b;
+
+    const long long kbeg = fmsa_window_key_begin(m0, sq, sk, w.wl);
+    const long long kend = fmsa_window_key_end(m0 + BM < sq ? m0 + BM : sq, sq, sk, w.wr);
+    const int t_beg = (int)(kbeg / BN);
+    const int t_end = kend > kbeg ? (int)((kend + BN - 1) / BN) : t_beg;
+    const int ntiles = t_end - t_beg;
+
+    const int hk = h / (p.heads_q / p.heads_kv);
+    const elem *qg = (const elem *)p.q + qb * p.q_sb + (q_row0 + m0) * p.q_ss + (long long)h * p.q_sh;
+    const elem *kg = (const elem *)p.k + kb * p.k_sb + k_row0 * p.k_ss + (long long)hk * p.k_sh;
+    const elem *vg = (const elem *)p.v + kb * p.v_sb + k_row0 * p.v_ss + (long long)hk * p.v_sh;
+    const unsigned sQ = fmsa_smem_addr(fmsa_smem), sKV = sQ + BM * ROWB;
+
+#pragma unroll
+    for (int it = 0; it < BM * CPR / T; ++it) {
+        const int idx = tid + it * T, r = idx / CPR, c = idx % CPR;
+        const int ok = m0 + r < sq && c * 8 < p.head_dim;
+        fmsa_cp_async16(sQ + fmsa_swizzle(r, c, ROWB), ok ? (const void *)(qg + r * p.q_ss + c * 8) : p.q,
+                        ok ? 16 : 0);
+    }
+    fmsa_cp_async_commit();
+#pragma unroll
+    for (int st = 0; st < STAGES - 1; ++st) {
+        const unsigned sK = sKV + st * STAGE_B;
+        if (st < ntiles)
+            fmsa_cuda_fwd_load_tile<D, BN, T, FULL>(p, sK, kg, p.k_sb, p.k_ss, (t_end - 1 - st) * BN, sk, b);
+        fmsa_cp_async_commit();
+        if (st < ntiles)
+            fmsa_cuda_fwd_load_tile<D, BN, T, FULL>(p, sK + BN * ROWB, vg, p.v_sb, p.v_ss,
+                                                    (t_end - 1 - st) * BN, sk, b);
+        fmsa_cp_async_commit();
+    }
+    fmsa_cp_async_wait<2 * (STAGES - 1)>(); /* Q landed */
+    if (p.softmax_scale < 0.0f) fmsa_cuda_fwd_q_negate<BM, D, T>(fmsa_smem);
+    __syncthreads();
+
+    unsigned offA[4], offB[4], kRow, vRow;
+    fmsa_cuda_fwd_lane_addr(ROWB, offA, offB, &kRow, &vRow);
+    const unsigned aRow = sQ + (unsigned)((warp * 16 * MT + (lane & 15)) * ROWB);
+
+    unsigned qf[QREG ? MT : 1][QREG ? KS : 1][4];
+    if (QREG) {
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+            for (int ks = 0; ks < KS; ++ks)
+                fmsa_ldmatrix_x4(qf[QREG ? mt : 0][QREG ? ks : 0],
+                                 aRow + mt * 16 * ROWB + (ks >> 2) * 128 + offA[ks & 3]);
+    }
+
+    const int row0 = m0 + warp * 16 * MT + g; /* row of s[0][*][0..1] */
+    /* the lane's rows are row0 + 8 k: one row's bounds serve all (fewer live registers) */
+    fmsa_cuda_fwd_row rw0;
+    fmsa_cuda_fwd_row_init<FULL>(p, w, row0, h, &rw0);
+    const int hi_lim = fmsa_cuda_clamp30(sk);
+    float acc[MT][DT][4], m[MT][2], l[MT][2], s[MT][NT][4];
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt) {
+#pragma unroll
+        for (int hr = 0; hr < 2; ++hr) fmsa_softmax_init(&m[mt][hr], &l[mt][hr]);
+#pragma unroll
+        for (int dt = 0; dt < DT; ++dt)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) acc[mt][dt][e] = 0.0f;
+    }
+
+    int stage = 0, lstage = STAGES - 1;
+    for (int it = 0; it < ntiles; ++it) {
+        const int n0 = (t_end - 1 - it) * BN;
+        fmsa_cp_async_wait<WAIT_K>();
+        __syncthreads(); /* tile it visible; every warp is done with stage lstage */
+        {
+            const int nx = it + STAGES - 1;
+            const unsigned sK = sKV + lstage * STAGE_B;
+            if (nx < ntiles)
+                fmsa_cuda_fwd_load_tile<D, BN, T, FULL>(p, sK, kg, p.k_sb, p.k_ss, (t_end - 1 - nx) * BN, sk, b);
+            fmsa_cp_async_commit();
+            if (nx < ntiles)
+                fmsa_cuda_fwd_load_tile<D, BN, T, FULL>(p, sK + BN * ROWB, vg, p.v_sb, p.v_ss,
+                                                        (t_end - 1 - nx) * BN, sk, b);
+            fmsa_cp_async_commit();
+            lstage = lstage + 1 == STAGES ? 0 : lstage + 1;
+        }
+        const unsigned sK = sKV + stage * STAGE_B;
+        /* only tiles across the sequence end or a window edge need the mask */
+        const int edge = n0 + BN > sk || (w.wr >= 0 && n0 + BN - 1 > m0 + w.off + w.wr) ||
+                         (w.wl >= 0 && n0 < m0 + BM - 1 + w.off - w.wl);
+        fmsa_cuda_fwd_row rw[MT][2];
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+            for (int hr = 0; hr < 2; ++hr) {
+                const int dr = mt * 16 + hr * 8;
+                rw[mt][hr] = rw0;
+                rw[mt][hr].i = rw0.i + dr;
+                rw[mt][hr].lo = rw0.lo + dr;
+                rw[mt][hr].hi = rw0.hi + dr < hi_lim ? rw0.hi + dr : hi_lim;
+                if (FULL && rw0.mrow) rw[mt][hr].mrow = row0 + dr < sq ? rw0.mrow + dr * p.mask_ss : 0;
+            }
+        fmsa_cuda_fwd_qk<IS_BF16, D, BN, MT, QREG>(s, qf, aRow, sK, kRow, offA, offB);
+        fmsa_cuda_fwd_softmax<D, BN, MT, FULL>(p, w, rw, n0, edge, s, m, l, acc);
+        if (SYNC == 0) {
+            fmsa_cp_async_wait<2 * STAGES - 2>();
+            __syncthreads(); /* V of tile it visible */
+        }
+        fmsa_cuda_fwd_pv<IS_BF16, D, BN, MT>(acc, s, sK + BN * ROWB, vRow, offA);
+        stage = stage + 1 == STAGES ? 0 : stage + 1;
+    }
+    fmsa_cp_async_wait<0>(); /* no copy may land in shared memory after the block exits */
+
+    /* finalize, then O through this warp's own rows of the Q tile (only this
+     * warp ever read them) so the global stores are 16-byte and row-contiguous */
+    elem *og = (elem *)p.o + qb * p.o_sb + q_row0 * p.o_ss + (long long)h * p.o_sh;
+    __syncwarp(); /* with no key tile, the warp's Q ldmatrix was the last access to these rows */
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+        for (int hr = 0; hr < 2; ++hr) {
+            float lsum = l[mt][hr], lse;
+            lsum += __shfl_xor_sync(0xffffffffu, lsum, 1);
+            lsum += __shfl_xor_sync(0xffffffffu, lsum, 2);
+            const float inv = fmsa_softmax_finalize(m[mt][hr], lsum, &lse);
+            const int i = row0 + mt * 16 + hr * 8;
+            if (p.lse && tig == 0 && i < sq)
+                p.lse[qb * p.lse_sb + (long long)h * p.lse_sh + (q_row0 + i) * p.lse_ss] = lse;
+            const int r = warp * 16 * MT + mt * 16 + hr * 8 + g;
+#pragma unroll
+            for (int dt = 0; dt < DT; ++dt)
+                *(unsigned *)(fmsa_smem + fmsa_swizzle(r, dt, ROWB) + tig * 4) =
+                    fmsa_pack2<IS_BF16>(acc[mt][dt][2 * hr] * inv, acc[mt][dt][2 * hr + 1] * inv);
+        }
+    __syncwarp();
+#pragma unroll
+    for (int it = 0; it < 16 * MT * CPR / 32; ++it) {
+        const int idx = lane + it * 32, r = warp * 16 * MT + idx / CPR, c = idx % CPR;
+        if (m0 + r < sq && c * 8 < p.head_dim_v)
+            *(uint4 *)(og + (long long)(m0 + r) * p.o_ss + c * 8) =
+                *(const uint4 *)(fmsa_smem + fmsa_swizzle(r, c, ROWB));
+    }
+}
+
+#define FMSA_CUDA_FWD_DEFINE(name, dt, d, variant, threads, bm, bn, stages, qreg, sync, minb) \
+    extern "C" __global__ void __launch_bounds__(threads, minb)                                 \
+        name(const fmsa_cuda_fwd_params p) {                                                    \
+        fmsa_cuda_fwd_block<dt, d, bm, bn, (threads) / 32, stages, qreg, variant, sync>(p);     \
+    }
+
+#endif /* FMSA_CUDA_FWD_CUH */

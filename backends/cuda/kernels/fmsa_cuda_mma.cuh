@@ -1,0 +1,104 @@
+/*
+ * PTX wrappers the mma.sync kernels (forward, backward, decode) share: shared
+ * memory addresses, cp.async with zero fill, ldmatrix, mma.sync m16n8k16 with
+ * fp32 accumulators, 16-bit packing, exp2 and the 16-byte-chunk swizzle.
+ * Fragment layouts are the PTX ISA's ("Matrix Fragments for mma.m16n8k16"
+ * with 16-bit types): with g = lane / 4 and t = lane % 4,
+ *   A (16x16, row): a0 (g, 2t..2t+1)  a1 (g+8, 2t..)  a2 (g, 2t+8..)  a3 (g+8, 2t+8..)
+ *   B (16x8, col):  b0 (k = 2t..2t+1, n = g)          b1 (k = 2t+8.., n = g)
+ *   C (16x8, f32):  c0,c1 (g, 2t..2t+1)               c2,c3 (g+8, 2t..2t+1)
+ * and ldmatrix.x4 takes row addresses from lanes 8i..8i+7 for matrix i and
+ * returns in register i the element pair (lane / 4, 2 (lane % 4)..) of matrix
+ * i (.trans: the pair (2 (lane % 4).., lane / 4)).
+ */
+#ifndef FMSA_CUDA_MMA_CUH
+#define FMSA_CUDA_MMA_CUH
+
+#define FMSA_DEV static __device__ __forceinline__
+
+/// 32-bit shared-window address of a generic pointer into shared memory.
+FMSA_DEV unsigned fmsa_smem_addr(const void *p) {
+    return (unsigned)__cvta_generic_to_shared(p);
+}
+
+/// 16-byte global -> shared copy that bypasses L1; src_bytes = 0 writes 16
+/// zero bytes and reads nothing (rows past the sequence, padded head dims).
+FMSA_DEV void fmsa_cp_async16(unsigned dst, const void *src, int src_bytes) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src),
+                 "r"(src_bytes)
+                 : "memory");
+}
+
+FMSA_DEV void fmsa_cp_async_commit(void) { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+
+/// Waits until at most N of this thread's committed groups are still in flight.
+template <int N> FMSA_DEV void fmsa_cp_async_wait(void) {
+    asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+}
+
+FMSA_DEV void fmsa_ldmatrix_x4(unsigned r[4], unsigned addr) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(addr));
+}
+
+FMSA_DEV void fmsa_ldmatrix_x4_trans(unsigned r[4], unsigned addr) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(addr));
+}
+
+FMSA_DEV void fmsa_ldmatrix_x2(unsigned r[2], unsigned addr) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0, %1}, [%2];\n"
+                 : "=r"(r[0]), "=r"(r[1])
+                 : "r"(addr));
+}
+
+FMSA_DEV void fmsa_ldmatrix_x2_trans(unsigned r[2], unsigned addr) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {%0, %1}, [%2];\n"
+                 : "=r"(r[0]), "=r"(r[1])
+                 : "r"(addr));
+}
+
+/// d += a * b for one m16n8k16 tile; IS_BF16 picks bf16 or fp16 inputs.
+template <int IS_BF16>
+FMSA_DEV void fmsa_mma16816(float d[4], const unsigned a[4], unsigned b0, unsigned b1) {
+    if (IS_BF16)
+        asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
+                     "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
+                     : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+    else
+        asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 "
+                     "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
+                     : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+/// Two fp32 values rounded to nearest into one 16-bit pair, lo in the low half
+/// (the element with the lower column index in every fragment above).
+template <int IS_BF16> FMSA_DEV unsigned fmsa_pack2(float lo, float hi) {
+    unsigned r;
+    if (IS_BF16)
+        asm("cvt.rn.bf16x2.f32 %0, %1, %2;\n" : "=r"(r) : "f"(hi), "f"(lo));
+    else
+        asm("cvt.rn.f16x2.f32 %0, %1, %2;\n" : "=r"(r) : "f"(hi), "f"(lo));
+    return r;
+}
+
+/// 2^x on the special-function unit (relative error ~2^-22; 2^-inf = +0).
+FMSA_DEV float fmsa_ex2(float x) {
+    float y;
+    asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+    return y;
+}
+
+/// Byte offset of 16-byte chunk c of row r in a tile whose rows are a multiple
+/// of 128 bytes: the chunk's low three bits are XORed with the row's, so the 8
+/// rows one ldmatrix phase reads (same logical chunk) hit 8 different bank
+/// groups, and 8 threads writing one row's 8 chunks do too.
+FMSA_DEV unsigned fmsa_swizzle(int r, int c, int row_bytes) {
+    return (unsigned)(r * row_bytes + (((c & ~7) | ((c & 7) ^ (r & 7))) << 4));
+}
+
+#endif /* FMSA_CUDA_MMA_CUH */
