@@ -8,6 +8,7 @@
 #             backward, host tests), then the grids again with FLASHMSA_CUDA_ARCH=sm80
 #   sanitize  compute-sanitizer memcheck / racecheck / initcheck on the edges grid (small
 #             shapes, every feature) and on test_cuda_graph
+#   (FATBIN_DIR=<dir> embeds fatbins built elsewhere instead of running nvcc)
 #   bench     bench/cuda_vs_peers.py: the standard sweep and decode beside the peers
 #             (source /tmp/fa4site/env.sh first to have FA4 among them; BENCH_ARGS adds
 #             options, e.g. "--dims 128 --seqlens 4096,16384")
@@ -36,6 +37,9 @@ has() { [[ " $STAGES " == *" $1 "* ]]; }
 if has build; then
   prefix=()
   [[ -n "${CMOCKA_PREFIX:-}" ]] && prefix=(-DCMAKE_PREFIX_PATH="$CMOCKA_PREFIX")
+  # FATBIN_DIR: fatbins compiled elsewhere (another build's cuda-fatbin/), so the
+  # lease spends no time in nvcc.
+  [[ -n "${FATBIN_DIR:-}" ]] && prefix+=(-DFLASHMSA_CUDA_FATBIN_DIR="$FATBIN_DIR")
   t=$SECONDS
   if cmake -S . -B $B -G Ninja -DCMAKE_BUILD_TYPE=Release -DBUILD_TESTING=ON \
        -DFLASHMSA_CUDA=ON "${prefix[@]}" > "$OUT/configure.log" 2>&1 &&
