@@ -69,13 +69,15 @@ if has tests; then
 fi
 
 if has sanitize; then
+  # --report-api-errors no: the kernel lookup asks each module for a name and
+  # takes CUDA_ERROR_NOT_FOUND from the others as "not here", which is handled.
   for tool in memcheck racecheck initcheck; do
     ok=ok
     for cmd in "$B/tests/test_grid_edges --backend cuda" "$B/tests/test_cuda_graph"; do
       log="$OUT/sanitizer_${tool}_$(basename "${cmd%% *}").log"
       extra=()
       [[ $tool == memcheck ]] && extra=(--leak-check full)
-      compute-sanitizer --tool $tool --error-exitcode 99 "${extra[@]}" $cmd > "$log" 2>&1
+      compute-sanitizer --tool $tool --report-api-errors no --error-exitcode 99 "${extra[@]}" $cmd > "$log" 2>&1
       rc=$?
       if [[ $rc -ne 0 && $rc -ne 77 ]]; then ok=FAIL; fi
     done

@@ -4,6 +4,7 @@
  * alignment its 16-byte loads need, and the grid.
  */
 #include <stdint.h>
+#include <string.h>
 
 #include "backends/cuda/cuda_fwd_instances.h"
 #include "backends/cuda/cuda_internal.h"
@@ -24,7 +25,9 @@ static fmsa_status fmsa_cuda_fwd_aligned(const char *name, const fmsa_view4 *v) 
 fmsa_status fmsa_cuda_fwd_pick(const fmsa_cuda_device *dev, const fmsa_problem *p,
                                fmsa_cuda_plan *plan) {
     fmsa_cuda_fwd_params fp;
-    const fmsa_cuda_fwd_instance *table, *inst;
+    fmsa_cuda_fwd_plan fplan;
+    const fmsa_cuda_fwd_instance *table;
+    const char *table_name;
     int n, i;
     if (p->dtype != FMSA_DTYPE_BF16 && p->dtype != FMSA_DTYPE_F16)
         return fmsa_fail(FMSA_ERR_NOT_SUPPORTED,
@@ -42,12 +45,24 @@ fmsa_status fmsa_cuda_fwd_pick(const fmsa_cuda_device *dev, const fmsa_problem *
     FMSA_TRY(fmsa_cuda_fwd_aligned("v", &p->v));
     FMSA_TRY(fmsa_cuda_fwd_aligned("o", &p->o));
     table = fmsa_cuda_fwd_instance_table(&n);
-    inst = &table[i];
-    plan->instance = inst->name;
-    plan->launches = 1;
-    plan->launch[0].kernel = inst->name;
-    fmsa_cuda_fwd_grid(inst, &fp, plan->launch[0].grid);
-    plan->launch[0].threads = (unsigned)inst->threads;
-    plan->launch[0].smem = (unsigned)inst->smem_bytes;
+    table_name = table[i].name;
+    /* one decision for main kernel vs split-KV decode (and the split count) */
+    if (fmsa_cuda_fwd_make_plan(p->dtype == FMSA_DTYPE_BF16, &fp, dev->info.multiprocessors, -1,
+                                &fplan) != 0)
+        return fmsa_fail(FMSA_ERR_INTERNAL, "cuda: forward plan failed after its instance was found");
+    plan->instance = fplan.num_launches > 0 ? fplan.launch[0].name : table_name;
+    plan->launches = fplan.num_launches;
+    plan->num_splits = fplan.num_splits;
+    for (i = 0; i < fplan.num_launches; ++i) {
+        plan->launch[i].kernel = fplan.launch[i].name;
+        memcpy(plan->launch[i].grid, fplan.launch[i].grid, sizeof plan->launch[i].grid);
+        plan->launch[i].threads = fplan.launch[i].threads;
+        plan->launch[i].smem = (unsigned)fplan.launch[i].smem_bytes;
+    }
+    if (fplan.workspace_bytes) {
+        plan->ws_o_accum = 0;
+        plan->ws_lse_accum = (size_t)fplan.lse_offset;
+        plan->workspace_bytes = (size_t)fplan.workspace_bytes;
+    }
     return FMSA_SUCCESS;
 }

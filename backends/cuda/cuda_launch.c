@@ -108,8 +108,11 @@ static fmsa_status fmsa_cuda_plan_enqueue(fmsa_cuda_state *st, const fmsa_cuda_p
                       st->cu->cuMemsetD32Async(workspace + plan->zero_offset, 0u,
                                                plan->zero_bytes / 4, stream));
     }
-    for (int i = 0; i < plan->launches; ++i)
-        FMSA_TRY(fmsa_cuda_launch_one(st, &plan->launch[i], args, stream));
+    for (int i = 0; i < plan->launches; ++i) {
+        const fmsa_cuda_launch *l = &plan->launch[i];
+        if (l->grid[0] == 0 || l->grid[1] == 0 || l->grid[2] == 0) continue; /* empty problem */
+        FMSA_TRY(fmsa_cuda_launch_one(st, l, args, stream));
+    }
     return FMSA_SUCCESS;
 }
 

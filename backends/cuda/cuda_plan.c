@@ -41,7 +41,7 @@ fmsa_status fmsa_cuda_plan_make(const fmsa_cuda_state *st, const fmsa_problem *p
     else FMSA_TRY(fmsa_cuda_bwd_pick(dev, p, plan));
     /* An instance list that promises what the device cannot launch is a bug
      * of ours: say so before any launch fails with a bare driver code. */
-    if (plan->launches < 1 || plan->launches > FMSA_CUDA_MAX_LAUNCHES)
+    if (plan->launches < 0 || plan->launches > FMSA_CUDA_MAX_LAUNCHES)
         return fmsa_fail(FMSA_ERR_INTERNAL, "cuda: instance %s planned %d launches",
                          plan->instance ? plan->instance : "?", plan->launches);
     for (int i = 0; i < plan->launches; ++i) {
@@ -49,9 +49,9 @@ fmsa_status fmsa_cuda_plan_make(const fmsa_cuda_state *st, const fmsa_problem *p
         const size_t smem_max = dev->info.sram_per_block_optin > dev->info.sram_per_block
                                     ? dev->info.sram_per_block_optin
                                     : dev->info.sram_per_block;
+        /* a grid with a zero extent (no sequences, no rows) is skipped at launch */
         if (!l->kernel || l->threads == 0 || (int)l->threads > dev->max_threads_per_block ||
-            l->smem > smem_max || l->grid[0] == 0 || l->grid[1] == 0 || l->grid[2] == 0 ||
-            l->grid[1] > 65535 || l->grid[2] > 65535)
+            l->smem > smem_max || l->grid[1] > 65535 || l->grid[2] > 65535)
             return fmsa_fail(FMSA_ERR_INTERNAL,
                              "cuda: instance %s launch %d (%s): grid %ux%ux%u, %u threads, %u "
                              "bytes of shared memory do not fit %s (%d threads, %zu bytes)",
