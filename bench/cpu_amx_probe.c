@@ -221,4 +221,4 @@ int main(void) {
     fprintf(stderr, "cpu_amx_probe: built without AMX (needs -mamx-tile -mamx-bf16)\n");
     return 1;
 }
-#endif
+#endif /* defined(__AMX_TILE__) && defined(__AMX_BF16__) */

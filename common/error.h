@@ -13,7 +13,7 @@
 #define FMSA_PRINTF(a, b) __attribute__((format(printf, a, b)))
 #else
 #define FMSA_PRINTF(a, b)
-#endif
+#endif /* defined(__GNUC__) */
 
 /// Records "fmt..." as the last error of this thread and returns status.
 fmsa_status fmsa_fail(fmsa_status status, const char *fmt, ...) FMSA_PRINTF(2, 3);

@@ -4,10 +4,10 @@
 #include <stdlib.h>
 #if defined(__unix__) || defined(__APPLE__)
 #include <sched.h>
-#endif
+#endif /* defined(__unix__) || defined(__APPLE__) */
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
-#endif
+#endif /* defined(__x86_64__) || defined(__i386__) */
 
 #include "backends/cpu/cpu_internal.h"
 
@@ -158,12 +158,12 @@ int64_t fmsa_cpu_sched_next(fmsa_cpu_sched *s, int t, fmsa_cpu_cursor *c) {
 void fmsa_cpu_spin_pause(unsigned spins) {
 #if defined(__x86_64__) || defined(__i386__)
     _mm_pause();
-#endif
+#endif /* defined(__x86_64__) || defined(__i386__) */
 #if defined(__unix__) || defined(__APPLE__)
     if (spins % 4096 == 4095) sched_yield();
 #else
     (void)spins;
-#endif
+#endif /* defined(__unix__) || defined(__APPLE__) */
 }
 
 void fmsa_cpu_turn_wait(atomic_int *turn, int64_t kt) {

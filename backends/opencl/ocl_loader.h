@@ -10,7 +10,7 @@
 
 #ifndef CL_TARGET_OPENCL_VERSION
 #define CL_TARGET_OPENCL_VERSION 120
-#endif
+#endif /* !CL_TARGET_OPENCL_VERSION */
 #define CL_USE_DEPRECATED_OPENCL_1_2_APIS
 #include <CL/cl.h>
 

@@ -19,7 +19,7 @@
 
 #ifdef __cplusplus
 extern "C" {
-#endif
+#endif /* __cplusplus */
 
 #define FLASHMSA_VERSION_MAJOR 0 ///< incompatible API changes
 #define FLASHMSA_VERSION_MINOR 1 ///< compatible additions
@@ -35,7 +35,7 @@ extern "C" {
 #define FMSA_API __attribute__((visibility("default")))
 #else
 #define FMSA_API
-#endif
+#endif /* defined(_WIN32) && defined(FLASHMSA_BUILDING) */
 
 /* ------------------------------------------------------------------------ */
 /* Status, errors, logging                                                  */
@@ -315,6 +315,6 @@ FMSA_API fmsa_status fmsa_backward(fmsa_context *ctx, const fmsa_attention_desc 
 
 #ifdef __cplusplus
 } /* extern "C" */
-#endif
+#endif /* __cplusplus */
 
 #endif /* FLASHMSA_FLASHMSA_H */
