@@ -44,8 +44,11 @@ run() { # run NAME SECONDS [ENV=VALUE...]
   local name=$1 secs=$2 log="build-fuzz/$1.log" rc=0
   shift 2
   echo "fuzz: $name for $secs s (log: $log)"
+  local par=()
+  # -jobs runs children that log to ./fuzz-N.log: only when asked for
+  if ((jobs > 1)); then par=(-jobs="$jobs" -workers="$jobs"); fi
   env "$@" build-fuzz/tests/fuzz/fuzz_api -max_total_time="$secs" -timeout=20 -rss_limit_mb=2048 \
-    -max_len=512 -print_final_stats=1 -jobs="$jobs" -workers="$jobs" \
+    -max_len=512 -print_final_stats=1 "${par[@]}" \
     -artifact_prefix=build-fuzz/artifacts/ build-fuzz/corpus tests/fuzz/corpus > "$log" 2>&1 || rc=$?
   # the last coverage line and the final stats, whatever the outcome
   grep -E '^#[0-9]+.*(DONE|pulse|REDUCE|NEW)' "$log" | tail -n 1 || true
