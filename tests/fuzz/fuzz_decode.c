@@ -150,7 +150,8 @@ static void fuzz_view(fuzz_call *c, int which, fmsa_dtype dt, int32_t nd, const 
             overflow = 1;
     }
     if (!empty && !overflow &&
-        (__builtin_mul_overflow(last + 1, (int64_t)es, &bytes) || bytes > FUZZ_MAX_VIEW_BYTES))
+        (__builtin_add_overflow(last, 1, &last) ||
+         __builtin_mul_overflow(last, (int64_t)es, &bytes) || bytes > FUZZ_MAX_VIEW_BYTES))
         overflow = 1;
     if (empty) bytes = 0;
     b->stub = overflow;
