@@ -107,16 +107,10 @@ static void fuzz_check_untouched(const fuzz_call *c, const int *which, int n, co
 static void fuzz_check_finite(const fuzz_call *c, int which, const char *call) {
     const fmsa_tensor *t = &c->t[which];
     const int lse_like = which == FUZZ_LSE;
-    int64_t idx[FMSA_MAX_DIMS] = {0}, count = 1;
+    int64_t count = 1;
     for (int i = 0; i < t->ndim; ++i) count *= t->shape[i];
     for (int64_t e = 0; e < count; ++e) {
-        int64_t rem = e, off = 0;
-        for (int i = t->ndim - 1; i >= 0; --i) {
-            idx[i] = rem % t->shape[i];
-            rem /= t->shape[i];
-            off += idx[i] * t->strides[i];
-        }
-        float v = fuzz_load(t, off);
+        float v = fuzz_load(t, fuzz_element_offset(t, e));
         FUZZ_ASSERT(isfinite(v) || (lse_like && v == -INFINITY),
                     "%s succeeded but %s element %lld is %g (unwritten or overflowed)", call,
                     fuzz_tensor_name(which), (long long)e, (double)v);

@@ -133,7 +133,11 @@ static void fuzz_view(fuzz_call *c, int which, fmsa_dtype dt, int32_t nd, const 
         case 3: t->strides[dim] = -t->strides[dim] - 1; break;
         case 4: t->strides[dim] = INT64_MAX; break;
         case 5: t->dtype = (fmsa_dtype)((mutation >> 3) % 7u); break; /* incl. invalid 0, 6 */
-        case 6: t->strides[nd - 1] = 2; break;
+        case 6: /* lse may have any last stride, but 2 folds its rows onto each
+                 * other: an output that overlaps itself, accepted today (open
+                 * bug, tests/test_fuzz_repro.c) */
+            if (which != FUZZ_LSE || open_bugs) t->strides[nd - 1] = 2;
+            break;
         case 7: t->shape[dim] = -t->shape[dim] - 1; break;
         }
         es = fmsa_dtype_size(t->dtype);
@@ -163,24 +167,28 @@ static void fuzz_view(fuzz_call *c, int which, fmsa_dtype dt, int32_t nd, const 
     t->data = b->mem;
 }
 
+int64_t fuzz_element_offset(const fmsa_tensor *t, int64_t e) {
+    int64_t off = 0;
+    for (int i = t->ndim - 1; i >= 0; --i) {
+        off += (e % t->shape[i]) * t->strides[i];
+        e /= t->shape[i];
+    }
+    return off;
+}
+
 /* Fills a floating-point view's elements (inputs): amplitude amp, and where
  * `special` the element at `special_at` is NaN or Inf. */
 static void fuzz_fill(fuzz_call *c, int which, uint32_t seed, float amp, int special,
                       unsigned special_at) {
     fmsa_tensor *t = &c->t[which];
-    int64_t count = 1, idx[FMSA_MAX_DIMS];
+    int64_t count = 1;
     if (!t->data || !fuzz_float_dtype(t->dtype) || c->buf[which].stub) return;
     for (int i = 0; i < t->ndim; ++i) {
         if (t->shape[i] <= 0 || t->strides[i] < 0) return;
         count *= t->shape[i];
     }
     for (int64_t e = 0; e < count; ++e) {
-        int64_t rem = e, off = 0;
-        for (int i = t->ndim - 1; i >= 0; --i) {
-            idx[i] = rem % t->shape[i];
-            rem /= t->shape[i];
-            off += idx[i] * t->strides[i];
-        }
+        const int64_t off = fuzz_element_offset(t, e);
         float v = fuzz_value(seed, which, off, amp);
         if (special && (uint64_t)e == special_at % (uint64_t)count)
             v = special == 1 ? NAN : (special == 2 ? INFINITY : -INFINITY);

@@ -59,6 +59,9 @@ void fuzz_fill_nan(fuzz_call *c, const int *which, int n);
 void fuzz_poison(fuzz_call *c, const int *which, int n);
 /// Snapshots the listed tensors' buffers.
 void fuzz_snapshot(fuzz_call *c, const int *which, int n);
+/// Offset in elements of the e-th element of t in row-major index order
+/// (every shape entry > 0).
+int64_t fuzz_element_offset(const fmsa_tensor *t, int64_t e);
 /// Element `off` (in elements, from data + byte_offset) of t as fp32.
 float fuzz_load(const fmsa_tensor *t, int64_t off);
 /// Short name of tensor index i ("q", "lse", "desc.mask", ...).
