@@ -158,7 +158,8 @@ int cli_device_option(cli_args *a, cli_device_opts *o) {
         return 1;
     }
     if (cli_value(a, "--threads")) {
-        if (a->error || cli_parse_i64("--threads", a->value, 0, 1 << 16, &v) != 0) return -1;
+        /* 0 is refused, not read as "all": all is what omitting the option means */
+        if (a->error || cli_parse_i64("--threads", a->value, 1, 1 << 16, &v) != 0) return -1;
         o->threads = (int)v;
         return 1;
     }

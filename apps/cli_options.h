@@ -59,7 +59,7 @@ int cli_parse_window(const char *opt, const char *s, int64_t *left, int64_t *rig
 typedef struct cli_device_opts {
     fmsa_backend backend; ///< --backend; with auto, FLASHMSA_BACKEND steers (in the library)
     int device;           ///< --device: index within the backend (auto: in the global list)
-    int threads;          ///< --threads: OpenMP threads for the CPU backend (0 = default)
+    int threads;          ///< --threads (>= 1): OpenMP threads for the CPU backend; 0 = not given, all
 } cli_device_opts;
 
 /// Matches --backend, --device, --threads.  1 = consumed, 0 = not one of

@@ -13,11 +13,50 @@
 #include "common/error.h"
 #include "common/fmsa_half.h"
 #include "common/fmsa_score.h"
+#include "common/registry.h"
 #include "common/validate.h"
+
+/* The device a context would open must exist; said in the words of what
+ * chose it (--device, or FLASHMSA_DEVICE under --backend auto), where the
+ * library's message would name fmsa_context_create's arguments.  Malformed
+ * variables are left to the library, whose message names them. */
+static int cli_device_exists(fmsa_backend backend, int device) {
+    const char *env_b = getenv("FLASHMSA_BACKEND"), *env_d = getenv("FLASHMSA_DEVICE");
+    const char *who = "--device";
+    char range[40];
+    int count = 0, n = 0, i;
+    if (backend == FMSA_BACKEND_AUTO) {
+        if (env_b && *env_b && fmsa_backend_parse(env_b, &backend) != 0) return 1;
+        if (env_d && *env_d) {
+            char *end = NULL;
+            long v = strtol(env_d, &end, 10);
+            if (end == env_d || *end != '\0' || v < 0 || v > (1L << 20)) return 1;
+            device = (int)v;
+            who = "FLASHMSA_DEVICE";
+        }
+    }
+    if (fmsa_device_count(&count) != FMSA_SUCCESS) return 1;
+    for (i = 0; i < count; i++) {
+        fmsa_device_info d;
+        if (fmsa_device_get(i, &d) != FMSA_SUCCESS) return 1;
+        if (backend == FMSA_BACKEND_AUTO || d.backend == backend) n++;
+    }
+    if (device < n || n == 0) return 1; /* n == 0: the library says the backend is unusable */
+    if (n == 1)
+        snprintf(range, sizeof range, "only index 0");
+    else
+        snprintf(range, sizeof range, "indexes 0 to %d", n - 1);
+    fprintf(stderr, "flashmsa: %s%s%d: %s has %s; `flashmsa devices` lists them\n", who,
+            who[0] == '-' ? " " : "=", device,
+            backend == FMSA_BACKEND_AUTO ? "the global device list" : fmsa_backend_name(backend),
+            range);
+    return 0;
+}
 
 fmsa_status cli_context_open(fmsa_backend backend, int device, int threads, fmsa_context **ctx,
                              fmsa_device_info *info) {
     fmsa_status st;
+    if (!cli_device_exists(backend, device)) return FMSA_ERR_INVALID_ARGUMENT;
     cli_set_threads(threads);
     st = fmsa_context_create(backend, device, ctx);
     if (cli_report(st, "fmsa_context_create") != FMSA_SUCCESS) return st;

@@ -36,7 +36,8 @@ int cmd_devices(int argc, char **argv) {
         if (cli_flag(&a, "--help") || cli_flag(&a, "-h")) {
             printf("usage: flashmsa devices\n\n"
                    "Lists every usable device of every compiled-in backend in the order\n"
-                   "FMSA_BACKEND_AUTO prefers them (GPUs first, the CPU backend last):\n"
+                   "FMSA_BACKEND_AUTO prefers them: GPUs first, then the host CPU through the\n"
+                   "CPU backend, then other devices (an OpenCL CPU device such as PoCL's):\n"
                    "global index, backend, backend-local index (--device / FLASHMSA_DEVICE),\n"
                    "kind, name, planner arch key, on-chip memory per block by default and\n"
                    "after opt-in (CPU: L1d and L2 per core), multiprocessors (CPU: cores),\n"
@@ -65,5 +66,15 @@ int cmd_devices(int argc, char **argv) {
                info.arch, sram, info.multiprocessors, mem);
     }
     if (count == 0) printf("(no usable device)\n");
+    else
+        printf("\n"
+               "idx      the index within its backend: --backend B --device idx, or\n"
+               "         FLASHMSA_BACKEND / FLASHMSA_DEVICE; with --backend auto, --device takes #\n"
+               "kind     gpu; cpu = the host CPU through the CPU backend; other = anything else,\n"
+               "         such as a CPU through OpenCL (PoCL), which auto ranks after the CPU backend\n"
+               "sram/blk on-chip memory one block may use, by default / after opt-in, as the tile\n"
+               "def/opt  planner reads it: GPU shared (local) memory per block; CPU: L1d / L2 per\n"
+               "         core; OpenCL: the device's local memory (\"-\": none)\n"
+               "mps      multiprocessors (SMs, CUs; CPU: cores)   memory: device (host) memory\n");
     return CLI_EXIT_OK;
 }

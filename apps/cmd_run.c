@@ -13,11 +13,16 @@
 #include "apps/cli_check.h"
 #include "apps/cli_options.h"
 #include "apps/cli_workload.h"
+#include "common/fmsa_limits.h"
 
 /* Above this many forward FLOPs the full fp64 check (O(N^2) per head on one
  * or two host cores) would take longer than the run itself; sample rows. */
 #define CLI_RUN_FULL_CHECK_MAX_FLOPS 2e10
 #define CLI_RUN_SAMPLED_ROWS 64
+/* One timed run of a pass on a busy machine can be off by 2-3x (three runs of
+ * the default problem read 120, 50 and 168 GFLOP/s); the median of five is
+ * stable to a few percent and still well under a second at the default shape. */
+#define CLI_RUN_DEFAULT_REPEAT 5
 
 static void cli_run_help(void) {
     printf(
@@ -36,7 +41,7 @@ static void cli_run_help(void) {
         "  --backend B       " FMSA_BACKEND_NAMES " (default auto: best usable device)\n"
         "  --device N        device index within the backend; with auto, the index in\n"
         "                    `flashmsa devices` (default 0)\n"
-        "  --threads N       OpenMP threads for the CPU backend (default: all)\n"
+        "  --threads N       OpenMP threads for the CPU backend, N >= 1 (default: all)\n"
         "problem (defaults: fp32, batch 2, heads 8, seqlen 1024, dim 128, causal):\n"
         "  --dtype T         fp32|fp16|bf16\n"
         "  --batch N\n"
@@ -55,12 +60,12 @@ static void cli_run_help(void) {
         "timing and check:\n"
         "  --warmup N        untimed runs of each pass first (default 1: the first call\n"
         "                    may compile kernels, e.g. OpenCL)\n"
-        "  --repeat N        time N runs of each pass and report the median (default 1)\n"
+        "  --repeat N        time N runs of each pass and report the median (default %d)\n"
         "  --check-rows N    check N sampled rows instead of every element (dK/dV are\n"
         "                    then not checked); default: every element up to %.0e forward\n"
         "                    FLOPs, %d sampled rows above\n"
         "  --full-check      always check every element\n",
-        CLI_RUN_FULL_CHECK_MAX_FLOPS, CLI_RUN_SAMPLED_ROWS);
+        CLI_RUN_DEFAULT_REPEAT, CLI_RUN_FULL_CHECK_MAX_FLOPS, CLI_RUN_SAMPLED_ROWS);
 }
 
 typedef struct cli_run_opts {
@@ -72,6 +77,34 @@ typedef struct cli_run_opts {
     int check_rows; /* 0 = automatic */
     int full_check;
 } cli_run_opts;
+
+/* The library's rules on the problem, checked here so that a bad option is
+ * reported in the options' words before anything is printed or allocated
+ * (the library would name desc/tensor fields, after the device line). */
+static int cli_run_check_problem(const cli_shape *s, int window_given) {
+    if (s->head_dim < FMSA_HEAD_DIM_MIN || s->head_dim > FMSA_HEAD_DIM_MAX ||
+        s->head_dim % FMSA_HEAD_DIM_MULTIPLE != 0) {
+        fprintf(stderr, "flashmsa run: --dim %lld: the head dim must be a multiple of %d in [%d, %d]\n",
+                (long long)s->head_dim, FMSA_HEAD_DIM_MULTIPLE, FMSA_HEAD_DIM_MIN,
+                FMSA_HEAD_DIM_MAX);
+        return -1;
+    }
+    if (s->heads_q % s->heads_kv != 0) {
+        fprintf(stderr,
+                "flashmsa run: --heads %lld is not a multiple of --heads-kv %lld (each key/value "
+                "head serves the same number of query heads)\n",
+                (long long)s->heads_q, (long long)s->heads_kv);
+        return -1;
+    }
+    if (window_given && s->causal && s->window_right > 0) {
+        fprintf(stderr,
+                "flashmsa run: --window %lld,%lld contradicts --causal (which means a right "
+                "window of 0): give R = 0 or -1, or --no-causal\n",
+                (long long)s->window_left, (long long)s->window_right);
+        return -1;
+    }
+    return 0;
+}
 
 /* Returns 1 to run, 0 after --help, -1 on a usage error. */
 static int cli_run_parse(int argc, char **argv, cli_run_opts *o) {
@@ -91,7 +124,7 @@ static int cli_run_parse(int argc, char **argv, cli_run_opts *o) {
     s->backward = 1;
     o->seed = 1;
     o->warmup = 1;
-    o->repeat = 1;
+    o->repeat = CLI_RUN_DEFAULT_REPEAT;
     sq = sk = 1024;
 
     while (cli_args_next(&a)) {
@@ -127,7 +160,6 @@ static int cli_run_parse(int argc, char **argv, cli_run_opts *o) {
         } else if (cli_value(&a, "--heads-kv")) {
             if (a.error || cli_parse_i64("--heads-kv", a.value, 1, 1 << 16, &hkv)) return -1;
         } else if (cli_value(&a, "--dim")) {
-            /* the library validates the multiple-of-8 rule and names the field */
             if (a.error || cli_parse_i64("--dim", a.value, 1, 4096, &s->head_dim)) return -1;
         } else if (cli_value(&a, "--window")) {
             if (a.error ||
@@ -161,7 +193,7 @@ static int cli_run_parse(int argc, char **argv, cli_run_opts *o) {
     s->seqlen_q = sq;
     s->seqlen_k = sk;
     s->heads_kv = hkv > 0 ? hkv : s->heads_q;
-    return 1;
+    return cli_run_check_problem(s, window_given) ? -1 : 1;
 }
 
 static int cli_cmp_double(const void *a, const void *b) {

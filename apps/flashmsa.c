@@ -14,6 +14,7 @@
 
 #include "apps/cli.h"
 #include "common/backend_list.h"
+#include "common/registry.h"
 
 /* The library never prints; the program shows what it logs (threshold from
  * FLASHMSA_LOG, default warn) on stderr.  ERROR lines are the failures of
@@ -24,6 +25,18 @@ static void cli_log(fmsa_log_level level, const char *message, void *user) {
     if (level == FMSA_LOG_ERROR) return;
     fprintf(stderr, "flashmsa [%s] %s\n",
             (int)level >= 0 && (int)level < 4 ? names[level] : "log", message);
+}
+
+/* The values FLASHMSA_CPU_KERNEL takes, from the CPU backend's own list of
+ * kernel paths, so the help cannot fall behind the dispatcher. */
+static void cli_usage_kernels(FILE *f) {
+    const fmsa_backend_vtable *vt = fmsa_registry_find(FMSA_BACKEND_CPU);
+    if (!vt || !vt->peak) {
+        fprintf(f, "(a CPU kernel path name)");
+        return;
+    }
+    for (int i = 0; i < vt->peak->path_count; i++)
+        fprintf(f, "%s%s", i ? "|" : "", vt->peak->path_name(i));
 }
 
 static void cli_usage(FILE *f) {
@@ -49,10 +62,12 @@ static void cli_usage(FILE *f) {
             "  FLASHMSA_DEVICE   device index used with --backend auto\n"
             "                    (an explicit --backend/--device wins over both)\n"
             "  FLASHMSA_LOG      error|warn|info|debug  library log level (stderr)\n"
-            "  FLASHMSA_CPU_KERNEL  amx|avx512|avx2|neon|generic|scalar: force a CPU kernel path\n"
-            "\n"
-            "exit status: 0 success/PASS, 1 a check failed, 2 usage or library error\n",
+            "  FLASHMSA_CPU_KERNEL  ",
             v / 10000, v / 100 % 100, v % 100);
+    cli_usage_kernels(f);
+    fprintf(f, ": force a CPU kernel path\n"
+               "\n"
+               "exit status: 0 success/PASS, 1 a check failed, 2 usage or library error\n");
 }
 
 int main(int argc, char **argv) {

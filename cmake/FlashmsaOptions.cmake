@@ -4,6 +4,7 @@
 set(FLASHMSA_OPENMP AUTO CACHE STRING "OpenMP for the CPU backend: AUTO|ON|OFF")
 set_property(CACHE FLASHMSA_OPENMP PROPERTY STRINGS AUTO ON OFF)
 option(FLASHMSA_SANITIZE "Build everything with AddressSanitizer + UBSan" OFF)
+option(FLASHMSA_FUZZ "Build the libFuzzer harness tests/fuzz (clang; implies FLASHMSA_SANITIZE)" OFF)
 
 set(FMSA_LIBRARY_DEPS "")
 find_library(FMSA_LIBM m)
@@ -45,6 +46,11 @@ function(fmsa_target_warnings target)
   endif()
 endfunction()
 
+if(FLASHMSA_FUZZ)
+  # coverage feedback for libFuzzer in every object; the harness links its main
+  add_compile_options(-fsanitize=fuzzer-no-link)
+  set(FLASHMSA_SANITIZE ON)
+endif()
 if(FLASHMSA_SANITIZE)
   add_compile_options(-fsanitize=address,undefined -fno-omit-frame-pointer
                       -fno-sanitize-recover=undefined)

@@ -1,0 +1,33 @@
+# Runs one `flashmsa` command line and checks what a user would see:
+#   cmake -DCMD=<exe@@arg@@...> [-DEXIT=<status>] [-DSTDOUT_RE=<regex>]
+#         [-DSTDERR_RE=<regex>] [-DSTDOUT_EMPTY=1] [-DENV=<NAME=VALUE;...>] -P cli_expect.cmake
+# (lists are joined with @@, which survives add_test's quoting; a plain add_test with PASS_REGULAR_EXPRESSION ignores the exit status and
+# cannot say that nothing was printed before an error).
+string(REPLACE "@@" ";" CMD "${CMD}")
+string(REPLACE "@@" ";" ENV "${ENV}")
+if(ENV)
+  foreach(kv IN LISTS ENV)
+    string(FIND "${kv}" "=" eq)
+    string(SUBSTRING "${kv}" 0 ${eq} name)
+    math(EXPR at "${eq} + 1")
+    string(SUBSTRING "${kv}" ${at} -1 value)
+    set(ENV{${name}} "${value}")
+  endforeach()
+endif()
+execute_process(COMMAND ${CMD} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+set(fail "")
+if(DEFINED EXIT AND NOT rc STREQUAL EXIT)
+  string(APPEND fail "exit status ${rc}, expected ${EXIT}\n")
+endif()
+if(DEFINED STDOUT_RE AND NOT out MATCHES "${STDOUT_RE}")
+  string(APPEND fail "stdout does not match: ${STDOUT_RE}\n")
+endif()
+if(DEFINED STDERR_RE AND NOT err MATCHES "${STDERR_RE}")
+  string(APPEND fail "stderr does not match: ${STDERR_RE}\n")
+endif()
+if(STDOUT_EMPTY AND NOT out STREQUAL "")
+  string(APPEND fail "stdout is not empty (printed before the error)\n")
+endif()
+if(fail)
+  message(FATAL_ERROR "${CMD}\n${fail}--- stdout:\n${out}--- stderr:\n${err}")
+endif()

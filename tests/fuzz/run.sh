@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# Builds the libFuzzer harness (tests/fuzz/fuzz_api.c) with clang,
+# -fsanitize=fuzzer,address,undefined, into build-fuzz/, and runs it on the
+# CPU backend for a bounded time, starting from the seed corpus in
+# tests/fuzz/corpus/.
+#
+#   tests/fuzz/run.sh [SECONDS]     default 150; CI runs this (.ci/run)
+#
+# The time is split between two processes, because FLASHMSA_CPU_KERNEL is
+# read once per process: the kernel path this CPU picks (2/3 of the time),
+# then generic-bf16, the portable twin of the bf16-product paths (1/3).
+# New inputs go to build-fuzz/corpus/ (never into the repository); a crash,
+# leak or timeout leaves its input in build-fuzz/ and fails with its path.
+# Prints libFuzzer's final stats (executions, coverage, corpus) per process.
+#
+# Environment: FUZZ_CC (default: clang-14, else clang-15, else clang),
+# FMSA_FUZZ_OPEN_BUGS=1 decodes the cases issue 18 still has open
+# (misaligned pointers), FUZZ_JOBS (default 1) parallel workers.
+set -euo pipefail
+
+top=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+cd "$top"
+seconds=${1:-150}
+jobs=${FUZZ_JOBS:-1}
+
+cc=${FUZZ_CC:-}
+if [[ -z "$cc" ]]; then
+  for c in clang-14 clang-15 clang; do
+    if command -v "$c" > /dev/null; then cc=$c; break; fi
+  done
+fi
+[[ -n "$cc" ]] || { echo "fuzz: no clang found (set FUZZ_CC)" >&2; exit 1; }
+
+echo "fuzz: building the harness with $cc (-fsanitize=fuzzer,address,undefined) into build-fuzz/"
+cmake -S . -B build-fuzz -G Ninja -DCMAKE_C_COMPILER="$cc" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+  -DFLASHMSA_FUZZ=ON -DFLASHMSA_OPENMP=OFF -DFLASHMSA_OPENCL=OFF -DBUILD_TESTING=OFF > /dev/null
+cmake --build build-fuzz --target fuzz_api
+
+mkdir -p build-fuzz/corpus build-fuzz/artifacts
+export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1:strict_string_checks=1}
+export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
+
+run() { # run NAME SECONDS [ENV=VALUE...]
+  local name=$1 secs=$2 log="build-fuzz/$1.log" rc=0
+  shift 2
+  echo "fuzz: $name for $secs s (log: $log)"
+  local par=()
+  # -jobs runs children that log to ./fuzz-N.log: only when asked for
+  if ((jobs > 1)); then par=(-jobs="$jobs" -workers="$jobs"); fi
+  env "$@" build-fuzz/tests/fuzz/fuzz_api -max_total_time="$secs" -timeout=20 -rss_limit_mb=2048 \
+    -max_len=512 -print_final_stats=1 "${par[@]}" \
+    -artifact_prefix=build-fuzz/artifacts/ build-fuzz/corpus tests/fuzz/corpus > "$log" 2>&1 || rc=$?
+  # the last coverage line and the final stats, whatever the outcome
+  grep -E '^#[0-9]+.*(DONE|pulse|REDUCE|NEW)' "$log" | tail -n 1 || true
+  grep -E '^stat::' "$log" || true
+  if [[ $rc -ne 0 ]]; then
+    echo "fuzz: $name FAILED (exit $rc); the report:" >&2
+    grep -E -A 30 'ERROR: (AddressSanitizer|LeakSanitizer|libFuzzer)|runtime error|fuzz_api: ' \
+      "$log" | head -n 60 >&2 || tail -n 40 "$log" >&2
+    ls build-fuzz/artifacts >&2
+    return "$rc"
+  fi
+}
+
+first=$((seconds * 2 / 3))
+run native "$first"
+run generic-bf16 "$((seconds - first))" FLASHMSA_CPU_KERNEL=generic-bf16
+echo "fuzz: no crash, leak or timeout in $seconds s"
