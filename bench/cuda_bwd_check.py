@@ -6,7 +6,7 @@ library's own sizeof/offsetof), torch tensors by data pointer, the torch
 stream as the stream.  O and LSE come from a torch fp32/fp64 forward, so the
 forward kernels are not needed.  Correctness: the project's rule, max|ours -
 ref| <= 3 max|naive - ref| + floor, ref = fp64 autograd, naive = the
-same-precision naive backward of tests/support/fmsa_test_naive.c written in
+same-precision naive backward of common/naive.c written in
 torch fp32 (TF32 off).  Then determinism (10 runs, bitwise) and the standard
 sweep beside SDPA's FlashAttention-2 and cuDNN backends.
 

@@ -3,7 +3,7 @@ with its two yardsticks written in torch:
 
 - reference(): fp64, through autograd for the gradients;
 - naive(): the same-precision naive implementation of
-  tests/support/fmsa_test_naive.c -- materialised S and P, every sum in fp32
+  common/naive.c -- materialised S and P, every sum in fp32
   and in order (a Python loop over the summed index, one rounding per add),
   S, P, dP, dS and the outputs rounded to the input dtype where a framework
   would round them.
