@@ -131,24 +131,10 @@ function(fmsa_cuda_embed)
   endif()
 endfunction()
 
-# One entry per kernel file; each becomes one fatbin and one module.  Until
-# the kernel branches are merged their files (and the instance lists the host
-# picks from, cuda_<pass>_instances.h) are taken where present; a pass without
-# its list is "not supported" (cuda_instances_pending.c).
-set(FMSA_CUDA_KERNEL_SOURCES ${_fmsa_cuda_dir}/kernels/fmsa_cuda_check.cu)
-foreach(k fmsa_cuda_fwd fmsa_cuda_bwd fmsa_cuda_bwd_pre_post)
-  if(EXISTS ${_fmsa_cuda_dir}/kernels/${k}.cu)
-    list(APPEND FMSA_CUDA_KERNEL_SOURCES ${_fmsa_cuda_dir}/kernels/${k}.cu)
-  endif()
-endforeach()
-set(_fmsa_cuda_picks "")
-set(_fmsa_cuda_defs "")
-foreach(pass fwd bwd)
-  if(EXISTS ${_fmsa_cuda_dir}/cuda_${pass}_instances.h)
-    string(TOUPPER ${pass} _p)
-    list(APPEND _fmsa_cuda_picks cuda_${pass}_pick.c)
-    list(APPEND _fmsa_cuda_defs FMSA_CUDA_HAVE_${_p}_INSTANCES=1)
-  endif()
+# One entry per kernel file; each becomes one fatbin and one module.
+set(FMSA_CUDA_KERNEL_SOURCES)
+foreach(k fmsa_cuda_check fmsa_cuda_fwd fmsa_cuda_bwd fmsa_cuda_bwd_pre_post)
+  list(APPEND FMSA_CUDA_KERNEL_SOURCES ${_fmsa_cuda_dir}/kernels/${k}.cu)
 endforeach()
 
 find_package(Threads REQUIRED)
@@ -166,9 +152,8 @@ fmsa_add_backend(cuda
     cuda_launch.c
     cuda_forward.c
     cuda_backward.c
-    cuda_instances_pending.c
-    ${_fmsa_cuda_picks}
-  DEFINITIONS ${_fmsa_cuda_defs}
+    cuda_fwd_pick.c
+    cuda_bwd_pick.c
   LIBRARY_DEPS Threads::Threads ${CMAKE_DL_LIBS}
   # Exit status 77 (no CUDA device) counts as skipped: CI has no GPU.
   TEST_ENV "FLASHMSA_TEST_BACKEND=cuda"
