@@ -27,6 +27,7 @@ typedef struct fmsa_test_problem {
     int64_t n_q, n_k, n_lse;   ///< elements of dense q-shaped, k-shaped and lse arrays
     int64_t max_seqlen_q;      ///< desc value (0 = let the library compute it)
     int64_t max_seqlen_k;      ///< desc value
+    int64_t nan_keys;          ///< spec.nan: (sequence, kv head, key) triples poisoned
 } fmsa_test_problem;
 
 /// Creates host images and random inputs.  Returns 0, or -1 (out of host memory).
