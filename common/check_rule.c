@@ -28,3 +28,11 @@ double fmsa_rule_lse_max(const double *lse, int64_t n) {
         if (isfinite(lse[i]) && fabs(lse[i]) > a) a = fabs(lse[i]);
     return a;
 }
+
+void fmsa_rule_single_key_terms(int64_t head_dim, double m, double n, double *eps,
+                                double *delta) {
+    const double nu = (double)head_dim * fmsa_rule_unit_roundoff(FMSA_DTYPE_F32);
+    const double gamma = nu < 1.0 ? nu / (1.0 - nu) : INFINITY; /* gamma_D, Higham (3.4) */
+    *eps = 2.0 * gamma * m;
+    *delta = gamma * n;
+}

@@ -39,6 +39,26 @@
  *     absolute (log of a sum of P-weighted terms).  It is negligible next to
  *     the naive error for f16/bf16 and matters only for f32.
  *
+ * (c) rows with exactly one visible key, backward, per element they touch
+ *     (fmsa_reference_single_key_floor adds these to the tolerance of those
+ *     elements only; every other element keeps (a) and (b)).  The naive has
+ *     no error there to scale: its P = exp(s - max(s)) is exactly 1 and its
+ *     dS = P (dP - D) exactly 0 (O = V, dP and D the same products in the same
+ *     order), so the reference's dQ is 0 and its dV = dO exactly, and a
+ *     factor of a zero error allows nothing.  A flash backward recomputes
+ *     S = scale q.k from the saved LSE; where the forward summed q.k in
+ *     another order (all backends but one whose passes share a score
+ *     routine), the two sums differ by up to 2 gamma_D M, gamma_D = D u_f32 /
+ *     (1 - D u_f32) (Higham's bound for each order), M = scale sum_d |q_d k_d|
+ *     -- not |S|: q.k can cancel, so |S| alone bounds nothing, and (b)'s
+ *     |LSE| = |S| misses it.  That is a relative error eps = 2 gamma_D M of
+ *     P, which dV_j = sum P dO carries as eps |dO| per such row.  And dP - D
+ *     is a difference of two fp32 dot products of (nearly) the same terms:
+ *     delta = gamma_D N, N = sum_d |dO_d| (|V_d| + |O_d|), which dQ of the row
+ *     carries times scale |K_j| and dK_j times scale |Q| per such row
+ *     (softcap's factor is <= 1).  CUDA's four grid excursions were of this
+ *     kind: ~1e-7 in dQ against a bound of 0.
+ *
  * Exactly zero outputs (fully masked rows) have ref = naive = 0 and a zero
  * floor, so they must be exactly zero.
  */
@@ -72,5 +92,11 @@ double fmsa_rule_floor(const fmsa_rule_floor_spec *f, double ref_max);
 
 /// A = max |x| over the finite elements of a reference LSE (0 if none).
 double fmsa_rule_lse_max(const double *lse, int64_t n);
+
+/// Part (c) for one row with a single visible key: eps = 2 gamma_D M (the
+/// relative error of the recomputed P; M = scale sum_d |q_d k_d|) and delta =
+/// gamma_D N (the error of dP - D; N = sum_d |dO_d| (|V_d| + |O_d|)).
+void fmsa_rule_single_key_terms(int64_t head_dim, double m, double n, double *eps,
+                                double *delta);
 
 #endif /* FMSA_COMMON_CHECK_RULE_H */

@@ -30,6 +30,7 @@
 #include <string.h>
 
 #include "common/error.h"
+#include "common/check_rule.h"
 #include "common/fmsa_half.h"
 
 /* ------------------------------------------------------------------------ */
@@ -418,5 +419,62 @@ fmsa_status fmsa_reference_backward_dq_row(const fmsa_problem *p, int64_t b, int
     ref_row_dq(p, &s, &kv, &w, dq_row); /* all zero for a fully masked row */
     ref_scratch_free(&w);
     ref_kv_free(&kv);
+    return FMSA_SUCCESS;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Single-key rows, for the correctness rule's part (c)                     */
+/* ------------------------------------------------------------------------ */
+
+fmsa_status fmsa_reference_single_key_floor(const fmsa_problem *p, double *dq_x, double *dk_x,
+                                            double *dv_x) {
+    const int64_t D = p->head_dim;
+    const size_t nq = (size_t)((p->is_varlen ? 1 : p->batch) * p->total_q * p->heads_q * D);
+    const size_t nk = (size_t)((p->is_varlen ? 1 : p->batch) * ref_rows_k(p) * p->heads_kv * D);
+    const double scale = (double)p->softmax_scale;
+    memset(dq_x, 0, nq * sizeof(double));
+    memset(dk_x, 0, nk * sizeof(double));
+    memset(dv_x, 0, nk * sizeof(double));
+    for (int64_t b = 0; b < p->batch; ++b) {
+        fmsa_seq s = fmsa_problem_seq(p, b);
+        if (s.sq == 0 || s.sk == 0) continue;
+        for (int64_t h = 0; h < p->heads_q; ++h) {
+            const int64_t hk = fmsa_problem_kv_head(p, h);
+            ref_kv kv;
+            ref_scratch w;
+            FMSA_TRY(ref_kv_load(p, &s, b, hk, &kv));
+            if (ref_scratch_alloc(p, s.sk, &w) != FMSA_SUCCESS) {
+                ref_kv_free(&kv);
+                return FMSA_ERR_OUT_OF_MEMORY;
+            }
+            for (int64_t i = 0; i < s.sq; ++i) {
+                int64_t j = -1, seen = 0;
+                double dot = 0.0, dd = 0.0, eps, delta;
+                for (int64_t t = 0; t < s.sk && seen < 2; ++t)
+                    if (ref_visible(p, &s, b, h, i, t)) j = t, ++seen;
+                if (seen != 1) continue;
+                ref_load_row(p, &p->q, fmsa_problem_q_offset(&p->q, &s, i, h), w.q);
+                ref_load_row(p, &p->o, fmsa_problem_q_offset(&p->o, &s, i, h), w.o);
+                ref_load_row(p, &p->dout, fmsa_problem_q_offset(&p->dout, &s, i, h), w.dout);
+                for (int64_t d = 0; d < D; ++d) {
+                    dot += fabs(w.q[d] * kv.k[j * D + d]);
+                    dd += fabs(w.dout[d]) * (fabs(kv.v[j * D + d]) + fabs(w.o[d]));
+                }
+                fmsa_rule_single_key_terms(D, scale * dot, dd, &eps, &delta);
+                {
+                    double *xq = dq_x + ref_dense_q(p, &s, i, h);
+                    double *xk = dk_x + ref_dense_k(p, &s, j, hk);
+                    double *xv = dv_x + ref_dense_k(p, &s, j, hk);
+                    for (int64_t d = 0; d < D; ++d) {
+                        xq[d] += delta * scale * fabs(kv.k[j * D + d]);
+                        xk[d] += delta * scale * fabs(w.q[d]);
+                        xv[d] += eps * fabs(w.dout[d]);
+                    }
+                }
+            }
+            ref_scratch_free(&w);
+            ref_kv_free(&kv);
+        }
+    }
     return FMSA_SUCCESS;
 }

@@ -36,4 +36,11 @@ fmsa_status fmsa_reference_forward_row(const fmsa_problem *p, int64_t b, int64_t
 fmsa_status fmsa_reference_backward_dq_row(const fmsa_problem *p, int64_t b, int64_t h,
                                            int64_t i, double *dq_row);
 
+/// Part (c) of the correctness rule (common/check_rule.h): per element of
+/// the backward's dQ, dK and dV (dense, as fmsa_reference_backward writes
+/// them), the extra floor that rows with exactly one visible key earn; zero
+/// elsewhere.  Reads q, k, v, o and dout (the backward's inputs) from p.
+fmsa_status fmsa_reference_single_key_floor(const fmsa_problem *p, double *dq_x, double *dk_x,
+                                            double *dv_x);
+
 #endif /* FMSA_COMMON_REFERENCE_H */

@@ -41,3 +41,16 @@ set_tests_properties(api_cpu_without_opencl_platforms PROPERTIES
                      PASS_REGULAR_EXPRESSION "device +cpu:0.*\nPASS")
 set_tests_properties(api_opencl_unavailable_is_an_error PROPERTIES
                      WILL_FAIL FALSE PASS_REGULAR_EXPRESSION "BACKEND_UNAVAILABLE|backend unavailable")
+
+# NaN and Inf in the K and V of keys no row sees must not reach any output
+# (tests/test_grid_masked_nan.c), on both kernel families: the CPU-device
+# family PoCL runs by default and the generic (GPU) kernels.
+foreach(variant default generic)
+  set(env "FLASHMSA_TEST_BACKEND=opencl;POCL_CACHE_DIR=${CMAKE_BINARY_DIR}/pocl-cache")
+  if(variant STREQUAL "generic")
+    list(APPEND env "FLASHMSA_OCL_VARIANT=generic")
+  endif()
+  add_test(NAME test_grid_masked_nan_opencl_${variant} COMMAND test_grid_masked_nan --backend opencl)
+  set_tests_properties(test_grid_masked_nan_opencl_${variant} PROPERTIES LABELS opencl
+    ENVIRONMENT "${env}" SKIP_RETURN_CODE 77 TIMEOUT 2400)
+endforeach()

@@ -28,6 +28,25 @@ static const char *const fmsa_grid_edges[] = {
     "pass=fwd dtype=f32  b=2 sq=9  sk=30 hq=6 hkv=2 d=64 page=4 seqused=1 wl=2 wr=0", /* window past used keys */
     "pass=fwd dtype=f32  b=1 sq=16 sk=16 hq=6 hkv=2 d=256 softcap=0.5", /* softcap far below the scores */
     "pass=bwd dtype=f32  b=1 sq=16 sk=16 hq=6 hkv=2 d=256 softcap=0.5",
+    /* large scores and single-key rows (issue 18; check_rule.h parts (b), (c)):
+     * window (0, 0) and seqlen_k = 1 leave one visible key per row, inputs of
+     * amplitude 5 and softcap 30 make scores of hundreds, ALiBi over 700 keys
+     * leaves rows dominated by their nearest keys */
+    "pass=fwd dtype=f32  b=2 sq=40 sk=40 hq=4 hkv=2 d=64 wl=0 wr=0 amp=5",
+    "pass=bwd dtype=f32  b=2 sq=40 sk=40 hq=4 hkv=2 d=64 wl=0 wr=0 amp=5",
+    "pass=bwd dtype=f32  b=2 sq=40 sk=40 hq=4 hkv=2 d=256 wl=0 wr=0 amp=3",
+    "pass=bwd dtype=bf16 b=2 sq=40 sk=40 hq=4 hkv=2 d=128 wl=0 wr=0 amp=5",
+    "pass=bwd dtype=f16  b=2 sq=40 sk=40 hq=4 hkv=2 d=64 wl=0 wr=0",
+    "pass=fwd dtype=f32  b=2 sq=33 sk=1  hq=4 hkv=2 d=128 amp=5",
+    "pass=bwd dtype=f32  b=2 sq=33 sk=1  hq=4 hkv=2 d=128 amp=5",
+    "pass=fwd dtype=f32  b=1 sq=64 sk=64 hq=2 hkv=1 d=64 softcap=30 amp=5",
+    "pass=bwd dtype=f32  b=1 sq=64 sk=64 hq=2 hkv=1 d=64 softcap=30 amp=5",
+    "pass=bwd dtype=f16  b=1 sq=64 sk=64 hq=2 hkv=1 d=64 softcap=30 amp=5",
+    "pass=bwd dtype=f32  b=1 sq=64 sk=64 hq=2 hkv=1 d=128 amp=5 causal=1",
+    "pass=bwd dtype=bf16 b=1 sq=64 sk=64 hq=2 hkv=1 d=128 amp=5",
+    "pass=fwd dtype=f32  b=1 sq=8  sk=700 hq=4 hkv=2 d=64 alibi=2 amp=5",
+    "pass=bwd dtype=f32  b=1 sq=8  sk=700 hq=4 hkv=2 d=64 alibi=1",
+    "pass=bwd dtype=f32  b=1 sq=8  sk=700 hq=4 hkv=2 d=64 alibi=2 amp=5",
 };
 
 #define FMSA_GRID_COUNT (sizeof fmsa_grid_edges / sizeof fmsa_grid_edges[0])

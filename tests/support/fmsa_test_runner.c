@@ -38,13 +38,15 @@ static void run_note(char *msg, size_t len, const char *fmt, ...) {
 typedef struct run_arrays {
     double *ref_o, *ref_lse, *nv_o, *nv_lse;
     double *ref_dq, *ref_dk, *ref_dv, *nv_dq, *nv_dk, *nv_dv;
+    double *x_dq, *x_dk, *x_dv; ///< part (c) of check_rule.h per element (single-key rows)
     double *got;           ///< backend result of the tensor being compared
     unsigned char *image;  ///< a downloaded allocation
 } run_arrays;
 
 static void run_arrays_free(run_arrays *a) {
     double **all[] = {&a->ref_o, &a->ref_lse, &a->nv_o,  &a->nv_lse, &a->ref_dq, &a->ref_dk,
-                      &a->ref_dv, &a->nv_dq,  &a->nv_dk, &a->nv_dv,  &a->got};
+                      &a->ref_dv, &a->nv_dq,  &a->nv_dk, &a->nv_dv,  &a->got,
+                      &a->x_dq,   &a->x_dk,   &a->x_dv};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; ++i) {
         free(*all[i]);
         *all[i] = NULL;
@@ -85,6 +87,12 @@ static int run_oracles(fmsa_test_problem *tp, run_arrays *a, char *msg, size_t l
         run_note(msg, len, "reference backward failed: %s", fmsa_last_error());
         return -1;
     }
+    a->x_dq = run_dense(tp->n_q);
+    a->x_dk = run_dense(tp->n_k);
+    a->x_dv = run_dense(tp->n_k);
+    if (!a->x_dq || !a->x_dk || !a->x_dv ||
+        fmsa_reference_single_key_floor(p, a->x_dq, a->x_dk, a->x_dv) != FMSA_SUCCESS)
+        return -1;
     return fmsa_naive_backward(p, a->nv_dq, a->nv_dk, a->nv_dv);
 }
 
@@ -126,8 +134,8 @@ static void run_untouched_buf(fmsa_test_buf *b, void *user) {
 
 /// Downloads an output and applies the correctness rule to it.
 static int run_compare(fmsa_context *ctx, const fmsa_test_problem *tp, const fmsa_test_buf *b,
-                       run_arrays *a, const double *naive, const double *ref, char *msg,
-                       size_t len) {
+                       run_arrays *a, const double *naive, const double *ref,
+                       const double *extra, char *msg, size_t len) {
     fmsa_test_error e;
     fmsa_rule_floor_spec f;
     int bwd = tp->spec.pass == FMSA_PASS_BACKWARD;
@@ -139,7 +147,7 @@ static int run_compare(fmsa_context *ctx, const fmsa_test_problem *tp, const fms
     f.softmax_units = bwd ? FMSA_RULE_SOFTMAX_UNITS_BWD : FMSA_RULE_SOFTMAX_UNITS_FWD;
     f.lse_max = fmsa_rule_lse_max(a->ref_lse, tp->n_lse);
     f.is_lse = b == &tp->lse;
-    fmsa_test_compare(a->got, naive, ref, b->count, factor, &f, &e);
+    fmsa_test_compare(a->got, naive, ref, extra, b->count, factor, &f, &e);
     fmsa_test_error_format(b->name, &e, factor, line, sizeof line);
     run_note(msg, len, "%s%s", e.ok ? "  " : "FAIL ", line);
     if (!e.ok) {
@@ -305,12 +313,12 @@ fmsa_test_result fmsa_test_case_run(fmsa_context *ctx, const fmsa_test_spec *spe
         bad = 1;
     }
     if (!bwd) {
-        bad |= run_compare(ctx, &tp, &tp.o, &a, a.nv_o, a.ref_o, msg, len) != 0;
-        if (spec->lse) bad |= run_compare(ctx, &tp, &tp.lse, &a, a.nv_lse, a.ref_lse, msg, len) != 0;
+        bad |= run_compare(ctx, &tp, &tp.o, &a, a.nv_o, a.ref_o, NULL, msg, len) != 0;
+        if (spec->lse) bad |= run_compare(ctx, &tp, &tp.lse, &a, a.nv_lse, a.ref_lse, NULL, msg, len) != 0;
     } else {
-        bad |= run_compare(ctx, &tp, &tp.dq, &a, a.nv_dq, a.ref_dq, msg, len) != 0;
-        bad |= run_compare(ctx, &tp, &tp.dk, &a, a.nv_dk, a.ref_dk, msg, len) != 0;
-        bad |= run_compare(ctx, &tp, &tp.dv, &a, a.nv_dv, a.ref_dv, msg, len) != 0;
+        bad |= run_compare(ctx, &tp, &tp.dq, &a, a.nv_dq, a.ref_dq, a.x_dq, msg, len) != 0;
+        bad |= run_compare(ctx, &tp, &tp.dk, &a, a.nv_dk, a.ref_dk, a.x_dk, msg, len) != 0;
+        bad |= run_compare(ctx, &tp, &tp.dv, &a, a.nv_dv, a.ref_dv, a.x_dv, msg, len) != 0;
         if (!bad && spec->det) bad |= run_determinism(ctx, &tp, &w, msg, len) != 0;
     }
     res = bad ? FMSA_TEST_FAIL : FMSA_TEST_PASS;

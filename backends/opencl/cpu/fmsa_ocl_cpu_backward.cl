@@ -146,8 +146,11 @@ __kernel __attribute__((reqd_work_group_size(1, 1, 1))) void fmsa_ocl_cpu_bwd_dk
                         }
                         float8 p = exp2(x - lse2[r]);
                         if (lse2[r] == -INFINITY) p = (float8)(0.0f);
-                        const float8 ds =
-                            p * (pa[j][rb] - dd[r]) * fc_softcap_grad(sa[j][rb], flags, fp.z);
+                        /* exactly 0 where p is: a hidden key's dP and softcap
+                         * factor come from its V and K, which may be NaN */
+                        const float8 ds = select(
+                            p * (pa[j][rb] - dd[r]) * fc_softcap_grad(sa[j][rb], flags, fp.z),
+                            (float8)(0.0f), p == (float8)(0.0f));
                         vstore8(p, r * FC_RB + rb, pr);
                         vstore8(ds, r * FC_RB + rb, dsr);
                     }
@@ -159,13 +162,13 @@ __kernel __attribute__((reqd_work_group_size(1, 1, 1))) void fmsa_ocl_cpu_bwd_dk
                 for (int j = 0; j < FC_KB; ++j)
 #pragma unroll
                     for (int rb = 0; rb < FC_RB; ++rb) w[j][rb] = vload8((r4 + j) * FC_RB + rb, pr);
-                fc_axpy_block(dvT8, w, dop + (m0 + r4) * D, D, 0, w[0]);
+                fc_axpy_block(dvT8, w, dop + (m0 + r4) * D, D, 0, w[0], 0);
 #pragma unroll
                 for (int j = 0; j < FC_KB; ++j)
 #pragma unroll
                     for (int rb = 0; rb < FC_RB; ++rb)
                         w[j][rb] = vload8((r4 + j) * FC_RB + rb, dsr);
-                fc_axpy_block(dkT8, w, qp + (m0 + r4) * D, D, 0, w[0]);
+                fc_axpy_block(dkT8, w, qp + (m0 + r4) * D, D, 0, w[0], 0);
             }
         }
     }
@@ -259,8 +262,9 @@ __kernel __attribute__((reqd_work_group_size(1, 1, 1))) void fmsa_ocl_cpu_bwd_dq
                         x = select((float8)(-INFINITY), x, vis);
                     }
                     float8 p = select(exp2(x - lse2[rb]), (float8)(0.0f), dead[rb]);
-                    const float8 ds =
-                        p * (pa[jj][rb] - ddv[rb]) * fc_softcap_grad(sa[jj][rb], flags, fp.z);
+                    const float8 ds = select(
+                        p * (pa[jj][rb] - ddv[rb]) * fc_softcap_grad(sa[jj][rb], flags, fp.z),
+                        (float8)(0.0f), p == (float8)(0.0f)); /* as in the dK/dV kernel */
                     vstore8(ds, (k4 + jj) * FC_RB + rb, dsr);
                 }
             }
@@ -271,7 +275,7 @@ __kernel __attribute__((reqd_work_group_size(1, 1, 1))) void fmsa_ocl_cpu_bwd_dq
             for (int j = 0; j < FC_KB; ++j)
 #pragma unroll
                 for (int rb = 0; rb < FC_RB; ++rb) w[j][rb] = vload8((k4 + j) * FC_RB + rb, dsr);
-            fc_axpy_block(dqT8, w, kp + (n0 + k4) * D, D, 0, w[0]);
+            fc_axpy_block(dqT8, w, kp + (n0 + k4) * D, D, 0, w[0], flags & (FC_WINDOW | FC_MASK));
         }
     }
 

@@ -208,13 +208,22 @@ inline __attribute__((always_inline)) void fc_dot_block(float8 acc[FC_KB][FC_RB]
     }
 }
 
+/* x + w * y, or x where w is 0 when `guard`: for O += P V and dQ += dS K
+ * under a mask or window, whose hidden keys have w = 0 and may hold NaN or
+ * Inf in their V / K rows (padding), which 0 * NaN would carry into the
+ * output.  Selecting leaves every finite result bit for bit (the term was
+ * +-0). */
+#define FC_FMA(guard, w, y, x) \
+    ((guard) ? select(fma((w), (y), (x)), (x), (w) == (float8)(0.0f)) : fma((w), (y), (x)))
+
 /* T[d][rb] = c[rb] * T[d][rb] + sum_j W[j][rb] * R_j[d] over FC_KB streamed
  * rows: O = c O + P V, dV += P^T dO, dK += dS^T Q, dQ += dS K.  rescale = 0
- * skips the multiply (c is then ignored). */
+ * skips the multiply (c is then ignored); guard as FC_FMA. */
 inline __attribute__((always_inline)) void fc_axpy_block(__private float8 *T,
                                                         const float8 w[FC_KB][FC_RB],
                                                         __global const float *R, int D,
-                                                        int rescale, const float8 c[FC_RB]) {
+                                                        int rescale, const float8 c[FC_RB],
+                                                        int guard) {
     if (rescale) {
         for (int d = 0; d < D; ++d) {
             float8 x[FC_RB];
@@ -224,7 +233,7 @@ inline __attribute__((always_inline)) void fc_axpy_block(__private float8 *T,
             for (int j = 0; j < FC_KB; ++j) {
                 const float8 y = (float8)(R[j * D + d]);
 #pragma unroll
-                for (int rb = 0; rb < FC_RB; ++rb) x[rb] = fma(w[j][rb], y, x[rb]);
+                for (int rb = 0; rb < FC_RB; ++rb) x[rb] = FC_FMA(guard, w[j][rb], y, x[rb]);
             }
 #pragma unroll
             for (int rb = 0; rb < FC_RB; ++rb) T[d * FC_RB + rb] = x[rb];
@@ -239,7 +248,7 @@ inline __attribute__((always_inline)) void fc_axpy_block(__private float8 *T,
         for (int j = 0; j < FC_KB; ++j) {
             const float8 y = (float8)(R[j * D + d]);
 #pragma unroll
-            for (int rb = 0; rb < FC_RB; ++rb) x[rb] = fma(w[j][rb], y, x[rb]);
+            for (int rb = 0; rb < FC_RB; ++rb) x[rb] = FC_FMA(guard, w[j][rb], y, x[rb]);
         }
 #pragma unroll
         for (int rb = 0; rb < FC_RB; ++rb) T[d * FC_RB + rb] = x[rb];

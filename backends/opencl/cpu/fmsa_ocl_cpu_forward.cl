@@ -124,7 +124,8 @@ __kernel __attribute__((reqd_work_group_size(1, 1, 1))) void fmsa_ocl_cpu_forwar
             for (int j = 0; j < FC_KB; ++j)
 #pragma unroll
                 for (int rb = 0; rb < FC_RB; ++rb) p[j][rb] = vload8((k4 + j) * FC_RB + rb, sc);
-            fc_axpy_block(acc8, p, vp + (n0 + k4) * D, D, k4 == 0, c);
+            fc_axpy_block(acc8, p, vp + (n0 + k4) * D, D, k4 == 0, c,
+                          flags & (FC_WINDOW | FC_MASK));
         }
     }
 

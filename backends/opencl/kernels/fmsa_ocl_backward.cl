@@ -251,7 +251,7 @@ __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void fmsa_ocl_bwd_dkdv(
 #pragma unroll
                 for (int j = 0; j < S_TN; ++j)
                     dSs[(sy + i * S_NY) * PS + sx + j * S_NX] =
-                        sc[i][j] * (dp[i][j] - dd[i]) * g[i][j];
+                        fmsa_ds(sc[i][j], dp[i][j], dd[i], g[i][j]);
             barrier(CLK_LOCAL_MEM_FENCE);
             fmsa_mm_tn(adv, Ps, dOs, oy, ox);
             fmsa_mm_tn(adk, dSs, Bs, oy, ox);
@@ -280,7 +280,7 @@ __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void fmsa_ocl_bwd_dkdv(
 #pragma unroll
                 for (int j = 0; j < S_TN; ++j)
                     dSs[(sy + i * S_NY) * PS + sx + j * S_NX] =
-                        sc[i][j] * (dp[i][j] - dd[i]) * g[i][j];
+                        fmsa_ds(sc[i][j], dp[i][j], dd[i], g[i][j]);
             barrier(CLK_LOCAL_MEM_FENCE);
 
 #if PF
@@ -447,7 +447,7 @@ __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void fmsa_ocl_bwd_dq(
                 const float g = fmsa_bwd_grad_factor(sc[i][j], fp);
                 const float pr = fmsa_softmax_p_from_lse(
                     fmsa_score2(sc[i][j], qi, kj, &s, fp, slope, win, mrow[i], full), lse2[i]);
-                dSs[(sy + i * S_NY) * PS + sx + j * S_NX] = pr * (dp[i][j] - dd[i]) * g;
+                dSs[(sy + i * S_NY) * PS + sx + j * S_NX] = fmsa_ds(pr, dp[i][j], dd[i], g);
             }
         barrier(CLK_LOCAL_MEM_FENCE);
         fmsa_mm_nn(acc, dSs, Ks, oy, ox);

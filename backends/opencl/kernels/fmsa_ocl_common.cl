@@ -124,6 +124,26 @@ inline void fmsa_mm_nt(float acc[S_TM][S_TN], __local const qtile_t *A, __local 
     }
 }
 
+/* acc += p * b, except where p is 0: a key the mask or window hides from a
+ * row has p = 0 there (P, or dS through fmsa_ds), and its V or K row may hold
+ * NaN or Inf (padding), which 0 * NaN would carry into the row's output.
+ * Selecting leaves every finite result bit for bit (the term was +-0). */
+#if FMSA_MASK || FMSA_WINDOW
+#define FMSA_PB_FMA(p, b, acc) ((p) != 0.0f ? fma((float4)(p), (b), (acc)) : (acc))
+#else
+#define FMSA_PB_FMA(p, b, acc) fma((float4)(p), (b), (acc))
+#endif /* FMSA_MASK || FMSA_WINDOW */
+
+/* dS = P (dP - D) g, and exactly 0 where P is: a hidden key's dP and g come
+ * from its V and K, which may be NaN (see FMSA_PB_FMA). */
+inline float fmsa_ds(float p, float dp, float dd, float g) {
+#if FMSA_MASK || FMSA_WINDOW
+    return p != 0.0f ? p * (dp - dd) * g : 0.0f;
+#else
+    return p * (dp - dd) * g;
+#endif /* FMSA_MASK || FMSA_WINDOW */
+}
+
 /* acc[i][t] += sum_c P[row_i][c] * B[c][d4_t]: the O += P V and dQ += dS K
  * shape (P is BM x BN floats with row stride PS, B has BN rows). */
 inline void fmsa_mm_nn(float4 acc[O_TM][O_TD], __local const float *P, __local const ktile_t *B,
@@ -143,10 +163,10 @@ inline void fmsa_mm_nn(float4 acc[O_TM][O_TD], __local const float *P, __local c
 #pragma unroll
             for (int i = 0; i < O_TM; ++i) {
                 float4 s = acc[i][t];
-                s = fma((float4)(p[i].x), b0, s);
-                s = fma((float4)(p[i].y), b1, s);
-                s = fma((float4)(p[i].z), b2, s);
-                s = fma((float4)(p[i].w), b3, s);
+                s = FMSA_PB_FMA(p[i].x, b0, s);
+                s = FMSA_PB_FMA(p[i].y, b1, s);
+                s = FMSA_PB_FMA(p[i].z, b2, s);
+                s = FMSA_PB_FMA(p[i].w, b3, s);
                 acc[i][t] = s;
             }
         }
