@@ -18,7 +18,7 @@
 
 /// Bumped whenever a member's meaning changes; modules built against another
 /// version are refused at load time.
-#define FMSA_BACKEND_API_VERSION 1
+#define FMSA_BACKEND_API_VERSION 2
 
 /// What a peak probe's loop multiplies.
 typedef enum fmsa_peak_kind {
@@ -91,6 +91,10 @@ typedef struct fmsa_backend_vtable {
     /// Runs the backward pass (preprocess, main, postprocess).
     fmsa_status (*backward)(void *state, const fmsa_problem *p, void *workspace,
                             size_t workspace_bytes, void *stream);
+
+    /// Optional (NULL = FMSA_ERR_NOT_SUPPORTED naming the backend): merges two
+    /// partial results (fmsa_merge_states) on stream.
+    fmsa_status (*merge)(void *state, const fmsa_merge_problem *mp, void *stream);
 
     /// Optional (NULL = none): the peak probe of the backend's kernel paths.
     const fmsa_backend_peak *peak;

@@ -197,8 +197,17 @@ static fmsa_status run_call(fmsa_context *ctx, fmsa_test_problem *tp, const run_
     } else {
         fmsa_tensor dout = fmsa_test_buf_tensor(&tp->dout), dq = fmsa_test_buf_tensor(&tp->dq);
         fmsa_tensor dk = fmsa_test_buf_tensor(&tp->dk), dv = fmsa_test_buf_tensor(&tp->dv);
-        st = fmsa_backward(ctx, &desc, &q, &k, &v, &o, &dout, &lse, &dq, &dk, &dv, w->dev,
-                           w->bytes, NULL);
+        fmsa_backward_tensors bt = {0};
+        bt.q = q;
+        bt.k = k;
+        bt.v = v;
+        bt.o = o;
+        bt.dout = dout;
+        bt.lse = lse;
+        bt.dq = dq;
+        bt.dk = dk;
+        bt.dv = dv;
+        st = fmsa_backward(ctx, &desc, &bt, w->dev, w->bytes, NULL);
     }
     if (st == FMSA_SUCCESS) st = fmsa_synchronize(ctx, NULL);
     return st;
