@@ -98,6 +98,15 @@ typedef struct fmsa_backend_vtable {
 
     /// Optional (NULL = none): the peak probe of the backend's kernel paths.
     const fmsa_backend_peak *peak;
+
+    /// 1 when tensor data are opaque handles (cl_mem), which views share only
+    /// by being the same handle; 0 (default) when they are addresses (host or
+    /// device pointers), compared as such (common/validate_memory.c).
+    int data_handles;
+    /// Optional (NULL = the allocation's size cannot be asked): the byte size
+    /// of the allocation a handle refers to (OpenCL: CL_MEM_SIZE), so that
+    /// validation refuses a view reaching past it.
+    fmsa_status (*mem_size)(void *state, const void *data, size_t *bytes);
 } fmsa_backend_vtable;
 
 /// One getter per backend of backend_list.h; only those of compiled-in

@@ -44,12 +44,17 @@ static fmsa_status fmsa_check_extent(const char *name, const fmsa_tensor *t) {
     return FMSA_SUCCESS;
 }
 
+static int fmsa_tensor_is_empty(const fmsa_tensor *t) {
+    for (int32_t i = 0; i < t->ndim && i < FMSA_MAX_DIMS; ++i)
+        if (t->shape[i] == 0) return 1;
+    return 0;
+}
+
 /* Structural checks shared by every tensor argument. */
 static fmsa_status fmsa_check_tensor(const char *name, const fmsa_tensor *t, int32_t ndim,
                                      int last_contiguous) {
     size_t es;
     if (!t) return fmsa_fail(FMSA_ERR_INVALID_ARGUMENT, "%s: tensor pointer is NULL", name);
-    if (!t->data) return fmsa_fail(FMSA_ERR_INVALID_ARGUMENT, "%s.data is NULL", name);
     es = fmsa_dtype_size(t->dtype);
     if (es == 0)
         return fmsa_fail(FMSA_ERR_INVALID_ARGUMENT, "%s.dtype = %d is not a valid fmsa_dtype",
@@ -70,6 +75,10 @@ static fmsa_status fmsa_check_tensor(const char *name, const fmsa_tensor *t, int
                              "%s.strides[%d] = %lld: negative strides are not supported", name,
                              (int)i, (long long)t->strides[i]);
     }
+    /* a tensor of zero elements addresses nothing, so it needs no data
+     * (fmsa_malloc(0) gives NULL) */
+    if (!t->data && !fmsa_tensor_is_empty(t))
+        return fmsa_fail(FMSA_ERR_INVALID_ARGUMENT, "%s.data is NULL", name);
     if (last_contiguous && t->strides[ndim - 1] != 1)
         return fmsa_fail(FMSA_ERR_INVALID_ARGUMENT,
                          "%s.strides[%d] = %lld: the head_dim stride must be 1", name,
@@ -118,7 +127,7 @@ static const char *const fmsa_lsedims[3] = {"batch", "heads_q", "seqlen_q"};
 static fmsa_view4 fmsa_view4_of(const fmsa_tensor *t) {
     fmsa_view4 v;
     v.data = t->data;
-    v.byte_offset = t->byte_offset;
+    v.byte_offset = t->data ? t->byte_offset : 0; /* empty views may have no data */
     v.sb = t->strides[0];
     v.ss = t->strides[1];
     v.sh = t->strides[2];
@@ -474,6 +483,17 @@ static fmsa_status fmsa_check_sequences(fmsa_problem *p, const fmsa_attention_de
     return FMSA_SUCCESS;
 }
 
+/* A window at least as wide as every sequence limits nothing: it becomes -1
+ * (unlimited), so that the window arithmetic of every kernel (diag - left,
+ * diag + right + 1; common/fmsa_seq.h) stays within int64 for any value the
+ * caller passes, INT64_MAX included.  Row i of a sequence of sq queries and sk
+ * keys sits on diagonal i + sk - sq in [sk - sq, sk - 1], so left >= sk - 1
+ * and right >= sq - 1 admit every key of every row. */
+static void fmsa_fold_wide_windows(fmsa_problem *p) {
+    if (p->window_left >= p->seqlen_k) p->window_left = -1;
+    if (p->window_right >= p->seqlen_q) p->window_right = -1;
+}
+
 /* Optional ALiBi slopes and bit-packed mask. */
 static fmsa_status fmsa_check_bias_and_mask(fmsa_problem *p, const fmsa_attention_desc *desc) {
     p->has_alibi = fmsa_present(&desc->alibi_slopes);
@@ -613,7 +633,7 @@ static fmsa_status fmsa_check_pass_tensors(fmsa_problem *p, const fmsa_call_tens
     FMSA_TRY(fmsa_check_output("dq", t->dq));
     FMSA_TRY(fmsa_check_output("dk", t->dk));
     FMSA_TRY(fmsa_check_output("dv", t->dv));
-    if (!fmsa_present(t->lse))
+    if (!t->lse || (!t->lse->data && !fmsa_tensor_is_empty(t->lse)))
         return fmsa_fail(FMSA_ERR_INVALID_ARGUMENT,
                          "lse: the backward needs the forward's log-sum-exp (lse.data is NULL)");
     FMSA_TRY(fmsa_check_lse(p, t->lse));
@@ -657,6 +677,7 @@ fmsa_status fmsa_problem_build_meta(fmsa_problem *p, fmsa_pass pass,
     FMSA_TRY(fmsa_check_desc_scalars(p, desc));
     FMSA_TRY(fmsa_check_qkv(p, t));
     FMSA_TRY(fmsa_check_sequences(p, desc, t, reader, reader_state, defer_metadata));
+    fmsa_fold_wide_windows(p);
     FMSA_TRY(fmsa_check_bias_and_mask(p, desc));
     FMSA_TRY(fmsa_check_sinks(p, desc));
     if (!shape_only) FMSA_TRY(fmsa_check_pass_tensors(p, t));

@@ -174,6 +174,12 @@ static void cpu_bwd_pack(const fmsa_problem *p, const fmsa_cpu_plan *pl, int64_t
         fmsa_cpu_pack_keys_t(pl->kern, p, &p->v, &seq, b, hk, j0, cols, pl->block_n, x->vt + tile);
         if (fmsa_cpu_bwd_packs_rows(p))
             fmsa_cpu_pack_rows(p, &p->k, &seq, b, hk, 1, j0, cols, 1.0f, x->k + j0 * D);
+        /* keys no row sees: zeros (the K rows are packed whenever there can be any) */
+        if (fmsa_cpu_dead_keys_zero(p, &seq, b, hk, j0, cols, NULL, NULL, 0) > 0) {
+            fmsa_cpu_dead_keys_zero(p, &seq, b, hk, j0, cols, NULL, x->kt + tile, pl->block_n);
+            fmsa_cpu_dead_keys_zero(p, &seq, b, hk, j0, cols, x->k + j0 * D, x->vt + tile,
+                                    pl->block_n);
+        }
     } else {
         const int64_t g = (job - pl->tiles_k) / pl->tiles_q, qt = (job - pl->tiles_k) % pl->tiles_q;
         const int64_t h = hk * (p->heads_q / p->heads_kv) + g, i0 = qt * pl->block_m;

@@ -139,6 +139,9 @@ static int prob_mask(fmsa_test_problem *tp, fmsa_test_rng *r) {
         if (s->mask == FMSA_TEST_MASK_HEADSTRIDE0) h = 0;
         dense[n] = (unsigned char)(fmsa_test_rng_next(r) | fmsa_test_rng_next(r));
         if ((7 * i + h) % 11 == 3) dense[n] = 0;
+        /* spec.nan: keys 8k + 2 and the whole byte of keys 16..23 hidden from
+         * every row of every head, so that some keys are seen by no row */
+        if (s->nan) dense[n] &= (unsigned char)((n % width) == 2 ? 0x00 : 0xFB);
     }
     fmsa_test_buf_store_u8(&tp->mask, dense);
     free(dense);
@@ -269,6 +272,52 @@ static void prob_host_scalars(fmsa_test_problem *tp) {
     p->has_lse = s->pass == FMSA_PASS_BACKWARD || s->lse;
 }
 
+/* spec.nan: writes NaN into the K row and +-Inf / NaN into the V row of
+ * every key that no query row of any head of its kv head's group sees
+ * (window, mask, sequence bounds as the reference reads them), which must
+ * change no output: their P and dS are 0, and 0 * NaN must never be formed. */
+static void prob_poison_dead_keys(fmsa_test_problem *tp) {
+    const fmsa_problem *p = &tp->host;
+    const int64_t group = p->heads_q / p->heads_kv, D = p->head_dim;
+    const size_t es = fmsa_dtype_size(p->dtype);
+    /* NaN, +Inf, -Inf per dtype (f32 / f16 / bf16 bit patterns) */
+    const uint32_t f32[3] = {0x7fc00000u, 0x7f800000u, 0xff800000u};
+    const uint16_t f16[3] = {0x7e00u, 0x7c00u, 0xfc00u}, bf16[3] = {0x7fc0u, 0x7f80u, 0xff80u};
+    for (int64_t b = 0; b < p->batch; ++b) {
+        const fmsa_seq seq = fmsa_problem_seq(p, b);
+        for (int64_t hk = 0; hk < p->heads_kv; ++hk)
+            for (int64_t j = 0; j < seq.sk; ++j) {
+                int seen = 0;
+                for (int64_t g = 0; g < group && !seen; ++g)
+                    for (int64_t i = 0; i < seq.sq && !seen; ++i) {
+                        const int64_t h = hk * group + g;
+                        seen = fmsa_window_visible(i, j, seq.sq, seq.sk, p->window_left,
+                                                   p->window_right);
+                        if (seen && p->has_mask) {
+                            const unsigned char *row =
+                                (const unsigned char *)fmsa_viewn_host(&p->mask) +
+                                b * p->mask.s0 + h * p->mask.s1 + i * p->mask.s2;
+                            seen = (row[j >> 3] >> (j & 7)) & 1;
+                        }
+                    }
+                if (seen) continue;
+                for (int which = 0; which < 2; ++which) {
+                    const fmsa_view4 *view = which ? &p->v : &p->k;
+                    char *base = fmsa_view4_host(view) +
+                                 fmsa_problem_k_offset(p, view, &seq, b, j, hk) * (int64_t)es;
+                    for (int64_t d = 0; d < D; ++d) {
+                        /* K: NaN; V: NaN, +Inf, -Inf in turn */
+                        const int kind = which ? (int)((j + d) % 3) : 0;
+                        if (es == 4) memcpy(base + d * 4, &f32[kind], 4);
+                        else memcpy(base + d * 2, p->dtype == FMSA_DTYPE_F16 ? &f16[kind]
+                                                                             : &bf16[kind], 2);
+                    }
+                }
+                tp->nan_keys++;
+            }
+    }
+}
+
 int fmsa_test_problem_create(fmsa_test_problem *tp, const fmsa_test_spec *spec) {
     const fmsa_test_spec *s;
     fmsa_test_rng r;
@@ -337,8 +386,8 @@ int fmsa_test_problem_create(fmsa_test_problem *tp, const fmsa_test_spec *spec) 
     }
     if (rc) return -1;
 
-    rc |= prob_fill_normal(&tp->q, &r, FMSA_TEST_QK_SIGMA);
-    rc |= prob_fill_normal(&tp->k, &r, FMSA_TEST_QK_SIGMA);
+    rc |= prob_fill_normal(&tp->q, &r, s->amp > 0.0f ? s->amp : FMSA_TEST_QK_SIGMA);
+    rc |= prob_fill_normal(&tp->k, &r, s->amp > 0.0f ? s->amp : FMSA_TEST_QK_SIGMA);
     rc |= prob_fill_normal(&tp->v, &r, 1.0);
     if (bwd) rc |= prob_fill_normal(&tp->dout, &r, 1.0);
     if (s->alibi) rc |= prob_alibi(tp);
@@ -406,6 +455,7 @@ int fmsa_test_problem_create(fmsa_test_problem *tp, const fmsa_test_spec *spec) 
     tp->n_o = bq * rows_q * s->hq * dv;
     tp->n_v = bk * rows_k * s->hkv * dv;
     tp->n_lse = bq * s->hq * rows_q;
+    if (s->nan) prob_poison_dead_keys(tp);
     return 0;
 }
 

@@ -31,6 +31,7 @@ typedef struct fmsa_test_problem {
     int64_t n_o, n_v;          ///< elements of dense o-shaped and v-shaped arrays (Dv)
     int64_t max_seqlen_q;      ///< desc value (0 = let the library compute it)
     int64_t max_seqlen_k;      ///< desc value
+    int64_t nan_keys;          ///< spec.nan: (sequence, kv head, key) triples poisoned
 } fmsa_test_problem;
 
 /// Creates host images and random inputs.  Returns 0, or -1 (out of host memory).

@@ -278,6 +278,10 @@ fmsa_test_result fmsa_test_case_run(fmsa_context *ctx, const fmsa_test_spec *spe
         run_note(msg, len, "host setup failed (out of memory?)");
         goto done;
     }
+    if (spec->nan && tp.nan_keys == 0) { /* the case would test nothing */
+        run_note(msg, len, "nan=1 but no key is hidden from every row");
+        goto done;
+    }
     fmsa_test_problem_each(&tp, run_max_total, &max_total);
     a.image = (unsigned char *)malloc(max_total);
     {

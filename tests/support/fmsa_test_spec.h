@@ -46,6 +46,9 @@ typedef struct fmsa_test_spec {
     int lse;              ///< forward: request and check the LSE
     int det;              ///< backward: deterministic, run twice and require identical bits
     float scale;          ///< softmax scale; 0 = 1/sqrt(d)
+    float amp;            ///< standard deviation of q and k; 0 = the default (1.7)
+    int nan;              ///< NaN and Inf in K and V of every key no row sees (the mask
+                          ///< hides some keys from every row then)
     uint64_t seed;        ///< inputs' seed
     int64_t dv;           ///< value head dim (v, o, dout, dv); 0 = d
     int sinks;            ///< FMSA_TEST_SINKS_*
