@@ -127,6 +127,7 @@ static void refusals(void **state) {
                                               FMSA_PASS_FORWARD, &desc, &q, &q, &q, &bytes),
                      FMSA_ERR_INVALID_ARGUMENT);
     assert_non_null(strstr(fmsa_last_error(), "layout"));
+    fmsa_dist_comm_destroy(comms[0]);
     assert_int_equal(fmsa_dist_comm_loopback(0, comms), FMSA_ERR_INVALID_ARGUMENT);
     fmsa_context_destroy(ctx);
 }
