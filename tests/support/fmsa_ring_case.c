@@ -20,6 +20,10 @@ struct fmsa_ring_case {
     fmsa_ring_spec s;
     int64_t S;                       ///< whole sequence: P * c
     void *q, *k, *v, *dout;          ///< whole inputs, spec dtype
+    float *sinks;                    ///< [Hq] sink logits (NULL without)
+    float *dlse;                     ///< [B, Hq, S] lse gradient (NULL without)
+    double ref_dsink_max, nv_dsink_err; ///< dsink yardstick: max |ref|, max |naive - ref|
+    double *ref_dsink;               ///< [Hq] (NULL without sinks)
     double *ref_o, *ref_lse, *ref_dq, *ref_dk, *ref_dv;
     double *nv_o, *nv_lse, *nv_dq, *nv_dk, *nv_dv;
 };
@@ -83,9 +87,13 @@ static int whole_problem(const fmsa_ring_case *rc, fmsa_pass pass, void *o, void
     fmsa_tensor tdk = t4(dk, s->dtype, s->B, rc->S, s->Hkv, s->D);
     fmsa_tensor tdv = t4(dv, s->dtype, s->B, rc->S, s->Hkv, s->Dv);
     fmsa_call_tensors ct;
+    fmsa_tensor tdl = t3(rc->dlse, s->B, s->Hq, rc->S);
+    const int64_t hs[1] = {s->Hq};
     desc.causal = s->causal;
     desc.softcap = s->softcap;
+    if (rc->sinks) desc.sinks = fmsa_tensor_contiguous(rc->sinks, FMSA_DTYPE_F32, 1, hs);
     memset(&ct, 0, sizeof ct);
+    if (rc->dlse) ct.dlse = &tdl;
     ct.q = &q;
     ct.k = &k;
     ct.v = &v;
@@ -114,6 +122,9 @@ void fmsa_ring_case_free(fmsa_ring_case *rc) {
     free(rc->nv_dq);
     free(rc->nv_dk);
     free(rc->nv_dv);
+    free(rc->sinks);
+    free(rc->dlse);
+    free(rc->ref_dsink);
     free(rc);
 }
 
@@ -137,6 +148,12 @@ fmsa_ring_case *fmsa_ring_case_make(const fmsa_ring_spec *spec) {
     rc->k = draw(nk, spec->dtype, &seed);
     rc->v = draw(nv, spec->dtype, &seed);
     rc->dout = draw(no, spec->dtype, &seed);
+    if (spec->sinks) {
+        rc->sinks = (float *)draw((size_t)spec->Hq, FMSA_DTYPE_F32, &seed);
+        for (int64_t h = 0; rc->sinks && h < spec->Hq; ++h) rc->sinks[h] = 2.0f * rc->sinks[h] + 0.5f;
+        rc->ref_dsink = (double *)malloc((size_t)spec->Hq * sizeof(double));
+    }
+    if (spec->dlse) rc->dlse = (float *)draw(nl, FMSA_DTYPE_F32, &seed);
     rc->ref_o = malloc(no * sizeof(double));
     rc->ref_lse = malloc(nl * sizeof(double));
     rc->ref_dq = malloc(nq * sizeof(double));
@@ -165,6 +182,17 @@ fmsa_ring_case *fmsa_ring_case_make(const fmsa_ring_spec *spec) {
         fmsa_naive_forward(&pf, rc->nv_o, rc->nv_lse) == 0 &&
         fmsa_naive_backward(&pb, rc->nv_dq, rc->nv_dk, rc->nv_dv) == 0)
         ok = 1;
+    if (ok && spec->sinks) {
+        double *nv = (double *)malloc((size_t)spec->Hq * sizeof(double));
+        ok = nv && rc->ref_dsink && fmsa_reference_dsink(&pb, rc->ref_dsink) == FMSA_SUCCESS &&
+             fmsa_naive_dsink(&pb, nv) == 0;
+        for (int64_t h = 0; ok && h < spec->Hq; ++h) {
+            if (fabs(rc->ref_dsink[h]) > rc->ref_dsink_max) rc->ref_dsink_max = fabs(rc->ref_dsink[h]);
+            if (fabs(nv[h] - rc->ref_dsink[h]) > rc->nv_dsink_err)
+                rc->nv_dsink_err = fabs(nv[h] - rc->ref_dsink[h]);
+        }
+        free(nv);
+    }
     for (int i = 0; i < 5; ++i) free(scratch[i]);
     if (!ok) {
         fmsa_ring_case_free(rc);
@@ -242,7 +270,7 @@ int fmsa_ring_case_run(const fmsa_ring_case *rc, fmsa_dist_comm *comm, char *msg
     void *ws = NULL;
     size_t wsf = 0, wsb = 0, used = 0;
     fmsa_status st;
-    enum { Q, K, V, DO, O, LSE, DQ, DK, DV, NB };
+    enum { Q, K, V, DO, O, LSE, DQ, DK, DV, DLSE, DSINK, NB };
     size_t bytes[NB];
     msg[0] = 0;
     memset(g, 0, sizeof g);
@@ -254,7 +282,8 @@ int fmsa_ring_case_run(const fmsa_ring_case *rc, fmsa_dist_comm *comm, char *msg
     bytes[K] = bytes[DK] = (size_t)(s->B * c * s->Hkv * s->D) * es;
     bytes[V] = bytes[DV] = (size_t)(s->B * c * s->Hkv * s->Dv) * es;
     bytes[DO] = bytes[O] = (size_t)(s->B * c * s->Hq * s->Dv) * es;
-    bytes[LSE] = (size_t)(s->B * s->Hq * c) * 4;
+    bytes[LSE] = bytes[DLSE] = (size_t)(s->B * s->Hq * c) * 4;
+    bytes[DSINK] = (size_t)s->Hq * 4;
     for (int i = 0; i < NB; ++i)
         if (!(buf[i] = guarded_make(&g[i], bytes[i]))) goto done;
     /* this rank's shard: rows of the layout gathered from the whole inputs */
@@ -272,6 +301,8 @@ int fmsa_ring_case_run(const fmsa_ring_case *rc, fmsa_dist_comm *comm, char *msg
             memcpy((char *)buf[DO] + ((b * c + i) * s->Hq * s->Dv) * es,
                    (char *)rc->dout + ((b * S + gi) * s->Hq * s->Dv) * es,
                    (size_t)(s->Hq * s->Dv) * es);
+            for (int64_t h = 0; rc->dlse && h < s->Hq; ++h)
+                ((float *)buf[DLSE])[(b * s->Hq + h) * c + i] = rc->dlse[(b * s->Hq + h) * S + gi];
         }
     if (fmsa_context_create(FMSA_BACKEND_CPU, 0, &ctx) != FMSA_SUCCESS) {
         snprintf(msg, len, "context: %s", fmsa_last_error());
@@ -285,8 +316,10 @@ int fmsa_ring_case_run(const fmsa_ring_case *rc, fmsa_dist_comm *comm, char *msg
         fmsa_tensor o = t4(buf[O], s->dtype, s->B, c, s->Hq, s->Dv);
         fmsa_tensor lse = t3(buf[LSE], s->B, s->Hq, c);
         fmsa_backward_tensors bt;
+        const int64_t hs[1] = {s->Hq};
         desc.causal = s->causal;
         desc.softcap = s->softcap;
+        if (rc->sinks) desc.sinks = fmsa_tensor_contiguous(rc->sinks, FMSA_DTYPE_F32, 1, hs);
         st = fmsa_ring_workspace_size(ctx, comm, s->layout, FMSA_PASS_FORWARD, &desc, &q, &k, &v,
                                       &wsf);
         if (st == FMSA_SUCCESS)
@@ -305,6 +338,8 @@ int fmsa_ring_case_run(const fmsa_ring_case *rc, fmsa_dist_comm *comm, char *msg
         bt.dq = t4(buf[DQ], s->dtype, s->B, c, s->Hq, s->D);
         bt.dk = t4(buf[DK], s->dtype, s->B, c, s->Hkv, s->D);
         bt.dv = t4(buf[DV], s->dtype, s->B, c, s->Hkv, s->Dv);
+        if (rc->dlse) bt.dlse = t3(buf[DLSE], s->B, s->Hq, c);
+        if (rc->sinks) bt.dsink = fmsa_tensor_contiguous(buf[DSINK], FMSA_DTYPE_F32, 1, hs);
         if (st == FMSA_SUCCESS)
             st = fmsa_ring_backward(ctx, comm, s->layout, &desc, &bt, ws, wsb);
         if (st == FMSA_ERR_NOT_SUPPORTED && strstr(fmsa_last_error(), "not supported by this backend")) {
@@ -363,6 +398,15 @@ int fmsa_ring_case_run(const fmsa_ring_case *rc, fmsa_dist_comm *comm, char *msg
                            lse_max, 0, msg, len, &used);
         bad |= acc_verdict(&a[4], "dV", s->dtype, FMSA_RULE_FACTOR_BWD, FMSA_RULE_SOFTMAX_UNITS_BWD,
                            lse_max, 0, msg, len, &used);
+        if (rc->sinks) { /* dsink: the sum over every rank's rows, the same on each */
+            check_acc ds;
+            memset(&ds, 0, sizeof ds);
+            for (int64_t h = 0; h < s->Hq; ++h)
+                acc_add(&ds, ((float *)buf[DSINK])[h], rc->ref_dsink[h], rc->ref_dsink[h]);
+            ds.nerr = rc->nv_dsink_err;
+            bad |= acc_verdict(&ds, "dsink", FMSA_DTYPE_F32, FMSA_RULE_FACTOR_BWD,
+                               FMSA_RULE_SOFTMAX_UNITS_BWD, lse_max, 0, msg, len, &used);
+        }
         for (int i = 0; i < NB; ++i)
             if (!guarded_intact(&g[i])) {
                 bad = 1;
