@@ -183,15 +183,15 @@ fmsa_ring_case *fmsa_ring_case_make(const fmsa_ring_spec *spec) {
         fmsa_naive_backward(&pb, rc->nv_dq, rc->nv_dk, rc->nv_dv) == 0)
         ok = 1;
     if (ok && spec->sinks) {
-        double *nv = (double *)malloc((size_t)spec->Hq * sizeof(double));
-        ok = nv && rc->ref_dsink && fmsa_reference_dsink(&pb, rc->ref_dsink) == FMSA_SUCCESS &&
-             fmsa_naive_dsink(&pb, nv) == 0;
+        double *nvd = (double *)malloc((size_t)spec->Hq * sizeof(double));
+        ok = nvd && rc->ref_dsink && fmsa_reference_dsink(&pb, rc->ref_dsink) == FMSA_SUCCESS &&
+             fmsa_naive_dsink(&pb, nvd) == 0;
         for (int64_t h = 0; ok && h < spec->Hq; ++h) {
             if (fabs(rc->ref_dsink[h]) > rc->ref_dsink_max) rc->ref_dsink_max = fabs(rc->ref_dsink[h]);
-            if (fabs(nv[h] - rc->ref_dsink[h]) > rc->nv_dsink_err)
-                rc->nv_dsink_err = fabs(nv[h] - rc->ref_dsink[h]);
+            if (fabs(nvd[h] - rc->ref_dsink[h]) > rc->nv_dsink_err)
+                rc->nv_dsink_err = fabs(nvd[h] - rc->ref_dsink[h]);
         }
-        free(nv);
+        free(nvd);
     }
     for (int i = 0; i < 5; ++i) free(scratch[i]);
     if (!ok) {
@@ -265,12 +265,12 @@ int fmsa_ring_case_run(const fmsa_ring_case *rc, fmsa_dist_comm *comm, char *msg
     const int64_t c = s->c, S = rc->S;
     int rank = 0, size = 0, bad = 0, rc_out = -1;
     fmsa_context *ctx = NULL;
-    guarded g[10];
-    void *buf[10] = {0};
+    enum { Q, K, V, DO, O, LSE, DQ, DK, DV, DLSE, DSINK, NB };
+    guarded g[NB];
+    void *buf[NB] = {0};
     void *ws = NULL;
     size_t wsf = 0, wsb = 0, used = 0;
     fmsa_status st;
-    enum { Q, K, V, DO, O, LSE, DQ, DK, DV, DLSE, DSINK, NB };
     size_t bytes[NB];
     msg[0] = 0;
     memset(g, 0, sizeof g);
