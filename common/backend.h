@@ -92,6 +92,10 @@ typedef struct fmsa_backend_vtable {
     fmsa_status (*backward)(void *state, const fmsa_problem *p, void *workspace,
                             size_t workspace_bytes, void *stream);
 
+    /// Optional (NULL = FMSA_ERR_NOT_SUPPORTED naming the backend): merges two
+    /// partial results (fmsa_merge_states) on stream.
+    fmsa_status (*merge)(void *state, const fmsa_merge_problem *mp, void *stream);
+
     /// Optional (NULL = none): the peak probe of the backend's kernel paths.
     const fmsa_backend_peak *peak;
 

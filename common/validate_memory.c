@@ -210,7 +210,7 @@ static void fmsa_mem_view_of(fmsa_mem_view *v, const char *name, const fmsa_tens
 fmsa_status fmsa_check_call_memory(fmsa_pass pass, const fmsa_attention_desc *desc,
                                    const fmsa_call_tensors *t, const void *workspace,
                                    size_t workspace_need, const fmsa_mem_policy *policy) {
-    enum { N = 16 };
+    enum { N = 19 };
     fmsa_mem_view v[N];
     const int fwd = pass == FMSA_PASS_FORWARD;
     int n = 0;
@@ -225,6 +225,11 @@ fmsa_status fmsa_check_call_memory(fmsa_pass pass, const fmsa_attention_desc *de
     fmsa_mem_view_of(&v[n++], "dv", t->dv, 0);
     if (!fwd) v[n - 3].is_output = v[n - 2].is_output = v[n - 1].is_output = 1;
     else v[n - 4].data = v[n - 3].data = v[n - 2].data = v[n - 1].data = NULL; /* not used */
+    if (!fwd) {
+        fmsa_mem_view_of(&v[n++], "dlse", t->dlse, 0);
+        fmsa_mem_view_of(&v[n++], "dsink", t->dsink, 1);
+    }
+    fmsa_mem_view_of(&v[n++], "desc.sinks", &desc->sinks, 0);
     fmsa_mem_view_of(&v[n++], "desc.mask", &desc->mask, 0);
     fmsa_mem_view_of(&v[n++], "desc.alibi_slopes", &desc->alibi_slopes, 0);
     fmsa_mem_view_of(&v[n++], "desc.cu_seqlens_q", &desc->cu_seqlens_q, 0);
@@ -241,5 +246,32 @@ fmsa_status fmsa_check_call_memory(fmsa_pass pass, const fmsa_attention_desc *de
     v[n].strides[0] = 1;
     v[n].is_output = 1;
     ++n;
+    return fmsa_check_views_memory(v, n, policy);
+}
+
+/* Identical views (same allocation, offset, dtype, shape and strides): the
+ * one case of sharing a merge allows, an output computed in place. */
+static int fmsa_same_view(const fmsa_tensor *a, const fmsa_tensor *b) {
+    if (a->data != b->data || a->byte_offset != b->byte_offset || a->dtype != b->dtype ||
+        a->ndim != b->ndim)
+        return 0;
+    for (int32_t i = 0; i < a->ndim; ++i)
+        if (a->shape[i] != b->shape[i] || a->strides[i] != b->strides[i]) return 0;
+    return 1;
+}
+
+fmsa_status fmsa_check_merge_memory(const fmsa_tensor *o_a, const fmsa_tensor *lse_a,
+                                    const fmsa_tensor *o_b, const fmsa_tensor *lse_b,
+                                    const fmsa_tensor *o, const fmsa_tensor *lse,
+                                    const fmsa_mem_policy *policy) {
+    fmsa_mem_view v[6];
+    int n = 0;
+    /* an input the output is computed over in place is the output's own bytes */
+    if (!fmsa_same_view(o, o_a)) fmsa_mem_view_of(&v[n++], "o_a", o_a, 0);
+    if (!fmsa_same_view(lse, lse_a)) fmsa_mem_view_of(&v[n++], "lse_a", lse_a, 0);
+    if (!fmsa_same_view(o, o_b)) fmsa_mem_view_of(&v[n++], "o_b", o_b, 0);
+    if (!fmsa_same_view(lse, lse_b)) fmsa_mem_view_of(&v[n++], "lse_b", lse_b, 0);
+    fmsa_mem_view_of(&v[n++], "o", o, 1);
+    fmsa_mem_view_of(&v[n++], "lse", lse, 1);
     return fmsa_check_views_memory(v, n, policy);
 }

@@ -55,4 +55,12 @@ fmsa_status fmsa_check_call_memory(fmsa_pass pass, const fmsa_attention_desc *de
                                    const fmsa_call_tensors *t, const void *workspace,
                                    size_t workspace_need, const fmsa_mem_policy *policy);
 
+/// The views of one fmsa_merge_states call: o may be exactly o_a or o_b (and
+/// lse exactly lse_a or lse_b), in place; any other sharing with an output is
+/// refused.
+fmsa_status fmsa_check_merge_memory(const fmsa_tensor *o_a, const fmsa_tensor *lse_a,
+                                    const fmsa_tensor *o_b, const fmsa_tensor *lse_b,
+                                    const fmsa_tensor *o, const fmsa_tensor *lse,
+                                    const fmsa_mem_policy *policy);
+
 #endif /* FMSA_COMMON_VALIDATE_MEMORY_H */

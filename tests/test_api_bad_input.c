@@ -191,9 +191,19 @@ static fmsa_status run_call(which w, call *c, int null_q, int null_desc) {
     switch (w) {
     case FWD:
         return fmsa_forward(c->ctx, d, q, &c->k, &c->v, &c->o, &c->lse, c->ws, c->ws_bytes, NULL);
-    case BWD:
-        return fmsa_backward(c->ctx, d, q, &c->k, &c->v, &c->o, &c->dout, &c->lse, &c->dq,
-                             &c->dk, &c->dv, c->ws, c->ws_bytes, NULL);
+    case BWD: {
+        fmsa_backward_tensors bt = {0};
+        if (q) bt.q = *q;
+        bt.k = c->k;
+        bt.v = c->v;
+        bt.o = c->o;
+        bt.dout = c->dout;
+        bt.lse = c->lse;
+        bt.dq = c->dq;
+        bt.dk = c->dk;
+        bt.dv = c->dv;
+        return fmsa_backward(c->ctx, d, null_q ? NULL : &bt, c->ws, c->ws_bytes, NULL);
+    }
     case WS: return fmsa_workspace_size(c->ctx, FMSA_PASS_BACKWARD, d, q, &c->k, &c->v, &bytes);
     }
     return FMSA_ERR_INTERNAL;

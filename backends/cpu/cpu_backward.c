@@ -125,7 +125,7 @@ FMSA_CPU_OMP(omp parallel for schedule(static))
     for (int64_t it = 0; it < rows; ++it) {
         const int64_t r = it % p->total_q, bh = it / p->total_q;
         const int64_t b = bh / p->heads_q, h = bh % p->heads_q;
-        float o_row[FMSA_HEAD_DIM_MAX], do_row[FMSA_HEAD_DIM_MAX];
+        float o_row[FMSA_HEAD_DIM_SMALL_MAX], do_row[FMSA_HEAD_DIM_SMALL_MAX];
         fmsa_cpu_row_load(ob, p->dtype, b * p->o.sb + r * p->o.ss + h * p->o.sh, D, 1.0f, o_row);
         fmsa_cpu_row_load(dob, p->dtype, b * p->dout.sb + r * p->dout.ss + h * p->dout.sh, D, 1.0f,
                           do_row);
@@ -297,7 +297,7 @@ static void cpu_bwd_dq_sum_item(const fmsa_problem *p, const fmsa_cpu_plan *pl, 
     const int64_t h = (slot % p->heads_kv) * group + sub;
     const fmsa_seq seq = fmsa_problem_seq(p, b);
     const int64_t i0 = qt * pl->block_m;
-    float row[FMSA_HEAD_DIM_MAX];
+    float row[FMSA_HEAD_DIM_SMALL_MAX];
     if (i0 >= seq.sq) return;
     for (int64_t r = 0; r < seq.sq - i0 && r < pl->block_m; ++r) {
         fmsa_cpu_zero(row, D);

@@ -244,6 +244,9 @@ fmsa_status fmsa_cpu_forward(void *state, const fmsa_problem *p, void *workspace
 fmsa_status fmsa_cpu_backward(void *state, const fmsa_problem *p, void *workspace,
                               size_t workspace_bytes, void *stream);
 
+/// fmsa_merge_states on host memory (cpu_merge.c).
+fmsa_status fmsa_cpu_merge(void *state, const fmsa_merge_problem *mp, void *stream);
+
 /// Threads a parallel region started now may use (1 without OpenMP).
 static inline int fmsa_cpu_max_threads(void) {
 #ifdef _OPENMP

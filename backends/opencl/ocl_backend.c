@@ -9,6 +9,7 @@
 #include "backends/opencl/ocl_internal.h"
 #include "common/backend.h"
 #include "common/error.h"
+#include "common/feature_gate.h"
 
 static fmsa_status fmsa_ocl_device_count(int *count) {
     fmsa_ocl_devices(count);
@@ -143,6 +144,7 @@ static fmsa_status fmsa_ocl_check_offset(const char *name, const void *data, int
 static fmsa_status fmsa_ocl_supports(void *state, const fmsa_problem *p) {
     fmsa_ocl_config cfg;
     size_t e = fmsa_problem_elem_size(p);
+    FMSA_TRY(fmsa_problem_require(p, "opencl", 0));
     FMSA_TRY(fmsa_ocl_check_offset("q", p->q.data, p->q.byte_offset, e));
     FMSA_TRY(fmsa_ocl_check_offset("k", p->k.data, p->k.byte_offset, e));
     FMSA_TRY(fmsa_ocl_check_offset("v", p->v.data, p->v.byte_offset, e));
