@@ -159,7 +159,9 @@ FMSA_API fmsa_status fmsa_context_create(fmsa_backend backend, int device,
 /// about 64 MiB, and per-thread tiles), so repeated calls do not fault in
 /// fresh pages; this frees them.  Passes may run on one CPU context from
 /// several threads at once: one of them uses the kept buffers, the others
-/// allocate their own for the call.
+/// allocate their own for the call.  An OpenCL context serialises passes
+/// from several threads (one at a time on its queue, each bit-identical to
+/// the same pass run alone), so it may be shared the same way.
 FMSA_API void fmsa_context_destroy(fmsa_context *ctx);
 /// The device this context runs on.
 FMSA_API fmsa_status fmsa_context_device(const fmsa_context *ctx, fmsa_device_info *info);
@@ -231,7 +233,41 @@ FMSA_API fmsa_tensor fmsa_tensor_contiguous(void *data, fmsa_dtype dtype, int32_
  * backend's kernels fit is in the README's feature matrix, and a shape a
  * backend cannot run is refused with FMSA_ERR_NOT_SUPPORTED naming the backend
  * and the dims, never computed wrongly.  q, k, v (and o, dout, dq, dk, dv)
- * share one dtype: f32, f16 or bf16; arithmetic is fp32 throughout.
+ * share one dtype: f32, f16 or bf16; what is rounded where is below.
+ *
+ * Rounding.  Inputs are read exactly; scores, the softmax state and every
+ * sum are fp32, and each output is rounded once to its dtype (nearest even)
+ * at the end.  Besides that, 16-bit matrix units round an intermediate to the
+ * input dtype before its product: the CPU's bf16-product kernels (bf16
+ * inputs on AMX, AVX512-BF16, or the generic-bf16 twin) round P to bf16
+ * before P·V, and in the backward P and dS before dV, dK and dQ; CUDA's
+ * tensor-core kernels (f16/bf16 inputs) likewise round P and dS to the
+ * input dtype.  The CPU's fp32 paths and the OpenCL kernels round nothing
+ * in between.  The tests hold every path to the rule of common/check_rule.h
+ * (2x the naive same-precision error for O and LSE, 3x for gradients, plus
+ * a derived floor that counts one such rounding).
+ *
+ * LSE accuracy.  lse is fp32, computed from the base-2 running state as
+ * (m + log2 l) ln 2 and multiplied back by log2 e in the backward: its error
+ * is a few fp32 roundings of |lse| (measured up to ~21 u_f32 |lse|, u_f32 =
+ * 2^-24) on top of the naive fp32 error, and the tests bound it by 2x the
+ * naive fp32 LSE error + 3 u_f32 (1 + max |lse|) + 4 u_f32 max |lse|.
+ *
+ * Memory.  Every view's data + byte_offset must be aligned to its element
+ * size (OpenCL: byte_offset a multiple of it), and must lie inside its
+ * allocation (checked against CL_MEM_SIZE on OpenCL).  No output (o and lse
+ * of the forward; dq, dk, dv, dsink of the backward) may share a byte with
+ * an input, another output, itself (through its strides) or the workspace;
+ * such a call is refused with FMSA_ERR_INVALID_ARGUMENT naming both tensors
+ * before anything is written.  Overlap means a common element, not a common
+ * range: outputs interleaved in one packed buffer (dq, dk, dv as slices of a
+ * [B, S, 3, H, D] gradient) are fine.  Inputs may share memory (k and v as
+ * views of one buffer, q passed as k) and the documented ones may broadcast
+ * with stride 0.  A tensor with zero elements needs no memory: its data may
+ * be NULL (fmsa_malloc(0) returns NULL).  A key that no query row of any
+ * head reading it sees (masked, outside every window) never reaches an
+ * output: NaN or Inf in its K or V changes nothing (CPU and OpenCL; OpenCL
+ * also for a key hidden from some rows only, in those rows).
  *
  * Varlen (cu_seqlens_q.data != NULL): q/o are [1, total_q, Hq, D], k/v are
  * [1, total_k, Hkv, D], lse is [1, Hq, total_q]; cu_seqlens_q/k are int32
