@@ -59,6 +59,9 @@ static int fmsa_mem_repeats_stride(const fmsa_mem_view *v) {
 static void fmsa_mem_add_view(fmsa_mem_search *s, const fmsa_mem_view *v, int negative) {
     for (int32_t i = 0; i < v->ndim; ++i) {
         const int64_t m = v->shape[i] - 1;
+        /* extent 1: any stride (INT64_MAX included) reaches nothing; above it,
+         * validate.c made m * stride * elem fit int64 */
+        if (m <= 0) continue;
         fmsa_mem_add_term(s, v->strides[i] * v->elem, negative ? -m : 0, negative ? 0 : m);
     }
     fmsa_mem_add_term(s, 1, negative ? -(v->elem - 1) : 0, negative ? 0 : v->elem - 1);

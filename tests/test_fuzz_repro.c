@@ -18,6 +18,9 @@
  *    finding: fp16, D 64, amplitude 5).  common/validate_memory.c refuses it;
  *    the interleaved strides {H*Sq, Sq, 2}, whose rows share no element, are
  *    accepted and give the dense LSE's values.
+ * 3. The overlap search itself overflowed (UBSan: INT64_MAX * 2) on a view
+ *    whose extent-1 dimension has stride INT64_MAX, which validation accepts
+ *    (such a stride reaches nothing): the search now skips extent-1 dims.
  */
 #include <math.h>
 #include <setjmp.h>
@@ -132,12 +135,38 @@ static void lse_interleaved_accepted(void **state) {
         for (int i = 0; i < SQ; ++i) assert_memory_equal(&lse[h * SQ + 2 * i], &dense[h * SQ + i], 4);
 }
 
+static void huge_stride_of_extent_one(void **state) {
+    static float dense[B * H * SQ], lse[B * H * SQ * 2];
+    static float q[B * SQ * H * D], o[B * SQ * H * D], o_ref[B * SQ * H * D];
+    const int64_t qs[4] = {B, SQ, H, D}, ls[3] = {B, H, SQ};
+    fmsa_context *ctx = NULL;
+    (void)state;
+    for (size_t i = 0; i < sizeof q / sizeof q[0]; ++i) q[i] = (float)(i % 5) * 0.25f - 0.5f;
+    assert_int_equal(fmsa_context_create(FMSA_BACKEND_CPU, 0, &ctx), FMSA_SUCCESS);
+    fmsa_tensor tq = fmsa_tensor_contiguous(q, FMSA_DTYPE_F32, 4, qs);
+    fmsa_tensor to = fmsa_tensor_contiguous(o_ref, FMSA_DTYPE_F32, 4, qs);
+    fmsa_tensor tl = fmsa_tensor_contiguous(dense, FMSA_DTYPE_F32, 3, ls);
+    fmsa_attention_desc desc = fmsa_attention_desc_init(D);
+    assert_int_equal(fmsa_forward(ctx, &desc, &tq, &tq, &tq, &to, &tl, NULL, 0, NULL),
+                     FMSA_SUCCESS);
+    to.data = o;
+    tl.data = lse;
+    to.strides[0] = INT64_MAX; /* B = 1: the batch stride is never applied */
+    tl.strides[0] = INT64_MAX;
+    assert_int_equal(fmsa_forward(ctx, &desc, &tq, &tq, &tq, &to, &tl, NULL, 0, NULL),
+                     FMSA_SUCCESS);
+    fmsa_context_destroy(ctx);
+    assert_memory_equal(o, o_ref, sizeof o);
+    assert_memory_equal(lse, dense, sizeof dense);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(window_left_int64_max),
         cmocka_unit_test(window_right_int64_max),
         cmocka_unit_test(lse_overlapping_itself),
         cmocka_unit_test(lse_interleaved_accepted),
+        cmocka_unit_test(huge_stride_of_extent_one),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -32,7 +32,8 @@ fi
 
 echo "fuzz: building the harness with $cc (-fsanitize=fuzzer,address,undefined) into build-fuzz/"
 cmake -S . -B build-fuzz -G Ninja -DCMAKE_C_COMPILER="$cc" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-  -DFLASHMSA_FUZZ=ON -DFLASHMSA_OPENMP=OFF -DFLASHMSA_OPENCL=OFF -DBUILD_TESTING=OFF > /dev/null
+  -DFLASHMSA_FUZZ=ON -DFLASHMSA_OPENMP=OFF -DFLASHMSA_OPENCL=OFF -DFLASHMSA_CUDA=OFF \
+  -DBUILD_TESTING=OFF > /dev/null  # the harness drives the CPU backend only
 cmake --build build-fuzz --target fuzz_api
 
 mkdir -p build-fuzz/corpus build-fuzz/artifacts
