@@ -2,7 +2,8 @@
  * Malformed calls: each one must return its documented status, leave a
  * message naming the field, and leave every output buffer bit-identical.
  *
- * One valid problem (B 2, Sq 16, Sk 24, Hq 4, Hkv 2, D 16, fp32) is built;
+ * One valid problem (B 2, Sq 16, Sk 24, Hq 4, Hkv 2, D 16, fp32; bf16 on CUDA,
+ * whose kernels take no fp32) is built;
  * each case copies it, breaks one thing, calls the API and compares every
  * buffer (inputs and outputs) with a snapshot taken before the call.  A
  * control case checks that the unbroken call succeeds and does write, so the
@@ -27,7 +28,7 @@
 #include "support/fmsa_test_options.h"
 
 enum { B = 2, SQ = 16, SK = 24, HQ = 4, HKV = 2, D = 16 };
-enum { NBUF = 9, NMETA = 6, WS_BYTES = 1 << 16 };
+enum { NBUF = 9, NMETA = 6, WS_BYTES = 1 << 22 };
 enum { META_CU_Q, META_CU_K, META_TABLE, META_SLOPES, META_MASK, META_WS };
 
 /* The arguments of one call, as the user would hold them. */
@@ -53,6 +54,11 @@ typedef struct fixture {
 
 static fixture F;
 static fmsa_test_options opts;
+/* The control's dtype: one the backend runs (CUDA has no fp32 kernels), so the
+ * control call can succeed and the "nothing written" checks mean something. */
+static fmsa_dtype DT = FMSA_DTYPE_F32;
+/* A 16-bit dtype other than DT, for the mismatch cases. */
+#define DT_OTHER (DT == FMSA_DTYPE_BF16 ? FMSA_DTYPE_F16 : FMSA_DTYPE_BF16)
 
 static void *const meta_host[NMETA] = {F.cu_q, F.cu_k, F.table, F.slopes, F.mask, NULL};
 static const size_t meta_bytes[NMETA] = {sizeof F.cu_q, sizeof F.cu_k, sizeof F.table,
@@ -86,6 +92,13 @@ static int setup(void **state) {
         assert_non_null(F.snap[i]);
         assert_non_null(F.now[i]);
         for (size_t j = 0; j < n[i]; ++j) ((float *)F.snap[i])[j] = frand(&seed);
+        if (DT == FMSA_DTYPE_BF16 && i != 4) /* every 16-bit slot a valid bf16 (lse stays fp32) */
+            for (size_t j = 0; j < 2 * n[i]; ++j) {
+                const float x = frand(&seed);
+                uint32_t u;
+                memcpy(&u, &x, sizeof u);
+                ((uint16_t *)F.snap[i])[j] = (uint16_t)(u >> 16);
+            }
         assert_int_equal(fmsa_malloc(F.ctx, F.bytes[i], &F.buf[i]), FMSA_SUCCESS);
         assert_int_equal(fmsa_copy_to_device(F.ctx, F.buf[i], 0, F.snap[i], F.bytes[i]),
                          FMSA_SUCCESS);
@@ -115,15 +128,15 @@ static call valid_call(void) {
     memset(&c, 0, sizeof c);
     c.ctx = F.ctx;
     c.desc = fmsa_attention_desc_init(D);
-    c.q = fmsa_tensor_contiguous(F.buf[0], FMSA_DTYPE_F32, 4, qs);
-    c.k = fmsa_tensor_contiguous(F.buf[1], FMSA_DTYPE_F32, 4, ks);
-    c.v = fmsa_tensor_contiguous(F.buf[2], FMSA_DTYPE_F32, 4, ks);
-    c.o = fmsa_tensor_contiguous(F.buf[3], FMSA_DTYPE_F32, 4, qs);
+    c.q = fmsa_tensor_contiguous(F.buf[0], DT, 4, qs);
+    c.k = fmsa_tensor_contiguous(F.buf[1], DT, 4, ks);
+    c.v = fmsa_tensor_contiguous(F.buf[2], DT, 4, ks);
+    c.o = fmsa_tensor_contiguous(F.buf[3], DT, 4, qs);
     c.lse = fmsa_tensor_contiguous(F.buf[4], FMSA_DTYPE_F32, 3, ls);
-    c.dout = fmsa_tensor_contiguous(F.buf[5], FMSA_DTYPE_F32, 4, qs);
-    c.dq = fmsa_tensor_contiguous(F.buf[6], FMSA_DTYPE_F32, 4, qs);
-    c.dk = fmsa_tensor_contiguous(F.buf[7], FMSA_DTYPE_F32, 4, ks);
-    c.dv = fmsa_tensor_contiguous(F.buf[8], FMSA_DTYPE_F32, 4, ks);
+    c.dout = fmsa_tensor_contiguous(F.buf[5], DT, 4, qs);
+    c.dq = fmsa_tensor_contiguous(F.buf[6], DT, 4, qs);
+    c.dk = fmsa_tensor_contiguous(F.buf[7], DT, 4, ks);
+    c.dv = fmsa_tensor_contiguous(F.buf[8], DT, 4, ks);
     c.ws = F.meta[META_WS];
     c.ws_bytes = WS_BYTES;
     return c;
@@ -139,10 +152,10 @@ static void make_varlen(call *c) {
     c->desc.cu_seqlens_k = fmsa_tensor_contiguous(F.meta[META_CU_K], FMSA_DTYPE_I32, 1, &n);
     c->q.shape[0] = c->o.shape[0] = c->dout.shape[0] = c->dq.shape[0] = 1;
     c->k.shape[0] = c->v.shape[0] = c->dk.shape[0] = c->dv.shape[0] = 1;
-    c->q = fmsa_tensor_contiguous(c->q.data, FMSA_DTYPE_F32, 4, qs);
-    c->o = fmsa_tensor_contiguous(c->o.data, FMSA_DTYPE_F32, 4, qs);
-    c->k = fmsa_tensor_contiguous(c->k.data, FMSA_DTYPE_F32, 4, ks);
-    c->v = fmsa_tensor_contiguous(c->v.data, FMSA_DTYPE_F32, 4, ks);
+    c->q = fmsa_tensor_contiguous(c->q.data, DT, 4, qs);
+    c->o = fmsa_tensor_contiguous(c->o.data, DT, 4, qs);
+    c->k = fmsa_tensor_contiguous(c->k.data, DT, 4, ks);
+    c->v = fmsa_tensor_contiguous(c->v.data, DT, 4, ks);
     c->lse = fmsa_tensor_contiguous(c->lse.data, FMSA_DTYPE_F32, 3, ls);
 }
 
@@ -151,8 +164,8 @@ static void make_varlen(call *c) {
 static void make_paged(call *c) {
     int64_t ks[4] = {4, 12, HKV, D}, ts[2] = {B, 2};
     F.table[0] = 3, F.table[1] = 0, F.table[2] = 1, F.table[3] = 2;
-    c->k = fmsa_tensor_contiguous(c->k.data, FMSA_DTYPE_F32, 4, ks);
-    c->v = fmsa_tensor_contiguous(c->v.data, FMSA_DTYPE_F32, 4, ks);
+    c->k = fmsa_tensor_contiguous(c->k.data, DT, 4, ks);
+    c->v = fmsa_tensor_contiguous(c->v.data, DT, 4, ks);
     c->desc.block_table = fmsa_tensor_contiguous(F.meta[META_TABLE], FMSA_DTYPE_I32, 2, ts);
     c->desc.page_size = 12;
 }
@@ -253,11 +266,11 @@ CASE(null_ctx, c.ctx = NULL; expect_rejected(FWD, c, 0, 0, FMSA_ERR_INVALID_ARGU
 CASE(null_k_data, c.k.data = NULL; expect_rejected(FWD, c, 0, 0, FMSA_ERR_INVALID_ARGUMENT, "k.data"))
 CASE(null_o_data, c.o.data = NULL; expect_rejected(FWD, c, 0, 0, FMSA_ERR_INVALID_ARGUMENT, "o.data"))
 CASE(null_dq_data, c.dq.data = NULL; expect_rejected(BWD, c, 0, 0, FMSA_ERR_INVALID_ARGUMENT, "dq.data"))
-CASE(k_dtype_mismatch, c.k.dtype = FMSA_DTYPE_F16;
+CASE(k_dtype_mismatch, c.k.dtype = DT_OTHER;
      expect_rejected(FWD, c, 0, 0, FMSA_ERR_INVALID_ARGUMENT, "k.dtype"))
 CASE(q_dtype_int, c.q.dtype = FMSA_DTYPE_I32; c.k.dtype = c.v.dtype = FMSA_DTYPE_I32;
      expect_rejected(FWD, c, 0, 0, FMSA_ERR_INVALID_ARGUMENT, "q.dtype"))
-CASE(o_dtype_mismatch, c.o.dtype = FMSA_DTYPE_BF16;
+CASE(o_dtype_mismatch, c.o.dtype = DT_OTHER;
      expect_rejected(FWD, c, 0, 0, FMSA_ERR_INVALID_ARGUMENT, "o.dtype"))
 CASE(dtype_garbage, c.v.dtype = (fmsa_dtype)77;
      expect_rejected(FWD, c, 0, 0, FMSA_ERR_INVALID_ARGUMENT, "v.dtype"))
@@ -266,7 +279,7 @@ CASE(q_last_stride, c.q.strides[3] = 2;
      expect_rejected(FWD, c, 0, 0, FMSA_ERR_INVALID_ARGUMENT, "q.strides[3]"))
 CASE(k_negative_stride, c.k.strides[1] = -1;
      expect_rejected(FWD, c, 0, 0, FMSA_ERR_INVALID_ARGUMENT, "k.strides[1]"))
-CASE(v_misaligned_offset, c.v.byte_offset = 2;
+CASE(v_misaligned_offset, c.v.byte_offset = DT == FMSA_DTYPE_F32 ? 2 : 1;
      expect_rejected(FWD, c, 0, 0, FMSA_ERR_INVALID_ARGUMENT, "v.byte_offset"))
 CASE(negative_shape, c.q.shape[1] = -4;
      expect_rejected(FWD, c, 0, 0, FMSA_ERR_INVALID_ARGUMENT, "q.shape[1]"))
@@ -314,7 +327,7 @@ CASE(shape_product_overflow, c.q.shape[1] = c.o.shape[1] = (int64_t)1 << 62;
      expect_rejected(FWD, c, 0, 0, FMSA_ERR_INVALID_ARGUMENT, "q: shape product"))
 /* fmsa_tensor_contiguous itself must not overflow (UBSan build) on such shapes. */
 CASE(contiguous_overflow, int64_t qs[4] = {B, (int64_t)1 << 40, (int64_t)1 << 20, D};
-     c.q = fmsa_tensor_contiguous(c.q.data, FMSA_DTYPE_F32, 4, qs);
+     c.q = fmsa_tensor_contiguous(c.q.data, DT, 4, qs);
      expect_rejected(FWD, c, 0, 0, FMSA_ERR_INVALID_ARGUMENT, "overflows int64"))
 CASE(output_broadcast_stride, c.o.strides[1] = 0;
      expect_rejected(FWD, c, 0, 0, FMSA_ERR_INVALID_ARGUMENT, "o.strides[1]"))
@@ -418,6 +431,7 @@ static void context_errors(void **state) {
 int main(int argc, char **argv) {
     fmsa_context *probe = NULL;
     if (fmsa_test_options_parse(argc, argv, &opts) != 0) return 2;
+    if (opts.backend == FMSA_BACKEND_CUDA) DT = FMSA_DTYPE_BF16;
     if (fmsa_test_context_create(&opts, &probe) != FMSA_SUCCESS) return FMSA_TEST_EXIT_SKIP;
     fmsa_context_destroy(probe);
     const struct CMUnitTest tests[] = {
