@@ -38,7 +38,7 @@ static fmsa_problem fwd_problem(void) {
     p.pass = FMSA_PASS_FORWARD;
     p.dtype = FMSA_DTYPE_BF16;
     p.batch = 2, p.seqlen_q = 100, p.seqlen_k = 130, p.heads_q = 8, p.heads_kv = 2;
-    p.head_dim = 64, p.total_q = 100, p.total_k = 130;
+    p.head_dim = 64, p.head_dim_v = 64, p.total_q = 100, p.total_k = 130;
     p.softmax_scale = 0.125f, p.softcap = 30.0f, p.window_left = 17, p.window_right = 0;
     p.causal = 1, p.has_lse = 1, p.has_alibi = 1, p.has_mask = 1;
     p.q = view4(1, 128, 100 * 8 * 72, 8 * 72, 72);
