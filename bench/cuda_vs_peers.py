@@ -108,7 +108,7 @@ def tdesc(t):
 class Fmsa:
     """flashmsa's forward / backward on fixed tensors (descriptors built once)."""
 
-    def __init__(self, q, k, v, causal):
+    def __init__(self, q, k, v, causal, backward=True):
         b, s, h, d = q.shape
         self.desc = LIB.fmsa_attention_desc_init(d)
         self.desc.causal = int(causal)
@@ -118,7 +118,7 @@ class Fmsa:
         self.dq, self.dk, self.dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
         self.t = [tdesc(x) for x in (q, k, v, self.o, self.lse, self.do, self.dq, self.dk, self.dv)]
         ws = []
-        for p in (FMSA_FWD, FMSA_BWD):
+        for p in (FMSA_FWD, FMSA_BWD) if backward else (FMSA_FWD,):
             n = C.c_size_t()
             check(LIB.fmsa_workspace_size(CTX, p, C.byref(self.desc), *map(C.byref, self.t[:3]),
                                           C.byref(n)), "fmsa_workspace_size")
@@ -238,7 +238,7 @@ def run_shape(b, s, h, d, causal, backward, dv=None):
     fl = 2 * b * h * s * s * (d + dv) / (2 if causal else 1)  # 4 b h s^2 d when dv = d
     rec = dict(kind="sweep", b=b, s=s, h=h, d=d, dv=dv, causal=causal)
     try:
-        f = Fmsa(q.detach(), k.detach(), v.detach(), causal)
+        f = Fmsa(q.detach(), k.detach(), v.detach(), causal, backward)
         f.fwd()
         if backward:
             f.bwd()
@@ -266,7 +266,7 @@ def run_decode(sk):
     kv_bytes = 2 * b * sk * hkv * d * 2
     rec = dict(kind="decode", b=b, sq=1, sk=sk, hq=hq, hkv=hkv, d=d)
     try:
-        f = Fmsa(q, k, v, False)
+        f = Fmsa(q, k, v, False, False)
         f.fwd()
         f.synchronize()
         rec.update(check_run(f, q, k, v, False, False))
