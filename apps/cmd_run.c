@@ -311,11 +311,11 @@ int cmd_run(int argc, char **argv) {
         if (cli_check_full(&pf, o.shape.backward ? &pb : NULL, err)) goto out;
         printf("check     every element vs fp64 reference\n");
     }
-    printf("          %-4s %11s %11s %11s  %s\n", "", "max err", "naive err", "tolerance",
+    printf("          %-5s %11s %11s %11s  %s\n", "", "max err", "naive err", "tolerance",
            "");
     for (i = 0; i < CLI_ERR_COUNT; i++) {
         if (err[i].checked == 0) continue;
-        printf("          %-4s %11.3e %11.3e %11.3e  %s", err[i].name, err[i].err, err[i].naive,
+        printf("          %-5s %11.3e %11.3e %11.3e  %s", err[i].name, err[i].err, err[i].naive,
                err[i].tol, err[i].ok ? "ok" : "FAIL");
         if (err[i].nan_count > 0) printf(" (%lld NaN or unwritten)", (long long)err[i].nan_count);
         printf("\n");
