@@ -400,9 +400,7 @@ int fmsa_test_is_gate_refusal(const char *msg) {
            strstr(msg, "runs head dims up to") != NULL;
 }
 
-/// FLASHMSA_TEST_REQUIRE_ALL: "1" (every backend) or a comma list of backend
-/// names that must run every case of the features suite (no refusal allowed).
-static int suite_require_all(const char *backend) {
+int fmsa_test_require_all(const char *backend) {
     const char *v = getenv("FLASHMSA_TEST_REQUIRE_ALL");
     size_t n = strlen(backend);
     if (!v || !*v || !strcmp(v, "0")) return 0;
@@ -430,7 +428,7 @@ static void suite_case(void **state) {
     if (r == FMSA_TEST_SKIP && suite_features) {
         /* features a backend's kernels lack: 'not supported' when its gate
          * says so, unless FLASHMSA_TEST_REQUIRE_ALL names the backend */
-        if (!fmsa_test_is_gate_refusal(msg) || suite_require_all(suite_opts.backend_name))
+        if (!fmsa_test_is_gate_refusal(msg) || fmsa_test_require_all(suite_opts.backend_name))
             r = FMSA_TEST_FAIL;
     } else if (r == FMSA_TEST_SKIP && suite_opts.backend == FMSA_BACKEND_CPU) {
         /* The CPU backend supports every feature (it is the fallback
