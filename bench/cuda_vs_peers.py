@@ -29,7 +29,8 @@ from triton.testing import do_bench
 
 ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
 ap.add_argument("--lib", default="build/libflashmsa.so")
-ap.add_argument("--dims", default="64,128,256")
+ap.add_argument("--dims", default="64,128,256",
+                help="head dims; D:Dv gives a value head dim of its own (e.g. 576:512)")
 ap.add_argument("--seqlens", default="512,1024,2048,4096,8192,16384")
 ap.add_argument("--masks", default="none,causal")
 ap.add_argument("--tokens", type=int, default=16384)
@@ -107,17 +108,17 @@ def tdesc(t):
 class Fmsa:
     """flashmsa's forward / backward on fixed tensors (descriptors built once)."""
 
-    def __init__(self, q, k, v, causal):
+    def __init__(self, q, k, v, causal, backward=True):
         b, s, h, d = q.shape
         self.desc = LIB.fmsa_attention_desc_init(d)
         self.desc.causal = int(causal)
-        self.o = torch.empty_like(q)
+        self.o = torch.empty(b, s, h, v.shape[3], device="cuda", dtype=q.dtype)
         self.lse = torch.empty(b, h, s, device="cuda", dtype=torch.float32)
-        self.do = torch.randn_like(q)
+        self.do = torch.randn_like(self.o)
         self.dq, self.dk, self.dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
         self.t = [tdesc(x) for x in (q, k, v, self.o, self.lse, self.do, self.dq, self.dk, self.dv)]
         ws = []
-        for p in (FMSA_FWD, FMSA_BWD):
+        for p in (FMSA_FWD, FMSA_BWD) if backward else (FMSA_FWD,):
             n = C.c_size_t()
             check(LIB.fmsa_workspace_size(CTX, p, C.byref(self.desc), *map(C.byref, self.t[:3]),
                                           C.byref(n)), "fmsa_workspace_size")
@@ -192,7 +193,8 @@ def sdpa_peers(q, k, v, causal, backward):
     """cuDNN and FA2 through SDPA, timed as peers.py does, when peers.py is absent."""
     from torch.nn.attention import SDPBackend, sdpa_kernel
     rows = []
-    fl = 4 * q.shape[0] * q.shape[2] * q.shape[1] * k.shape[1] * q.shape[3] / (2 if causal else 1)
+    fl = 2 * q.shape[0] * q.shape[2] * q.shape[1] * k.shape[1] * (q.shape[3] + v.shape[3]) / \
+        (2 if causal else 1)
     for name, be in (("cudnn", SDPBackend.CUDNN_ATTENTION), ("sdpa_flash", SDPBackend.FLASH_ATTENTION)):
         row = dict(peer=name)
         try:
@@ -223,19 +225,20 @@ def emit(rec):
             fh.write(json.dumps(rec) + "\n")
 
 
-def inputs(b, sq, sk, hq, hkv, d, grad):
+def inputs(b, sq, sk, hq, hkv, d, grad, dv=None):
     g = torch.Generator(device="cuda").manual_seed(0)
-    mk = lambda s, h: torch.randn(b, s, h, d, device="cuda", dtype=torch.bfloat16, generator=g)
-    q, k, v = mk(sq, hq), mk(sk, hkv), mk(sk, hkv)
+    mk = lambda s, h, e: torch.randn(b, s, h, e, device="cuda", dtype=torch.bfloat16, generator=g)
+    q, k, v = mk(sq, hq, d), mk(sk, hkv, d), mk(sk, hkv, dv or d)
     return [x.requires_grad_(grad) for x in (q, k, v)]
 
 
-def run_shape(b, s, h, d, causal, backward):
-    q, k, v = inputs(b, s, s, h, h, d, backward)
-    fl = 4 * b * h * s * s * d / (2 if causal else 1)
-    rec = dict(kind="sweep", b=b, s=s, h=h, d=d, causal=causal)
+def run_shape(b, s, h, d, causal, backward, dv=None):
+    dv = dv or d
+    q, k, v = inputs(b, s, s, h, h, d, backward, dv)
+    fl = 2 * b * h * s * s * (d + dv) / (2 if causal else 1)  # 4 b h s^2 d when dv = d
+    rec = dict(kind="sweep", b=b, s=s, h=h, d=d, dv=dv, causal=causal)
     try:
-        f = Fmsa(q.detach(), k.detach(), v.detach(), causal)
+        f = Fmsa(q.detach(), k.detach(), v.detach(), causal, backward)
         f.fwd()
         if backward:
             f.bwd()
@@ -263,7 +266,7 @@ def run_decode(sk):
     kv_bytes = 2 * b * sk * hkv * d * 2
     rec = dict(kind="decode", b=b, sq=1, sk=sk, hq=hq, hkv=hkv, d=d)
     try:
-        f = Fmsa(q, k, v, False)
+        f = Fmsa(q, k, v, False, False)
         f.fwd()
         f.synchronize()
         rec.update(check_run(f, q, k, v, False, False))
@@ -289,11 +292,12 @@ def main():
     print(f"# {torch.cuda.get_device_name()}, torch {torch.__version__}, peers: "
           f"{'peers.py' if peers else 'SDPA here (' + str(PEERS_ERROR) + ')'}", file=sys.stderr)
     recs = []
-    for d in map(int, ARGS.dims.split(",")):
+    for tok in ARGS.dims.split(","):
+        d, dv = (int(x) for x in tok.split(":")) if ":" in tok else (int(tok), int(tok))
         for s in map(int, ARGS.seqlens.split(",")):
             for m in ARGS.masks.split(","):
-                recs.append(run_shape(max(1, ARGS.tokens // s), s, ARGS.hidden // d, d,
-                                      m == "causal", not ARGS.no_backward))
+                recs.append(run_shape(max(1, ARGS.tokens // s), s, max(1, ARGS.hidden // d), d,
+                                      m == "causal", not ARGS.no_backward, dv))
                 torch.cuda.empty_cache()
     for sk in [int(x) for x in ARGS.decode.split(",") if x]:
         recs.append(run_decode(sk))
@@ -312,7 +316,8 @@ def main():
             cells = [f"{fmt(r, 'kv_tbps')}        "] + \
                     [f"{fmt(pk.get(n, {}), 'kv_tbps')}        " for n in names]
         else:
-            shape = f"d{r['d']} s{r['s']} {'causal' if r['causal'] else 'full'}"
+            dd = f"d{r['d']}" + (f"v{r['dv']}" if r.get("dv", r["d"]) != r["d"] else "")
+            shape = f"{dd} s{r['s']} {'causal' if r['causal'] else 'full'}"
             cells = [f"{fmt(r, 'fwd_tflops')} /{fmt(r, 'bwd_tflops')}"] + \
                     [f"{fmt(pk.get(n, {}), 'fwd_tflops')} /{fmt(pk.get(n, {}), 'bwd_tflops')}"
                      for n in names]

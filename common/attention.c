@@ -103,21 +103,11 @@ static fmsa_status fmsa_zero_dsink(fmsa_context *ctx, const fmsa_problem *p) {
 fmsa_status fmsa_backward(fmsa_context *ctx, const fmsa_attention_desc *desc,
                           const fmsa_backward_tensors *bt, void *workspace,
                           size_t workspace_bytes, void *stream) {
-    fmsa_call_tensors t = {0};
+    fmsa_call_tensors t;
     fmsa_problem p;
     fmsa_clear_error();
     if (!bt) return fmsa_fail(FMSA_ERR_INVALID_ARGUMENT, "t (the backward's tensors) is NULL");
-    t.q = &bt->q;
-    t.k = &bt->k;
-    t.v = &bt->v;
-    t.o = &bt->o;
-    t.dout = &bt->dout;
-    t.lse = &bt->lse;
-    t.dlse = &bt->dlse;
-    t.dq = &bt->dq;
-    t.dk = &bt->dk;
-    t.dv = &bt->dv;
-    t.dsink = &bt->dsink;
+    t = fmsa_call_tensors_of_backward(bt);
     FMSA_TRY(fmsa_prepare(ctx, FMSA_PASS_BACKWARD, desc, &t, 0, &p));
     FMSA_TRY(fmsa_check_workspace(ctx, &p, workspace, workspace_bytes));
     FMSA_TRY(fmsa_check_memory(ctx, &p, desc, &t, workspace));

@@ -658,6 +658,22 @@ static fmsa_status fmsa_check_pass_tensors(fmsa_problem *p, const fmsa_call_tens
     return FMSA_SUCCESS;
 }
 
+fmsa_call_tensors fmsa_call_tensors_of_backward(const fmsa_backward_tensors *bt) {
+    fmsa_call_tensors t;
+    t.q = &bt->q;
+    t.k = &bt->k;
+    t.v = &bt->v;
+    t.o = &bt->o;
+    t.lse = &bt->lse;
+    t.dout = &bt->dout;
+    t.dq = &bt->dq;
+    t.dk = &bt->dk;
+    t.dv = &bt->dv;
+    t.dlse = &bt->dlse;
+    t.dsink = &bt->dsink;
+    return t;
+}
+
 fmsa_status fmsa_problem_build(fmsa_problem *p, fmsa_pass pass, const fmsa_attention_desc *desc,
                                const fmsa_call_tensors *t, int shape_only,
                                fmsa_meta_reader reader, void *reader_state) {

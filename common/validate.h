@@ -19,6 +19,9 @@ typedef struct fmsa_call_tensors {
     const fmsa_tensor *dsink;      ///< backward optional output (with desc.sinks)
 } fmsa_call_tensors;
 
+/// The call tensors of a backward's tensor struct (pointers into *bt).
+fmsa_call_tensors fmsa_call_tensors_of_backward(const fmsa_backward_tensors *bt);
+
 /// Reads small metadata (cu_seqlens, seqused_k, block tables) from device
 /// memory for validation; NULL reader = the data is host memory.
 typedef fmsa_status (*fmsa_meta_reader)(void *state, void *dst, const void *src,

@@ -457,20 +457,13 @@ static fmsa_status ring_validate(fmsa_pass pass, const fmsa_attention_desc *desc
                                  const fmsa_backward_tensors *t) {
     fmsa_call_tensors ct;
     fmsa_problem p;
-    memset(&ct, 0, sizeof ct);
+    if (t) ct = fmsa_call_tensors_of_backward(t);
+    else memset(&ct, 0, sizeof ct);
     ct.q = q;
     ct.k = k;
     ct.v = v;
     ct.o = o;
     ct.lse = lse;
-    if (t) {
-        ct.dout = &t->dout;
-        ct.dlse = &t->dlse;
-        ct.dq = &t->dq;
-        ct.dk = &t->dk;
-        ct.dv = &t->dv;
-        ct.dsink = &t->dsink;
-    }
     return fmsa_problem_build(&p, pass, desc, &ct, 0, NULL, NULL);
 }
 

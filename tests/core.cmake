@@ -22,3 +22,6 @@ target_compile_definitions(test_core_backends PRIVATE
 # The overlap test of the memory checks (common/validate_memory.c), exact
 # against brute force on random strided views.
 fmsa_add_test(test_core_overlap LABELS core cpu SOURCES test_core_overlap.c)
+# The fp64 reference on issue 13's features (finite differences of dsink and
+# dlse, sinks of -inf, Dv != D, the merge); no backend.
+fmsa_add_test(test_oracle_features LABELS core cpu SOURCES test_oracle_features.c)

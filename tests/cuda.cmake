@@ -13,6 +13,11 @@ set_tests_properties(test_cuda_host PROPERTIES ENVIRONMENT "CUDA_VISIBLE_DEVICES
 fmsa_add_test(test_cuda_graph LABELS cuda SOURCES test_cuda_graph.c)
 set_tests_properties(test_cuda_graph PROPERTIES SKIP_RETURN_CODE 77)
 
+# The forward's API v0.2 features (sinks, value head dims, head dims to 576,
+# fmsa_merge_states) against the fp64 reference; skips without a device.
+fmsa_add_test(test_cuda_features LABELS cuda SOURCES test_cuda_features.c)
+set_tests_properties(test_cuda_features PROPERTIES SKIP_RETURN_CODE 77)
+
 # The backend-neutral suites run with --backend cuda through fmsa_add_backend
 # (backends/cuda/backend.cmake).  FLASHMSA_CUDA_ARCH=sm80 (the planner's A100
 # rows on any device) is the "sm_80 kernels forced" run of the device script.

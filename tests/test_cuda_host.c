@@ -17,6 +17,7 @@
 
 #include <cmocka.h>
 
+#include "backends/cuda/cuda_fwd_instances.h"
 #include "backends/cuda/cuda_internal.h"
 #include "common/backend.h"
 #include "common/validate.h"
@@ -38,7 +39,7 @@ static fmsa_problem fwd_problem(void) {
     p.pass = FMSA_PASS_FORWARD;
     p.dtype = FMSA_DTYPE_BF16;
     p.batch = 2, p.seqlen_q = 100, p.seqlen_k = 130, p.heads_q = 8, p.heads_kv = 2;
-    p.head_dim = 64, p.total_q = 100, p.total_k = 130;
+    p.head_dim = 64, p.head_dim_v = 64, p.total_q = 100, p.total_k = 130;
     p.softmax_scale = 0.125f, p.softcap = 30.0f, p.window_left = 17, p.window_right = 0;
     p.causal = 1, p.has_lse = 1, p.has_alibi = 1, p.has_mask = 1;
     p.q = view4(1, 128, 100 * 8 * 72, 8 * 72, 72);
@@ -269,6 +270,46 @@ static void plan_refusals(void **state) {
     }
 }
 
+/* The forward's pick over head dim pairs: the smallest D + Dv instance that
+ * covers both and fits the device's shared memory (sm_90 227 KiB, sm_80 163 KiB). */
+static const char *fwd_pick_name(int D, int Dv, long long smem, int seqlen_q) {
+    fmsa_cuda_fwd_params p;
+    fmsa_cuda_fwd_plan plan;
+    memset(&p, 0, sizeof p);
+    p.batch = 2, p.seqlen_q = seqlen_q, p.seqlen_k = 4096, p.heads_q = 8, p.heads_kv = 2;
+    p.head_dim = D, p.head_dim_v = Dv, p.total_q = seqlen_q, p.total_k = 4096;
+    p.window_left = p.window_right = -1;
+    if (fmsa_cuda_fwd_make_plan(1, &p, 132, smem, -1, &plan) != 0) return NULL;
+    return plan.launch[0].name;
+}
+
+static void fwd_pick_value_dims(void **state) {
+    const long long sm90 = 227 << 10, sm80 = 163 << 10;
+    (void)state;
+    assert_string_equal(fwd_pick_name(64, 64, sm90, 512), "fmsa_cuda_fwd_bf16_d64_fast");
+    assert_string_equal(fwd_pick_name(8, 8, sm90, 512), "fmsa_cuda_fwd_bf16_d64_fast");
+    assert_string_equal(fwd_pick_name(192, 128, sm90, 512), "fmsa_cuda_fwd_bf16_d192v128_fast");
+    assert_string_equal(fwd_pick_name(136, 120, sm90, 512), "fmsa_cuda_fwd_bf16_d192v128_fast");
+    assert_string_equal(fwd_pick_name(128, 192, sm90, 512), "fmsa_cuda_fwd_bf16_d192_fast");
+    assert_string_equal(fwd_pick_name(64, 256, sm90, 512), "fmsa_cuda_fwd_bf16_d256_fast");
+    assert_string_equal(fwd_pick_name(264, 264, sm90, 512), "fmsa_cuda_fwd_bf16_d512_fast");
+    assert_string_equal(fwd_pick_name(512, 512, sm90, 512), "fmsa_cuda_fwd_bf16_d512_fast");
+    assert_string_equal(fwd_pick_name(576, 512, sm90, 512), "fmsa_cuda_fwd_bf16_d576v512_fast");
+    assert_string_equal(fwd_pick_name(520, 264, sm90, 512), "fmsa_cuda_fwd_bf16_d576v512_fast");
+    assert_string_equal(fwd_pick_name(576, 576, sm90, 512), "fmsa_cuda_fwd_bf16_d576_fast");
+    assert_string_equal(fwd_pick_name(64, 520, sm90, 512), "fmsa_cuda_fwd_bf16_d576_fast");
+    assert_null(fwd_pick_name(584, 512, sm90, 512));
+    /* above 256 the tiles need sm_90's opt-in shared memory */
+    assert_null(fwd_pick_name(512, 512, sm80, 512));
+    /* d256's 128 x 64 tiles need 192 KiB too: no sm_80 row (a pre-2026-12-02 plan failed
+     * there with an internal error at launch-fit time); d192 fits (144 KiB) */
+    assert_null(fwd_pick_name(256, 256, sm80, 512));
+    assert_string_equal(fwd_pick_name(192, 192, sm80, 512), "fmsa_cuda_fwd_bf16_d192_fast");
+    /* decode: split-KV up to max(D, Dv) = 256, the main kernel above */
+    assert_string_equal(fwd_pick_name(192, 128, sm90, 1), "fmsa_cuda_fwd_bf16_d256_split_fast");
+    assert_string_equal(fwd_pick_name(512, 512, sm90, 1), "fmsa_cuda_fwd_bf16_d512_fast");
+}
+
 static void embedded_fatbins(void **state) {
     (void)state;
     assert_true(fmsa_cuda_fatbin_count >= 1);
@@ -332,6 +373,7 @@ int main(void) {
         cmocka_unit_test(validation_defers_metadata_reads),
         cmocka_unit_test(validation_defers_block_table),
         cmocka_unit_test(plan_refusals),
+        cmocka_unit_test(fwd_pick_value_dims),
         cmocka_unit_test(embedded_fatbins),
         cmocka_unit_test(no_device_is_clean),
         cmocka_unit_test(cpu_still_runs),

@@ -222,7 +222,10 @@ static fmsa_status fmsa_cuda_check_range(const fmsa_cuda_state *st, const char *
  * the whole context (the caller's too), not just this call. */
 static fmsa_status fmsa_cuda_check_ranges(const fmsa_cuda_state *st, const fmsa_problem *p) {
     const size_t e = fmsa_problem_elem_size(p);
-    const int64_t bq = p->is_varlen ? 1 : p->batch, D = p->head_dim;
+    const int64_t bq = p->is_varlen ? 1 : p->batch;
+    /* widths: q, dq, k, dk are head_dim wide; o, dout, v, dv head_dim_v */
+    const int64_t wq[] = {p->head_dim, p->head_dim_v, p->head_dim_v, p->head_dim};
+    const int64_t wk[] = {p->head_dim, p->head_dim_v, p->head_dim, p->head_dim_v};
     const int64_t bk = p->is_paged ? p->num_pages : bq;
     const int64_t rows_k = p->is_paged ? p->page_size : p->total_k;
     const fmsa_view4 *q4[] = {&p->q, &p->o, &p->dout, &p->dq};
@@ -233,16 +236,19 @@ static fmsa_status fmsa_cuda_check_ranges(const fmsa_cuda_state *st, const fmsa_
     for (int i = 0; i < n4; ++i) {
         const fmsa_view4 *v = q4[i]; /* workspace queries have no outputs: data NULL */
         FMSA_TRY(fmsa_cuda_check_range(st, qn[i], v->data, v->byte_offset, bq, v->sb, p->total_q,
-                                       v->ss, p->heads_q, v->sh, D, e));
+                                       v->ss, p->heads_q, v->sh, wq[i], e));
     }
     for (int i = 0; i < n4; ++i) {
         const fmsa_view4 *v = k4[i];
         FMSA_TRY(fmsa_cuda_check_range(st, kn[i], v->data, v->byte_offset, bk, v->sb, rows_k,
-                                       v->ss, p->heads_kv, v->sh, D, e));
+                                       v->ss, p->heads_kv, v->sh, wk[i], e));
     }
     if (p->has_lse)
         FMSA_TRY(fmsa_cuda_check_range(st, "lse", p->lse.data, p->lse.byte_offset, bq, p->lse.s0,
                                        p->heads_q, p->lse.s1, p->total_q, p->lse.s2, 1, 4));
+    if (p->has_sinks)
+        FMSA_TRY(fmsa_cuda_check_range(st, "desc.sinks", p->sinks.data, p->sinks.byte_offset,
+                                       p->heads_q, p->sinks.s0, 1, 0, 1, 0, 1, 4));
     if (p->has_alibi)
         FMSA_TRY(fmsa_cuda_check_range(st, "desc.alibi_slopes", p->alibi.data,
                                        p->alibi.byte_offset, p->batch, p->alibi.s0, p->heads_q,
@@ -271,11 +277,24 @@ static fmsa_status fmsa_cuda_check_ranges(const fmsa_cuda_state *st, const fmsa_
     return FMSA_SUCCESS;
 }
 
+/* What each pass's kernels implement of API v0.2 (common/feature_gate.h).  The
+ * forward (main and split-KV kernels): sinks, a value head dim of its own,
+ * head dims to 576 where an instance fits the device.  The backward's bits
+ * come from its instance list (cuda_bwd_instances.h, FMSA_CUDA_BWD_FEATURES);
+ * until it defines them the backward refuses every new feature. */
+#define FMSA_CUDA_FWD_FEATURES \
+    (FMSA_FEATURE_SINKS | FMSA_FEATURE_VALUE_DIM | FMSA_FEATURE_LARGE_DIM)
+#ifndef FMSA_CUDA_BWD_FEATURES
+#define FMSA_CUDA_BWD_FEATURES 0u
+#endif /* FMSA_CUDA_BWD_FEATURES */
+
 static fmsa_status fmsa_cuda_supports(void *state, const fmsa_problem *p) {
     fmsa_cuda_state *st = (fmsa_cuda_state *)state;
     fmsa_cuda_plan plan;
     fmsa_status s;
-    FMSA_TRY(fmsa_problem_require(p, "cuda", 0));
+    FMSA_TRY(fmsa_problem_require(p, p->pass == FMSA_PASS_FORWARD ? "cuda (forward)" : "cuda (backward)",
+                                  p->pass == FMSA_PASS_FORWARD ? FMSA_CUDA_FWD_FEATURES
+                                                               : FMSA_CUDA_BWD_FEATURES));
     FMSA_TRY(fmsa_cuda_plan_make(st, p, &plan));
     FMSA_TRY(fmsa_cuda_push(st));
     s = fmsa_cuda_check_ranges(st, p);
@@ -302,6 +321,29 @@ static fmsa_status fmsa_cuda_backward(void *state, const fmsa_problem *p, void *
                                   (fmsa_cu_stream)stream);
 }
 
+/* fmsa_merge_states: every view inside one allocation, then one launch. */
+static fmsa_status fmsa_cuda_merge(void *state, const fmsa_merge_problem *mp, void *stream) {
+    fmsa_cuda_state *st = (fmsa_cuda_state *)state;
+    const fmsa_view4 *o4[] = {&mp->o_a, &mp->o_b, &mp->o};
+    const fmsa_viewn *l4[] = {&mp->lse_a, &mp->lse_b, &mp->lse};
+    const fmsa_dtype dt[] = {mp->dtype_a, mp->dtype_b, mp->dtype_o};
+    const char *on[] = {"o_a", "o_b", "o"}, *ln[] = {"lse_a", "lse_b", "lse"};
+    fmsa_status s = FMSA_SUCCESS;
+    FMSA_TRY(fmsa_cuda_push(st));
+    for (int i = 0; i < 3 && s == FMSA_SUCCESS; ++i) {
+        const size_t e = dt[i] == FMSA_DTYPE_F32 ? 4 : 2;
+        s = fmsa_cuda_check_range(st, on[i], o4[i]->data, o4[i]->byte_offset, mp->batch,
+                                  o4[i]->sb, mp->seqlen, o4[i]->ss, mp->heads, o4[i]->sh,
+                                  mp->head_dim_v, e);
+        if (s == FMSA_SUCCESS)
+            s = fmsa_cuda_check_range(st, ln[i], l4[i]->data, l4[i]->byte_offset, mp->batch,
+                                      l4[i]->s0, mp->heads, l4[i]->s1, mp->seqlen, l4[i]->s2, 1, 4);
+    }
+    fmsa_cuda_pop(st);
+    if (s != FMSA_SUCCESS) return s;
+    return fmsa_cuda_run_merge(st, mp, (fmsa_cu_stream)stream);
+}
+
 static const fmsa_backend_vtable fmsa_cuda_vtable = {
     .api_version = FMSA_BACKEND_API_VERSION,
     .kind = FMSA_BACKEND_CUDA,
@@ -320,6 +362,7 @@ static const fmsa_backend_vtable fmsa_cuda_vtable = {
     .workspace_size = fmsa_cuda_workspace_size,
     .forward = fmsa_cuda_forward,
     .backward = fmsa_cuda_backward,
+    .merge = fmsa_cuda_merge,
 };
 
 const fmsa_backend_vtable *fmsa_backend_cuda_vtable(void) { return &fmsa_cuda_vtable; }

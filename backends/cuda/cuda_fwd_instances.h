@@ -5,9 +5,11 @@
  * kernels include it for the same tile constants, so "supported" and "what
  * runs" come from this one list (STYLE.md habits 6 and 8).
  *
- * Every instance serves the head dims 8..D in steps of 8 (a head dim below D is
- * padded in the kernel: zero-filled columns of Q, K and V); a problem takes the
- * smallest D >= its head dim.  What the kernels assume of the buffers and the
+ * Every instance serves the head dims 8..D and value head dims 8..DV in steps
+ * of 8 (a dim below the instance's is padded in the kernel: zero-filled
+ * columns of Q, K and V); a problem takes the instance of the smallest
+ * D + DV with D >= head_dim and DV >= head_dim_v whose shared memory the
+ * device has.  What the kernels assume of the buffers and the
  * host must check: q, k, v, o 16-byte aligned with seq/head/batch strides that
  * are multiples of 8 elements (16-byte cp.async and stores), int32 metadata
  * 4-byte aligned, lse / alibi fp32.
@@ -21,9 +23,11 @@
 /// row is a multiple of 128 bytes, which the 16-byte-chunk XOR swizzle needs.
 #define FMSA_CUDA_FWD_PITCH(d) ((((d) + 63) / 64) * 64)
 /// Dynamic shared memory of a forward instance: the Q tile (reused for the O
-/// tile) and STAGES stages of one K and one V tile, 16-bit elements.
-#define FMSA_CUDA_FWD_SMEM(d, bm, bn, stages) \
-    (((bm) + 2 * (stages) * (bn)) * FMSA_CUDA_FWD_PITCH(d) * 2)
+/// tile, so its pitch is the larger dim's) and STAGES stages of one K and one
+/// V tile, 16-bit elements.
+#define FMSA_CUDA_FWD_SMEM(d, dv, bm, bn, stages)                                        \
+    (((bm) * FMSA_CUDA_FWD_PITCH((d) > (dv) ? (d) : (dv)) +                              \
+      (stages) * (bn) * (FMSA_CUDA_FWD_PITCH(d) + FMSA_CUDA_FWD_PITCH(dv))) * 2)
 
 #define FMSA_CUDA_FWD_FAST 0 ///< no softcap, ALiBi, bit mask or paged KV; windows, varlen, GQA yes
 #define FMSA_CUDA_FWD_FULL 1 ///< every feature, each behind a run-time check
@@ -32,9 +36,11 @@
 #define FMSA_CUDA_DT_BF16 1  ///< is_bf16 column: bf16 inputs
 
 /*
- * X(name, is_bf16, D, variant, threads, block_m, block_n, stages, q_in_regs,
- *   sync, min_blocks)
- * threads / 32 warps split block_m rows evenly (16 or 32 rows per warp);
+ * X(name, is_bf16, D, DV, variant, threads, block_m, block_n, stages, q_in_regs,
+ *   sync, min_blocks, col_split)
+ * threads / 32 warps split block_m rows evenly (16 or 32 rows per warp), in
+ * groups of col_split warps that share rows and split the DV output columns
+ * (above 256, where one warp's 16 x DV accumulators exceed its registers);
  * q_in_regs keeps Q's mma fragments in registers for the whole row block
  * (else re-read from shared memory every key tile); sync is the schedule of
  * fmsa_cuda_fwd.cuh (0: barrier for K then for V, 1: one barrier per tile);
@@ -45,12 +51,19 @@
 /// d64 keys per tile: 128 for FAST (1.02-1.03x the 64 at every sweep point, call 3
 /// of NOTES_FWD.md), 64 for FULL (its per-element work; the row the device grid ran).
 #define FMSA_CUDA_FWD_D64_BN(variant) ((variant) == FMSA_CUDA_FWD_FAST ? 128 : 64)
+/* Above 256 (2 warps per 16 rows, 64 x 32 tiles): 192-221 KB of shared
+ * memory, sm_90's opt-in (227 KB) but not sm_80's (163 KB), where the pick
+ * finds no instance and says so. */
 #define FMSA_CUDA_FWD_INSTANCES_DT(X, DT, dt, variant, vn)                                      \
-    X(fmsa_cuda_fwd_##dt##_d64_##vn, DT, 64, variant, 128, 128, FMSA_CUDA_FWD_D64_BN(variant), 2, 1, 0, 2) \
-    X(fmsa_cuda_fwd_##dt##_d96_##vn, DT, 96, variant, 128, 128, 32, 2, 1, 0, 2)                 \
-    X(fmsa_cuda_fwd_##dt##_d128_##vn, DT, 128, variant, 128, 128, 64, 2, 0, 0, 2)               \
-    X(fmsa_cuda_fwd_##dt##_d192_##vn, DT, 192, variant, 256, 128, 64, 2, 0, 1, 1)               \
-    X(fmsa_cuda_fwd_##dt##_d256_##vn, DT, 256, variant, 256, 128, 64, 2, 0, 1, 1)
+    X(fmsa_cuda_fwd_##dt##_d64_##vn, DT, 64, 64, variant, 128, 128, FMSA_CUDA_FWD_D64_BN(variant), 2, 1, 0, 2, 1) \
+    X(fmsa_cuda_fwd_##dt##_d96_##vn, DT, 96, 96, variant, 128, 128, 32, 2, 1, 0, 2, 1)          \
+    X(fmsa_cuda_fwd_##dt##_d128_##vn, DT, 128, 128, variant, 128, 128, 64, 2, 0, 0, 2, 1)       \
+    X(fmsa_cuda_fwd_##dt##_d192v128_##vn, DT, 192, 128, variant, 256, 128, 64, 2, 0, 1, 1, 1)   \
+    X(fmsa_cuda_fwd_##dt##_d192_##vn, DT, 192, 192, variant, 256, 128, 64, 2, 0, 1, 1, 1)       \
+    X(fmsa_cuda_fwd_##dt##_d256_##vn, DT, 256, 256, variant, 256, 128, 64, 2, 0, 1, 1, 1)       \
+    X(fmsa_cuda_fwd_##dt##_d512_##vn, DT, 512, 512, variant, 256, 64, 32, 2, 0, 1, 1, 2)        \
+    X(fmsa_cuda_fwd_##dt##_d576v512_##vn, DT, 576, 512, variant, 256, 64, 32, 2, 0, 1, 1, 2)    \
+    X(fmsa_cuda_fwd_##dt##_d576_##vn, DT, 576, 576, variant, 256, 64, 32, 2, 0, 1, 1, 2)
 
 #define FMSA_CUDA_FWD_INSTANCES(X)                                                              \
     FMSA_CUDA_FWD_INSTANCES_DT(X, FMSA_CUDA_DT_BF16, bf16, FMSA_CUDA_FWD_FAST, fast)            \
@@ -62,7 +75,8 @@
 typedef struct fmsa_cuda_fwd_instance {
     const char *name; ///< extern "C" kernel name in the module
     int is_bf16;      ///< FMSA_CUDA_DT_BF16 or FMSA_CUDA_DT_F16
-    int head_dim;     ///< largest head dim served (and head_dim_v, equal for now)
+    int head_dim;     ///< largest head dim served
+    int head_dim_v;   ///< largest value head dim served
     int variant;      ///< FMSA_CUDA_FWD_FAST or FMSA_CUDA_FWD_FULL
     int threads;      ///< block size (1-D)
     int block_m;      ///< query rows per block
@@ -72,8 +86,8 @@ typedef struct fmsa_cuda_fwd_instance {
 
 /// The instance table, in list order; *count receives its length.
 static inline const fmsa_cuda_fwd_instance *fmsa_cuda_fwd_instance_table(int *count) {
-#define FMSA_CUDA_FWD_ROW(name, dt, d, variant, threads, bm, bn, stages, qreg, sync, minb) \
-    {#name, dt, d, variant, threads, bm, bn, FMSA_CUDA_FWD_SMEM(d, bm, bn, stages)},
+#define FMSA_CUDA_FWD_ROW(name, dt, d, dv, variant, threads, bm, bn, stages, qreg, sync, minb, cs) \
+    {#name, dt, d, dv, variant, threads, bm, bn, FMSA_CUDA_FWD_SMEM(d, dv, bm, bn, stages)},
     static const fmsa_cuda_fwd_instance table[] = {FMSA_CUDA_FWD_INSTANCES(FMSA_CUDA_FWD_ROW)};
 #undef FMSA_CUDA_FWD_ROW
     *count = (int)(sizeof table / sizeof table[0]);
@@ -88,20 +102,25 @@ static inline int fmsa_cuda_fwd_variant(const fmsa_cuda_fwd_params *p) {
 }
 
 /// Picks the instance for a validated problem (is_bf16: the dtype of q/k/v/o,
-/// FMSA_CUDA_DT_*): same dtype and variant, smallest head dim >= the problem's.
-/// Returns its index in the table, or -1 when none serves it (fp32, head_dim_v
-/// != head_dim, head dim above the list, batch or heads past the grid's 65535):
-/// the host reports FMSA_ERR_NOT_SUPPORTED.
-static inline int fmsa_cuda_fwd_select(int is_bf16, const fmsa_cuda_fwd_params *p) {
+/// FMSA_CUDA_DT_*) on a device with smem_max bytes of shared memory per block
+/// (opt-in): same dtype and variant, D >= head_dim, DV >= head_dim_v, fits
+/// smem_max, smallest D + DV (the first such row on a tie).  Returns its index
+/// in the table, or -1 when none serves it (fp32, a dim above the list or
+/// above what the device's shared memory holds, batch or heads past the
+/// grid's 65535): the host reports FMSA_ERR_NOT_SUPPORTED.
+static inline int fmsa_cuda_fwd_select(int is_bf16, const fmsa_cuda_fwd_params *p, long long smem_max) {
     int n, i, best = -1;
     const fmsa_cuda_fwd_instance *t = fmsa_cuda_fwd_instance_table(&n);
     const int variant = fmsa_cuda_fwd_variant(p);
-    if (p->head_dim_v != p->head_dim || p->head_dim <= 0 || p->head_dim % 8 != 0) return -1;
+    if (p->head_dim <= 0 || p->head_dim % 8 != 0 || p->head_dim_v <= 0 || p->head_dim_v % 8 != 0)
+        return -1;
     if (p->batch > 65535 || p->heads_q > 65535) return -1;
     for (i = 0; i < n; ++i) {
-        if (t[i].is_bf16 != is_bf16 || t[i].variant != variant || t[i].head_dim < p->head_dim)
+        if (t[i].is_bf16 != is_bf16 || t[i].variant != variant || t[i].head_dim < p->head_dim ||
+            t[i].head_dim_v < p->head_dim_v || t[i].smem_bytes > smem_max)
             continue;
-        if (best < 0 || t[i].head_dim < t[best].head_dim) best = i;
+        if (best < 0 || t[i].head_dim + t[i].head_dim_v < t[best].head_dim + t[best].head_dim_v)
+            best = i;
     }
     return best;
 }
@@ -118,7 +137,9 @@ static inline void fmsa_cuda_fwd_grid(const fmsa_cuda_fwd_instance *inst,
 
 /*
  * Split-KV decode (kernels/fmsa_cuda_fwd_split.cuh): taken when a KV head's
- * query rows fit one 16-row tile (seqlen_q * heads_q / heads_kv <= 16).
+ * query rows fit one 16-row tile (seqlen_q * heads_q / heads_kv <= 16) and
+ * max(head_dim, head_dim_v) <= 256 (one instance dim D serves both; above 256
+ * the main kernel runs decode too).
  * X(name, is_bf16, D, variant, threads, keys_per_warp, stages); a block reads
  * threads / 32 * keys_per_warp keys per stage.
  */
@@ -142,7 +163,7 @@ static inline void fmsa_cuda_fwd_grid(const fmsa_cuda_fwd_instance *inst,
 /// The split instance table (same row type; block_m = 16, block_n = keys per stage).
 static inline const fmsa_cuda_fwd_instance *fmsa_cuda_fwd_split_table(int *count) {
 #define FMSA_CUDA_FWD_SPLIT_ROW(name, dt, d, variant, threads, bnw, stages) \
-    {#name, dt, d, variant, threads, 16, (threads) / 32 * (bnw), FMSA_CUDA_FWD_SPLIT_SMEM(d, threads, stages)},
+    {#name, dt, d, d, variant, threads, 16, (threads) / 32 * (bnw), FMSA_CUDA_FWD_SPLIT_SMEM(d, threads, stages)},
     static const fmsa_cuda_fwd_instance table[] = {FMSA_CUDA_FWD_SPLIT_INSTANCES(FMSA_CUDA_FWD_SPLIT_ROW)};
 #undef FMSA_CUDA_FWD_SPLIT_ROW
     *count = (int)(sizeof table / sizeof table[0]);
@@ -196,20 +217,22 @@ static inline int fmsa_cuda_fwd_num_splits(const fmsa_cuda_fwd_params *p, int ke
 /// with n splits where it applies (tests).  Returns 0, or -1 when no instance
 /// serves the problem (FMSA_ERR_NOT_SUPPORTED).
 static inline int fmsa_cuda_fwd_make_plan(int is_bf16, const fmsa_cuda_fwd_params *p, int num_sms,
-                                          int force_splits, fmsa_cuda_fwd_plan *plan) {
+                                          long long smem_max, int force_splits,
+                                          fmsa_cuda_fwd_plan *plan) {
     const int variant = fmsa_cuda_fwd_variant(p);
     const long long group = p->heads_kv > 0 ? p->heads_q / p->heads_kv : 0;
+    const int dmax = p->head_dim > p->head_dim_v ? p->head_dim : p->head_dim_v;
     int n, i, best = -1;
     plan->num_launches = 0;
     plan->num_splits = 1;
     plan->workspace_bytes = plan->lse_offset = 0;
-    if (fmsa_cuda_fwd_select(is_bf16, p) < 0) return -1;
+    if (fmsa_cuda_fwd_select(is_bf16, p, smem_max) < 0) return -1;
     if (p->seqlen_q <= 0) return 0;
     if (p->seqlen_q * group <= 16 && force_splits != 0 && p->heads_kv <= 65535) {
         const fmsa_cuda_fwd_instance *t = fmsa_cuda_fwd_split_table(&n);
         for (i = 0; i < n; ++i)
-            if (t[i].is_bf16 == is_bf16 && t[i].variant == variant && t[i].head_dim >= p->head_dim &&
-                (best < 0 || t[i].head_dim < t[best].head_dim))
+            if (t[i].is_bf16 == is_bf16 && t[i].variant == variant && t[i].head_dim >= dmax &&
+                t[i].smem_bytes <= smem_max && (best < 0 || t[i].head_dim < t[best].head_dim))
                 best = i;
         if (best >= 0) {
             const fmsa_cuda_fwd_instance *in = &t[best];
@@ -245,7 +268,7 @@ static inline int fmsa_cuda_fwd_make_plan(int is_bf16, const fmsa_cuda_fwd_param
     }
     {
         const fmsa_cuda_fwd_instance *t = fmsa_cuda_fwd_instance_table(&n);
-        const fmsa_cuda_fwd_instance *in = &t[fmsa_cuda_fwd_select(is_bf16, p)];
+        const fmsa_cuda_fwd_instance *in = &t[fmsa_cuda_fwd_select(is_bf16, p, smem_max)];
         plan->num_launches = 1;
         plan->launch[0].name = in->name;
         fmsa_cuda_fwd_grid(in, p, plan->launch[0].grid);

@@ -29,17 +29,21 @@ fmsa_status fmsa_cuda_fwd_pick(const fmsa_cuda_device *dev, const fmsa_problem *
     const fmsa_cuda_fwd_instance *table;
     const char *table_name;
     int n, i;
+    const long long smem_max = (long long)(dev->info.sram_per_block_optin > dev->info.sram_per_block
+                                               ? dev->info.sram_per_block_optin
+                                               : dev->info.sram_per_block);
     if (p->dtype != FMSA_DTYPE_BF16 && p->dtype != FMSA_DTYPE_F16)
         return fmsa_fail(FMSA_ERR_NOT_SUPPORTED,
                          "cuda: the forward runs bf16 and f16 inputs (q.dtype = %d)", (int)p->dtype);
     fmsa_cuda_fwd_params_fill(p, plan, 0, 0, &fp);
     i = fmsa_cuda_fwd_select(p->dtype == FMSA_DTYPE_BF16 ? FMSA_CUDA_DT_BF16 : FMSA_CUDA_DT_F16,
-                             &fp);
+                             &fp, smem_max);
     if (i < 0)
         return fmsa_fail(FMSA_ERR_NOT_SUPPORTED,
-                         "cuda: no forward instance for head_dim %lld, batch %lld, heads %lld on %s",
-                         (long long)p->head_dim, (long long)p->batch, (long long)p->heads_q,
-                         dev->info.arch);
+                         "cuda: no forward instance for head_dim %lld, head_dim_v %lld, batch %lld, "
+                         "heads %lld on %s (%lld bytes of shared memory per block)",
+                         (long long)p->head_dim, (long long)p->head_dim_v, (long long)p->batch,
+                         (long long)p->heads_q, dev->info.arch, smem_max);
     FMSA_TRY(fmsa_cuda_fwd_aligned("q", &p->q));
     FMSA_TRY(fmsa_cuda_fwd_aligned("k", &p->k));
     FMSA_TRY(fmsa_cuda_fwd_aligned("v", &p->v));
@@ -47,8 +51,8 @@ fmsa_status fmsa_cuda_fwd_pick(const fmsa_cuda_device *dev, const fmsa_problem *
     table = fmsa_cuda_fwd_instance_table(&n);
     table_name = table[i].name;
     /* one decision for main kernel vs split-KV decode (and the split count) */
-    if (fmsa_cuda_fwd_make_plan(p->dtype == FMSA_DTYPE_BF16, &fp, dev->info.multiprocessors, -1,
-                                &fplan) != 0)
+    if (fmsa_cuda_fwd_make_plan(p->dtype == FMSA_DTYPE_BF16, &fp, dev->info.multiprocessors,
+                                smem_max, -1, &fplan) != 0)
         return fmsa_fail(FMSA_ERR_INTERNAL, "cuda: forward plan failed after its instance was found");
     plan->instance = fplan.num_launches > 0 ? fplan.launch[0].name : table_name;
     plan->launches = fplan.num_launches;

@@ -144,4 +144,9 @@ fmsa_status fmsa_cuda_run_forward(fmsa_cuda_state *st, const fmsa_problem *p, vo
 fmsa_status fmsa_cuda_run_backward(fmsa_cuda_state *st, const fmsa_problem *p, void *workspace,
                                    size_t workspace_bytes, fmsa_cu_stream stream);
 
+/// fmsa_merge_states (cuda_merge.c): one launch of fmsa_cuda_merge on stream;
+/// the views were checked to lie in device allocations.
+fmsa_status fmsa_cuda_run_merge(fmsa_cuda_state *st, const fmsa_merge_problem *mp,
+                                fmsa_cu_stream stream);
+
 #endif /* FMSA_CUDA_INTERNAL_H */

@@ -43,7 +43,7 @@ void fmsa_cuda_fwd_params_fill(const fmsa_problem *p, const fmsa_cuda_plan *plan
                                          p->block_table.byte_offset);
     if (p->has_seqused_k)
         out->seqused_k = FMSA_CUDA_PTR(const int *, p->seqused_k.data, p->seqused_k.byte_offset);
-    out->sinks = NULL;
+    if (p->has_sinks) out->sinks = FMSA_CUDA_PTR(const float *, p->sinks.data, p->sinks.byte_offset);
     out->status = (unsigned int *)(uintptr_t)status;
     out->o_accum = FMSA_CUDA_WS(float *, workspace, plan->ws_o_accum);
     out->lse_accum = FMSA_CUDA_WS(float *, workspace, plan->ws_lse_accum);
@@ -58,6 +58,7 @@ void fmsa_cuda_fwd_params_fill(const fmsa_problem *p, const fmsa_cuda_plan *plan
     out->cu_q_s = p->cu_seqlens_q.s0, out->cu_k_s = p->cu_seqlens_k.s0;
     out->bt_sb = p->block_table.s0, out->bt_sp = p->block_table.s1;
     out->su_s = p->seqused_k.s0;
+    out->sinks_s = p->sinks.s0;
 
     out->batch = (int)p->batch;
     out->seqlen_q = (int)p->seqlen_q;
@@ -65,7 +66,7 @@ void fmsa_cuda_fwd_params_fill(const fmsa_problem *p, const fmsa_cuda_plan *plan
     out->heads_q = (int)p->heads_q;
     out->heads_kv = (int)p->heads_kv;
     out->head_dim = (int)p->head_dim;
-    out->head_dim_v = (int)p->head_dim;
+    out->head_dim_v = (int)p->head_dim_v;
     out->total_q = (int)p->total_q;
     out->total_k = (int)p->total_k;
     out->page_size = (int)p->page_size;

@@ -31,7 +31,7 @@ typedef struct fmsa_cuda_fwd_params {
     const int *cu_seqlens_k;        ///< varlen [B+1]; NULL otherwise
     const int *block_table;         ///< paged [B, max_pages]; NULL otherwise
     const int *seqused_k;           ///< paged, optional [B]; NULL otherwise
-    const float *sinks;             ///< reserved: per-head sink logits [Hq]; NULL
+    const float *sinks;             ///< per-head sink logits [Hq] (stride sinks_s); NULL when absent
     unsigned int *status;           ///< device-side status word (FMSA_CUDA_STATUS_*), in workspace
     float *o_accum;                 ///< split-KV partial outputs (workspace), fp32
     float *lse_accum;               ///< split-KV partial LSEs (workspace), fp32
@@ -46,12 +46,13 @@ typedef struct fmsa_cuda_fwd_params {
     long long cu_q_s, cu_k_s;       ///< cu_seqlens element strides
     long long bt_sb, bt_sp;         ///< block table strides: batch, page
     long long su_s;                 ///< seqused_k stride
+    long long sinks_s;              ///< sinks head stride
 
     int batch;                      ///< sequences
     int seqlen_q, seqlen_k;         ///< per-sequence lengths (varlen: max; paged: max keys)
     int heads_q, heads_kv;          ///< heads_q % heads_kv == 0
     int head_dim;                   ///< D of q and k
-    int head_dim_v;                 ///< D of v and o (== head_dim until the D_v feature lands)
+    int head_dim_v;                 ///< D of v and o
     int total_q, total_k;           ///< rows along dim 1 of q and k
     int page_size, max_pages, num_pages; ///< paged KV geometry (0 otherwise)
     int num_splits;                 ///< split-KV: key ranges per (row tile, head); 1 = no split
@@ -81,5 +82,27 @@ typedef struct fmsa_cuda_bwd_params {
     int num_sems;                   ///< ints at dq_sems (the preprocess zeroes them)
     int accum_dim;                  ///< row width of dq_accum: the instance's head dim (>= head_dim)
 } fmsa_cuda_bwd_params;
+
+/// Element types of fmsa_cuda_merge_params.
+#define FMSA_CUDA_MERGE_F32 0
+#define FMSA_CUDA_MERGE_F16 1
+#define FMSA_CUDA_MERGE_BF16 2
+
+/// fmsa_merge_states: o = merge((o_a, lse_a), (o_b, lse_b)), all [B, S, H, Dv]
+/// (lse [B, H, S]); o may be o_a or o_b (each element is read before it is written).
+typedef struct fmsa_cuda_merge_params {
+    const void *o_a, *o_b;          ///< partials
+    void *o;                        ///< result
+    const float *lse_a, *lse_b;     ///< natural-log LSEs of the partials
+    float *lse;                     ///< merged LSE
+    long long oa_sb, oa_ss, oa_sh;  ///< o_a strides: batch, seq, head
+    long long ob_sb, ob_ss, ob_sh;  ///< o_b strides
+    long long o_sb, o_ss, o_sh;     ///< o strides
+    long long la_sb, la_sh, la_ss;  ///< lse_a strides: batch, head, row
+    long long lb_sb, lb_sh, lb_ss;  ///< lse_b strides
+    long long l_sb, l_sh, l_ss;     ///< lse strides
+    int batch, seqlen, heads, head_dim_v;
+    int dtype_a, dtype_b, dtype_o;  ///< FMSA_CUDA_MERGE_*
+} fmsa_cuda_merge_params;
 
 #endif /* FMSA_CUDA_PARAMS_H */

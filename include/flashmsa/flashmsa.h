@@ -355,8 +355,9 @@ typedef enum fmsa_pass {
 } fmsa_pass;
 
 /// Bytes of workspace fmsa_forward/fmsa_backward need for this problem (may be
-/// 0).  q, k, v describe the problem exactly as they will be passed; for the
-/// backward, dlse and dsink do not change the size.
+/// 0).  q, k, v (and desc, including desc.sinks) describe the problem exactly
+/// as it will be passed; whether a backward gets dlse or dsink does not change
+/// the size (with desc.sinks it already counts dsink's partial sums).
 FMSA_API fmsa_status fmsa_workspace_size(fmsa_context *ctx, fmsa_pass pass,
                                          const fmsa_attention_desc *desc,
                                          const fmsa_tensor *q, const fmsa_tensor *k,

@@ -8,7 +8,11 @@
  * mma.m16n8k16 with fp32 accumulators; P goes from the S accumulators to the A
  * operand of P V without leaving registers.  The online softmax is
  * fmsa_softmax.h's (m, l, acc in base 2; lazy rescale while no row of the warp
- * climbs past FMSA_SOFTMAX_STALE_MAX).
+ * climbs past FMSA_SOFTMAX_STALE_MAX); a sink is the row's initial state
+ * (m = t_h log2 e, l = 1).  Scores run over D (Q, K tiles of pitch D), P V
+ * over DV (V tiles of pitch DV); above 256, CS warps share each row group and
+ * each owns DV / CS output columns (the 16 x DV accumulators of one warp would
+ * not fit its registers), every one of them computing the same S.
  */
 #ifndef FMSA_CUDA_FWD_CUH
 #define FMSA_CUDA_FWD_CUH
@@ -37,13 +41,13 @@ FMSA_DEV void fmsa_cuda_status(const fmsa_cuda_fwd_params &p, unsigned bit) {
 template <int D, int BN, int T, int FULL>
 FMSA_DEV void fmsa_cuda_fwd_load_tile(const fmsa_cuda_fwd_params &p, unsigned base,
                                       const unsigned short *g, long long sb, long long ss,
-                                      int n0, int sk, int b) {
-    enum { CPR = D / 8, ROWB = FMSA_CUDA_FWD_PITCH(D) * 2, N = BN * CPR / T, RS = T / CPR };
+                                      int n0, int sk, int b, int dim) {
+    enum { CPR = D / 8, ROWB = FMSA_CUDA_FWD_PITCH(D) * 2, N = (BN * CPR + T - 1) / T, RS = T / CPR };
     /* A rolled loop: unrolled, every copy's tile-invariant address stayed live
      * across the key loop and the d128 tiles spilled (148 bytes at 128 x 64). */
-    if (T % CPR == 0 && RS % 8 == 0) {
+    if (T % CPR == 0 && RS % 8 == 0 && (BN * CPR) % T == 0) {
         /* a thread's rows step by a multiple of 8: its swizzled chunk is fixed */
-        const int r0 = (int)threadIdx.x / CPR, c = (int)threadIdx.x % CPR, cok = c * 8 < p.head_dim;
+        const int r0 = (int)threadIdx.x / CPR, c = (int)threadIdx.x % CPR, cok = c * 8 < dim;
         const unsigned short *src = g + (long long)(n0 + r0) * ss + c * 8;
         unsigned dst = base + fmsa_swizzle(r0, c, ROWB);
 #pragma unroll 1
@@ -64,7 +68,8 @@ FMSA_DEV void fmsa_cuda_fwd_load_tile(const fmsa_cuda_fwd_params &p, unsigned ba
 #pragma unroll 1
     for (int it = 0; it < N; ++it) {
         const int idx = (int)threadIdx.x + it * T, r = idx / CPR, c = idx % CPR, j = n0 + r;
-        int ok = j < sk && c * 8 < p.head_dim;
+        if ((BN * CPR) % T != 0 && idx >= BN * CPR) break;
+        int ok = j < sk && c * 8 < dim;
         long long off = (long long)j * ss;
         if (FULL && p.is_paged && ok) {
             const int pg = p.block_table[b * p.bt_sb + (long long)(j / p.page_size) * p.bt_sp];
@@ -138,11 +143,10 @@ FMSA_DEV void fmsa_cuda_fwd_row_init(const fmsa_cuda_fwd_params &p, const fmsa_c
 }
 
 /// S = Q K^T for this warp's rows and one key tile at sK.
-template <int IS_BF16, int D, int BN, int MT, int QREG>
+template <int IS_BF16, int D, int BN, int MT, int QREG, int ROWQ, int ROWK>
 FMSA_DEV void fmsa_cuda_fwd_qk(float s[][BN / 8][4], const unsigned qf[][QREG ? D / 16 : 1][4],
                                unsigned aRow, unsigned sK, unsigned kRow, const unsigned offA[4],
                                const unsigned offB[4]) {
-    enum { ROWB = FMSA_CUDA_FWD_PITCH(D) * 2 };
 #pragma unroll
     for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
@@ -158,13 +162,13 @@ FMSA_DEV void fmsa_cuda_fwd_qk(float s[][BN / 8][4], const unsigned qf[][QREG ? 
 #pragma unroll
                 for (int e = 0; e < 4; ++e) a[mt][e] = qf[QREG ? mt : 0][QREG ? ks : 0][e];
             } else {
-                fmsa_ldmatrix_x4(a[mt], aRow + mt * 16 * ROWB + (ks >> 2) * 128 + offA[ks & 3]);
+                fmsa_ldmatrix_x4(a[mt], aRow + mt * 16 * ROWQ + (ks >> 2) * 128 + offA[ks & 3]);
             }
         }
 #pragma unroll
         for (int np = 0; np < BN / 16; ++np) {
             unsigned bk[4];
-            fmsa_ldmatrix_x4(bk, sK + kRow + np * 16 * ROWB + (ks >> 2) * 128 + offB[ks & 3]);
+            fmsa_ldmatrix_x4(bk, sK + kRow + np * 16 * ROWK + (ks >> 2) * 128 + offB[ks & 3]);
 #pragma unroll
             for (int mt = 0; mt < MT; ++mt) {
                 fmsa_mma16816<IS_BF16>(s[mt][2 * np], a[mt], bk[0], bk[1]);
@@ -178,12 +182,12 @@ FMSA_DEV void fmsa_cuda_fwd_qk(float s[][BN / 8][4], const unsigned qf[][QREG ? 
 /// update of m, l and acc; edge: some key of the tile may be invisible to some
 /// row (per-element mask).  FULL's transforms leave base-2 scores (mult 1);
 /// otherwise the scale rides in the exponent's fma (mult = |scale| log2 e).
-template <int D, int BN, int MT, int FULL>
+template <int DA, int BN, int MT, int FULL>
 FMSA_DEV void fmsa_cuda_fwd_softmax(const fmsa_cuda_fwd_params &p, const fmsa_cuda_fwd_rows &w,
                                     const fmsa_cuda_fwd_row rw[][2], int n0, int edge,
                                     float s[][BN / 8][4], float m[][2], float l[][2],
-                                    float acc[][D / 8][4]) {
-    enum { NT = BN / 8, DT = D / 8 };
+                                    float acc[][DA / 8][4]) {
+    enum { NT = BN / 8, DT = DA / 8 };
     const int tig = (int)threadIdx.x & 3, cb = n0 + 2 * tig;
     float mult = w.sl2;
     if (FULL && (p.softcap > 0.0f || p.alibi)) {
@@ -280,12 +284,12 @@ FMSA_DEV void fmsa_cuda_fwd_softmax(const fmsa_cuda_fwd_params &p, const fmsa_cu
         }
 }
 
-/// acc += P V for one key tile at sV; P leaves the S accumulators as the A
-/// operand (the C fragment of two adjacent n8 tiles is the A fragment of k16).
-template <int IS_BF16, int D, int BN, int MT>
-FMSA_DEV void fmsa_cuda_fwd_pv(float acc[][D / 8][4], const float s[][BN / 8][4], unsigned sV,
-                               unsigned vRow, const unsigned offA[4]) {
-    enum { ROWB = FMSA_CUDA_FWD_PITCH(D) * 2 };
+/// acc += P V for one key tile at sV, output columns [16 c16, 16 c16 + DA);
+/// P leaves the S accumulators as the A operand (the C fragment of two
+/// adjacent n8 tiles is the A fragment of k16).
+template <int IS_BF16, int DA, int BN, int MT, int ROWV>
+FMSA_DEV void fmsa_cuda_fwd_pv(float acc[][DA / 8][4], const float s[][BN / 8][4], unsigned sV,
+                               unsigned vRow, const unsigned offA[4], int c16) {
 #pragma unroll
     for (int kk = 0; kk < BN / 16; ++kk) {
         unsigned pa[MT][4];
@@ -297,9 +301,15 @@ FMSA_DEV void fmsa_cuda_fwd_pv(float acc[][D / 8][4], const float s[][BN / 8][4]
             pa[mt][3] = fmsa_pack2<IS_BF16>(s[mt][2 * kk + 1][2], s[mt][2 * kk + 1][3]);
         }
 #pragma unroll
-        for (int dp = 0; dp < D / 16; ++dp) {
+        for (int dp = 0; dp < DA / 16; ++dp) {
             unsigned bv[4];
-            fmsa_ldmatrix_x4_trans(bv, sV + vRow + kk * 16 * ROWB + (dp >> 2) * 128 + offA[dp & 3]);
+            /* c16 a multiple of 4 (whole 64-column groups) keeps the lane offsets fixed */
+            const int da = dp + c16, lane = (int)threadIdx.x & 31;
+            const unsigned col = DA % 64 == 0
+                                     ? (unsigned)((c16 >> 2) + (dp >> 2)) * 128u + offA[dp & 3]
+                                     : (unsigned)(da >> 2) * 128u +
+                                           (unsigned)(((2 * (da & 3) + (lane >> 4)) ^ (lane & 7)) << 4);
+            fmsa_ldmatrix_x4_trans(bv, sV + vRow + kk * 16 * ROWV + col);
 #pragma unroll
             for (int mt = 0; mt < MT; ++mt) {
                 fmsa_mma16816<IS_BF16>(acc[mt][2 * dp], pa[mt], bv[0], bv[1]);
@@ -358,9 +368,9 @@ FMSA_DEV int fmsa_cuda_fwd_seq(const fmsa_cuda_fwd_params &p, int b, fmsa_cuda_f
 /// Q's negative-scale fold: flips the sign of the 16-byte chunks this thread
 /// copied (its own cp.async writes are visible to it after the wait); every
 /// kernel may then take the row maximum on the raw products.
-template <int ROWS, int D, int T>
+template <int ROWS, int D, int T, int ROWB>
 FMSA_DEV void fmsa_cuda_fwd_q_negate(unsigned char *sq_tile) {
-    enum { CPR = D / 8, ROWB = FMSA_CUDA_FWD_PITCH(D) * 2 };
+    enum { CPR = D / 8 };
 #pragma unroll
     for (int it = 0; it < (ROWS * CPR + T - 1) / T; ++it) {
         const int idx = (int)threadIdx.x + it * T;
@@ -376,27 +386,42 @@ FMSA_DEV void fmsa_cuda_fwd_q_negate(unsigned char *sq_tile) {
     }
 }
 
+/// The sink's initial state of a row of query head h (fmsa_softmax_init
+/// otherwise): m = t_h log2 e in every lane of the quad, l = 1 in one lane of
+/// it only, since a row's l is summed over its quad at the end.
+FMSA_DEV void fmsa_cuda_fwd_state_init(const fmsa_cuda_fwd_params &p, int h, float *m, float *l) {
+    fmsa_softmax_init(m, l);
+    if (p.sinks) {
+        *m = p.sinks[(long long)h * p.sinks_s] * FMSA_LOG2E;
+        *l = ((int)threadIdx.x & 3) == 0 ? 1.0f : 0.0f;
+    }
+}
+
 /*
  * SYNC, how a block's warps meet the K/V stages (each tile is two cp.async
  * groups, K then V):  0  wait for K, barrier, S and softmax; wait for V,
  * barrier, P V (FlashAttention-2's order);  1  wait for K and V, one barrier
- * per tile.
+ * per tile.  CS: warps per row group (each owns DV / CS output columns).
  */
-template <int IS_BF16, int D, int BM, int BN, int NW, int STAGES, int QREG, int FULL, int SYNC>
+template <int IS_BF16, int D, int DV, int BM, int BN, int NW, int STAGES, int QREG, int FULL,
+          int SYNC, int CS>
 FMSA_DEV void fmsa_cuda_fwd_block(const fmsa_cuda_fwd_params &p) {
     enum {
-        T = NW * 32, MT = BM / (16 * NW), ROWB = FMSA_CUDA_FWD_PITCH(D) * 2, CPR = D / 8,
-        KS = D / 16, NT = BN / 8, DT = D / 8, STAGE_B = 2 * BN * ROWB,
-        WAIT_K = SYNC == 0 ? 2 * STAGES - 3 : 2 * STAGES - 4
+        T = NW * 32, MT = BM * CS / (16 * NW), ROWQ = FMSA_CUDA_FWD_PITCH(D > DV ? D : DV) * 2,
+        ROWK = FMSA_CUDA_FWD_PITCH(D) * 2, ROWV = FMSA_CUDA_FWD_PITCH(DV) * 2, CPR = D / 8,
+        KS = D / 16, NT = BN / 8, DA = DV / CS, DT = DA / 8, CPA = DA / 8,
+        STAGE_B = BN * (ROWK + ROWV), WAIT_K = SYNC == 0 ? 2 * STAGES - 3 : 2 * STAGES - 4
     };
-    static_assert(BM % (16 * NW) == 0 && BN % 16 == 0 && D % 16 == 0 && STAGES >= 2, "tile");
-    static_assert((BM * CPR) % T == 0 && (BN * CPR) % T == 0 && (16 * MT * CPR) % 32 == 0,
-                  "every thread copies the same number of chunks");
+    static_assert(BM * CS % (16 * NW) == 0 && NW % CS == 0 && BN % 16 == 0 && D % 16 == 0 &&
+                      DA % 16 == 0 && STAGES >= 2, "tile");
+    static_assert((BM * CPR) % T == 0 && (16 * MT * CPA) % 32 == 0,
+                  "every thread copies the same number of Q and O chunks");
     static_assert(BN <= 128 && (SYNC == 0 || SYNC == 1), "mask bits of a tile row fit 32 bits");
     extern __shared__ __align__(128) unsigned char fmsa_smem[];
     typedef unsigned short elem;
 
     const int tid = (int)threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, tig = lane & 3;
+    const int rg = warp / CS, cp = warp % CS; /* row group, column part */
     const int h = (int)blockIdx.y;
     /* causal/window blocks differ in work: the longest (last rows) start first */
     const int mblk = p.window_right >= 0 ? (int)gridDim.x - 1 - (int)blockIdx.x : (int)blockIdx.x;
@@ -417,13 +442,13 @@ FMSA_DEV void fmsa_cuda_fwd_block(const fmsa_cuda_fwd_params &p) {
     const elem *qg = (const elem *)p.q + qb * p.q_sb + (q_row0 + m0) * p.q_ss + (long long)h * p.q_sh;
     const elem *kg = (const elem *)p.k + kb * p.k_sb + k_row0 * p.k_ss + (long long)hk * p.k_sh;
     const elem *vg = (const elem *)p.v + kb * p.v_sb + k_row0 * p.v_ss + (long long)hk * p.v_sh;
-    const unsigned sQ = fmsa_smem_addr(fmsa_smem), sKV = sQ + BM * ROWB;
+    const unsigned sQ = fmsa_smem_addr(fmsa_smem), sKV = sQ + BM * ROWQ;
 
 #pragma unroll
     for (int it = 0; it < BM * CPR / T; ++it) {
         const int idx = tid + it * T, r = idx / CPR, c = idx % CPR;
         const int ok = m0 + r < sq && c * 8 < p.head_dim;
-        fmsa_cp_async16(sQ + fmsa_swizzle(r, c, ROWB), ok ? (const void *)(qg + r * p.q_ss + c * 8) : p.q,
+        fmsa_cp_async16(sQ + fmsa_swizzle(r, c, ROWQ), ok ? (const void *)(qg + r * p.q_ss + c * 8) : p.q,
                         ok ? 16 : 0);
     }
     fmsa_cp_async_commit();
@@ -431,20 +456,22 @@ FMSA_DEV void fmsa_cuda_fwd_block(const fmsa_cuda_fwd_params &p) {
     for (int st = 0; st < STAGES - 1; ++st) {
         const unsigned sK = sKV + st * STAGE_B;
         if (st < ntiles)
-            fmsa_cuda_fwd_load_tile<D, BN, T, FULL>(p, sK, kg, p.k_sb, p.k_ss, (t_end - 1 - st) * BN, sk, b);
+            fmsa_cuda_fwd_load_tile<D, BN, T, FULL>(p, sK, kg, p.k_sb, p.k_ss, (t_end - 1 - st) * BN,
+                                                    sk, b, p.head_dim);
         fmsa_cp_async_commit();
         if (st < ntiles)
-            fmsa_cuda_fwd_load_tile<D, BN, T, FULL>(p, sK + BN * ROWB, vg, p.v_sb, p.v_ss,
-                                                    (t_end - 1 - st) * BN, sk, b);
+            fmsa_cuda_fwd_load_tile<DV, BN, T, FULL>(p, sK + BN * ROWK, vg, p.v_sb, p.v_ss,
+                                                     (t_end - 1 - st) * BN, sk, b, p.head_dim_v);
         fmsa_cp_async_commit();
     }
     fmsa_cp_async_wait<2 * (STAGES - 1)>(); /* Q landed */
-    if (p.softmax_scale < 0.0f) fmsa_cuda_fwd_q_negate<BM, D, T>(fmsa_smem);
+    if (p.softmax_scale < 0.0f) fmsa_cuda_fwd_q_negate<BM, D, T, ROWQ>(fmsa_smem);
     __syncthreads();
 
     unsigned offA[4], offB[4], kRow, vRow;
-    fmsa_cuda_fwd_lane_addr(ROWB, offA, offB, &kRow, &vRow);
-    const unsigned aRow = sQ + (unsigned)((warp * 16 * MT + (lane & 15)) * ROWB);
+    fmsa_cuda_fwd_lane_addr(ROWK, offA, offB, &kRow, &vRow);
+    vRow = (unsigned)((lane & 15) * ROWV);
+    const unsigned aRow = sQ + (unsigned)((rg * 16 * MT + (lane & 15)) * ROWQ);
 
     unsigned qf[QREG ? MT : 1][QREG ? KS : 1][4];
     if (QREG) {
@@ -453,10 +480,10 @@ FMSA_DEV void fmsa_cuda_fwd_block(const fmsa_cuda_fwd_params &p) {
 #pragma unroll
             for (int ks = 0; ks < KS; ++ks)
                 fmsa_ldmatrix_x4(qf[QREG ? mt : 0][QREG ? ks : 0],
-                                 aRow + mt * 16 * ROWB + (ks >> 2) * 128 + offA[ks & 3]);
+                                 aRow + mt * 16 * ROWQ + (ks >> 2) * 128 + offA[ks & 3]);
     }
 
-    const int row0 = m0 + warp * 16 * MT + g; /* row of s[0][*][0..1] */
+    const int row0 = m0 + rg * 16 * MT + g; /* row of s[0][*][0..1] */
     /* the lane's rows are row0 + 8 k: one row's bounds serve all (fewer live registers) */
     fmsa_cuda_fwd_row rw0;
     fmsa_cuda_fwd_row_init<FULL>(p, w, row0, h, &rw0);
@@ -465,7 +492,7 @@ FMSA_DEV void fmsa_cuda_fwd_block(const fmsa_cuda_fwd_params &p) {
 #pragma unroll
     for (int mt = 0; mt < MT; ++mt) {
 #pragma unroll
-        for (int hr = 0; hr < 2; ++hr) fmsa_softmax_init(&m[mt][hr], &l[mt][hr]);
+        for (int hr = 0; hr < 2; ++hr) fmsa_cuda_fwd_state_init(p, h, &m[mt][hr], &l[mt][hr]);
 #pragma unroll
         for (int dt = 0; dt < DT; ++dt)
 #pragma unroll
@@ -481,11 +508,12 @@ FMSA_DEV void fmsa_cuda_fwd_block(const fmsa_cuda_fwd_params &p) {
             const int nx = it + STAGES - 1;
             const unsigned sK = sKV + lstage * STAGE_B;
             if (nx < ntiles)
-                fmsa_cuda_fwd_load_tile<D, BN, T, FULL>(p, sK, kg, p.k_sb, p.k_ss, (t_end - 1 - nx) * BN, sk, b);
+                fmsa_cuda_fwd_load_tile<D, BN, T, FULL>(p, sK, kg, p.k_sb, p.k_ss, (t_end - 1 - nx) * BN,
+                                                        sk, b, p.head_dim);
             fmsa_cp_async_commit();
             if (nx < ntiles)
-                fmsa_cuda_fwd_load_tile<D, BN, T, FULL>(p, sK + BN * ROWB, vg, p.v_sb, p.v_ss,
-                                                        (t_end - 1 - nx) * BN, sk, b);
+                fmsa_cuda_fwd_load_tile<DV, BN, T, FULL>(p, sK + BN * ROWK, vg, p.v_sb, p.v_ss,
+                                                         (t_end - 1 - nx) * BN, sk, b, p.head_dim_v);
             fmsa_cp_async_commit();
             lstage = lstage + 1 == STAGES ? 0 : lstage + 1;
         }
@@ -505,21 +533,23 @@ FMSA_DEV void fmsa_cuda_fwd_block(const fmsa_cuda_fwd_params &p) {
                 rw[mt][hr].hi = rw0.hi + dr < hi_lim ? rw0.hi + dr : hi_lim;
                 if (FULL && rw0.mrow) rw[mt][hr].mrow = row0 + dr < sq ? rw0.mrow + dr * p.mask_ss : 0;
             }
-        fmsa_cuda_fwd_qk<IS_BF16, D, BN, MT, QREG>(s, qf, aRow, sK, kRow, offA, offB);
-        fmsa_cuda_fwd_softmax<D, BN, MT, FULL>(p, w, rw, n0, edge, s, m, l, acc);
+        fmsa_cuda_fwd_qk<IS_BF16, D, BN, MT, QREG, ROWQ, ROWK>(s, qf, aRow, sK, kRow, offA, offB);
+        fmsa_cuda_fwd_softmax<DA, BN, MT, FULL>(p, w, rw, n0, edge, s, m, l, acc);
         if (SYNC == 0) {
             fmsa_cp_async_wait<2 * STAGES - 2>();
             __syncthreads(); /* V of tile it visible */
         }
-        fmsa_cuda_fwd_pv<IS_BF16, D, BN, MT>(acc, s, sK + BN * ROWB, vRow, offA);
+        fmsa_cuda_fwd_pv<IS_BF16, DA, BN, MT, ROWV>(acc, s, sK + BN * ROWK, vRow, offA, cp * (DA / 16));
         stage = stage + 1 == STAGES ? 0 : stage + 1;
     }
     fmsa_cp_async_wait<0>(); /* no copy may land in shared memory after the block exits */
 
-    /* finalize, then O through this warp's own rows of the Q tile (only this
-     * warp ever read them) so the global stores are 16-byte and row-contiguous */
+    /* finalize, then O through this row group's own rows of the Q tile (only
+     * its warps ever read them) so the global stores are 16-byte and
+     * row-contiguous */
     elem *og = (elem *)p.o + qb * p.o_sb + q_row0 * p.o_ss + (long long)h * p.o_sh;
-    __syncwarp(); /* with no key tile, the warp's Q ldmatrix was the last access to these rows */
+    if (CS > 1) __syncthreads(); /* the other warps of the row group may still read its Q rows */
+    else __syncwarp(); /* with no key tile, the warp's Q ldmatrix was the last access to these rows */
 #pragma unroll
     for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
@@ -529,28 +559,28 @@ FMSA_DEV void fmsa_cuda_fwd_block(const fmsa_cuda_fwd_params &p) {
             lsum += __shfl_xor_sync(0xffffffffu, lsum, 2);
             const float inv = fmsa_softmax_finalize(m[mt][hr], lsum, &lse);
             const int i = row0 + mt * 16 + hr * 8;
-            if (p.lse && tig == 0 && i < sq)
+            if (p.lse && tig == 0 && cp == 0 && i < sq)
                 p.lse[qb * p.lse_sb + (long long)h * p.lse_sh + (q_row0 + i) * p.lse_ss] = lse;
-            const int r = warp * 16 * MT + mt * 16 + hr * 8 + g;
+            const int r = rg * 16 * MT + mt * 16 + hr * 8 + g;
 #pragma unroll
             for (int dt = 0; dt < DT; ++dt)
-                *(unsigned *)(fmsa_smem + fmsa_swizzle(r, dt, ROWB) + tig * 4) =
+                *(unsigned *)(fmsa_smem + fmsa_swizzle(r, cp * CPA + dt, ROWQ) + tig * 4) =
                     fmsa_pack2<IS_BF16>(acc[mt][dt][2 * hr] * inv, acc[mt][dt][2 * hr + 1] * inv);
         }
     __syncwarp();
 #pragma unroll
-    for (int it = 0; it < 16 * MT * CPR / 32; ++it) {
-        const int idx = lane + it * 32, r = warp * 16 * MT + idx / CPR, c = idx % CPR;
+    for (int it = 0; it < 16 * MT * CPA / 32; ++it) {
+        const int idx = lane + it * 32, r = rg * 16 * MT + idx / CPA, c = cp * CPA + idx % CPA;
         if (m0 + r < sq && c * 8 < p.head_dim_v)
             *(uint4 *)(og + (long long)(m0 + r) * p.o_ss + c * 8) =
-                *(const uint4 *)(fmsa_smem + fmsa_swizzle(r, c, ROWB));
+                *(const uint4 *)(fmsa_smem + fmsa_swizzle(r, c, ROWQ));
     }
 }
 
-#define FMSA_CUDA_FWD_DEFINE(name, dt, d, variant, threads, bm, bn, stages, qreg, sync, minb) \
+#define FMSA_CUDA_FWD_DEFINE(name, dt, d, dv, variant, threads, bm, bn, stages, qreg, sync, minb, cs) \
     extern "C" __global__ void __launch_bounds__(threads, minb)                                 \
         name(const fmsa_cuda_fwd_params p) {                                                    \
-        fmsa_cuda_fwd_block<dt, d, bm, bn, (threads) / 32, stages, qreg, variant, sync>(p);     \
+        fmsa_cuda_fwd_block<dt, d, dv, bm, bn, (threads) / 32, stages, qreg, variant, sync, cs>(p); \
     }
 
 #endif /* FMSA_CUDA_FWD_CUH */

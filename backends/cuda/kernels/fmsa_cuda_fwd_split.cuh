@@ -5,13 +5,16 @@
  * a key range (split) of its sequence; its warps split each key tile further.
  * The warps' states merge in shared memory (fmsa_softmax_merge); with one
  * split the block writes O and LSE, else fp32 partials (O_s normalised, lse_s)
- * that the combine kernel merges, the partial (lse_s, O_s) being the state
- * (m = lse_s log2 e, l = 1, acc = O_s).
+ * that the combine kernel merges with fmsa_cuda_merge.cuh (the public merge's
+ * code).  A sink is counted once: in the block's own merge with one split,
+ * else as the combine's initial row (lse = t_h, O = 0).  D is the instance's
+ * one head dim: it serves any head_dim, head_dim_v <= D (padded columns).
  */
 #ifndef FMSA_CUDA_FWD_SPLIT_CUH
 #define FMSA_CUDA_FWD_SPLIT_CUH
 
 #include "fmsa_cuda_fwd.cuh"
+#include "fmsa_cuda_merge.cuh"
 
 /// Rows of the partials' index space: every query row of every sequence.
 FMSA_DEV long long fmsa_cuda_split_rows(const fmsa_cuda_fwd_params &p) {
@@ -70,14 +73,15 @@ FMSA_DEV void fmsa_cuda_fwd_split_block(const fmsa_cuda_fwd_params &p) {
     for (int st = 0; st < STAGES - 1; ++st) {
         const unsigned sK = sKV + st * STAGE_B;
         if (st < ntiles) {
-            fmsa_cuda_fwd_load_tile<D, BNT, T, FULL>(p, sK, kg, p.k_sb, p.k_ss, (t_beg + st) * BNT, sk, b);
+            fmsa_cuda_fwd_load_tile<D, BNT, T, FULL>(p, sK, kg, p.k_sb, p.k_ss, (t_beg + st) * BNT, sk, b,
+                                                     p.head_dim);
             fmsa_cuda_fwd_load_tile<D, BNT, T, FULL>(p, sK + BNT * ROWB, vg, p.v_sb, p.v_ss,
-                                                     (t_beg + st) * BNT, sk, b);
+                                                     (t_beg + st) * BNT, sk, b, p.head_dim_v);
         }
         fmsa_cp_async_commit();
     }
     fmsa_cp_async_wait<STAGES - 1>(); /* Q landed */
-    if (p.softmax_scale < 0.0f) fmsa_cuda_fwd_q_negate<16, D, T>(fmsa_smem);
+    if (p.softmax_scale < 0.0f) fmsa_cuda_fwd_q_negate<16, D, T, ROWB>(fmsa_smem);
     __syncthreads();
 
     unsigned offA[4], offB[4], kRow, vRow;
@@ -110,8 +114,9 @@ FMSA_DEV void fmsa_cuda_fwd_split_block(const fmsa_cuda_fwd_params &p) {
         if (it + STAGES - 1 < ntiles) {
             const unsigned sK = sKV + lstage * STAGE_B;
             const int n1 = (t_beg + it + STAGES - 1) * BNT;
-            fmsa_cuda_fwd_load_tile<D, BNT, T, FULL>(p, sK, kg, p.k_sb, p.k_ss, n1, sk, b);
-            fmsa_cuda_fwd_load_tile<D, BNT, T, FULL>(p, sK + BNT * ROWB, vg, p.v_sb, p.v_ss, n1, sk, b);
+            fmsa_cuda_fwd_load_tile<D, BNT, T, FULL>(p, sK, kg, p.k_sb, p.k_ss, n1, sk, b, p.head_dim);
+            fmsa_cuda_fwd_load_tile<D, BNT, T, FULL>(p, sK + BNT * ROWB, vg, p.v_sb, p.v_ss, n1, sk, b,
+                                                     p.head_dim_v);
         }
         fmsa_cp_async_commit();
         lstage = lstage + 1 == STAGES ? 0 : lstage + 1;
@@ -119,9 +124,9 @@ FMSA_DEV void fmsa_cuda_fwd_split_block(const fmsa_cuda_fwd_params &p) {
         const int n0 = (t_beg + it) * BNT + warp * BNW;
         const int edge = n0 + BNW > sk || (w.wr >= 0 && n0 + BNW - 1 > w.off + w.wr) ||
                          (w.wl >= 0 && n0 < sq - 1 + w.off - w.wl);
-        fmsa_cuda_fwd_qk<IS_BF16, D, BNW, 1, QREG>(s, qf, aRow, sK, kRow, offA, offB);
+        fmsa_cuda_fwd_qk<IS_BF16, D, BNW, 1, QREG, ROWB, ROWB>(s, qf, aRow, sK, kRow, offA, offB);
         fmsa_cuda_fwd_softmax<D, BNW, 1, FULL>(p, w, rw, n0, edge, s, m, l, acc);
-        fmsa_cuda_fwd_pv<IS_BF16, D, BNW, 1>(acc, s, sK + BNT * ROWB, vRow, offA);
+        fmsa_cuda_fwd_pv<IS_BF16, D, BNW, 1, ROWB>(acc, s, sK + BNT * ROWB, vRow, offA, 0);
         stage = stage + 1 == STAGES ? 0 : stage + 1;
     }
     fmsa_cp_async_wait<0>();
@@ -150,6 +155,10 @@ FMSA_DEV void fmsa_cuda_fwd_split_block(const fmsa_cuda_fwd_params &p) {
         const int r = idx / D, c = idx % D, i = r % sq, head = hk * group + r / sq;
         float mm, ll, o = 0.0f, ca, cb, lse;
         fmsa_softmax_init(&mm, &ll);
+        if (p.sinks && p.num_splits == 1) { /* the sink's state (l = 1, acc = 0), once */
+            mm = p.sinks[(long long)head * p.sinks_s] * FMSA_LOG2E;
+            ll = 1.0f;
+        }
 #pragma unroll
         for (int k = 0; k < NW; ++k) {
             fmsa_softmax_merge(&mm, &ll, sm_m[k * 16 + r], sm_l[k * 16 + r], &ca, &cb);
@@ -172,8 +181,9 @@ FMSA_DEV void fmsa_cuda_fwd_split_block(const fmsa_cuda_fwd_params &p) {
     }
 }
 
-/// Merges the num_splits partials of every (query head, row): one warp per
-/// row, 4 columns per lane.
+/// Merges the num_splits partials of every (query head, row), one warp per
+/// row, 4 columns per lane, starting from the sink's row (lse = t_h, O = 0) or
+/// the empty row (lse = -inf).
 template <int IS_BF16> FMSA_DEV void fmsa_cuda_fwd_combine_block(const fmsa_cuda_fwd_params &p) {
     typedef unsigned short elem;
     const int lane = (int)threadIdx.x & 31;
@@ -184,22 +194,16 @@ template <int IS_BF16> FMSA_DEV void fmsa_cuda_fwd_combine_block(const fmsa_cuda
     const long long row = idx % R;
     const long long qb = p.is_varlen ? 0 : row / p.seqlen_q, i = p.is_varlen ? row : row % p.seqlen_q;
     for (int c = lane * 4; c < p.head_dim_v; c += 128) {
-        float mm, ll, ca, cb, lse, o[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-        fmsa_softmax_init(&mm, &ll);
+        float lse = p.sinks ? p.sinks[(long long)head * p.sinks_s] : FMSA_NEG_INF;
+        float o[4] = {0.0f, 0.0f, 0.0f, 0.0f};
         for (int s = 0; s < p.num_splits; ++s) {
             const long long pr = ((long long)s * p.heads_q + head) * R + row;
-            const float ls = p.lse_accum[pr];
             const float4 os = *(const float4 *)(p.o_accum + pr * p.head_dim_v + c);
-            fmsa_softmax_merge(&mm, &ll, ls * FMSA_LOG2E, ls == FMSA_NEG_INF ? 0.0f : 1.0f, &ca, &cb);
-            o[0] = ca * o[0] + cb * os.x;
-            o[1] = ca * o[1] + cb * os.y;
-            o[2] = ca * o[2] + cb * os.z;
-            o[3] = ca * o[3] + cb * os.w;
+            const float ob[4] = {os.x, os.y, os.z, os.w};
+            fmsa_cuda_merge_step<4>(&lse, o, p.lse_accum[pr], ob);
         }
-        const float inv = fmsa_softmax_finalize(mm, ll, &lse);
         elem *og = (elem *)p.o + qb * p.o_sb + i * p.o_ss + (long long)head * p.o_sh + c;
-        *(uint2 *)og = make_uint2(fmsa_pack2<IS_BF16>(o[0] * inv, o[1] * inv),
-                                  fmsa_pack2<IS_BF16>(o[2] * inv, o[3] * inv));
+        *(uint2 *)og = make_uint2(fmsa_pack2<IS_BF16>(o[0], o[1]), fmsa_pack2<IS_BF16>(o[2], o[3]));
         if (c == 0 && p.lse) p.lse[qb * p.lse_sb + (long long)head * p.lse_sh + i * p.lse_ss] = lse;
     }
 }

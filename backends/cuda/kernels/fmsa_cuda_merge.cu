@@ -1,0 +1,52 @@
+/*
+ * fmsa_merge_states on the device: one warp per (sequence, row, head), the
+ * lanes over the value columns.  Every element is read before the same thread
+ * writes it and the row's LSEs are read by every lane before lane 0 writes
+ * the merged one, so o may be o_a or o_b and lse may be lse_a or lse_b.
+ */
+#include "../cuda_params.h"
+#include "fmsa_cuda_merge.cuh"
+
+FMSA_DEV float fmsa_cuda_merge_load(const void *base, long long i, int dtype) {
+    if (dtype == FMSA_CUDA_MERGE_F32) return ((const float *)base)[i];
+    const unsigned short u = ((const unsigned short *)base)[i];
+    if (dtype == FMSA_CUDA_MERGE_BF16) return __uint_as_float((unsigned)u << 16);
+    float f;
+    asm("cvt.f32.f16 %0, %1;\n" : "=f"(f) : "h"(u));
+    return f;
+}
+
+FMSA_DEV void fmsa_cuda_merge_store(void *base, long long i, int dtype, float x) {
+    unsigned short u;
+    if (dtype == FMSA_CUDA_MERGE_F32) {
+        ((float *)base)[i] = x;
+        return;
+    }
+    if (dtype == FMSA_CUDA_MERGE_BF16) asm("cvt.rn.bf16.f32 %0, %1;\n" : "=h"(u) : "f"(x));
+    else asm("cvt.rn.f16.f32 %0, %1;\n" : "=h"(u) : "f"(x));
+    ((unsigned short *)base)[i] = u;
+}
+
+extern "C" __global__ void __launch_bounds__(128) fmsa_cuda_merge(const fmsa_cuda_merge_params p) {
+    const int lane = (int)threadIdx.x & 31;
+    const long long row = (long long)blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
+    if (row >= (long long)p.batch * p.seqlen * p.heads) return;
+    const long long h = row % p.heads, i = (row / p.heads) % p.seqlen, b = row / ((long long)p.heads * p.seqlen);
+    const float la = p.lse_a[b * p.la_sb + h * p.la_sh + i * p.la_ss];
+    const float lb = p.lse_b[b * p.lb_sb + h * p.lb_sh + i * p.lb_ss];
+    __syncwarp(); /* every lane has read the LSEs (lse may be lse_a or lse_b) */
+    const long long ia = b * p.oa_sb + i * p.oa_ss + h * p.oa_sh;
+    const long long ib = b * p.ob_sb + i * p.ob_ss + h * p.ob_sh;
+    const long long io = b * p.o_sb + i * p.o_ss + h * p.o_sh;
+    for (int c = lane; c < p.head_dim_v; c += 32) {
+        float lse = la, o[1], ob[1];
+        o[0] = fmsa_cuda_merge_load(p.o_a, ia + c, p.dtype_a);
+        ob[0] = fmsa_cuda_merge_load(p.o_b, ib + c, p.dtype_b);
+        fmsa_cuda_merge_step<1>(&lse, o, lb, ob);
+        fmsa_cuda_merge_store(p.o, io + c, p.dtype_o, o[0]);
+    }
+    if (lane == 0) {
+        float wa, wb;
+        p.lse[b * p.l_sb + h * p.l_sh + i * p.l_ss] = fmsa_softmax_merge_lse(la, lb, &wa, &wb);
+    }
+}
