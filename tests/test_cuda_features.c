@@ -99,7 +99,7 @@ static int judge(const char *name, const char *what, const double *got, const do
     f.softmax_units = FMSA_RULE_SOFTMAX_UNITS_FWD;
     f.lse_max = lse_max;
     f.is_lse = is_lse;
-    fmsa_test_compare(got, nv, ref, n, FMSA_RULE_FACTOR_FWD, &f, &e);
+    fmsa_test_compare(got, nv, ref, NULL, n, FMSA_RULE_FACTOR_FWD, &f, &e); /* forward: no single-key term */
     fmsa_test_error_format(what, &e, FMSA_RULE_FACTOR_FWD, line, sizeof line);
     printf("  %s %-28s %s\n", e.ok ? "ok  " : "FAIL", name, line);
     return e.ok;
