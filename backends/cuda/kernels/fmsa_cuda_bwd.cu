@@ -17,7 +17,7 @@
  */
 #include "backends/cuda/cuda_bwd_instances.h"
 #include "backends/cuda/cuda_params.h"
-#include "backends/cuda/kernels/fmsa_cuda_bwd_mma.cuh"
+#include "backends/cuda/kernels/fmsa_cuda_mma.cuh"
 #include "common/fmsa_portable.h"
 
 #define FMSA_NEG_INF_F __int_as_float(0xff800000)
@@ -184,12 +184,12 @@ FMSA_DEV void fmsa_bwd_main(const fmsa_cuda_bwd_params &P) {
     const unsigned kv_row_addr = (unsigned)((16 * warp + (lane & 15)) * LDS + (lane >> 4) * 8);
     unsigned kreg[KVREG ? D / 16 : 1][4], vreg[KVREG ? D / 16 : 1][4];
     if (KVREG) {
-        fmsa_cp_async_wait_all();
+        fmsa_cp_async_wait<0>();
         __syncthreads();
 #pragma unroll
         for (int kk = 0; kk < (KVREG ? D / 16 : 0); ++kk) {
-            fmsa_ldsm_x4(kreg[kk], fmsa_smem_addr(sK) + 2 * (kv_row_addr + kk * 16));
-            fmsa_ldsm_x4(vreg[kk], fmsa_smem_addr(sV) + 2 * (kv_row_addr + kk * 16));
+            fmsa_ldmatrix_x4(kreg[kk], fmsa_smem_addr(sK) + 2 * (kv_row_addr + kk * 16));
+            fmsa_ldmatrix_x4(vreg[kk], fmsa_smem_addr(sV) + 2 * (kv_row_addr + kk * 16));
         }
     }
     /* B operand, [n][k] stored (non-trans): rows n = lane%8 + 8*(lane/16), col k 8*((lane/8)&1) */
@@ -200,7 +200,7 @@ FMSA_DEV void fmsa_bwd_main(const fmsa_cuda_bwd_params &P) {
     for (int it = 0; it < niter; ++it) {
         const int st = STAGES == 2 ? (it & 1) : 0;
         const int h = hk * group + it / nm, m = mb + it % nm, m0 = m * BM;
-        fmsa_cp_async_wait_all();
+        fmsa_cp_async_wait<0>();
         __syncthreads();
         if (STAGES == 2 && it + 1 < niter) {
             FMSA_BWD_LOAD(st ^ 1, it + 1);
@@ -226,18 +226,18 @@ FMSA_DEV void fmsa_bwd_main(const fmsa_cuda_bwd_params &P) {
                     ak[e] = kreg[KVREG ? kk : 0][e];
                 }
             } else {
-                fmsa_ldsm_x4(av, sv_base + 2 * (kv_row_addr + kk * 16));
-                fmsa_ldsm_x4(ak, sk_base + 2 * (kv_row_addr + kk * 16));
+                fmsa_ldmatrix_x4(av, sv_base + 2 * (kv_row_addr + kk * 16));
+                fmsa_ldmatrix_x4(ak, sk_base + 2 * (kv_row_addr + kk * 16));
             }
 #pragma unroll
             for (int np = 0; np < NT_S / 2; ++np) {
                 unsigned bo[4], bq[4];
-                fmsa_ldsm_x4(bo, sdo_base + 2 * (bn_addr + np * 16 * LDS + kk * 16));
-                fmsa_mma16816<BF16>(dp[2 * np], av, bo);
-                fmsa_mma16816<BF16>(dp[2 * np + 1], av, bo + 2);
-                fmsa_ldsm_x4(bq, sq_base + 2 * (bn_addr + np * 16 * LDS + kk * 16));
-                fmsa_mma16816<BF16>(s[2 * np], ak, bq);
-                fmsa_mma16816<BF16>(s[2 * np + 1], ak, bq + 2);
+                fmsa_ldmatrix_x4(bo, sdo_base + 2 * (bn_addr + np * 16 * LDS + kk * 16));
+                fmsa_mma16816<BF16>(dp[2 * np], av, bo[0], bo[1]);
+                fmsa_mma16816<BF16>(dp[2 * np + 1], av, bo[2], bo[3]);
+                fmsa_ldmatrix_x4(bq, sq_base + 2 * (bn_addr + np * 16 * LDS + kk * 16));
+                fmsa_mma16816<BF16>(s[2 * np], ak, bq[0], bq[1]);
+                fmsa_mma16816<BF16>(s[2 * np + 1], ak, bq[2], bq[3]);
             }
         }
 
@@ -327,12 +327,12 @@ FMSA_DEV void fmsa_bwd_main(const fmsa_cuda_bwd_params &P) {
             for (int np = 0; np < NT_KV / 2; ++np) {
                 unsigned bo[4], bq[4];
                 const unsigned o = 2 * (bk_addr + kk * 16 * LDS + dk0 + np * 16);
-                fmsa_ldsm_x4_t(bo, sdo_base + o);
-                fmsa_mma16816<BF16>(dv[2 * np], pa[kk], bo);
-                fmsa_mma16816<BF16>(dv[2 * np + 1], pa[kk], bo + 2);
-                fmsa_ldsm_x4_t(bq, sq_base + o);
-                fmsa_mma16816<BF16>(dk[2 * np], sa[kk], bq);
-                fmsa_mma16816<BF16>(dk[2 * np + 1], sa[kk], bq + 2);
+                fmsa_ldmatrix_x4_trans(bo, sdo_base + o);
+                fmsa_mma16816<BF16>(dv[2 * np], pa[kk], bo[0], bo[1]);
+                fmsa_mma16816<BF16>(dv[2 * np + 1], pa[kk], bo[2], bo[3]);
+                fmsa_ldmatrix_x4_trans(bq, sq_base + o);
+                fmsa_mma16816<BF16>(dk[2 * np], sa[kk], bq[0], bq[1]);
+                fmsa_mma16816<BF16>(dk[2 * np + 1], sa[kk], bq[2], bq[3]);
             }
         }
         __syncthreads(); /* dS^T complete; Q/dO of this step no longer read */
@@ -359,15 +359,15 @@ FMSA_DEV void fmsa_bwd_main(const fmsa_cuda_bwd_params &P) {
             for (int kk = 0; kk < BN / 16; ++kk) {
                 unsigned a[MT][4];
 #pragma unroll
-                for (int mt = 0; mt < MT; ++mt) fmsa_ldsm_x4_t(a[mt], ds_base + 2 * (kk * 16 * LDSS + 16 * mt));
+                for (int mt = 0; mt < MT; ++mt) fmsa_ldmatrix_x4_trans(a[mt], ds_base + 2 * (kk * 16 * LDSS + 16 * mt));
 #pragma unroll
                 for (int np = 0; np < NT_Q / 2; ++np) {
                     unsigned bk[4];
-                    fmsa_ldsm_x4_t(bk, sk_base + 2 * (bk_addr + kk * 16 * LDS + c0 + np * 16));
+                    fmsa_ldmatrix_x4_trans(bk, sk_base + 2 * (bk_addr + kk * 16 * LDS + c0 + np * 16));
 #pragma unroll
                     for (int mt = 0; mt < MT; ++mt) {
-                        fmsa_mma16816<BF16>(dq[mt][2 * np], a[mt], bk);
-                        fmsa_mma16816<BF16>(dq[mt][2 * np + 1], a[mt], bk + 2);
+                        fmsa_mma16816<BF16>(dq[mt][2 * np], a[mt], bk[0], bk[1]);
+                        fmsa_mma16816<BF16>(dq[mt][2 * np + 1], a[mt], bk[2], bk[3]);
                     }
                 }
             }
@@ -433,7 +433,7 @@ FMSA_DEV void fmsa_bwd_main(const fmsa_cuda_bwd_params &P) {
         }
     }
 #undef FMSA_BWD_LOAD
-    fmsa_cp_async_wait_all();
+    fmsa_cp_async_wait<0>();
 
     /* dV, and dK times the softmax scale, straight from the accumulators */
     {

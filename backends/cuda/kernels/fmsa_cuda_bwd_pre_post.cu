@@ -5,7 +5,7 @@
  */
 #include "backends/cuda/cuda_bwd_instances.h"
 #include "backends/cuda/cuda_params.h"
-#include "backends/cuda/kernels/fmsa_cuda_bwd_mma.cuh"
+#include "backends/cuda/kernels/fmsa_cuda_mma.cuh"
 
 /// D_i = rowsum(dO * O) (- dlse_i) in fp32; zeroes the row's dq_accum and,
 /// from the first threads of the grid, the deterministic counters.
