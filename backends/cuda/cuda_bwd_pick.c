@@ -13,15 +13,19 @@ fmsa_status fmsa_cuda_bwd_pick(const fmsa_cuda_device *dev, const fmsa_problem *
                                fmsa_cuda_plan *plan) {
     fmsa_cuda_bwd_params bp;
     fmsa_cuda_bwd_plan bplan;
-    const fmsa_cuda_bwd_instance *inst = fmsa_cuda_bwd_select(p->dtype, (int)p->head_dim);
+    const size_t smem_max = dev->info.sram_per_block_optin > dev->info.sram_per_block
+                                ? dev->info.sram_per_block_optin
+                                : dev->info.sram_per_block;
+    const fmsa_cuda_bwd_instance *inst = fmsa_cuda_bwd_select(p->dtype, (int)p->head_dim, smem_max);
     memset(&bplan, 0, sizeof bplan);
     /* device addresses as they will be passed (alignment), no workspace yet */
     fmsa_cuda_bwd_params_fill(p, plan, 0, 0, &bp);
     if (!inst || fmsa_cuda_bwd_plan_make(&bp, inst, &bplan) != 0)
         return fmsa_fail(FMSA_ERR_NOT_SUPPORTED,
                          "cuda: no backward instance for dtype %d, head_dim %lld on %s (bf16/f16, "
-                         "not paged, 16-byte aligned tensors with strides of 8 elements)",
-                         (int)p->dtype, (long long)p->head_dim, dev->info.arch);
+                         "head_dim <= 256, not paged, 16-byte aligned tensors with strides of 8 "
+                         "elements, shared memory within %zu bytes)",
+                         (int)p->dtype, (long long)p->head_dim, dev->info.arch, smem_max);
     plan->instance = inst->main;
     plan->launches = 3;
     plan->launch[0].kernel = inst->pre;

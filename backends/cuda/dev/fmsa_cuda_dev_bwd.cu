@@ -17,11 +17,11 @@ typedef struct fmsa_dev_entry {
     fmsa_dev_kernel pre, main, post;
 } fmsa_dev_entry;
 
-#define FMSA_DEV_ENTRY(dt, BF16, D, BM, NW, DS, ST, OPT)                                         \
-    {{"fmsa_cuda_bwd_pre_" #dt, FMSA_CUDA_BWD_STR(FMSA_CUDA_BWD_MAIN_SYM(dt, D, BM, NW, DS, ST, OPT)), \
-      "fmsa_cuda_bwd_post_" #dt, BF16, D, BM, 16 * NW, DS, ST, 32 * NW,                       \
-      32 * FMSA_CUDA_BWD_AUX_WARPS, FMSA_CUDA_BWD_SMEM(D, BM, NW, ST)},                       \
-     fmsa_cuda_bwd_pre_##dt, FMSA_CUDA_BWD_MAIN_SYM(dt, D, BM, NW, DS, ST, OPT), fmsa_cuda_bwd_post_##dt},
+#define FMSA_DEV_ENTRY(dt, BF16, D, BM, BN, WK, ST, OPT)                                        \
+    {{"fmsa_cuda_bwd_pre_" #dt, FMSA_CUDA_BWD_STR(FMSA_CUDA_BWD_MAIN_SYM(dt, D, BM, BN, WK, ST, OPT)), \
+      "fmsa_cuda_bwd_post_" #dt, BF16, D, BM, BN, ST, 32 * FMSA_CUDA_BWD_WARPS,               \
+      32 * FMSA_CUDA_BWD_AUX_WARPS, FMSA_CUDA_BWD_SMEM(D, BM, BN, ST)},                       \
+     fmsa_cuda_bwd_pre_##dt, FMSA_CUDA_BWD_MAIN_SYM(dt, D, BM, BN, WK, ST, OPT), fmsa_cuda_bwd_post_##dt},
 
 static const fmsa_dev_entry fmsa_dev_entries[] = {FMSA_CUDA_BWD_INSTANCES(FMSA_DEV_ENTRY)
                                                       FMSA_CUDA_BWD_VARIANTS(FMSA_DEV_ENTRY)};
@@ -35,7 +35,7 @@ static const fmsa_dev_entry *fmsa_dev_find(int bf16, int head_dim, const char *v
         return NULL;
     }
     const fmsa_cuda_bwd_instance *s =
-        fmsa_cuda_bwd_select(bf16 ? FMSA_DTYPE_BF16 : FMSA_DTYPE_F16, head_dim);
+        fmsa_cuda_bwd_select(bf16 ? FMSA_DTYPE_BF16 : FMSA_DTYPE_F16, head_dim, 232448u);
     if (!s) return NULL;
     for (int i = 0; i < fmsa_dev_num; ++i)
         if (!strcmp(fmsa_dev_entries[i].inst.main, s->main)) return &fmsa_dev_entries[i];
