@@ -382,7 +382,8 @@ def grid(lib, variants, quick=False):
             c = Case(det=det, **kw)
             ref = c.reference()
             nv = c.reference(naive=True)
-            for var in [None] + [v for v in variants if v[1] == kw.get("d") and kw.get("dtype") == bf]:
+            for var in [None] + [v for v in variants if v[1] == kw.get("d") and kw.get("dtype") == bf
+                                 and len(v) == 2]:
                 try:
                     r = Runner(lib, c, var[0] if var else None)
                 except RuntimeError as e:
@@ -528,9 +529,13 @@ def main():
     print(torch.cuda.get_device_name(), torch.__version__, flush=True)
     variants = []
     if a.variants:
+        # a third field marks timing-only ablations (wrong results): the grid skips them
         variants = [("fmsa_cuda_bwd_main_bf16_d64_m128_n128_k4_p2_o0", 64),
-                    ("fmsa_cuda_bwd_main_bf16_d128_m128_n64_k2_p2_o0", 128),
-                    ("fmsa_cuda_bwd_main_bf16_d128_m64_n128_k4_p2_o4", 128)]
+                    ("fmsa_cuda_bwd_main_bf16_d128_m64_n128_k4_p2_o8", 128),
+                    ("fmsa_cuda_bwd_main_bf16_d128_m64_n64_k4_p2_o0", 128),
+                    ("fmsa_cuda_bwd_main_bf16_d128_m64_n128_k4_p2_o16", 128, "ablation"),
+                    ("fmsa_cuda_bwd_main_bf16_d128_m64_n128_k4_p2_o32", 128, "ablation"),
+                    ("fmsa_cuda_bwd_main_bf16_d256_m64_n64_k2_p2_o16", 256, "ablation")]
     t0 = time.time()
     ok = True
     if a.grid or a.quick_grid:

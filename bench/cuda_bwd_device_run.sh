@@ -22,7 +22,8 @@ for s in $STEPS; do
     det) timeout 60 python3 bench/cuda_bwd_check.py --det 2>&1 | tee "$OUT/det.log" ;;
     profile) timeout 100 ncu --clock-control none -k regex:"fmsa_cuda_bwd_main|flash_bwd_dq_dk_dv" -c 2 \
         --section SpeedOfLight --section ComputeWorkloadAnalysis --section WarpStateStats \
-        --section MemoryWorkloadAnalysis python3 bench/cuda_bwd_check.py --profile >"$OUT/ncu.log" 2>&1
+        --section MemoryWorkloadAnalysis --section SchedulerStats --section InstructionStats \
+        --section SourceCounters python3 bench/cuda_bwd_check.py --profile >"$OUT/ncu.log" 2>&1
         grep -E "==PROF==|fmsa_cuda|flash_bwd|Throughput|Pipe|Stall|Warp Cycles|Issued|Bank|Busy|Shared" "$OUT/ncu.log" | cut -c1-120 | head -80 ;;
     sweep) timeout 200 python3 bench/cuda_bwd_check.py --sweep --variants ${SWEEP_ARGS:-} 2>&1 | tee "$OUT/sweep.log" ;;
     esac

@@ -174,20 +174,32 @@ FMSA_DEV void fmsa_bwd_main(const fmsa_cuda_bwd_params &P) {
         fmsa_cp_async16(fmsa_smem_addr(sV + r * LDS + ch * 8), vs, ok ? 16 : 0);
     }
 
-    /* Q, dO, lse and D of iteration it into buffer st */
+    /* Q, dO, lse and D of iteration it into buffer st.  Thread tid copies
+       chunk lch of rows lr0, lr0 + LRP, ...: the addresses are one uniform
+       step base plus per-thread offsets fixed for the whole block */
+    constexpr int LRP = THREADS / CH; /* rows per pass */
+    const int lr0 = tid / CH, lch = tid % CH;
+    const int lact = tid < LRP * CH && lch * 8 < hd;
+    const unsigned ls_t = (unsigned)(lr0 * LDS + lch * 8);
 #define FMSA_BWD_LOAD(st, it)                                                                  \
     do {                                                                                       \
         const int h_ = hk * group + (it) / nm, i0_ = (mb + (it) % nm) * BM;                    \
-        unsigned short *q_ = sQ + (st) * BM * LDS, *o_ = sdO + (st) * BM * LDS;                \
-        for (int c = tid; c < BM * CH; c += THREADS) {                                         \
-            const int r = c / CH, ch = c % CH, i = i0_ + r;                                    \
-            const int ok = i < sq && ch * 8 < hd;                                              \
-            const unsigned short *qs =                                                         \
-                ok ? Qg + qb * F.q_sb + (q_row0 + i) * F.q_ss + h_ * F.q_sh + ch * 8 : Qg;     \
-            const unsigned short *os =                                                         \
-                ok ? dOg + qb * P.do_sb + (q_row0 + i) * P.do_ss + h_ * P.do_sh + ch * 8 : dOg; \
-            fmsa_cp_async16(fmsa_smem_addr(q_ + r * LDS + ch * 8), qs, ok ? 16 : 0);            \
-            fmsa_cp_async16(fmsa_smem_addr(o_ + r * LDS + ch * 8), os, ok ? 16 : 0);            \
+        const unsigned short *qs_ =                                                            \
+            Qg + qb * F.q_sb + (q_row0 + i0_ + lr0) * F.q_ss + h_ * F.q_sh + lch * 8;          \
+        const unsigned short *os_ =                                                            \
+            dOg + qb * P.do_sb + (q_row0 + i0_ + lr0) * P.do_ss + h_ * P.do_sh + lch * 8;      \
+        unsigned qd_ = fmsa_smem_addr(sQ + (st) * BM * LDS) + 2 * ls_t;                        \
+        unsigned od_ = fmsa_smem_addr(sdO + (st) * BM * LDS) + 2 * ls_t;                       \
+        _Pragma("unroll") for (int r = 0; r < BM; r += LRP) {                                  \
+            if (r + lr0 < BM) {                                                                \
+                const int ok = lact && i0_ + r + lr0 < sq;                                     \
+                fmsa_cp_async16(qd_, ok ? qs_ : Qg, ok ? 16 : 0);                              \
+                fmsa_cp_async16(od_, ok ? os_ : dOg, ok ? 16 : 0);                             \
+            }                                                                                  \
+            qs_ += LRP * F.q_ss;                                                               \
+            os_ += LRP * P.do_ss;                                                              \
+            qd_ += 2 * LRP * LDS;                                                              \
+            od_ += 2 * LRP * LDS;                                                              \
         }                                                                                      \
         if (tid < BM) {                                                                        \
             const int i = i0_ + tid, ok = i < sq;                                              \
@@ -292,7 +304,8 @@ FMSA_DEV void fmsa_bwd_main(const fmsa_cuda_bwd_params &P) {
                 for (int mt = 0; mt < MTK; ++mt)
 #pragma unroll
                     for (int e = 0; e < 4; ++e) {
-                        const float pe = fmsa_ex2(fmaf(s[mt][nt][e], F.scale_log2, -((e & 1) ? lb : la)));
+                        const float x2 = fmaf(s[mt][nt][e], F.scale_log2, -((e & 1) ? lb : la));
+                        const float pe = (OPT & 32) ? x2 : fmsa_ex2(x2);
                         s[mt][nt][e] = pe;
                         dp[mt][nt][e] = pe * (dp[mt][nt][e] - ((e & 1) ? dd.y : dd.x));
                     }
@@ -387,7 +400,7 @@ FMSA_DEV void fmsa_bwd_main(const fmsa_cuda_bwd_params &P) {
             }
         }
         /* ... and the other warps' query blocks from shared memory */
-#pragma unroll 1
+#pragma unroll((OPT & 8) ? 4 : 1)
         for (int ob = 0; ob < (BM - QW) / 16; ++ob) {
             const int kb2 = ob < qw0 / 16 ? ob : ob + KBO;
             unsigned ap[MTK][4], as[MTK][4];
@@ -418,7 +431,7 @@ FMSA_DEV void fmsa_bwd_main(const fmsa_cuda_bwd_params &P) {
         }
 
         /* dQ(rows rq0.., columns cq0..) = dS K */
-        {
+        if (!(OPT & 16)) {
             float dq[MTQ][NTQ][4];
 #pragma unroll
             for (int mt = 0; mt < MTQ; ++mt)
