@@ -26,13 +26,15 @@
  * query rows per step, keys per block, warps along the keys in S^T (of
  * FMSA_CUDA_BWD_WARPS; the rest split the query rows), Q/dO buffers (2 = the
  * next query tile loads while this one computes), options: bit 2 = dQ warps
- * 4 x 2 instead of 2 x 4; bit 3 unrolls the loop over the other warps' query
- * blocks; timing-only ablations for the development harness (wrong results):
- * bit 4 leaves dQ out, bit 5 takes P = S without the exponential.  Rows of one D are listed preferred first; the
+ * 4 x 2 instead of 2 x 4; bit 6 computes dQ between dV and dK; bit 7 adds
+ * dQ by v2 instead of v4 reductions; timing-only ablations for the
+ * development harness (wrong results): bit 4 leaves dQ out, bit 5 takes
+ * P = S without the exponential.  Rows of one D are listed preferred first; the
  * pick takes the first whose shared memory fits the device (the 1-stage rows
- * are for the A100's 164 KiB).
+ * are for the A100's 164 KiB, as is d64's 64-row tile).
  */
 #define FMSA_CUDA_BWD_INSTANCES(X)            \
+    X(bf16, 1, 64, 128, 128, 4, 2, 0)         \
     X(bf16, 1, 64, 64, 128, 4, 2, 0)          \
     X(bf16, 1, 96, 64, 128, 4, 2, 0)          \
     X(bf16, 1, 128, 64, 128, 4, 2, 0)         \
@@ -41,6 +43,7 @@
     X(bf16, 1, 192, 64, 64, 2, 1, 0)          \
     X(bf16, 1, 256, 64, 64, 2, 2, 0)          \
     X(bf16, 1, 256, 64, 64, 2, 1, 0)          \
+    X(f16, 0, 64, 128, 128, 4, 2, 0)          \
     X(f16, 0, 64, 64, 128, 4, 2, 0)           \
     X(f16, 0, 96, 64, 128, 4, 2, 0)           \
     X(f16, 0, 128, 64, 128, 4, 2, 0)          \
@@ -52,12 +55,10 @@
 
 /// Alternative tilings compiled into the development harness only, for timing.
 #define FMSA_CUDA_BWD_VARIANTS(X)             \
-    X(bf16, 1, 64, 128, 128, 4, 2, 0)         \
-    X(bf16, 1, 128, 64, 128, 4, 2, 8)         \
-    X(bf16, 1, 128, 64, 64, 4, 2, 0)          \
+    X(bf16, 1, 128, 64, 128, 4, 2, 64)        \
+    X(bf16, 1, 128, 64, 128, 4, 2, 128)       \
     X(bf16, 1, 128, 64, 128, 4, 2, 16)        \
-    X(bf16, 1, 128, 64, 128, 4, 2, 32)        \
-    X(bf16, 1, 256, 64, 64, 2, 2, 16)
+    X(bf16, 1, 256, 64, 64, 2, 2, 64)
 
 #define FMSA_CUDA_BWD_WARPS 8 ///< warps per block of the main stage
 

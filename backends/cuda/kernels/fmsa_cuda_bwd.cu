@@ -49,11 +49,17 @@ FMSA_DEV void fmsa_bwd_mrange(long long n0, long long n1, long long sq, long lon
 }
 
 /// The dQ fragment (rows g, g+8; columns c, c+1 of an n8 tile) added to
-/// dq_accum: on sm_90 lane pairs swap halves so that each lane adds 4
+/// dq_accum: on sm_90 (V4) lane pairs swap halves so that each lane adds 4
 /// consecutive floats of one row with one vector reduction.
+template <int V4>
 FMSA_DEV void fmsa_bwd_dq_red(float *rowa, float *rowb, int c, const float *x, int t4, int oka,
                               int okb) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    if (!V4) {
+        if (oka) fmsa_red_add2(rowa + c, x[0], x[1]);
+        if (okb) fmsa_red_add2(rowb + c, x[2], x[3]);
+        return;
+    }
     const int odd = t4 & 1;
     const float r0 = __shfl_xor_sync(0xffffffffu, odd ? x[0] : x[2], 1);
     const float r1 = __shfl_xor_sync(0xffffffffu, odd ? x[1] : x[3], 1);
@@ -179,7 +185,8 @@ FMSA_DEV void fmsa_bwd_main(const fmsa_cuda_bwd_params &P) {
        step base plus per-thread offsets fixed for the whole block */
     constexpr int LRP = THREADS / CH; /* rows per pass */
     const int lr0 = tid / CH, lch = tid % CH;
-    const int lact = tid < LRP * CH && lch * 8 < hd;
+    const int lin = tid < LRP * CH; /* threads past LRP whole rows copy nothing */
+    const int lact = lch * 8 < hd;  /* chunks past head_dim are zero-filled */
     const unsigned ls_t = (unsigned)(lr0 * LDS + lch * 8);
 #define FMSA_BWD_LOAD(st, it)                                                                  \
     do {                                                                                       \
@@ -191,7 +198,7 @@ FMSA_DEV void fmsa_bwd_main(const fmsa_cuda_bwd_params &P) {
         unsigned qd_ = fmsa_smem_addr(sQ + (st) * BM * LDS) + 2 * ls_t;                        \
         unsigned od_ = fmsa_smem_addr(sdO + (st) * BM * LDS) + 2 * ls_t;                       \
         _Pragma("unroll") for (int r = 0; r < BM; r += LRP) {                                  \
-            if (r + lr0 < BM) {                                                                \
+            if (lin && r + lr0 < BM) {                                                         \
                 const int ok = lact && i0_ + r + lr0 < sq;                                     \
                 fmsa_cp_async16(qd_, ok ? qs_ : Qg, ok ? 16 : 0);                              \
                 fmsa_cp_async16(od_, ok ? os_ : dOg, ok ? 16 : 0);                             \
@@ -380,51 +387,58 @@ FMSA_DEV void fmsa_bwd_main(const fmsa_cuda_bwd_params &P) {
             }
         __syncthreads(); /* P^T, dS^T complete */
 
-        /* dV += P^T dO and dK += dS^T Q: own query blocks from registers */
-#pragma unroll
-        for (int kb2 = 0; kb2 < KBO; ++kb2) {
-            const int qrow = qw0 + 16 * kb2;
-#pragma unroll
-            for (int np = 0; np < NTV / 2; ++np) {
-                unsigned bo[4], bq[4];
-                const unsigned o = 2 * (b_kn + qrow * LDS + cv0 + np * 16);
-                fmsa_ldmatrix_x4_trans(bo, sdo_base + o);
-                fmsa_ldmatrix_x4_trans(bq, sq_base + o);
-#pragma unroll
-                for (int mt = 0; mt < MTK; ++mt) {
-                    fmsa_mma16816<BF16>(dv[mt][2 * np], pa[mt][kb2], bo[0], bo[1]);
-                    fmsa_mma16816<BF16>(dv[mt][2 * np + 1], pa[mt][kb2], bo[2], bo[3]);
-                    fmsa_mma16816<BF16>(dk[mt][2 * np], sa[mt][kb2], bq[0], bq[1]);
-                    fmsa_mma16816<BF16>(dk[mt][2 * np + 1], sa[mt][kb2], bq[2], bq[3]);
-                }
-            }
-        }
-        /* ... and the other warps' query blocks from shared memory */
-#pragma unroll((OPT & 8) ? 4 : 1)
-        for (int ob = 0; ob < (BM - QW) / 16; ++ob) {
-            const int kb2 = ob < qw0 / 16 ? ob : ob + KBO;
-            unsigned ap[MTK][4], as[MTK][4];
-#pragma unroll
-            for (int mt = 0; mt < MTK; ++mt) {
-                fmsa_ldmatrix_x4(ap[mt], sp_base + 2 * (a_p + mt * 16 * LDP + kb2 * 16));
-                fmsa_ldmatrix_x4(as[mt], sds_base + 2 * (a_p + mt * 16 * LDP + kb2 * 16));
-            }
-#pragma unroll
-            for (int np = 0; np < NTV / 2; ++np) {
-                unsigned bo[4], bq[4];
-                const unsigned o = 2 * (b_kn + kb2 * 16 * LDS + cv0 + np * 16);
-                fmsa_ldmatrix_x4_trans(bo, sdo_base + o);
-                fmsa_ldmatrix_x4_trans(bq, sq_base + o);
-#pragma unroll
-                for (int mt = 0; mt < MTK; ++mt) {
-                    fmsa_mma16816<BF16>(dv[mt][2 * np], ap[mt], bo[0], bo[1]);
-                    fmsa_mma16816<BF16>(dv[mt][2 * np + 1], ap[mt], bo[2], bo[3]);
-                    fmsa_mma16816<BF16>(dk[mt][2 * np], as[mt], bq[0], bq[1]);
-                    fmsa_mma16816<BF16>(dk[mt][2 * np + 1], as[mt], bq[2], bq[3]);
-                }
-            }
-        }
-        if (STAGES == 1 && it + 1 < niter) {
+        /* dV += P^T dO (WH bit 0) and dK += dS^T Q (bit 1): the warp's own
+           query blocks from registers, the other warps' from shared memory */
+#define FMSA_BWD_DKDV(WH)                                                                      \
+    do {                                                                                       \
+        _Pragma("unroll") for (int kb2 = 0; kb2 < KBO; ++kb2) {                                \
+            const int qrow = qw0 + 16 * kb2;                                                   \
+            _Pragma("unroll") for (int np = 0; np < NTV / 2; ++np) {                           \
+                unsigned bo[4], bq[4];                                                         \
+                const unsigned o = 2 * (b_kn + qrow * LDS + cv0 + np * 16);                    \
+                if ((WH) & 1) fmsa_ldmatrix_x4_trans(bo, sdo_base + o);                        \
+                if ((WH) & 2) fmsa_ldmatrix_x4_trans(bq, sq_base + o);                         \
+                _Pragma("unroll") for (int mt = 0; mt < MTK; ++mt) {                           \
+                    if ((WH) & 1) {                                                            \
+                        fmsa_mma16816<BF16>(dv[mt][2 * np], pa[mt][kb2], bo[0], bo[1]);        \
+                        fmsa_mma16816<BF16>(dv[mt][2 * np + 1], pa[mt][kb2], bo[2], bo[3]);    \
+                    }                                                                          \
+                    if ((WH) & 2) {                                                            \
+                        fmsa_mma16816<BF16>(dk[mt][2 * np], sa[mt][kb2], bq[0], bq[1]);        \
+                        fmsa_mma16816<BF16>(dk[mt][2 * np + 1], sa[mt][kb2], bq[2], bq[3]);    \
+                    }                                                                          \
+                }                                                                              \
+            }                                                                                  \
+        }                                                                                      \
+        _Pragma("unroll") for (int ob = 0; ob < (BM - QW) / 16; ++ob) {                        \
+            const int kb2 = ob < qw0 / 16 ? ob : ob + KBO;                                     \
+            unsigned ap[MTK][4], as[MTK][4];                                                   \
+            _Pragma("unroll") for (int mt = 0; mt < MTK; ++mt) {                               \
+                if ((WH) & 1) fmsa_ldmatrix_x4(ap[mt], sp_base + 2 * (a_p + mt * 16 * LDP + kb2 * 16)); \
+                if ((WH) & 2) fmsa_ldmatrix_x4(as[mt], sds_base + 2 * (a_p + mt * 16 * LDP + kb2 * 16)); \
+            }                                                                                  \
+            _Pragma("unroll") for (int np = 0; np < NTV / 2; ++np) {                           \
+                unsigned bo[4], bq[4];                                                         \
+                const unsigned o = 2 * (b_kn + kb2 * 16 * LDS + cv0 + np * 16);                \
+                if ((WH) & 1) fmsa_ldmatrix_x4_trans(bo, sdo_base + o);                        \
+                if ((WH) & 2) fmsa_ldmatrix_x4_trans(bq, sq_base + o);                         \
+                _Pragma("unroll") for (int mt = 0; mt < MTK; ++mt) {                           \
+                    if ((WH) & 1) {                                                            \
+                        fmsa_mma16816<BF16>(dv[mt][2 * np], ap[mt], bo[0], bo[1]);             \
+                        fmsa_mma16816<BF16>(dv[mt][2 * np + 1], ap[mt], bo[2], bo[3]);         \
+                    }                                                                          \
+                    if ((WH) & 2) {                                                            \
+                        fmsa_mma16816<BF16>(dk[mt][2 * np], as[mt], bq[0], bq[1]);             \
+                        fmsa_mma16816<BF16>(dk[mt][2 * np + 1], as[mt], bq[2], bq[3]);         \
+                    }                                                                          \
+                }                                                                              \
+            }                                                                                  \
+        }                                                                                      \
+    } while (0)
+
+        /* OPT bit 6: dQ between dV and dK, so its reductions drain behind dK's products */
+        FMSA_BWD_DKDV((OPT & 64) ? 1 : 3);
+        if (STAGES == 1 && !(OPT & 64) && it + 1 < niter) {
             __syncthreads(); /* Q/dO of this step no longer read */
             FMSA_BWD_LOAD(0, it + 1);
             fmsa_cp_async_commit();
@@ -466,7 +480,7 @@ FMSA_DEV void fmsa_bwd_main(const fmsa_cuda_bwd_params &P) {
                     float *rowa = rowa0 + 16 * mt * rstride, *rowb = rowa + 8 * rstride;
 #pragma unroll
                     for (int nt = 0; nt < NTQ; ++nt)
-                        fmsa_bwd_dq_red(rowa, rowb, cq0 + nt * 8 + 2 * t4, dq[mt][nt], t4, ia < sq,
+                        fmsa_bwd_dq_red<!(OPT & 128)>(rowa, rowb, cq0 + nt * 8 + 2 * t4, dq[mt][nt], t4, ia < sq,
                                         ia + 8 < sq);
                 }
             } else {
@@ -510,7 +524,16 @@ FMSA_DEV void fmsa_bwd_main(const fmsa_cuda_bwd_params &P) {
                 if (tid == 0) atomicAdd(sem, 1);
             }
         }
+        if (OPT & 64) {
+            FMSA_BWD_DKDV(2);
+            if (STAGES == 1 && it + 1 < niter) {
+                __syncthreads(); /* Q/dO of this step no longer read */
+                FMSA_BWD_LOAD(0, it + 1);
+                fmsa_cp_async_commit();
+            }
+        }
     }
+#undef FMSA_BWD_DKDV
 #undef FMSA_BWD_LOAD
     fmsa_cp_async_wait<0>();
 
