@@ -269,8 +269,17 @@ fmsa_status cli_workload_run(cli_workload *w, fmsa_pass pass) {
                           w->ws_bytes, NULL);
         if (cli_report(st, "fmsa_forward") != FMSA_SUCCESS) return st;
     } else {
-        st = fmsa_backward(w->ctx, &w->desc, &w->q, &w->k, &w->v, &w->o, &w->dout, &w->lse,
-                           &w->dq, &w->dk, &w->dv, w->d_ws, w->ws_bytes, NULL);
+        fmsa_backward_tensors bt = {0};
+        bt.q = w->q;
+        bt.k = w->k;
+        bt.v = w->v;
+        bt.o = w->o;
+        bt.dout = w->dout;
+        bt.lse = w->lse;
+        bt.dq = w->dq;
+        bt.dk = w->dk;
+        bt.dv = w->dv;
+        st = fmsa_backward(w->ctx, &w->desc, &bt, w->d_ws, w->ws_bytes, NULL);
         if (cli_report(st, "fmsa_backward") != FMSA_SUCCESS) return st;
     }
     return cli_report(fmsa_synchronize(w->ctx, NULL), "fmsa_synchronize");

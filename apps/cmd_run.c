@@ -49,7 +49,7 @@ static void cli_run_help(void) {
         "  --seqlen-q N, --seqlen-k N\n"
         "  --heads N         query heads\n"
         "  --heads-kv N      key/value heads, divides --heads (GQA/MQA; default = heads)\n"
-        "  --dim N           head dim, multiple of 8 in [8, 256]\n"
+        "  --dim N           head dim, multiple of 8 in [8, 576]\n"
         "  --causal          causal mask, bottom-right aligned (default unless --window)\n"
         "  --no-causal       no causal mask\n"
         "  --window L,R      sliding window, -1 = unlimited on that side; replaces the\n"

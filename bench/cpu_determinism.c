@@ -82,8 +82,11 @@ static void run(fmsa_context *ctx, fmsa_dtype dt, int64_t b, int64_t hq, int64_t
     if (backward) {
         CHECK(fmsa_workspace_size(ctx, FMSA_PASS_BACKWARD, &desc, &tq, &tk, &tv, &ws_bytes));
         ws = malloc(ws_bytes ? ws_bytes : 1);
-        CHECK(fmsa_backward(ctx, &desc, &tq, &tk, &tv, &to, &tdo, &tl, &tdq, &tdk, &tdv, ws,
-                            ws_bytes, NULL));
+        CHECK(fmsa_backward(ctx, &desc,
+                            &(fmsa_backward_tensors){.q = tq, .k = tk, .v = tv, .o = to,
+                                                     .dout = tdo, .lse = tl, .dq = tdq,
+                                                     .dk = tdk, .dv = tdv},
+                            ws, ws_bytes, NULL));
         free(ws);
         printf(" dQ %016llx dK %016llx dV %016llx", (unsigned long long)fnv(dq, nq * es),
                (unsigned long long)fnv(dk, nk * es), (unsigned long long)fnv(dv, nk * es));

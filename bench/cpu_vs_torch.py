@@ -102,7 +102,12 @@ class Desc(C.Structure):
                 ("mask", Tensor), ("cu_seqlens_q", Tensor), ("cu_seqlens_k", Tensor),
                 ("max_seqlen_q", C.c_int64), ("max_seqlen_k", C.c_int64),
                 ("block_table", Tensor), ("page_size", C.c_int64), ("seqused_k", Tensor),
-                ("deterministic", C.c_int)]
+                ("deterministic", C.c_int), ("sinks", Tensor)]
+
+
+class BwdTensors(C.Structure):
+    _fields_ = [(n, Tensor) for n in ("q", "k", "v", "o", "dout", "lse", "dlse", "dq", "dk",
+                                      "dv", "dsink")]
 
 
 def open_lib(path, env=None):
@@ -118,7 +123,7 @@ def open_lib(path, env=None):
         [C.POINTER(Tensor)] * 3 + [C.POINTER(C.c_size_t)]
     lib.fmsa_forward.argtypes = [C.c_void_p, C.POINTER(Desc)] + [C.POINTER(Tensor)] * 5 + \
         [C.c_void_p, C.c_size_t, C.c_void_p]
-    lib.fmsa_backward.argtypes = [C.c_void_p, C.POINTER(Desc)] + [C.POINTER(Tensor)] * 9 + \
+    lib.fmsa_backward.argtypes = [C.c_void_p, C.POINTER(Desc), C.POINTER(BwdTensors)] + \
         [C.c_void_p, C.c_size_t, C.c_void_p]
     return lib, context_under(lib, path, env or {})
 
@@ -375,10 +380,12 @@ def run_shape(dt, d, s, causal, peak):
             check(lib.fmsa_forward(ctx, desc, T["q"], T["k"], T["v"], T["o"], T["lse"],
                                    C.c_void_p(ws.data_ptr()), ws_f.value, None), "fmsa_forward", lib)
 
+        bt = BwdTensors(q=T["q"], k=T["k"], v=T["v"], o=T["o"], dout=T["do"], lse=T["lse"],
+                        dq=T["dq"], dk=T["dk"], dv=T["dv"])
+
         def bwd():
-            check(lib.fmsa_backward(ctx, desc, T["q"], T["k"], T["v"], T["o"], T["do"], T["lse"],
-                                    T["dq"], T["dk"], T["dv"], C.c_void_p(ws.data_ptr()),
-                                    ws_b.value, None), "fmsa_backward", lib)
+            check(lib.fmsa_backward(ctx, desc, bt, C.c_void_p(ws.data_ptr()), ws_b.value, None),
+                  "fmsa_backward", lib)
         return fwd, bwd
 
     runs = [(name, env) + calls(*lc) for name, env, lc in VARIANTS]  # (name, env, fwd, bwd)

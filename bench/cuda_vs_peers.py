@@ -64,7 +64,12 @@ class Desc(C.Structure):
                 ("mask", Tensor), ("cu_seqlens_q", Tensor), ("cu_seqlens_k", Tensor),
                 ("max_seqlen_q", C.c_int64), ("max_seqlen_k", C.c_int64),
                 ("block_table", Tensor), ("page_size", C.c_int64), ("seqused_k", Tensor),
-                ("deterministic", C.c_int)]
+                ("deterministic", C.c_int), ("sinks", Tensor)]
+
+
+class BwdTensors(C.Structure):
+    _fields_ = [(n, Tensor) for n in ("q", "k", "v", "o", "dout", "lse", "dlse", "dq", "dk",
+                                      "dv", "dsink")]
 
 
 LIB = C.CDLL(os.path.abspath(ARGS.lib))
@@ -76,7 +81,7 @@ LIB.fmsa_workspace_size.argtypes = [C.c_void_p, C.c_int, C.POINTER(Desc)] + \
     [C.POINTER(Tensor)] * 3 + [C.POINTER(C.c_size_t)]
 LIB.fmsa_forward.argtypes = [C.c_void_p, C.POINTER(Desc)] + [C.POINTER(Tensor)] * 5 + \
     [C.c_void_p, C.c_size_t, C.c_void_p]
-LIB.fmsa_backward.argtypes = [C.c_void_p, C.POINTER(Desc)] + [C.POINTER(Tensor)] * 9 + \
+LIB.fmsa_backward.argtypes = [C.c_void_p, C.POINTER(Desc), C.POINTER(BwdTensors)] + \
     [C.c_void_p, C.c_size_t, C.c_void_p]
 LIB.fmsa_synchronize.argtypes = [C.c_void_p, C.c_void_p]
 
@@ -126,8 +131,10 @@ class Fmsa:
                                torch.cuda.current_stream().cuda_stream), "fmsa_forward")
 
     def bwd(self):
-        check(LIB.fmsa_backward(CTX, C.byref(self.desc), *[C.byref(self.t[i]) for i in
-                                                           (0, 1, 2, 3, 5, 4, 6, 7, 8)],
+        t = self.t
+        bt = BwdTensors(q=t[0], k=t[1], v=t[2], o=t[3], lse=t[4], dout=t[5], dq=t[6], dk=t[7],
+                        dv=t[8])
+        check(LIB.fmsa_backward(CTX, C.byref(self.desc), C.byref(bt),
                                 self.ws.data_ptr(), self.ws.numel(),
                                 torch.cuda.current_stream().cuda_stream), "fmsa_backward")
 

@@ -6,6 +6,7 @@
 #include "common/context.h"
 #include "common/error.h"
 #include "common/validate.h"
+#include "common/validate_memory.h"
 
 static fmsa_status fmsa_ctx_reader(void *state, void *dst, const void *src, size_t src_offset,
                                    size_t bytes) {
@@ -38,6 +39,20 @@ static fmsa_status fmsa_check_workspace(fmsa_context *ctx, const fmsa_problem *p
     return FMSA_SUCCESS;
 }
 
+/* Alignment, allocation extents and overlaps of every view of the call, the
+ * workspace's `need` bytes included (common/validate_memory.c). */
+static fmsa_status fmsa_check_memory(fmsa_context *ctx, const fmsa_problem *p,
+                                     const fmsa_attention_desc *desc, const fmsa_call_tensors *t,
+                                     void *ws) {
+    size_t need = 0;
+    fmsa_mem_policy pol;
+    FMSA_TRY(ctx->vt->workspace_size(ctx->state, p, &need));
+    pol.handles = ctx->vt->data_handles;
+    pol.mem_size = ctx->vt->mem_size;
+    pol.state = ctx->state;
+    return fmsa_check_call_memory(p->pass, desc, t, ws, need, &pol);
+}
+
 fmsa_status fmsa_workspace_size(fmsa_context *ctx, fmsa_pass pass,
                                 const fmsa_attention_desc *desc, const fmsa_tensor *q,
                                 const fmsa_tensor *k, const fmsa_tensor *v, size_t *bytes) {
@@ -67,29 +82,67 @@ fmsa_status fmsa_forward(fmsa_context *ctx, const fmsa_attention_desc *desc, con
     t.lse = lse;
     FMSA_TRY(fmsa_prepare(ctx, FMSA_PASS_FORWARD, desc, &t, 0, &p));
     FMSA_TRY(fmsa_check_workspace(ctx, &p, workspace, workspace_bytes));
+    FMSA_TRY(fmsa_check_memory(ctx, &p, desc, &t, workspace));
     if (p.batch == 0 || p.total_q == 0) return FMSA_SUCCESS; /* nothing to compute or write */
     return ctx->vt->forward(ctx->state, &p, workspace, workspace_bytes, stream);
 }
 
+/* dsink of a problem with no rows: zeros, one copy per head (strided views),
+ * through the backend's host-to-device copy. */
+static fmsa_status fmsa_zero_dsink(fmsa_context *ctx, const fmsa_problem *p) {
+    const float zero = 0.0f;
+    if (!p->has_dsink) return FMSA_SUCCESS;
+    for (int64_t h = 0; h < p->heads_q; ++h)
+        FMSA_TRY(ctx->vt->copy_to_device(
+            ctx->state, p->dsink.data,
+            (size_t)(p->dsink.byte_offset + h * p->dsink.s0 * (int64_t)sizeof zero), &zero,
+            sizeof zero));
+    return FMSA_SUCCESS;
+}
+
 fmsa_status fmsa_backward(fmsa_context *ctx, const fmsa_attention_desc *desc,
-                          const fmsa_tensor *q, const fmsa_tensor *k, const fmsa_tensor *v,
-                          const fmsa_tensor *o, const fmsa_tensor *dout, const fmsa_tensor *lse,
-                          const fmsa_tensor *dq, const fmsa_tensor *dk, const fmsa_tensor *dv,
-                          void *workspace, size_t workspace_bytes, void *stream) {
+                          const fmsa_backward_tensors *bt, void *workspace,
+                          size_t workspace_bytes, void *stream) {
     fmsa_call_tensors t = {0};
     fmsa_problem p;
     fmsa_clear_error();
-    t.q = q;
-    t.k = k;
-    t.v = v;
-    t.o = o;
-    t.dout = dout;
-    t.lse = lse;
-    t.dq = dq;
-    t.dk = dk;
-    t.dv = dv;
+    if (!bt) return fmsa_fail(FMSA_ERR_INVALID_ARGUMENT, "t (the backward's tensors) is NULL");
+    t.q = &bt->q;
+    t.k = &bt->k;
+    t.v = &bt->v;
+    t.o = &bt->o;
+    t.dout = &bt->dout;
+    t.lse = &bt->lse;
+    t.dlse = &bt->dlse;
+    t.dq = &bt->dq;
+    t.dk = &bt->dk;
+    t.dv = &bt->dv;
+    t.dsink = &bt->dsink;
     FMSA_TRY(fmsa_prepare(ctx, FMSA_PASS_BACKWARD, desc, &t, 0, &p));
     FMSA_TRY(fmsa_check_workspace(ctx, &p, workspace, workspace_bytes));
-    if (p.batch == 0 || (p.total_q == 0 && p.total_k == 0)) return FMSA_SUCCESS;
+    FMSA_TRY(fmsa_check_memory(ctx, &p, desc, &t, workspace));
+    /* nothing to compute, but dsink is still owed its value: the sum over no rows */
+    if (p.batch == 0 || (p.total_q == 0 && p.total_k == 0)) return fmsa_zero_dsink(ctx, &p);
     return ctx->vt->backward(ctx->state, &p, workspace, workspace_bytes, stream);
+}
+
+fmsa_status fmsa_merge_states(fmsa_context *ctx, const fmsa_tensor *o_a, const fmsa_tensor *lse_a,
+                              const fmsa_tensor *o_b, const fmsa_tensor *lse_b,
+                              const fmsa_tensor *o, const fmsa_tensor *lse, void *stream) {
+    fmsa_merge_problem mp;
+    fmsa_clear_error();
+    if (!ctx) return fmsa_fail(FMSA_ERR_INVALID_ARGUMENT, "ctx is NULL");
+    FMSA_TRY(fmsa_merge_problem_build(&mp, o_a, lse_a, o_b, lse_b, o, lse));
+    {
+        fmsa_mem_policy pol;
+        pol.handles = ctx->vt->data_handles;
+        pol.mem_size = ctx->vt->mem_size;
+        pol.state = ctx->state;
+        FMSA_TRY(fmsa_check_merge_memory(o_a, lse_a, o_b, lse_b, o, lse, &pol));
+    }
+    if (!ctx->vt->merge)
+        return fmsa_fail(FMSA_ERR_NOT_SUPPORTED,
+                         "%s: fmsa_merge_states is not supported by this backend", ctx->vt->name);
+    if (mp.batch == 0 || mp.seqlen == 0 || mp.heads == 0) return FMSA_SUCCESS;
+    return ctx->vt->merge(ctx->state, &mp, stream);
 }

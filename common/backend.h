@@ -18,7 +18,7 @@
 
 /// Bumped whenever a member's meaning changes; modules built against another
 /// version are refused at load time.
-#define FMSA_BACKEND_API_VERSION 1
+#define FMSA_BACKEND_API_VERSION 2
 
 /// What a peak probe's loop multiplies.
 typedef enum fmsa_peak_kind {
@@ -92,8 +92,21 @@ typedef struct fmsa_backend_vtable {
     fmsa_status (*backward)(void *state, const fmsa_problem *p, void *workspace,
                             size_t workspace_bytes, void *stream);
 
+    /// Optional (NULL = FMSA_ERR_NOT_SUPPORTED naming the backend): merges two
+    /// partial results (fmsa_merge_states) on stream.
+    fmsa_status (*merge)(void *state, const fmsa_merge_problem *mp, void *stream);
+
     /// Optional (NULL = none): the peak probe of the backend's kernel paths.
     const fmsa_backend_peak *peak;
+
+    /// 1 when tensor data are opaque handles (cl_mem), which views share only
+    /// by being the same handle; 0 (default) when they are addresses (host or
+    /// device pointers), compared as such (common/validate_memory.c).
+    int data_handles;
+    /// Optional (NULL = the allocation's size cannot be asked): the byte size
+    /// of the allocation a handle refers to (OpenCL: CL_MEM_SIZE), so that
+    /// validation refuses a view reaching past it.
+    fmsa_status (*mem_size)(void *state, const void *data, size_t *bytes);
 } fmsa_backend_vtable;
 
 /// One getter per backend of backend_list.h; only those of compiled-in

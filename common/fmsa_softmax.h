@@ -107,6 +107,28 @@ FMSA_INLINE float fmsa_softmax_finalize(float m, float l, FMSA_PRIVATE float *ls
     return 1.0f / l;
 }
 
+/// Merges two finished rows over disjoint key sets (fmsa_merge_states): from
+/// their natural-log LSEs returns the merged LSE and through *wa / *wb the
+/// weights of the normalised outputs, o = wa * o_a + wb * o_b.  A side with
+/// lse = -inf (no visible key) gets weight 0; both -inf give weights 0 and
+/// lse = -inf, so o = 0.
+FMSA_INLINE float fmsa_softmax_merge_lse(float lse_a, float lse_b, FMSA_PRIVATE float *wa,
+                                         FMSA_PRIVATE float *wb) {
+    const float m = FMSA_FMAX(lse_a, lse_b);
+    float ea, eb, sum;
+    if (m == FMSA_NEG_INF) {
+        *wa = 0.0f;
+        *wb = 0.0f;
+        return FMSA_NEG_INF;
+    }
+    ea = FMSA_EXP2((lse_a - m) * FMSA_LOG2E); /* one of the two is exactly 1 */
+    eb = FMSA_EXP2((lse_b - m) * FMSA_LOG2E);
+    sum = ea + eb;
+    *wa = ea / sum;
+    *wb = eb / sum;
+    return m + FMSA_LOG2(sum) * FMSA_LN2;
+}
+
 /// The backward's recomputed probability: P = exp(s - lse) in base 2, where
 /// s2 is the base-2 score and lse2 = lse * log2(e).  A masked row (lse = -inf)
 /// or masked key (s2 = -inf) gives 0.

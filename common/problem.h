@@ -38,7 +38,8 @@ typedef struct fmsa_problem {
     int64_t seqlen_k;     ///< per-sequence key length; varlen/paged: max keys of any sequence
     int64_t heads_q;      ///< query heads
     int64_t heads_kv;     ///< key/value heads (heads_q % heads_kv == 0)
-    int64_t head_dim;     ///< D: a multiple of 8 up to FMSA_HEAD_DIM_MAX (fmsa_limits.h)
+    int64_t head_dim;     ///< D (q/k): a multiple of 8 up to FMSA_HEAD_DIM_MAX (fmsa_limits.h)
+    int64_t head_dim_v;   ///< Dv (v/o/dout/dv): likewise; often == head_dim
     int64_t total_q;      ///< rows of q along dim 1 (varlen: cu_seqlens_q[batch])
     int64_t total_k;      ///< rows of k along dim 1 (varlen: cu_seqlens_k[batch]; paged: page_size)
 
@@ -55,6 +56,9 @@ typedef struct fmsa_problem {
     int has_alibi;        ///< alibi.data != NULL
     int has_mask;         ///< mask.data != NULL
     int has_seqused_k;    ///< seqused_k.data != NULL
+    int has_sinks;        ///< desc.sinks given: one value-less softmax term per head
+    int has_dlse;         ///< backward: dlse given (else dlse = 0)
+    int has_dsink;        ///< backward: dsink requested (only with sinks)
 
     fmsa_view4 q, k, v;          ///< inputs
     fmsa_view4 o;                ///< forward output; backward input
@@ -67,10 +71,22 @@ typedef struct fmsa_problem {
     fmsa_viewn cu_seqlens_k;     ///< int32 [B+1]
     fmsa_viewn block_table;      ///< int32 [B, max_pages]: s0 = batch stride
     fmsa_viewn seqused_k;        ///< int32 [B]
+    fmsa_viewn sinks;            ///< fp32 [Hq]: s0 = head stride
+    fmsa_viewn dlse;             ///< fp32 [B, Hq, Sq]: strides as lse
+    fmsa_viewn dsink;            ///< fp32 [Hq] output: s0 = head stride
     int64_t page_size;           ///< paged: keys per page
     int64_t max_pages;           ///< paged: block_table.shape[1]
     int64_t num_pages;           ///< paged: k.shape[0]
 } fmsa_problem;
+
+/// A validated fmsa_merge_states call: two partial results of the same
+/// queries and the merged one, all [batch, seqlen, heads, head_dim_v].
+typedef struct fmsa_merge_problem {
+    int64_t batch, seqlen, heads, head_dim_v; ///< extents of o_a (and every other)
+    fmsa_dtype dtype_a, dtype_b, dtype_o;     ///< f32, f16 or bf16 each
+    fmsa_view4 o_a, o_b, o;                   ///< partials and result
+    fmsa_viewn lse_a, lse_b, lse;             ///< fp32: s0 = batch, s1 = head, s2 = row
+} fmsa_merge_problem;
 
 /// Bytes per element of the problem's attention dtype.
 static inline size_t fmsa_problem_elem_size(const fmsa_problem *p) {
@@ -121,6 +137,12 @@ static inline int64_t fmsa_problem_q_offset(const fmsa_view4 *qv, const fmsa_seq
 static inline int64_t fmsa_problem_lse_offset(const fmsa_problem *p, const fmsa_seq *s,
                                               int64_t i, int64_t h) {
     return fmsa_seq_q_offset(s, i, h, p->lse.s0, p->lse.s2, p->lse.s1);
+}
+
+/// Element offset of dlse for query row i of head h (dlse is laid out as lse).
+static inline int64_t fmsa_problem_dlse_offset(const fmsa_problem *p, const fmsa_seq *s,
+                                               int64_t i, int64_t h) {
+    return fmsa_seq_q_offset(s, i, h, p->dlse.s0, p->dlse.s2, p->dlse.s1);
 }
 
 /// Key/value head read by query head h (GQA/MQA).

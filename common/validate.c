@@ -44,12 +44,17 @@ static fmsa_status fmsa_check_extent(const char *name, const fmsa_tensor *t) {
     return FMSA_SUCCESS;
 }
 
+static int fmsa_tensor_is_empty(const fmsa_tensor *t) {
+    for (int32_t i = 0; i < t->ndim && i < FMSA_MAX_DIMS; ++i)
+        if (t->shape[i] == 0) return 1;
+    return 0;
+}
+
 /* Structural checks shared by every tensor argument. */
 static fmsa_status fmsa_check_tensor(const char *name, const fmsa_tensor *t, int32_t ndim,
                                      int last_contiguous) {
     size_t es;
     if (!t) return fmsa_fail(FMSA_ERR_INVALID_ARGUMENT, "%s: tensor pointer is NULL", name);
-    if (!t->data) return fmsa_fail(FMSA_ERR_INVALID_ARGUMENT, "%s.data is NULL", name);
     es = fmsa_dtype_size(t->dtype);
     if (es == 0)
         return fmsa_fail(FMSA_ERR_INVALID_ARGUMENT, "%s.dtype = %d is not a valid fmsa_dtype",
@@ -70,6 +75,10 @@ static fmsa_status fmsa_check_tensor(const char *name, const fmsa_tensor *t, int
                              "%s.strides[%d] = %lld: negative strides are not supported", name,
                              (int)i, (long long)t->strides[i]);
     }
+    /* a tensor of zero elements addresses nothing, so it needs no data
+     * (fmsa_malloc(0) gives NULL) */
+    if (!t->data && !fmsa_tensor_is_empty(t))
+        return fmsa_fail(FMSA_ERR_INVALID_ARGUMENT, "%s.data is NULL", name);
     if (last_contiguous && t->strides[ndim - 1] != 1)
         return fmsa_fail(FMSA_ERR_INVALID_ARGUMENT,
                          "%s.strides[%d] = %lld: the head_dim stride must be 1", name,
@@ -118,7 +127,7 @@ static const char *const fmsa_lsedims[3] = {"batch", "heads_q", "seqlen_q"};
 static fmsa_view4 fmsa_view4_of(const fmsa_tensor *t) {
     fmsa_view4 v;
     v.data = t->data;
-    v.byte_offset = t->byte_offset;
+    v.byte_offset = t->data ? t->byte_offset : 0; /* empty views may have no data */
     v.sb = t->strides[0];
     v.ss = t->strides[1];
     v.sh = t->strides[2];
@@ -293,7 +302,17 @@ static fmsa_status fmsa_check_desc_scalars(fmsa_problem *p, const fmsa_attention
     return FMSA_SUCCESS;
 }
 
-/* q, k, v: dtypes, ranks, heads and head_dim. */
+/* A head dim (D or Dv) within the API's limits (fmsa_limits.h). */
+static fmsa_status fmsa_check_head_dim(const char *name, int64_t d) {
+    if (d == 0) return fmsa_fail(FMSA_ERR_INVALID_ARGUMENT, "%s = 0: must be > 0", name);
+    if (d % FMSA_HEAD_DIM_MULTIPLE != 0 || d > FMSA_HEAD_DIM_MAX)
+        return fmsa_fail(FMSA_ERR_NOT_SUPPORTED,
+                         "%s = %lld: supported head dims are the multiples of %d up to %d", name,
+                         (long long)d, FMSA_HEAD_DIM_MULTIPLE, FMSA_HEAD_DIM_MAX);
+    return FMSA_SUCCESS;
+}
+
+/* q, k, v: dtypes, ranks, heads and the head dims D (q, k) and Dv (v). */
 static fmsa_status fmsa_check_qkv(fmsa_problem *p, const fmsa_call_tensors *t) {
     FMSA_TRY(fmsa_check_tensor("q", t->q, 4, 1));
     FMSA_TRY(fmsa_check_tensor("k", t->k, 4, 1));
@@ -306,20 +325,15 @@ static fmsa_status fmsa_check_qkv(fmsa_problem *p, const fmsa_call_tensors *t) {
     FMSA_TRY(fmsa_check_dtype("v", t->v, t->q->dtype));
     p->dtype = t->q->dtype;
     p->head_dim = t->q->shape[3];
+    p->head_dim_v = t->v->shape[3];
     p->heads_q = t->q->shape[2];
     p->heads_kv = t->k->shape[2];
-    if (p->head_dim == 0)
-        return fmsa_fail(FMSA_ERR_INVALID_ARGUMENT, "q.shape[3] (head_dim) = 0: must be > 0");
-    if (p->head_dim % FMSA_HEAD_DIM_MULTIPLE != 0 || p->head_dim > FMSA_HEAD_DIM_MAX)
-        return fmsa_fail(FMSA_ERR_NOT_SUPPORTED,
-                         "q.shape[3] (head_dim) = %lld: supported head dims are the multiples "
-                         "of %d up to %d",
-                         (long long)p->head_dim, FMSA_HEAD_DIM_MULTIPLE, FMSA_HEAD_DIM_MAX);
-    if (t->k->shape[3] != p->head_dim || t->v->shape[3] != p->head_dim)
+    FMSA_TRY(fmsa_check_head_dim("q.shape[3] (head_dim)", p->head_dim));
+    FMSA_TRY(fmsa_check_head_dim("v.shape[3] (head_dim_v)", p->head_dim_v));
+    if (t->k->shape[3] != p->head_dim)
         return fmsa_fail(FMSA_ERR_INVALID_ARGUMENT,
-                         "k.shape[3] = %lld, v.shape[3] = %lld: must equal q.shape[3] = %lld",
-                         (long long)t->k->shape[3], (long long)t->v->shape[3],
-                         (long long)p->head_dim);
+                         "k.shape[3] = %lld: must equal q.shape[3] (head_dim) = %lld",
+                         (long long)t->k->shape[3], (long long)p->head_dim);
     if (p->heads_q == 0 || p->heads_kv == 0)
         return fmsa_fail(FMSA_ERR_INVALID_ARGUMENT,
                          "q.shape[2] (heads_q) = %lld, k.shape[2] (heads_kv) = %lld: must be > 0",
@@ -469,6 +483,17 @@ static fmsa_status fmsa_check_sequences(fmsa_problem *p, const fmsa_attention_de
     return FMSA_SUCCESS;
 }
 
+/* A window at least as wide as every sequence limits nothing: it becomes -1
+ * (unlimited), so that the window arithmetic of every kernel (diag - left,
+ * diag + right + 1; common/fmsa_seq.h) stays within int64 for any value the
+ * caller passes, INT64_MAX included.  Row i of a sequence of sq queries and sk
+ * keys sits on diagonal i + sk - sq in [sk - sq, sk - 1], so left >= sk - 1
+ * and right >= sq - 1 admit every key of every row. */
+static void fmsa_fold_wide_windows(fmsa_problem *p) {
+    if (p->window_left >= p->seqlen_k) p->window_left = -1;
+    if (p->window_right >= p->seqlen_q) p->window_right = -1;
+}
+
 /* Optional ALiBi slopes and bit-packed mask. */
 static fmsa_status fmsa_check_bias_and_mask(fmsa_problem *p, const fmsa_attention_desc *desc) {
     p->has_alibi = fmsa_present(&desc->alibi_slopes);
@@ -523,31 +548,75 @@ static fmsa_status fmsa_check_like(const char *name, const fmsa_tensor *t, const
     return fmsa_check_shape(name, t, like->shape, fmsa_qdims);
 }
 
+/* Shaped like `like` but with last dimension dim3 (o and dout: [B, Sq, Hq, Dv]). */
+static fmsa_status fmsa_check_like_dv(const char *name, const fmsa_tensor *t,
+                                      const fmsa_tensor *like, const char *like_name,
+                                      int64_t dim3) {
+    int64_t want[4];
+    FMSA_TRY(fmsa_check_tensor(name, t, 4, 1));
+    if (t->dtype != like->dtype)
+        return fmsa_fail(FMSA_ERR_INVALID_ARGUMENT, "%s.dtype = %d: must equal %s.dtype = %d",
+                         name, (int)t->dtype, like_name, (int)like->dtype);
+    memcpy(want, like->shape, sizeof want);
+    want[3] = dim3;
+    return fmsa_check_shape(name, t, want, fmsa_qdims);
+}
+
 static fmsa_status fmsa_check_output(const char *name, const fmsa_tensor *t) {
     return fmsa_check_not_broadcast(name, t, "an output");
 }
 
-static fmsa_status fmsa_check_lse(fmsa_problem *p, const fmsa_tensor *lse) {
+/* An fp32 [B, Hq, Sq] tensor laid out like the lse (lse, dlse). */
+static fmsa_status fmsa_check_rows(const char *name, const fmsa_problem *p, const fmsa_tensor *t,
+                                   fmsa_viewn *out) {
     int64_t want[3];
-    FMSA_TRY(fmsa_check_tensor("lse", lse, 3, 0));
-    FMSA_TRY(fmsa_check_dtype("lse", lse, FMSA_DTYPE_F32));
+    FMSA_TRY(fmsa_check_tensor(name, t, 3, 0));
+    FMSA_TRY(fmsa_check_dtype(name, t, FMSA_DTYPE_F32));
     want[0] = p->is_varlen ? 1 : p->batch;
     want[1] = p->heads_q;
     want[2] = p->total_q;
-    FMSA_TRY(fmsa_check_shape("lse", lse, want, fmsa_lsedims));
-    p->lse.data = lse->data;
-    p->lse.byte_offset = lse->byte_offset;
-    p->lse.s0 = lse->strides[0];
-    p->lse.s1 = lse->strides[1];
-    p->lse.s2 = lse->strides[2];
+    FMSA_TRY(fmsa_check_shape(name, t, want, fmsa_lsedims));
+    out->data = t->data;
+    out->byte_offset = t->byte_offset;
+    out->s0 = t->strides[0];
+    out->s1 = t->strides[1];
+    out->s2 = t->strides[2];
+    return FMSA_SUCCESS;
+}
+
+static fmsa_status fmsa_check_lse(fmsa_problem *p, const fmsa_tensor *lse) {
+    FMSA_TRY(fmsa_check_rows("lse", p, lse, &p->lse));
     p->has_lse = 1;
+    return FMSA_SUCCESS;
+}
+
+/* An fp32 [Hq] per-head vector (desc.sinks, dsink). */
+static fmsa_status fmsa_check_per_head(const char *name, const fmsa_problem *p,
+                                       const fmsa_tensor *t, fmsa_viewn *out) {
+    FMSA_TRY(fmsa_check_tensor(name, t, 1, 0));
+    FMSA_TRY(fmsa_check_dtype(name, t, FMSA_DTYPE_F32));
+    if (t->shape[0] != p->heads_q)
+        return fmsa_fail(FMSA_ERR_INVALID_ARGUMENT,
+                         "%s.shape[0] = %lld: must equal heads_q = %lld (one per query head)",
+                         name, (long long)t->shape[0], (long long)p->heads_q);
+    memset(out, 0, sizeof *out);
+    out->data = t->data;
+    out->byte_offset = t->byte_offset;
+    out->s0 = t->strides[0];
+    return FMSA_SUCCESS;
+}
+
+/* Optional sink logits of the description. */
+static fmsa_status fmsa_check_sinks(fmsa_problem *p, const fmsa_attention_desc *desc) {
+    p->has_sinks = fmsa_present(&desc->sinks);
+    if (p->has_sinks) FMSA_TRY(fmsa_check_per_head("desc.sinks", p, &desc->sinks, &p->sinks));
     return FMSA_SUCCESS;
 }
 
 /* Outputs and backward inputs. */
 static fmsa_status fmsa_check_pass_tensors(fmsa_problem *p, const fmsa_call_tensors *t) {
     if (p->pass == FMSA_PASS_FORWARD) {
-        FMSA_TRY(fmsa_check_like("o", t->o, t->q, "q"));
+        FMSA_TRY(fmsa_check_like_dv("o", t->o, t->q, "q", p->head_dim_v));
         FMSA_TRY(fmsa_check_output("o", t->o));
         p->o = fmsa_view4_of(t->o);
         if (fmsa_present(t->lse)) {
@@ -556,18 +625,31 @@ static fmsa_status fmsa_check_pass_tensors(fmsa_problem *p, const fmsa_call_tens
         }
         return FMSA_SUCCESS;
     }
-    FMSA_TRY(fmsa_check_like("o", t->o, t->q, "q"));
-    FMSA_TRY(fmsa_check_like("dout", t->dout, t->q, "q"));
+    FMSA_TRY(fmsa_check_like_dv("o", t->o, t->q, "q", p->head_dim_v));
+    FMSA_TRY(fmsa_check_like_dv("dout", t->dout, t->q, "q", p->head_dim_v));
     FMSA_TRY(fmsa_check_like("dq", t->dq, t->q, "q"));
     FMSA_TRY(fmsa_check_like("dk", t->dk, t->k, "k"));
-    FMSA_TRY(fmsa_check_like("dv", t->dv, t->k, "k"));
+    FMSA_TRY(fmsa_check_like("dv", t->dv, t->v, "v"));
     FMSA_TRY(fmsa_check_output("dq", t->dq));
     FMSA_TRY(fmsa_check_output("dk", t->dk));
     FMSA_TRY(fmsa_check_output("dv", t->dv));
-    if (!fmsa_present(t->lse))
+    if (!t->lse || (!t->lse->data && !fmsa_tensor_is_empty(t->lse)))
         return fmsa_fail(FMSA_ERR_INVALID_ARGUMENT,
                          "lse: the backward needs the forward's log-sum-exp (lse.data is NULL)");
     FMSA_TRY(fmsa_check_lse(p, t->lse));
+    if (fmsa_present(t->dlse)) {
+        FMSA_TRY(fmsa_check_rows("dlse", p, t->dlse, &p->dlse));
+        p->has_dlse = 1;
+    }
+    if (fmsa_present(t->dsink)) {
+        if (!p->has_sinks)
+            return fmsa_fail(FMSA_ERR_INVALID_ARGUMENT,
+                             "dsink is given but desc.sinks is not: there is no sink to "
+                             "differentiate");
+        FMSA_TRY(fmsa_check_per_head("dsink", p, t->dsink, &p->dsink));
+        FMSA_TRY(fmsa_check_output("dsink", t->dsink));
+        p->has_dsink = 1;
+    }
     p->o = fmsa_view4_of(t->o);
     p->dout = fmsa_view4_of(t->dout);
     p->dq = fmsa_view4_of(t->dq);
@@ -595,8 +677,66 @@ fmsa_status fmsa_problem_build_meta(fmsa_problem *p, fmsa_pass pass,
     FMSA_TRY(fmsa_check_desc_scalars(p, desc));
     FMSA_TRY(fmsa_check_qkv(p, t));
     FMSA_TRY(fmsa_check_sequences(p, desc, t, reader, reader_state, defer_metadata));
+    fmsa_fold_wide_windows(p);
     FMSA_TRY(fmsa_check_bias_and_mask(p, desc));
+    FMSA_TRY(fmsa_check_sinks(p, desc));
     if (!shape_only) FMSA_TRY(fmsa_check_pass_tensors(p, t));
     if (pass == FMSA_PASS_BACKWARD) p->has_lse = 1;
+    return FMSA_SUCCESS;
+}
+
+/* One [B, S, H, Dv] partial of a merge, f32/f16/bf16, its dims equal to want
+ * (NULL: it sets them). */
+static fmsa_status fmsa_check_merge_o(const char *name, const fmsa_tensor *t, const int64_t *want) {
+    static const char *const dims[4] = {"batch", "seqlen", "heads", "head_dim_v"};
+    FMSA_TRY(fmsa_check_tensor(name, t, 4, 1));
+    if (t->dtype != FMSA_DTYPE_F32 && t->dtype != FMSA_DTYPE_F16 && t->dtype != FMSA_DTYPE_BF16)
+        return fmsa_fail(FMSA_ERR_INVALID_ARGUMENT, "%s.dtype = %d: must be f32, f16 or bf16",
+                         name, (int)t->dtype);
+    return want ? fmsa_check_shape(name, t, want, dims) : FMSA_SUCCESS;
+}
+
+static fmsa_status fmsa_check_merge_lse(const char *name, const fmsa_tensor *t,
+                                        const int64_t *o_shape, fmsa_viewn *out) {
+    int64_t want[3];
+    want[0] = o_shape[0];
+    want[1] = o_shape[2];
+    want[2] = o_shape[1];
+    FMSA_TRY(fmsa_check_tensor(name, t, 3, 0));
+    FMSA_TRY(fmsa_check_dtype(name, t, FMSA_DTYPE_F32));
+    FMSA_TRY(fmsa_check_shape(name, t, want, fmsa_lsedims));
+    out->data = t->data;
+    out->byte_offset = t->byte_offset;
+    out->s0 = t->strides[0];
+    out->s1 = t->strides[1];
+    out->s2 = t->strides[2];
+    return FMSA_SUCCESS;
+}
+
+fmsa_status fmsa_merge_problem_build(fmsa_merge_problem *mp, const fmsa_tensor *o_a,
+                                     const fmsa_tensor *lse_a, const fmsa_tensor *o_b,
+                                     const fmsa_tensor *lse_b, const fmsa_tensor *o,
+                                     const fmsa_tensor *lse) {
+    if (!mp) return fmsa_fail(FMSA_ERR_INTERNAL, "fmsa_merge_problem_build: NULL problem");
+    memset(mp, 0, sizeof *mp);
+    FMSA_TRY(fmsa_check_merge_o("o_a", o_a, NULL));
+    FMSA_TRY(fmsa_check_head_dim("o_a.shape[3] (head_dim_v)", o_a->shape[3]));
+    FMSA_TRY(fmsa_check_merge_o("o_b", o_b, o_a->shape));
+    FMSA_TRY(fmsa_check_merge_o("o", o, o_a->shape));
+    FMSA_TRY(fmsa_check_output("o", o));
+    FMSA_TRY(fmsa_check_merge_lse("lse_a", lse_a, o_a->shape, &mp->lse_a));
+    FMSA_TRY(fmsa_check_merge_lse("lse_b", lse_b, o_a->shape, &mp->lse_b));
+    FMSA_TRY(fmsa_check_merge_lse("lse", lse, o_a->shape, &mp->lse));
+    FMSA_TRY(fmsa_check_output("lse", lse));
+    mp->batch = o_a->shape[0];
+    mp->seqlen = o_a->shape[1];
+    mp->heads = o_a->shape[2];
+    mp->head_dim_v = o_a->shape[3];
+    mp->dtype_a = o_a->dtype;
+    mp->dtype_b = o_b->dtype;
+    mp->dtype_o = o->dtype;
+    mp->o_a = fmsa_view4_of(o_a);
+    mp->o_b = fmsa_view4_of(o_b);
+    mp->o = fmsa_view4_of(o);
     return FMSA_SUCCESS;
 }

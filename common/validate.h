@@ -1,7 +1,7 @@
 /*
  * Turns the public descriptors into a validated fmsa_problem, once for every
  * backend, before any output is touched.  Messages name the field
- * ("q.shape[3] (head_dim) = 12: must be a multiple of 8 in [8, 256]").
+ * ("q.shape[3] (head_dim) = 12: supported head dims are the multiples of 8 ...").
  */
 #ifndef FMSA_COMMON_VALIDATE_H
 #define FMSA_COMMON_VALIDATE_H
@@ -15,6 +15,8 @@ typedef struct fmsa_call_tensors {
     const fmsa_tensor *lse;        ///< forward optional output / backward input
     const fmsa_tensor *dout;       ///< backward input
     const fmsa_tensor *dq, *dk, *dv; ///< backward outputs
+    const fmsa_tensor *dlse;       ///< backward optional input
+    const fmsa_tensor *dsink;      ///< backward optional output (with desc.sinks)
 } fmsa_call_tensors;
 
 /// Reads small metadata (cu_seqlens, seqused_k, block tables) from device
@@ -38,5 +40,11 @@ fmsa_status fmsa_problem_build_meta(fmsa_problem *p, fmsa_pass pass,
                                     const fmsa_call_tensors *t, int shape_only,
                                     fmsa_meta_reader reader, void *reader_state,
                                     int defer_metadata);
+
+/// Validates the six tensors of fmsa_merge_states and fills *mp.
+fmsa_status fmsa_merge_problem_build(fmsa_merge_problem *mp, const fmsa_tensor *o_a,
+                                     const fmsa_tensor *lse_a, const fmsa_tensor *o_b,
+                                     const fmsa_tensor *lse_b, const fmsa_tensor *o,
+                                     const fmsa_tensor *lse);
 
 #endif /* FMSA_COMMON_VALIDATE_H */

@@ -21,8 +21,6 @@ fmsa_add_test(test_api_concurrent LABELS api cpu SOURCES test_api_concurrent.c)
 target_link_libraries(test_api_concurrent PRIVATE Threads::Threads)
 set_tests_properties(test_api_concurrent PROPERTIES
                      ENVIRONMENT "FLASHMSA_CPU_POISON=1;OMP_NUM_THREADS=2")
-# OPEN BUGS found by the fuzzer (tests/fuzz, issue 18): fails today, so
-# DISABLED until the fix lands (tests/test_fuzz_repro.c says what and where);
-# run it by hand: build/tests/test_fuzz_repro.
+# Bugs found by the fuzzer (tests/fuzz, issue 18), fixed: their reproducers
+# (tests/test_fuzz_repro.c says what and where).
 fmsa_add_test(test_fuzz_repro LABELS api cpu SOURCES test_fuzz_repro.c)
-set_tests_properties(test_fuzz_repro PROPERTIES DISABLED TRUE)

@@ -19,3 +19,6 @@ get_property(_fmsa_built_backends GLOBAL PROPERTY FMSA_BACKENDS)
 string(REPLACE ";" "\\;" _fmsa_built_backends_def "${_fmsa_built_backends}")
 target_compile_definitions(test_core_backends PRIVATE
                            "FMSA_TEST_BUILT_BACKENDS=\"${_fmsa_built_backends_def}\"")
+# The overlap test of the memory checks (common/validate_memory.c), exact
+# against brute force on random strided views.
+fmsa_add_test(test_core_overlap LABELS core cpu SOURCES test_core_overlap.c)

@@ -39,3 +39,21 @@ foreach(suite test_grid_forward test_grid_edges)
   set_tests_properties(${suite}_b16_tiles128 PROPERTIES LABELS cpu TIMEOUT 600
     ENVIRONMENT "FLASHMSA_TEST_BACKEND=cpu;FLASHMSA_BACKEND=cpu;FLASHMSA_CPU_POISON=1;FLASHMSA_CPU_KERNEL=generic-bf16;FLASHMSA_CPU_TILES=fwd=128x256")
 endforeach()
+
+# NaN and Inf in the K and V of keys no row sees must not reach any output
+# (tests/test_grid_masked_nan.c), on every kernel path: the plan's, the
+# portable fp32 and bf16-product twins, scalar, and the two other dQ owners.
+foreach(variant default: scalar:FLASHMSA_CPU_KERNEL=scalar generic:FLASHMSA_CPU_KERNEL=generic
+        b16:FLASHMSA_CPU_KERNEL=generic-bf16 parts:FLASHMSA_CPU_BWD=parts
+        recompute:FLASHMSA_CPU_BWD=recompute)
+  string(REPLACE ":" ";" v ${variant})
+  list(GET v 0 tag)
+  list(LENGTH v n)
+  set(extra "")
+  if(n GREATER 1)
+    list(GET v 1 extra)
+  endif()
+  add_test(NAME test_grid_masked_nan_${tag} COMMAND test_grid_masked_nan --backend cpu)
+  set_tests_properties(test_grid_masked_nan_${tag} PROPERTIES LABELS cpu TIMEOUT 600
+    ENVIRONMENT "FLASHMSA_BACKEND=cpu;FLASHMSA_CPU_POISON=1;${extra}")
+endforeach()

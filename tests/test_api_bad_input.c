@@ -11,6 +11,12 @@
  * Backend-neutral: every buffer, metadata included, is device memory made
  * with fmsa_malloc and read back with fmsa_copy_to_host, so the same suite
  * runs with --backend cpu|opencl|... (FLASHMSA_TEST_BACKEND).
+ *
+ * Memory (issue 18): outputs overlapping inputs, each other, the workspace or
+ * themselves, misaligned pointers, views past their OpenCL buffer are refused;
+ * inputs sharing memory, broadcast inputs, interleaved outputs of one packed
+ * buffer and empty tensors without data are accepted (and compared with the
+ * ordinary call's results).  An arena buffer (ARENA) holds the packed views.
  */
 #define _POSIX_C_SOURCE 200809L /* setenv */
 #include <math.h>
@@ -27,7 +33,7 @@
 #include "support/fmsa_test_options.h"
 
 enum { B = 2, SQ = 16, SK = 24, HQ = 4, HKV = 2, D = 16 };
-enum { NBUF = 9, NMETA = 6, WS_BYTES = 1 << 16 };
+enum { NBUF = 10, NMETA = 6, WS_BYTES = 1 << 16, ARENA = 9, ARENA_BYTES = 1 << 17 };
 enum { META_CU_Q, META_CU_K, META_TABLE, META_SLOPES, META_MASK, META_WS };
 
 /* The arguments of one call, as the user would hold them. */
@@ -41,7 +47,7 @@ typedef struct call {
 
 typedef struct fixture {
     fmsa_context *ctx;
-    void *buf[NBUF];        /* device: q k v o lse dout dq dk dv */
+    void *buf[NBUF];        /* device: q k v o lse dout dq dk dv, the arena */
     size_t bytes[NBUF];
     unsigned char *snap[NBUF], *now[NBUF];
     void *meta[NMETA];      /* device copies of the host metadata below, and the workspace */
@@ -73,7 +79,7 @@ static float frand(unsigned *s) {
 static int setup(void **state) {
     int64_t qs[4] = {B, SQ, HQ, D}, ks[4] = {B, SK, HKV, D}, ls[3] = {B, HQ, SQ};
     size_t qn = (size_t)B * SQ * HQ * D, kn = (size_t)B * SK * HKV * D, ln = (size_t)B * HQ * SQ;
-    size_t n[NBUF] = {qn, kn, kn, qn, ln, qn, qn, kn, kn};
+    size_t n[NBUF] = {qn, kn, kn, qn, ln, qn, qn, kn, kn, ARENA_BYTES / sizeof(float)};
     unsigned seed = 7;
     (void)qs;
     (void)ks;
@@ -185,9 +191,19 @@ static fmsa_status run_call(which w, call *c, int null_q, int null_desc) {
     switch (w) {
     case FWD:
         return fmsa_forward(c->ctx, d, q, &c->k, &c->v, &c->o, &c->lse, c->ws, c->ws_bytes, NULL);
-    case BWD:
-        return fmsa_backward(c->ctx, d, q, &c->k, &c->v, &c->o, &c->dout, &c->lse, &c->dq,
-                             &c->dk, &c->dv, c->ws, c->ws_bytes, NULL);
+    case BWD: {
+        fmsa_backward_tensors bt = {0};
+        if (q) bt.q = *q;
+        bt.k = c->k;
+        bt.v = c->v;
+        bt.o = c->o;
+        bt.dout = c->dout;
+        bt.lse = c->lse;
+        bt.dq = c->dq;
+        bt.dk = c->dk;
+        bt.dv = c->dv;
+        return fmsa_backward(c->ctx, d, null_q ? NULL : &bt, c->ws, c->ws_bytes, NULL);
+    }
     case WS: return fmsa_workspace_size(c->ctx, FMSA_PASS_BACKWARD, d, q, &c->k, &c->v, &bytes);
     }
     return FMSA_ERR_INTERNAL;
@@ -347,6 +363,186 @@ CASE(mask_wrong_batch, int64_t ms[4] = {3, HQ, SQ, (SK + 7) / 8};
 CASE(workspace_query_bad_heads, c.k.shape[2] = c.v.shape[2] = 3;
      expect_rejected(WS, c, 0, 0, FMSA_ERR_INVALID_ARGUMENT, "heads"))
 
+/* ---- memory: overlaps, alignment, buffer sizes, empty tensors ---- */
+
+enum { QROW = HQ * D * (int)sizeof(float) }; /* bytes of one q row */
+
+CASE(o_aliases_q, c.o.data = c.q.data;
+     expect_rejected(FWD, c, 0, 0, FMSA_ERR_INVALID_ARGUMENT, "o and q overlap"))
+/* q at the arena's start, o one row further: they share all rows but one */
+CASE(o_overlaps_q_by_a_row, c.q.data = c.o.data = F.buf[ARENA]; c.o.byte_offset = QROW;
+     expect_rejected(FWD, c, 0, 0, FMSA_ERR_INVALID_ARGUMENT, "o and q overlap"))
+CASE(lse_inside_o, c.lse.data = c.o.data; c.lse.byte_offset = 64;
+     expect_rejected(FWD, c, 0, 0, FMSA_ERR_INVALID_ARGUMENT, "o and lse overlap"))
+CASE(dq_aliases_dout, c.dq.data = c.dout.data;
+     expect_rejected(BWD, c, 0, 0, FMSA_ERR_INVALID_ARGUMENT, "dq and dout overlap"))
+CASE(dk_aliases_k, c.dk.data = c.k.data;
+     expect_rejected(BWD, c, 0, 0, FMSA_ERR_INVALID_ARGUMENT, "dk and k overlap"))
+CASE(dv_aliases_dk, c.dv.data = c.dk.data;
+     expect_rejected(BWD, c, 0, 0, FMSA_ERR_INVALID_ARGUMENT, "dk and dv overlap"))
+CASE(dq_aliases_o, c.dq.data = c.o.data;
+     expect_rejected(BWD, c, 0, 0, FMSA_ERR_INVALID_ARGUMENT, "dq and o overlap"))
+/* an input of the backward may not be written either: lse under dv */
+CASE(dv_over_lse, c.lse.data = c.dv.data;
+     expect_rejected(BWD, c, 0, 0, FMSA_ERR_INVALID_ARGUMENT, "dv and lse overlap"))
+/* the mask is an input too */
+CASE(o_over_mask, int64_t ms[4] = {1, 1, SQ, (SK + 7) / 8};
+     c.desc.mask = fmsa_tensor_contiguous(c.o.data, FMSA_DTYPE_U8, 4, ms);
+     c.desc.mask.byte_offset = 8;
+     expect_rejected(FWD, c, 0, 0, FMSA_ERR_INVALID_ARGUMENT, "o and desc.mask overlap"))
+/* rows SQ - 1 apart: the last entry of each (batch, head) row is the next
+ * row's first */
+CASE(lse_overlaps_itself, c.lse.strides[1] = SQ - 1;
+     expect_rejected(FWD, c, 0, 0, FMSA_ERR_INVALID_ARGUMENT, "lse: its strides"))
+CASE(dq_overlaps_itself, c.dq.strides[1] = D; /* heads HQ*D apart, rows D apart */
+     expect_rejected(BWD, c, 0, 0, FMSA_ERR_INVALID_ARGUMENT, "dq: its strides"))
+
+/* The workspace is written: it may not hold an output (or an input). */
+static void workspace_overlaps_dq(void **state) {
+    call c = valid_call();
+    size_t need = 0;
+    (void)state;
+    assert_int_equal(fmsa_workspace_size(c.ctx, FMSA_PASS_BACKWARD, &c.desc, &c.q, &c.k, &c.v,
+                                         &need),
+                     FMSA_SUCCESS);
+    assert_true(need > 0 && need + F.bytes[6] <= ARENA_BYTES);
+    c.ws = F.buf[ARENA];
+    c.ws_bytes = ARENA_BYTES;
+    c.dq.data = F.buf[ARENA];
+    c.dq.byte_offset = (int64_t)(need / 64 * 64); /* dq starts in the workspace's last bytes */
+    if (c.dq.byte_offset == (int64_t)need) c.dq.byte_offset -= 64;
+    expect_rejected(BWD, c, 0, 0, FMSA_ERR_INVALID_ARGUMENT, "dq and workspace overlap");
+    c = valid_call();
+    c.ws = F.buf[ARENA];
+    c.ws_bytes = ARENA_BYTES;
+    c.k.data = F.buf[ARENA]; /* an input in the workspace: the pass would overwrite it */
+    expect_rejected(BWD, c, 0, 0, FMSA_ERR_INVALID_ARGUMENT, "workspace and k overlap");
+}
+
+static int handle_backend(void) { return opts.backend == FMSA_BACKEND_OPENCL; }
+
+/* Address backends: data + byte_offset must be aligned to the element size
+ * (a cl_mem cannot be offset like a pointer, so there byte_offset is all
+ * that can be misaligned: v_misaligned_offset). */
+static void misaligned_pointers(void **state) {
+    call c = valid_call();
+    (void)state;
+    if (handle_backend()) skip();
+    c.q.data = (char *)c.q.data + 2;
+    expect_rejected(FWD, c, 0, 0, FMSA_ERR_INVALID_ARGUMENT, "q.data + q.byte_offset");
+    c = valid_call();
+    c.dk.data = (char *)c.dk.data + 1;
+    expect_rejected(BWD, c, 0, 0, FMSA_ERR_INVALID_ARGUMENT, "dk.data + dk.byte_offset");
+    c = valid_call();
+    {
+        int64_t n = HQ;
+        c.desc.alibi_slopes =
+            fmsa_tensor_contiguous((char *)F.meta[META_SLOPES] + 2, FMSA_DTYPE_F32, 1, &n);
+    }
+    expect_rejected(FWD, c, 0, 0, FMSA_ERR_INVALID_ARGUMENT, "desc.alibi_slopes.data");
+}
+
+/* OpenCL: every view must fit the cl_mem it names (CL_MEM_SIZE). */
+static void buffer_too_small(void **state) {
+    call c = valid_call();
+    void *tiny = NULL;
+    (void)state;
+    if (!handle_backend()) skip(); /* an address carries no size */
+    assert_int_equal(fmsa_malloc(F.ctx, 64, &tiny), FMSA_SUCCESS);
+    c.q.data = tiny;
+    expect_rejected(FWD, c, 0, 0, FMSA_ERR_INVALID_ARGUMENT, "q: the view reaches byte");
+    c = valid_call();
+    {
+        int64_t ms[4] = {B, HQ, SQ, (SK + 7) / 8}; /* in a 1-byte buffer */
+        void *one = NULL;
+        assert_int_equal(fmsa_malloc(F.ctx, 1, &one), FMSA_SUCCESS);
+        c.desc.mask = fmsa_tensor_contiguous(one, FMSA_DTYPE_U8, 4, ms);
+        expect_rejected(FWD, c, 0, 0, FMSA_ERR_INVALID_ARGUMENT, "desc.mask: the view reaches");
+        fmsa_free(F.ctx, one);
+    }
+    c = valid_call();
+    c.dv.byte_offset = 4; /* one element past the end of dv's buffer */
+    expect_rejected(BWD, c, 0, 0, FMSA_ERR_INVALID_ARGUMENT, "dv: the view reaches");
+    fmsa_free(F.ctx, tiny);
+}
+
+/* Runs the call and returns the contents of buffer `which` afterwards. */
+static void run_and_read(which w, call *c, int idx, void *out, size_t bytes) {
+    upload_meta();
+    assert_int_equal(run_call(w, c, 0, 0), FMSA_SUCCESS);
+    assert_int_equal(fmsa_synchronize(F.ctx, NULL), FMSA_SUCCESS);
+    assert_int_equal(fmsa_copy_to_host(F.ctx, out, F.buf[idx], 0, bytes), FMSA_SUCCESS);
+}
+
+/* Inputs may share memory (k and v one buffer; q read as k) and broadcast
+ * (stride 0): accepted, with the results of the same values laid out apart. */
+static void shared_inputs_accepted(void **state) {
+    enum { KN = B * SK * HKV * D, QN = B * SQ * HQ * D };
+    static float ref[QN], got[QN], kv[KN];
+    call c = valid_call();
+    (void)state;
+    /* v := k's values, then compare v = k as one buffer with two */
+    assert_int_equal(fmsa_copy_to_host(F.ctx, kv, F.buf[1], 0, sizeof kv), FMSA_SUCCESS);
+    assert_int_equal(fmsa_copy_to_device(F.ctx, F.buf[2], 0, kv, sizeof kv), FMSA_SUCCESS);
+    run_and_read(FWD, &c, 3, ref, sizeof ref);
+    c.v.data = c.k.data;
+    run_and_read(FWD, &c, 3, got, sizeof got);
+    assert_memory_equal(got, ref, sizeof got);
+    /* a broadcast input: every head of q reads head 0 */
+    c = valid_call();
+    c.q.strides[2] = 0;
+    assert_int_equal(run_call(FWD, &c, 0, 0), FMSA_SUCCESS);
+    assert_int_equal(run_call(BWD, &c, 0, 0), FMSA_SUCCESS);
+    /* backward inputs sharing one buffer: dout read through o's memory */
+    c = valid_call();
+    c.dout.data = c.o.data;
+    assert_int_equal(run_call(BWD, &c, 0, 0), FMSA_SUCCESS);
+}
+
+/* Outputs interleaved in one packed buffer share no element: dk and dv as
+ * the two halves of each row of a [B, SK, 2, HKV, D] gradient. */
+static void interleaved_outputs_accepted(void **state) {
+    enum { KN = B * SK * HKV * D, ROW = HKV * D };
+    static float dk_ref[KN], dv_ref[KN], packed[2 * KN];
+    call c = valid_call();
+    (void)state;
+    upload_meta();
+    assert_int_equal(run_call(FWD, &c, 0, 0), FMSA_SUCCESS); /* a consistent o and lse */
+    run_and_read(BWD, &c, 7, dk_ref, sizeof dk_ref);
+    assert_int_equal(fmsa_copy_to_host(F.ctx, dv_ref, F.buf[8], 0, sizeof dv_ref), FMSA_SUCCESS);
+    c.dk.data = c.dv.data = F.buf[ARENA];
+    c.dk.strides[0] = c.dv.strides[0] = 2 * (int64_t)SK * ROW;
+    c.dk.strides[1] = c.dv.strides[1] = 2 * ROW;
+    c.dv.byte_offset = ROW * (int64_t)sizeof(float);
+    run_and_read(BWD, &c, ARENA, packed, sizeof packed);
+    for (int64_t r = 0; r < B * SK; ++r) {
+        assert_memory_equal(&packed[2 * r * ROW], &dk_ref[r * ROW], ROW * sizeof(float));
+        assert_memory_equal(&packed[(2 * r + 1) * ROW], &dv_ref[r * ROW], ROW * sizeof(float));
+    }
+}
+
+/* A tensor of zero elements needs no data: no keys (O = 0, LSE = -inf, dQ =
+ * 0) with k, v, dk, dv NULL; no queries with q, o, lse, dout, dq NULL. */
+static void empty_tensors_without_data(void **state) {
+    enum { QN = B * SQ * HQ * D, LN = B * HQ * SQ };
+    static float o[QN], lse[LN], zeros[QN];
+    call c = valid_call();
+    (void)state;
+    c.k.shape[1] = c.v.shape[1] = c.dk.shape[1] = c.dv.shape[1] = 0;
+    c.k.data = c.v.data = c.dk.data = c.dv.data = NULL;
+    run_and_read(FWD, &c, 3, o, sizeof o);
+    assert_memory_equal(o, zeros, sizeof o);
+    assert_int_equal(fmsa_copy_to_host(F.ctx, lse, F.buf[4], 0, sizeof lse), FMSA_SUCCESS);
+    for (int i = 0; i < LN; ++i) assert_true(isinf(lse[i]) && lse[i] < 0);
+    run_and_read(BWD, &c, 6, o, sizeof o);
+    assert_memory_equal(o, zeros, sizeof o);
+    c = valid_call();
+    c.q.shape[1] = c.o.shape[1] = c.dout.shape[1] = c.dq.shape[1] = c.lse.shape[2] = 0;
+    c.q.data = c.o.data = c.dout.data = c.dq.data = c.lse.data = NULL;
+    assert_int_equal(run_call(FWD, &c, 0, 0), FMSA_SUCCESS);
+    assert_int_equal(run_call(BWD, &c, 0, 0), FMSA_SUCCESS); /* dk = dv = 0 */
+}
+
 /* Too little workspace must be refused before anything is written. */
 static void workspace_too_small(void **state) {
     call c = valid_call();
@@ -466,6 +662,23 @@ int main(int argc, char **argv) {
         cmocka_unit_test(mask_wrong_batch),
         cmocka_unit_test(workspace_query_bad_heads),
         cmocka_unit_test(workspace_too_small),
+        cmocka_unit_test(o_aliases_q),
+        cmocka_unit_test(o_overlaps_q_by_a_row),
+        cmocka_unit_test(lse_inside_o),
+        cmocka_unit_test(dq_aliases_dout),
+        cmocka_unit_test(dk_aliases_k),
+        cmocka_unit_test(dv_aliases_dk),
+        cmocka_unit_test(dq_aliases_o),
+        cmocka_unit_test(dv_over_lse),
+        cmocka_unit_test(o_over_mask),
+        cmocka_unit_test(lse_overlaps_itself),
+        cmocka_unit_test(dq_overlaps_itself),
+        cmocka_unit_test(workspace_overlaps_dq),
+        cmocka_unit_test(misaligned_pointers),
+        cmocka_unit_test(buffer_too_small),
+        cmocka_unit_test(shared_inputs_accepted),
+        cmocka_unit_test(interleaved_outputs_accepted),
+        cmocka_unit_test(empty_tensors_without_data),
         cmocka_unit_test(context_errors),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

@@ -94,7 +94,10 @@ static fmsa_status run(fmsa_context *ctx, problem *p) {
     if (!ws) return FMSA_ERR_OUT_OF_MEMORY;
     s = fmsa_forward(ctx, &desc, &q, &k, &v, &o, &lse, ws, wf, NULL);
     if (s == FMSA_SUCCESS)
-        s = fmsa_backward(ctx, &desc, &q, &k, &v, &o, &dout, &lse, &dq, &dk, &dv, ws, wb, NULL);
+        s = fmsa_backward(ctx, &desc,
+                          &(fmsa_backward_tensors){.q = q, .k = k, .v = v, .o = o, .dout = dout,
+                                                   .lse = lse, .dq = dq, .dk = dk, .dv = dv},
+                          ws, wb, NULL);
     free(ws);
     return s;
 }

@@ -183,8 +183,17 @@ static fmsa_status passes_enqueue(pass_buffers *pb) {
     fmsa_status s = fmsa_forward(ctx, &pb->desc, &pb->tq, &pb->tk, &pb->tv, &pb->to, &pb->tl,
                                  pb->ws, pb->wsbytes, stream);
     if (s != FMSA_SUCCESS) return s;
-    return fmsa_backward(ctx, &pb->desc, &pb->tq, &pb->tk, &pb->tv, &pb->to, &pb->tdo, &pb->tl,
-                         &pb->tdq, &pb->tdk, &pb->tdv, pb->ws, pb->wsbytes, stream);
+    fmsa_backward_tensors bt = {0};
+    bt.q = pb->tq;
+    bt.k = pb->tk;
+    bt.v = pb->tv;
+    bt.o = pb->to;
+    bt.dout = pb->tdo;
+    bt.lse = pb->tl;
+    bt.dq = pb->tdq;
+    bt.dk = pb->tdk;
+    bt.dv = pb->tdv;
+    return fmsa_backward(ctx, &pb->desc, &bt, pb->ws, pb->wsbytes, stream);
 }
 
 static size_t results_bytes(const pass_buffers *pb) {

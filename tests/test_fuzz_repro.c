@@ -1,25 +1,23 @@
 /*
- * OPEN BUG reproducers found by the fuzzer (tests/fuzz), issue 18.  Each case
- * fails today; the suite is registered DISABLED in tests/api.cmake until the
- * fix lands (then remove DISABLED, and FMSA_FUZZ_OPEN_BUGS's case from the
- * decoder, tests/fuzz/fuzz_decode.c).
+ * Reproducers of bugs the fuzzer (tests/fuzz) found, issue 18; fixed, so they
+ * guard against regressions.
  *
- * 1. A window wider than any sequence (INT64_MAX) is accepted by the
- *    validation and then overflows the window arithmetic (common/fmsa_seq.h:
+ * 1. A window wider than any sequence (INT64_MAX) was accepted by the
+ *    validation and then overflowed the window arithmetic (common/fmsa_seq.h:
  *    fmsa_window_key_begin's diag - window_left, UBSan "signed integer
  *    overflow: -23 - 9223372036854775807"; fmsa_window_key_end's diag +
- *    window_right + 1).  window_right = INT64_MAX wraps to an empty key range
- *    in the Release build, so every row reads as having no key: O = 0 and
- *    LSE = -inf instead of the unwindowed result; window_left = INT64_MAX is
- *    the same UB, which this build happens to survive (it fails under the
- *    asan preset's UBSan).  A window of INT64_MAX must mean the same as -1
- *    (unlimited), or be refused with the field named; either passes here.
- * 2. An output view that overlaps itself is accepted: an LSE [B, H, Sq] with
- *    strides {H*Sq, Sq, 2} puts row h's second half on row h+1's first.  The
- *    forward returns FMSA_SUCCESS having overwritten its own LSE values, and
- *    a backward on that LSE then gives inf in dQ (the fuzzer's finding:
- *    fp16, D 64, amplitude 5).  The overlap checks issue 18 asks for between
- *    tensors must cover one output's elements among themselves too.
+ *    window_right + 1): window_right = INT64_MAX wrapped to an empty key range
+ *    in the Release build, so O = 0 and LSE = -inf.  validate.c now folds a
+ *    window at least as wide as every sequence into -1 (unlimited), so the
+ *    result must equal the unwindowed one bit for bit (a refusal naming the
+ *    field would pass too).
+ * 2. An output view that overlaps itself was accepted: an LSE [B, H, Sq] with
+ *    strides {H*Sq, Sq - 1, 2} puts row h's last four entries on row h+1's
+ *    first four.  The forward returned FMSA_SUCCESS having overwritten its own
+ *    LSE values, and a backward on that LSE gave inf in dQ (the fuzzer's
+ *    finding: fp16, D 64, amplitude 5).  common/validate_memory.c refuses it;
+ *    the interleaved strides {H*Sq, Sq, 2}, whose rows share no element, are
+ *    accepted and give the dense LSE's values.
  */
 #include <math.h>
 #include <setjmp.h>
@@ -90,23 +88,48 @@ static void window_right_int64_max(void **state) {
     check_wide_window(-1, INT64_MAX, "window_right");
 }
 
-static void lse_overlapping_itself(void **state) {
-    static float q[B * SQ * H * D], o[B * SQ * H * D], lse[B * H * SQ * 2];
+/* Forward with an LSE of strides {H*SQ, row_stride, 2} in a buffer of 2x
+ * the dense size; the dense LSE's values are compared where it succeeds. */
+static fmsa_status forward_strided_lse(int64_t row_stride, float *dense, float *strided) {
+    static float q[B * SQ * H * D], o[B * SQ * H * D];
     const int64_t qs[4] = {B, SQ, H, D}, ls[3] = {B, H, SQ};
     fmsa_context *ctx = NULL;
     fmsa_status st;
-    (void)state;
     for (size_t i = 0; i < sizeof q / sizeof q[0]; ++i) q[i] = (float)(i % 7) * 0.25f - 0.75f;
     assert_int_equal(fmsa_context_create(FMSA_BACKEND_CPU, 0, &ctx), FMSA_SUCCESS);
     fmsa_tensor tq = fmsa_tensor_contiguous(q, FMSA_DTYPE_F32, 4, qs);
     fmsa_tensor to = fmsa_tensor_contiguous(o, FMSA_DTYPE_F32, 4, qs);
-    fmsa_tensor tl = fmsa_tensor_contiguous(lse, FMSA_DTYPE_F32, 3, ls);
+    fmsa_tensor td = fmsa_tensor_contiguous(dense, FMSA_DTYPE_F32, 3, ls);
+    fmsa_tensor tl = fmsa_tensor_contiguous(strided, FMSA_DTYPE_F32, 3, ls);
     fmsa_attention_desc desc = fmsa_attention_desc_init(D);
-    tl.strides[2] = 2; /* rows of SQ elements, SQ apart, 2 apart within: they overlap */
+    assert_int_equal(fmsa_forward(ctx, &desc, &tq, &tq, &tq, &to, &td, NULL, 0, NULL),
+                     FMSA_SUCCESS);
+    tl.strides[1] = row_stride;
+    tl.strides[2] = 2;
     st = fmsa_forward(ctx, &desc, &tq, &tq, &tq, &to, &tl, NULL, 0, NULL);
     fmsa_context_destroy(ctx);
-    assert_int_equal(st, FMSA_ERR_INVALID_ARGUMENT); /* today: FMSA_SUCCESS */
+    return st;
+}
+
+static void lse_overlapping_itself(void **state) {
+    static float dense[B * H * SQ], lse[B * H * SQ * 2], snap[B * H * SQ * 2];
+    (void)state;
+    memset(lse, 0x7f, sizeof lse);
+    memcpy(snap, lse, sizeof lse);
+    /* rows SQ - 1 apart, entries 2 apart: row h+1 starts on row h's fifth entry */
+    assert_int_equal(forward_strided_lse(SQ - 1, dense, lse), FMSA_ERR_INVALID_ARGUMENT);
     assert_non_null(strstr(fmsa_last_error(), "lse"));
+    assert_memory_equal(lse, snap, sizeof lse); /* nothing written */
+}
+
+static void lse_interleaved_accepted(void **state) {
+    static float dense[B * H * SQ], lse[B * H * SQ * 2];
+    (void)state;
+    memset(lse, 0x7f, sizeof lse);
+    /* rows SQ (odd) apart, entries 2 apart: row 0 on even, row 1 on odd slots */
+    assert_int_equal(forward_strided_lse(SQ, dense, lse), FMSA_SUCCESS);
+    for (int h = 0; h < H; ++h)
+        for (int i = 0; i < SQ; ++i) assert_memory_equal(&lse[h * SQ + 2 * i], &dense[h * SQ + i], 4);
 }
 
 int main(void) {
@@ -114,6 +137,7 @@ int main(void) {
         cmocka_unit_test(window_left_int64_max),
         cmocka_unit_test(window_right_int64_max),
         cmocka_unit_test(lse_overlapping_itself),
+        cmocka_unit_test(lse_interleaved_accepted),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -10,6 +10,7 @@
 #include "backends/cpu/cpu_internal.h"
 #include "backends/cpu/cpu_peak.h"
 #include "common/error.h"
+#include "common/feature_gate.h"
 
 static fmsa_status cpu_device_count(int *count) {
     *count = 1; /* the host CPU (all its cores form one device) */
@@ -73,6 +74,7 @@ static fmsa_status cpu_synchronize(void *state, void *stream) {
 
 static fmsa_status cpu_supports(void *state, const fmsa_problem *p) {
     fmsa_cpu_plan plan;
+    FMSA_TRY(fmsa_problem_require(p, "cpu", 0));
     /* the decision forward/backward make: paged KV in backward and head_dim > 256
      * are refused there with a message naming the CPU backend */
     return fmsa_cpu_plan_of((const fmsa_cpu_state *)state, p, &plan);
@@ -102,6 +104,7 @@ static const fmsa_backend_vtable fmsa_cpu_vtable = {
     .workspace_size = cpu_workspace_size,    /* split-KV partials / backward D */
     .forward = fmsa_cpu_forward,             /* cpu_forward.c */
     .backward = fmsa_cpu_backward,           /* cpu_backward.c */
+    .merge = fmsa_cpu_merge,                 /* cpu_merge.c */
     .peak = &fmsa_cpu_peak_probe,            /* cpu_peak.c: flashmsa peak */
 };
 

@@ -125,7 +125,7 @@ FMSA_CPU_OMP(omp parallel for schedule(static))
     for (int64_t it = 0; it < rows; ++it) {
         const int64_t r = it % p->total_q, bh = it / p->total_q;
         const int64_t b = bh / p->heads_q, h = bh % p->heads_q;
-        float o_row[FMSA_HEAD_DIM_MAX], do_row[FMSA_HEAD_DIM_MAX];
+        float o_row[FMSA_HEAD_DIM_SMALL_MAX], do_row[FMSA_HEAD_DIM_SMALL_MAX];
         fmsa_cpu_row_load(ob, p->dtype, b * p->o.sb + r * p->o.ss + h * p->o.sh, D, 1.0f, o_row);
         fmsa_cpu_row_load(dob, p->dtype, b * p->dout.sb + r * p->dout.ss + h * p->dout.sh, D, 1.0f,
                           do_row);
@@ -174,6 +174,12 @@ static void cpu_bwd_pack(const fmsa_problem *p, const fmsa_cpu_plan *pl, int64_t
         fmsa_cpu_pack_keys_t(pl->kern, p, &p->v, &seq, b, hk, j0, cols, pl->block_n, x->vt + tile);
         if (fmsa_cpu_bwd_packs_rows(p))
             fmsa_cpu_pack_rows(p, &p->k, &seq, b, hk, 1, j0, cols, 1.0f, x->k + j0 * D);
+        /* keys no row sees: zeros (the K rows are packed whenever there can be any) */
+        if (fmsa_cpu_dead_keys_zero(p, &seq, b, hk, j0, cols, NULL, NULL, 0) > 0) {
+            fmsa_cpu_dead_keys_zero(p, &seq, b, hk, j0, cols, NULL, x->kt + tile, pl->block_n);
+            fmsa_cpu_dead_keys_zero(p, &seq, b, hk, j0, cols, x->k + j0 * D, x->vt + tile,
+                                    pl->block_n);
+        }
     } else {
         const int64_t g = (job - pl->tiles_k) / pl->tiles_q, qt = (job - pl->tiles_k) % pl->tiles_q;
         const int64_t h = hk * (p->heads_q / p->heads_kv) + g, i0 = qt * pl->block_m;
@@ -291,7 +297,7 @@ static void cpu_bwd_dq_sum_item(const fmsa_problem *p, const fmsa_cpu_plan *pl, 
     const int64_t h = (slot % p->heads_kv) * group + sub;
     const fmsa_seq seq = fmsa_problem_seq(p, b);
     const int64_t i0 = qt * pl->block_m;
-    float row[FMSA_HEAD_DIM_MAX];
+    float row[FMSA_HEAD_DIM_SMALL_MAX];
     if (i0 >= seq.sq) return;
     for (int64_t r = 0; r < seq.sq - i0 && r < pl->block_m; ++r) {
         fmsa_cpu_zero(row, D);

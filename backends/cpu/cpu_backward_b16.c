@@ -249,7 +249,10 @@ void fmsa_cpu_b16_bwd_pack(const fmsa_problem *p, const fmsa_cpu_plan *pl, int64
         const int64_t j0 = job * g.bn;
         const int cols = (int)(seq.sk - j0 < g.bn ? seq.sk - j0 : g.bn);
         if (cols <= 0) return;
-        if (p->dtype == FMSA_DTYPE_BF16) { /* copies of the inputs' bf16 values */
+        /* copies of the inputs' bf16 values, unless keys no row sees must
+         * become zeros: through the fp32 stage then (exact for bf16 values) */
+        const int dead = fmsa_cpu_dead_keys_zero(p, &seq, b, hk, j0, cols, NULL, NULL, 0);
+        if (p->dtype == FMSA_DTYPE_BF16 && dead == 0) {
             const fmsa_cpu_kernels *kern = pl->kern;
             fmsa_cpu_pack_b16_keys_as_cols(kern, p, &p->k, &seq, b, hk, j0, cols, x.kb + job * g.kbe);
             fmsa_cpu_pack_b16_keys_as_rows(kern, p, &p->k, &seq, b, hk, j0, cols, x.kr + job * g.kre);
@@ -257,9 +260,11 @@ void fmsa_cpu_b16_bwd_pack(const fmsa_problem *p, const fmsa_cpu_plan *pl, int64
             return;
         }
         fmsa_cpu_pack_rows(p, &p->k, &seq, b, hk, 1, j0, cols, 1.0f, t.stage);
+        if (dead) fmsa_cpu_dead_keys_zero(p, &seq, b, hk, j0, cols, t.stage, NULL, 0);
         fmsa_cpu_pack_b16((int)D, cols, t.stage, 1, D, x.kb + job * g.kbe); /* B(d, key) */
         fmsa_cpu_pack_b16(cols, (int)D, t.stage, D, 1, x.kr + job * g.kre); /* B(key, d) */
         fmsa_cpu_pack_rows(p, &p->v, &seq, b, hk, 1, j0, cols, 1.0f, t.stage);
+        if (dead) fmsa_cpu_dead_keys_zero(p, &seq, b, hk, j0, cols, t.stage, NULL, 0);
         fmsa_cpu_pack_b16((int)D, cols, t.stage, 1, D, x.vb + job * g.kbe);
     } else {
         const int64_t gi = (job - g.tiles_k) / g.tiles_q, qt = (job - g.tiles_k) % g.tiles_q;

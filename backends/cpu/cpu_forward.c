@@ -94,6 +94,8 @@ static void cpu_fwd_fp32_pack(const fmsa_problem *p, const fmsa_cpu_plan *pl, in
     fmsa_cpu_pack_keys_t(pl->kern, p, &p->k, &seq, b, hk, j0, cols, pl->block_n,
                          slot_panels + ktile * D * pl->block_n);
     fmsa_cpu_pack_rows(p, &p->v, &seq, b, hk, 1, j0, cols, 1.0f, v);
+    fmsa_cpu_dead_keys_zero(p, &seq, b, hk, j0, cols, v, slot_panels + ktile * D * pl->block_n,
+                            pl->block_n);
 }
 
 /// Per-slot packing state of a chunk: key tiles claimed and key tiles packed.

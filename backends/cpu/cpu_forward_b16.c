@@ -73,14 +73,20 @@ void fmsa_cpu_b16_pack(const fmsa_problem *p, const fmsa_cpu_plan *pl, int64_t s
     uint16_t *vp =
         (uint16_t *)slot_panels + pl->tiles_k * b16_k_elems(D, bn) + ktile * b16_v_elems(D, bn);
     if (cols <= 0) return;
-    if (p->dtype == FMSA_DTYPE_BF16) { /* the values are the panel's: copy, do not convert */
+    /* bf16 values are the panel's: copied, not converted; a tile with keys no
+     * row sees goes through the fp32 stage (exact for bf16 values), where
+     * those keys become zeros (fmsa_cpu_dead_keys_zero) */
+    if (p->dtype == FMSA_DTYPE_BF16 &&
+        fmsa_cpu_dead_keys_zero(p, &seq, b, hk, j0, cols, NULL, NULL, 0) == 0) {
         fmsa_cpu_pack_b16_keys_as_cols(pl->kern, p, &p->k, &seq, b, hk, j0, cols, kp);
         fmsa_cpu_pack_b16_keys_as_rows(pl->kern, p, &p->v, &seq, b, hk, j0, cols, vp);
         return;
     }
     fmsa_cpu_pack_rows(p, &p->k, &seq, b, hk, 1, j0, cols, 1.0f, stage);
+    fmsa_cpu_dead_keys_zero(p, &seq, b, hk, j0, cols, stage, NULL, 0);
     fmsa_cpu_pack_b16((int)D, cols, stage, 1, D, kp); /* B(d, key) = K[key][d] */
     fmsa_cpu_pack_rows(p, &p->v, &seq, b, hk, 1, j0, cols, 1.0f, stage);
+    fmsa_cpu_dead_keys_zero(p, &seq, b, hk, j0, cols, stage, NULL, 0);
     fmsa_cpu_pack_b16(cols, (int)D, stage, D, 1, vp); /* B(key, d) = V[key][d] */
 }
 

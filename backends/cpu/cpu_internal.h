@@ -172,7 +172,10 @@ static inline int64_t fmsa_cpu_dq_partial_ld(int b16, int64_t D) {
 /// fp32 inputs are read in place (the products take their row strides), so
 /// the panels hold no rows for them (cpu_plan.c sizes, cpu_backward.c lays out).
 static inline int fmsa_cpu_bwd_packs_rows(const fmsa_problem *p) {
-    return p->dtype != FMSA_DTYPE_F32;
+    /* also where keys may be hidden from every row (mask, left window): their
+     * K rows become zeros in the panel (fmsa_cpu_dead_keys_zero), which the
+     * caller's tensor must not */
+    return p->dtype != FMSA_DTYPE_F32 || p->has_mask || p->window_left >= 0;
 }
 
 /// The bf16 backward's partials within one slot's panels (cpu_backward_b16.c).
@@ -240,6 +243,9 @@ fmsa_status fmsa_cpu_forward(void *state, const fmsa_problem *p, void *workspace
 /// The backward pass (cpu_backward.c); state is the context's fmsa_cpu_state.
 fmsa_status fmsa_cpu_backward(void *state, const fmsa_problem *p, void *workspace,
                               size_t workspace_bytes, void *stream);
+
+/// fmsa_merge_states on host memory (cpu_merge.c).
+fmsa_status fmsa_cpu_merge(void *state, const fmsa_merge_problem *mp, void *stream);
 
 /// Threads a parallel region started now may use (1 without OpenMP).
 static inline int fmsa_cpu_max_threads(void) {

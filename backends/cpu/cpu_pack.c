@@ -27,7 +27,7 @@ void fmsa_cpu_pack_keys_t(const fmsa_cpu_kernels *kern, const fmsa_problem *p,
                           int64_t row0, int n, int ld, float *dst) {
     const int64_t D = p->head_dim;
     const char *base = fmsa_view4_host(v);
-    float rowbuf[8][FMSA_HEAD_DIM_MAX];
+    float rowbuf[8][FMSA_HEAD_DIM_SMALL_MAX];
     if (p->dtype == FMSA_DTYPE_F32 && kern->words_t16 && ld % 16 == 0) {
         /* fp32 rows are the words themselves: 16 keys per vector transpose,
          * the key columns past n (to ld) come out as zeros */

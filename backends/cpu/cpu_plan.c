@@ -246,10 +246,10 @@ fmsa_status fmsa_cpu_plan_make(const fmsa_device_info *dev, const fmsa_cpu_optio
         return fmsa_fail(FMSA_ERR_NOT_SUPPORTED,
                          "cpu: paged KV (block_table) in the backward pass is not supported by "
                          "the CPU backend");
-    if (D < 1 || D > FMSA_HEAD_DIM_MAX) /* validation's limit; row buffers rely on it */
+    if (D < 1 || D > FMSA_HEAD_DIM_SMALL_MAX) /* validation's limit; row buffers rely on it */
         return fmsa_fail(FMSA_ERR_NOT_SUPPORTED,
                          "cpu: head_dim %lld outside [1, %d] is not supported by the CPU backend",
-                         (long long)D, FMSA_HEAD_DIM_MAX);
+                         (long long)D, FMSA_HEAD_DIM_SMALL_MAX);
     memset(plan, 0, sizeof *plan);
     plan->kern = opt->kern;
     nominal.multiprocessors = FMSA_CPU_PLAN_CORES;

@@ -11,6 +11,7 @@
 #include "backends/cpu/cpu_tile.h"
 
 #include <math.h>
+#include <string.h>
 
 #include "common/fmsa_score.h"
 #include "common/fmsa_softmax.h"
@@ -103,4 +104,77 @@ void fmsa_cpu_score_apply(const fmsa_cpu_score *sc, int rows, int64_t i0, int co
             for (int c = hi; c < cols; ++c) gr[c] = 0.0f;
         }
     }
+}
+
+/* Keys the window admits for some row of the sequence: [key_begin(row 0),
+ * key_end(last row)) (consecutive rows' windows are adjacent, so the union
+ * has no gap).  dead[c] = 1 for keys j0 + c (c < n <= 256) that no row of any
+ * query head of kv head hk's group sees; returns their count. */
+static int cpu_dead_chunk(const fmsa_problem *p, const fmsa_seq *seq, int64_t b, int64_t hk,
+                          int64_t j0, int n, unsigned char *dead) {
+    const int64_t kb = fmsa_window_key_begin(0, seq->sq, seq->sk, p->window_left);
+    const int64_t ke = seq->sq > 0 ? fmsa_window_key_end(seq->sq, seq->sq, seq->sk,
+                                                         p->window_right)
+                                   : 0;
+    const int64_t group = p->heads_q / p->heads_kv;
+    /* a mask broadcast over heads (stride 0) is the same for every head */
+    const int64_t heads = p->has_mask && p->mask.s1 != 0 ? group : 1;
+    int count = 0, alive = 0;
+    for (int c = 0; c < n; ++c) {
+        dead[c] = j0 + c < kb || j0 + c >= ke;
+        count += dead[c];
+    }
+    if (!p->has_mask || count == n) return count;
+    /* keys the window leaves alive: the mask must set their bit in some row */
+    {
+        unsigned char seen[256];
+        memset(seen, 0, (size_t)n);
+        for (int64_t g = 0; g < heads && alive < n - count; ++g) {
+            const int64_t h = hk * group + g;
+            const uint8_t *m = (const uint8_t *)fmsa_viewn_host(&p->mask) + b * p->mask.s0 +
+                               h * p->mask.s1;
+            for (int64_t i = 0; i < seq->sq && alive < n - count; ++i) {
+                const uint8_t *mrow = m + i * p->mask.s2;
+                int lo, hi;
+                fmsa_window_row_cols(i, j0, n, seq->sq, seq->sk, p->window_left,
+                                     p->window_right, &lo, &hi);
+                for (int c = lo; c < hi; ++c) {
+                    if (((j0 + c) & 7) == 0 && c + 8 <= hi && mrow[(j0 + c) >> 3] == 0) {
+                        c += 7; /* a zero byte: eight hidden keys */
+                        continue;
+                    }
+                    if (!seen[c] && FMSA_MASK_BIT(mrow, j0 + c)) {
+                        seen[c] = 1;
+                        ++alive;
+                    }
+                }
+            }
+        }
+        count = 0;
+        for (int c = 0; c < n; ++c) {
+            dead[c] = !seen[c];
+            count += dead[c];
+        }
+    }
+    return count;
+}
+
+int fmsa_cpu_dead_keys_zero(const fmsa_problem *p, const fmsa_seq *seq, int64_t b, int64_t hk,
+                            int64_t j0, int cols, float *rows, float *kt, int ld) {
+    const int64_t D = p->head_dim;
+    int total = 0;
+    if (!p->has_mask && p->window_left < 0) return 0; /* every key is some row's */
+    for (int c0 = 0; c0 < cols; c0 += 256) {
+        unsigned char dead[256];
+        const int n = cols - c0 < 256 ? cols - c0 : 256;
+        const int count = cpu_dead_chunk(p, seq, b, hk, j0 + c0, n, dead);
+        total += count;
+        for (int c = 0; c < n && count > 0; ++c) {
+            if (!dead[c]) continue;
+            if (rows) memset(rows + (int64_t)(c0 + c) * D, 0, (size_t)D * sizeof(float));
+            if (kt)
+                for (int64_t d = 0; d < D; ++d) kt[d * ld + c0 + c] = 0.0f;
+        }
+    }
+    return total;
 }

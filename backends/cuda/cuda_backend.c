@@ -14,6 +14,7 @@
 #include "backends/cuda/cuda_internal.h"
 #include "common/backend.h"
 #include "common/error.h"
+#include "common/feature_gate.h"
 
 static fmsa_status fmsa_cuda_device_count(int *count) {
     fmsa_cuda_devices(count);
@@ -274,6 +275,7 @@ static fmsa_status fmsa_cuda_supports(void *state, const fmsa_problem *p) {
     fmsa_cuda_state *st = (fmsa_cuda_state *)state;
     fmsa_cuda_plan plan;
     fmsa_status s;
+    FMSA_TRY(fmsa_problem_require(p, "cuda", 0));
     FMSA_TRY(fmsa_cuda_plan_make(st, p, &plan));
     FMSA_TRY(fmsa_cuda_push(st));
     s = fmsa_cuda_check_ranges(st, p);

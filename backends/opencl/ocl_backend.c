@@ -9,6 +9,7 @@
 #include "backends/opencl/ocl_internal.h"
 #include "common/backend.h"
 #include "common/error.h"
+#include "common/feature_gate.h"
 
 static fmsa_status fmsa_ocl_device_count(int *count) {
     fmsa_ocl_devices(count);
@@ -92,6 +93,16 @@ static fmsa_status fmsa_ocl_mem_free(void *state, void *ptr) {
     return FMSA_SUCCESS;
 }
 
+/* CL_MEM_SIZE, so that validation refuses a view reaching past its buffer
+ * (a kernel would read or write out of bounds on the device). */
+static fmsa_status fmsa_ocl_mem_size(void *state, const void *data, size_t *bytes) {
+    fmsa_ocl_state *st = (fmsa_ocl_state *)state;
+    FMSA_OCL_CHECK("clGetMemObjectInfo(CL_MEM_SIZE)",
+                   st->cl->clGetMemObjectInfo((cl_mem)data, CL_MEM_SIZE, sizeof *bytes, bytes,
+                                              NULL));
+    return FMSA_SUCCESS;
+}
+
 static fmsa_status fmsa_ocl_copy_to_device(void *state, void *dst, size_t dst_offset,
                                            const void *src, size_t bytes) {
     fmsa_ocl_state *st = (fmsa_ocl_state *)state;
@@ -133,6 +144,7 @@ static fmsa_status fmsa_ocl_check_offset(const char *name, const void *data, int
 static fmsa_status fmsa_ocl_supports(void *state, const fmsa_problem *p) {
     fmsa_ocl_config cfg;
     size_t e = fmsa_problem_elem_size(p);
+    FMSA_TRY(fmsa_problem_require(p, "opencl", 0));
     FMSA_TRY(fmsa_ocl_check_offset("q", p->q.data, p->q.byte_offset, e));
     FMSA_TRY(fmsa_ocl_check_offset("k", p->k.data, p->k.byte_offset, e));
     FMSA_TRY(fmsa_ocl_check_offset("v", p->v.data, p->v.byte_offset, e));
@@ -203,6 +215,8 @@ static const fmsa_backend_vtable fmsa_ocl_vtable = {
     .workspace_size = fmsa_ocl_workspace_size,
     .forward = fmsa_ocl_forward,
     .backward = fmsa_ocl_backward,
+    .data_handles = 1,
+    .mem_size = fmsa_ocl_mem_size,
 };
 
 const fmsa_backend_vtable *fmsa_backend_opencl_vtable(void) { return &fmsa_ocl_vtable; }

@@ -32,6 +32,7 @@
     X(clReleaseCommandQueue, cl_int, (cl_command_queue))                                       \
     X(clCreateBuffer, cl_mem, (cl_context, cl_mem_flags, size_t, void *, cl_int *))            \
     X(clReleaseMemObject, cl_int, (cl_mem))                                                    \
+    X(clGetMemObjectInfo, cl_int, (cl_mem, cl_mem_info, size_t, void *, size_t *))             \
     X(clEnqueueReadBuffer, cl_int,                                                             \
       (cl_command_queue, cl_mem, cl_bool, size_t, size_t, void *, cl_uint, const cl_event *,   \
        cl_event *))                                                                            \

@@ -10,6 +10,18 @@
  * for OpenCL) plus a byte offset, a dtype and int64 shape/strides counted in
  * elements.  Attention tensors use the layout [batch, seqlen, heads, head_dim]
  * with any strides whose last is 1.
+ *
+ * ABI and API policy.  Before 1.0 every minor release (0.x) may change any
+ * declaration here: rebuild against the header you link with (the shared
+ * library's soname stays libflashmsa.so.0 until 1.0; compare fmsa_version()
+ * with FLASHMSA_VERSION if a program may meet another build).  0.2 added
+ * desc.sinks, the value head dim, head dims up to 576, fmsa_backward_tensors
+ * (dlse, dsink) and fmsa_merge_states; fmsa_backward's arguments changed.
+ * From 1.0 on, a 1.x release only adds: new functions, new enum values and
+ * new status codes.  It never changes the size or layout of a public struct:
+ * a struct that must grow gets a new name (e.g. fmsa_attention_desc2) and new
+ * entry points, and the old ones keep working, so a program built against
+ * 1.0 runs unchanged with every 1.x library.
  */
 #ifndef FLASHMSA_FLASHMSA_H
 #define FLASHMSA_FLASHMSA_H
@@ -22,7 +34,7 @@ extern "C" {
 #endif /* __cplusplus */
 
 #define FLASHMSA_VERSION_MAJOR 0 ///< incompatible API changes
-#define FLASHMSA_VERSION_MINOR 1 ///< compatible additions
+#define FLASHMSA_VERSION_MINOR 2 ///< compatible additions (before 1.0: any change, see below)
 #define FLASHMSA_VERSION_PATCH 0 ///< fixes
 /// One integer for compile-time comparisons: major*10000 + minor*100 + patch.
 #define FLASHMSA_VERSION                                                       \
@@ -207,11 +219,18 @@ FMSA_API fmsa_tensor fmsa_tensor_contiguous(void *data, fmsa_dtype dtype, int32_
 /* ------------------------------------------------------------------------ */
 
 /*
- * Shapes (B = batch, Sq/Sk = sequence lengths, Hq/Hkv = heads, D = head dim):
- *   q, o, dout, dq : [B, Sq, Hq, D]       k, v, dk, dv : [B, Sk, Hkv, D]
- *   lse            : [B, Hq, Sq] fp32     (last stride need not be 1)
+ * Shapes (B = batch, Sq/Sk = sequence lengths, Hq/Hkv = heads, D = the q/k
+ * head dim, Dv = the value head dim, V's last dimension):
+ *   q, dq          : [B, Sq, Hq, D]       k, dk : [B, Sk, Hkv, D]
+ *   o, dout        : [B, Sq, Hq, Dv]      v, dv : [B, Sk, Hkv, Dv]
+ *   lse, dlse      : [B, Hq, Sq] fp32     (last stride need not be 1)
+ *   sinks, dsink   : [Hq] fp32
  * Hq must be a multiple of Hkv (GQA/MQA: query head h reads kv head h / (Hq/Hkv)).
- * D must be a multiple of 8 in [8, 256].  q, k, v (and o, dout, dq, dk, dv)
+ * D and Dv are multiples of 8 in [8, 576] (Dv = D is the usual case; MLA uses
+ * 192/128 and 576/512).  Every backend runs D = Dv <= 256; what else each
+ * backend's kernels fit is in the README's feature matrix, and a shape a
+ * backend cannot run is refused with FMSA_ERR_NOT_SUPPORTED naming the backend
+ * and the dims, never computed wrongly.  q, k, v (and o, dout, dq, dk, dv)
  * share one dtype: f32, f16 or bf16; arithmetic is fp32 throughout.
  *
  * Varlen (cu_seqlens_q.data != NULL): q/o are [1, total_q, Hq, D], k/v are
@@ -236,7 +255,19 @@ FMSA_API fmsa_tensor fmsa_tensor_contiguous(void *data, fmsa_dtype dtype, int32_
  *     (window_right < 0 or j <= i + sk - sq + window_right) and
  *     (no mask or bit (j & 7) of mask[b][h][i][j >> 3] is 1)
  *   causal means window_right = 0 (bottom-right aligned, as FlashAttention 2.1+).
- * A row with no visible key gives O = 0, LSE = -inf and zero gradients.
+ * Attention sinks (desc.sinks, fp32 [Hq], logits t_h): the softmax of every
+ * row of head h gets one more term, which has no value:
+ *   P_ij = exp(s_ij - lse_i),  lse_i = log(exp(t_h) + sum_j exp(s_ij)),
+ *   O_i  = sum_j P_ij v_j
+ * (gpt-oss, DeepSeek-V4).  The backward then writes, when dsink is given,
+ *   dsink_h = -sum over b, i of exp(t_h - lse_i) * (D_i - dlse_i),
+ *   D_i = rowsum(dO_i * O_i), dlse_i = 0 without dlse.
+ * A row with no visible key gives O = 0, LSE = -inf (with sinks: LSE = t_h)
+ * and zero gradients dq/dk/dv.
+ *
+ * The LSE gradient (fmsa_backward_tensors.dlse): when a caller's loss also
+ * depends on the forward's lse (as ring attention's merge does), dlse is its
+ * gradient, and the backward uses dS_ij = P_ij (dP_ij - (D_i - dlse_i)).
  *
  * CUDA: what is checked where.  A CUDA pass can be captured into a CUDA graph
  * (no host synchronisation, allocation or device-to-host read) whenever it is
@@ -275,6 +306,7 @@ typedef struct fmsa_attention_desc {
     int64_t page_size;         ///< paged KV: rows per page (> 0)
     fmsa_tensor seqused_k;     ///< optional with paged KV: int32 [B] keys used per sequence
     int deterministic;         ///< backward: bit-identical results run to run
+    fmsa_tensor sinks;         ///< optional fp32 [Hq]: per-head sink logits (see above)
 } fmsa_attention_desc;
 
 /// Defaults: scale 1/sqrt(head_dim), no mask, windows -1, no softcap.
@@ -287,7 +319,8 @@ typedef enum fmsa_pass {
 } fmsa_pass;
 
 /// Bytes of workspace fmsa_forward/fmsa_backward need for this problem (may be
-/// 0).  q, k, v describe the problem exactly as they will be passed.
+/// 0).  q, k, v describe the problem exactly as they will be passed; for the
+/// backward, dlse and dsink do not change the size.
 FMSA_API fmsa_status fmsa_workspace_size(fmsa_context *ctx, fmsa_pass pass,
                                          const fmsa_attention_desc *desc,
                                          const fmsa_tensor *q, const fmsa_tensor *k,
@@ -303,15 +336,43 @@ FMSA_API fmsa_status fmsa_forward(fmsa_context *ctx, const fmsa_attention_desc *
                                   const fmsa_tensor *lse, void *workspace,
                                   size_t workspace_bytes, void *stream);
 
-/// dQ, dK, dV from Q, K, V, O, dO and the forward's LSE (recomputes P, never
-/// stores it).  With GQA, dK/dV sum over the query heads of each kv head.
+/// The tensors of one backward pass.  Zero-initialise, then set them; the
+/// optional ones stay absent (data == NULL).
+typedef struct fmsa_backward_tensors {
+    fmsa_tensor q, k, v; ///< the forward's inputs
+    fmsa_tensor o;       ///< the forward's output [B, Sq, Hq, Dv]
+    fmsa_tensor dout;    ///< gradient of o [B, Sq, Hq, Dv]
+    fmsa_tensor lse;     ///< the forward's lse [B, Hq, Sq] fp32 (required)
+    fmsa_tensor dlse;    ///< optional fp32 [B, Hq, Sq]: gradient of lse
+    fmsa_tensor dq;      ///< output, like q
+    fmsa_tensor dk;      ///< output, like k
+    fmsa_tensor dv;      ///< output, like v
+    fmsa_tensor dsink;   ///< optional output fp32 [Hq], only with desc.sinks: overwritten, summed over the batch
+} fmsa_backward_tensors;
+
+/// dQ, dK, dV (and dsink) from Q, K, V, O, dO and the forward's LSE
+/// (recomputes P, never stores it).  With GQA, dK/dV sum over the query heads
+/// of each kv head.
 FMSA_API fmsa_status fmsa_backward(fmsa_context *ctx, const fmsa_attention_desc *desc,
-                                   const fmsa_tensor *q, const fmsa_tensor *k,
-                                   const fmsa_tensor *v, const fmsa_tensor *o,
-                                   const fmsa_tensor *dout, const fmsa_tensor *lse,
-                                   const fmsa_tensor *dq, const fmsa_tensor *dk,
-                                   const fmsa_tensor *dv, void *workspace,
+                                   const fmsa_backward_tensors *t, void *workspace,
                                    size_t workspace_bytes, void *stream);
+
+/// Merges two partial attention results over disjoint key sets of the same
+/// queries, (o_a, lse_a) and (o_b, lse_b), into (o, lse), exactly as the
+/// online softmax merges its states (ring attention, split-KV decode and
+/// shared-prefix attention are this call):
+///   lse = log(exp(lse_a) + exp(lse_b)),
+///   o   = exp(lse_a - lse) o_a + exp(lse_b - lse) o_b,
+/// where a side with lse = -inf (no visible key) contributes nothing, and both
+/// -inf give o = 0, lse = -inf.  o_a, o_b, o: [B, S, H, Dv], each f32, f16 or
+/// bf16 (they may differ: fp32 partials into a bf16 result), arithmetic fp32;
+/// lse_a, lse_b, lse: fp32 [B, H, S].  o may be the same view as o_a or o_b
+/// and lse the same view as lse_a or lse_b (in place); any other overlap of an
+/// output with an input is refused.  Varlen results are [1, total, H, Dv].
+FMSA_API fmsa_status fmsa_merge_states(fmsa_context *ctx, const fmsa_tensor *o_a,
+                                       const fmsa_tensor *lse_a, const fmsa_tensor *o_b,
+                                       const fmsa_tensor *lse_b, const fmsa_tensor *o,
+                                       const fmsa_tensor *lse, void *stream);
 
 #ifdef __cplusplus
 } /* extern "C" */

@@ -18,7 +18,7 @@ import threading
 # The struct layouts below are those of this API version; a library of another
 # minor version (0.x: minors may change the ABI) is refused at load.
 API_VERSION_MAJOR = 0
-API_VERSION_MINOR = 1
+API_VERSION_MINOR = 2
 MAX_DIMS = 4
 
 
@@ -86,7 +86,13 @@ class AttentionDesc(C.Structure):
                 ("cu_seqlens_q", Tensor), ("cu_seqlens_k", Tensor),
                 ("max_seqlen_q", C.c_int64), ("max_seqlen_k", C.c_int64),
                 ("block_table", Tensor), ("page_size", C.c_int64), ("seqused_k", Tensor),
-                ("deterministic", C.c_int)]
+                ("deterministic", C.c_int), ("sinks", Tensor)]
+
+
+class BackwardTensors(C.Structure):
+    """fmsa_backward_tensors."""
+    _fields_ = [(n, Tensor) for n in ("q", "k", "v", "o", "dout", "lse", "dlse", "dq", "dk",
+                                      "dv", "dsink")]
 
 
 # C features of the Python API that the library does not have yet: the
@@ -178,8 +184,8 @@ def _prototype(lib):
                                           P(C.c_size_t)]),
         "fmsa_forward": (C.c_int, [C.c_void_p, P(AttentionDesc)] + [T] * 5 +
                          [C.c_void_p, C.c_size_t, C.c_void_p]),
-        "fmsa_backward": (C.c_int, [C.c_void_p, P(AttentionDesc)] + [T] * 9 +
-                          [C.c_void_p, C.c_size_t, C.c_void_p]),
+        "fmsa_backward": (C.c_int, [C.c_void_p, P(AttentionDesc), P(BackwardTensors),
+                                    C.c_void_p, C.c_size_t, C.c_void_p]),
     }
     for name, (res, args) in protos.items():
         f = getattr(lib, name)
@@ -346,12 +352,14 @@ def forward(ctx, desc, q, k, v, o, lse, alloc, stream=None):
     del keep
 
 
-def backward(ctx, desc, q, k, v, o, dout, lse, dq, dk, dv, alloc, stream=None):
-    """fmsa_backward.  Queues the pass on stream and returns."""
+def backward(ctx, desc, q, k, v, o, dout, lse, dq, dk, dv, alloc, stream=None, dlse=None,
+             dsink=None):
+    """fmsa_backward; dlse and dsink may be None.  Queues the pass on stream and returns."""
     keep, ws, nbytes = _workspace(ctx, Pass.BACKWARD, desc, q, k, v, alloc)
-    check(library().fmsa_backward(ctx, C.byref(desc), C.byref(q), C.byref(k), C.byref(v),
-                                  C.byref(o), C.byref(dout), C.byref(lse), C.byref(dq),
-                                  C.byref(dk), C.byref(dv), ws, nbytes, stream),
+    t = BackwardTensors(q=q, k=k, v=v, o=o, dout=dout, lse=lse, dq=dq, dk=dk, dv=dv,
+                        dlse=dlse if dlse is not None else ABSENT,
+                        dsink=dsink if dsink is not None else ABSENT)
+    check(library().fmsa_backward(ctx, C.byref(desc), C.byref(t), ws, nbytes, stream),
           "fmsa_backward")
     del keep
 

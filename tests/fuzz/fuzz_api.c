@@ -143,8 +143,24 @@ static void fuzz_forward(fuzz_call *c, fmsa_context *ctx) {
     }
 }
 
+/* The backward's tensor struct of the decoded call; lse absent unless given. */
+static fmsa_backward_tensors fuzz_bwd_tensors(const fuzz_call *c, int with_lse) {
+    fmsa_backward_tensors bt = {0};
+    bt.q = c->t[FUZZ_Q];
+    bt.k = c->t[FUZZ_K];
+    bt.v = c->t[FUZZ_V];
+    bt.o = c->t[FUZZ_O];
+    bt.dout = c->t[FUZZ_DOUT];
+    if (with_lse) bt.lse = c->t[FUZZ_LSE];
+    bt.dq = c->t[FUZZ_DQ];
+    bt.dk = c->t[FUZZ_DK];
+    bt.dv = c->t[FUZZ_DV];
+    return bt;
+}
+
 static void fuzz_backward(fuzz_call *c, fmsa_context *ctx) {
     static const int outs[] = {FUZZ_DQ, FUZZ_DK, FUZZ_DV};
+    fmsa_backward_tensors bt;
     size_t ws = 0;
     fmsa_status st = fmsa_workspace_size(ctx, FMSA_PASS_BACKWARD, &c->desc, &c->t[FUZZ_Q],
                                          &c->t[FUZZ_K], &c->t[FUZZ_V], &ws);
@@ -152,10 +168,8 @@ static void fuzz_backward(fuzz_call *c, fmsa_context *ctx) {
     fuzz_workspace(c, st == FMSA_SUCCESS ? ws : 0);
     fuzz_poison(c, outs, 3);
     fuzz_snapshot(c, fuzz_inputs_bwd, FUZZ_N(fuzz_inputs_bwd));
-    st = fmsa_backward(ctx, &c->desc, &c->t[FUZZ_Q], &c->t[FUZZ_K], &c->t[FUZZ_V],
-                       &c->t[FUZZ_O], &c->t[FUZZ_DOUT], c->lse_given ? &c->t[FUZZ_LSE] : NULL,
-                       &c->t[FUZZ_DQ], &c->t[FUZZ_DK], &c->t[FUZZ_DV], c->ws, c->ws_bytes,
-                       NULL);
+    bt = fuzz_bwd_tensors(c, c->lse_given);
+    st = fmsa_backward(ctx, &c->desc, &bt, c->ws, c->ws_bytes, NULL);
     fuzz_check_status(st, "fmsa_backward");
     fuzz_check_untouched(c, fuzz_inputs_bwd, FUZZ_N(fuzz_inputs_bwd), "fmsa_backward (an input)");
     if (st != FMSA_SUCCESS) {
@@ -171,9 +185,8 @@ static void fuzz_backward(fuzz_call *c, fmsa_context *ctx) {
     if (c->desc.deterministic) {
         fuzz_snapshot(c, outs, 3);
         fuzz_fill_nan(c, outs, 3);
-        st = fmsa_backward(ctx, &c->desc, &c->t[FUZZ_Q], &c->t[FUZZ_K], &c->t[FUZZ_V],
-                           &c->t[FUZZ_O], &c->t[FUZZ_DOUT], &c->t[FUZZ_LSE], &c->t[FUZZ_DQ],
-                           &c->t[FUZZ_DK], &c->t[FUZZ_DV], c->ws, c->ws_bytes, NULL);
+        bt = fuzz_bwd_tensors(c, 1);
+        st = fmsa_backward(ctx, &c->desc, &bt, c->ws, c->ws_bytes, NULL);
         FUZZ_ASSERT(st == FMSA_SUCCESS, "deterministic backward: second run failed: %s",
                     fmsa_last_error());
         fuzz_check_untouched(c, outs, 3, "deterministic backward (second run differs)");

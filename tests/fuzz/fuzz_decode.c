@@ -47,11 +47,6 @@ void fuzz_env_apply(int env) {
     else unsetenv("FLASHMSA_CPU_TILES");
 }
 
-static int fuzz_open_bugs(void) {
-    const char *e = getenv("FMSA_FUZZ_OPEN_BUGS");
-    return e && *e == '1';
-}
-
 /* Counter-based fill, so a tensor's values depend only on (seed, tensor, index). */
 static float fuzz_value(uint32_t seed, int which, int64_t i, float amp) {
     uint64_t x = ((uint64_t)seed << 40) ^ ((uint64_t)which << 32) ^ (uint64_t)i;
@@ -94,7 +89,7 @@ static void fuzz_strides(int32_t nd, const int64_t *shape, const int *order, con
  * reach overflows or is absurd gets a stub the library must never touch.
  */
 static void fuzz_view(fuzz_call *c, int which, fmsa_dtype dt, int32_t nd, const int64_t *shape,
-                      unsigned layout, unsigned mutation, int open_bugs) {
+                      unsigned layout, unsigned mutation) {
     fmsa_tensor *t = &c->t[which];
     fuzz_buf *b = &c->buf[which];
     int order[FMSA_MAX_DIMS] = {0, 1, 2, 3};
@@ -121,7 +116,7 @@ static void fuzz_view(fuzz_call *c, int which, fmsa_dtype dt, int32_t nd, const 
     if ((layout & 3u) == 3u) t->strides[dim] = 0; /* broadcast (legal for some inputs) */
     switch ((layout >> 2) & 3u) {
     case 1: t->byte_offset = (int64_t)es; break;
-    case 2: t->byte_offset = open_bugs ? 1 : 2 * (int64_t)es; break; /* 1: misaligned */
+    case 2: t->byte_offset = 1; break; /* misaligned unless a byte view */
     case 3: t->byte_offset = 64 * (int64_t)es; break;
     default: break;
     }
@@ -133,19 +128,15 @@ static void fuzz_view(fuzz_call *c, int which, fmsa_dtype dt, int32_t nd, const 
         case 3: t->strides[dim] = -t->strides[dim] - 1; break;
         case 4: t->strides[dim] = INT64_MAX; break;
         case 5: t->dtype = (fmsa_dtype)((mutation >> 3) % 7u); break; /* incl. invalid 0, 6 */
-        case 6: /* lse may have any last stride, but 2 folds its rows onto each
-                 * other: an output that overlaps itself, accepted today (open
-                 * bug, tests/test_fuzz_repro.c) */
-            if (which != FUZZ_LSE || open_bugs) t->strides[nd - 1] = 2;
+        case 6: /* a non-unit last stride: refused where the head dim must be
+                 * dense; an lse may have it, unless its rows then overlap */
+            t->strides[nd - 1] = 2;
             break;
         case 7: t->shape[dim] = -t->shape[dim] - 1; break;
         }
         es = fmsa_dtype_size(t->dtype);
     }
     if (es == 0) es = 4;
-    /* a foreign dtype can leave the offset off its alignment: only an open bug's case */
-    if (!open_bugs && t->byte_offset % (int64_t)es)
-        t->byte_offset += (int64_t)es - t->byte_offset % (int64_t)es;
     /* reach: largest element offset + 1, in bytes, past byte_offset */
     for (int i = 0; i < FMSA_MAX_DIMS; ++i)
         if (t->shape[i] <= 0 && i < t->ndim) empty = 1;
@@ -225,7 +216,6 @@ int fuzz_decode(const uint8_t *data, size_t size, fuzz_call *c) {
     static const float scales[8] = {0.5f, 2.0f, 10.0f, 0.0f, -0.3f, NAN, INFINITY, 1e30f};
     static const float slopes[8] = {0.0f, 0.125f, 0.5f, 1.0f, 2.0f, -0.25f, NAN, 1e30f};
     fuzz_bytes in = {data, size, 0};
-    const int open_bugs = fuzz_open_bugs();
     unsigned flags, v, lay[FUZZ_NT], mut[FUZZ_NT];
     fmsa_dtype dt;
     int64_t B, Sq, Sk, Hkv, Hq, D, qs[4], ks[4], ls[3];
@@ -255,14 +245,13 @@ int fuzz_decode(const uint8_t *data, size_t size, fuzz_call *c) {
     c->desc = fmsa_attention_desc_init(D > 0 ? D : 8);
     c->desc.causal = (flags >> 1) & 1u;
     c->desc.deterministic = (flags >> 2) & 1u;
-    /* 255: a window wider than any sequence (INT64_MAX overflows the window
-     * arithmetic today, common/fmsa_seq.h: an open bug, tests/test_fuzz_repro.c) */
+    /* 255: a window wider than any sequence (INT64_MAX: the same as -1) */
     v = fz_u8(&in);
     c->desc.window_left = v < 128 ? -1 : (int64_t)((v - 128) % 20) - 1;
-    if (v == 255) c->desc.window_left = open_bugs ? INT64_MAX : INT64_MAX / 4;
+    if (v == 255) c->desc.window_left = INT64_MAX;
     v = fz_u8(&in);
     c->desc.window_right = v < 128 ? -1 : (int64_t)((v - 128) % 20) - 1;
-    if (v == 255) c->desc.window_right = open_bugs ? INT64_MAX : INT64_MIN;
+    if (v == 255) c->desc.window_right = INT64_MAX;
     v = fz_u8(&in);
     if (flags & 64u) {
         c->desc.softcap = softcaps[v % 8u];
@@ -300,10 +289,8 @@ int fuzz_decode(const uint8_t *data, size_t size, fuzz_call *c) {
     if (varlen) {
         int64_t n = B + 1;
         int32_t cq = 0, ck = 0;
-        fuzz_view(c, FUZZ_CU_Q, FMSA_DTYPE_I32, 1, &n, lay[FUZZ_CU_Q] & ~3u, mut[FUZZ_CU_Q],
-                  open_bugs);
-        fuzz_view(c, FUZZ_CU_K, FMSA_DTYPE_I32, 1, &n, lay[FUZZ_CU_K] & ~3u, mut[FUZZ_CU_K],
-                  open_bugs);
+        fuzz_view(c, FUZZ_CU_Q, FMSA_DTYPE_I32, 1, &n, lay[FUZZ_CU_Q] & ~3u, mut[FUZZ_CU_Q]);
+        fuzz_view(c, FUZZ_CU_K, FMSA_DTYPE_I32, 1, &n, lay[FUZZ_CU_K] & ~3u, mut[FUZZ_CU_K]);
         max_q = max_k = 0;
         for (int64_t b = 0; b <= B; ++b) {
             unsigned lq = b ? fz_u8(&in) % (unsigned)(Sq + 1) : 0;
@@ -327,16 +314,14 @@ int fuzz_decode(const uint8_t *data, size_t size, fuzz_call *c) {
         B = 1;
     } else if (paged) {
         int64_t ts[2] = {B, max_pages};
-        fuzz_view(c, FUZZ_TABLE, FMSA_DTYPE_I32, 2, ts, lay[FUZZ_TABLE] & ~3u, mut[FUZZ_TABLE],
-                  open_bugs);
+        fuzz_view(c, FUZZ_TABLE, FMSA_DTYPE_I32, 2, ts, lay[FUZZ_TABLE] & ~3u, mut[FUZZ_TABLE]);
         /* one value in 9 is past the pool: a page index the library must refuse */
         fuzz_fill_meta(c, FUZZ_TABLE, &in, pages + 1 + pages / 8);
         c->desc.block_table = c->t[FUZZ_TABLE];
         c->desc.page_size = page_size;
         max_k = max_pages * page_size;
         if (lay[FUZZ_USED] & 1u) {
-            fuzz_view(c, FUZZ_USED, FMSA_DTYPE_I32, 1, &B, lay[FUZZ_USED] & ~3u, mut[FUZZ_USED],
-                      open_bugs);
+            fuzz_view(c, FUZZ_USED, FMSA_DTYPE_I32, 1, &B, lay[FUZZ_USED] & ~3u, mut[FUZZ_USED]);
             fuzz_fill_meta(c, FUZZ_USED, &in, max_k + 2);
             c->desc.seqused_k = c->t[FUZZ_USED];
         }
@@ -348,8 +333,8 @@ int fuzz_decode(const uint8_t *data, size_t size, fuzz_call *c) {
     ls[0] = qs[0], ls[1] = Hq, ls[2] = qs[1];
     for (int i = FUZZ_Q; i <= FUZZ_DV; ++i) {
         const int kv = i == FUZZ_K || i == FUZZ_V || i == FUZZ_DK || i == FUZZ_DV;
-        if (i == FUZZ_LSE) fuzz_view(c, i, FMSA_DTYPE_F32, 3, ls, lay[i], mut[i], open_bugs);
-        else fuzz_view(c, i, dt, 4, kv ? ks : qs, lay[i], mut[i], open_bugs);
+        if (i == FUZZ_LSE) fuzz_view(c, i, FMSA_DTYPE_F32, 3, ls, lay[i], mut[i]);
+        else fuzz_view(c, i, dt, 4, kv ? ks : qs, lay[i], mut[i]);
         if (!c->buf[i].mem) {
             fuzz_release(c);
             return -1;
@@ -359,7 +344,7 @@ int fuzz_decode(const uint8_t *data, size_t size, fuzz_call *c) {
         int64_t as[2] = {B, Hq};
         const int two = (lay[FUZZ_ALIBI] >> 6) & 1u;
         fuzz_view(c, FUZZ_ALIBI, FMSA_DTYPE_F32, two ? 2 : 1, two ? as : as + 1,
-                  lay[FUZZ_ALIBI] & ~3u, mut[FUZZ_ALIBI], open_bugs);
+                  lay[FUZZ_ALIBI] & ~3u, mut[FUZZ_ALIBI]);
         for (size_t at = (size_t)c->t[FUZZ_ALIBI].byte_offset;
              !c->buf[FUZZ_ALIBI].stub && at + 4 <= c->buf[FUZZ_ALIBI].bytes; at += 4) {
             unsigned s = fz_u8(&in) % 8u;
@@ -371,7 +356,7 @@ int fuzz_decode(const uint8_t *data, size_t size, fuzz_call *c) {
     if (flags & 32u) { /* bit mask [B|1, Hq|1, Sq, ceil(Sk / 8)], bits from the input */
         const unsigned l = lay[FUZZ_MASK];
         int64_t ms[4] = {l & 64u ? 1 : B, l & 128u ? 1 : Hq, max_q, (max_k + 7) / 8};
-        fuzz_view(c, FUZZ_MASK, FMSA_DTYPE_U8, 4, ms, l, mut[FUZZ_MASK], open_bugs);
+        fuzz_view(c, FUZZ_MASK, FMSA_DTYPE_U8, 4, ms, l, mut[FUZZ_MASK]);
         fuzz_fill_meta(c, FUZZ_MASK, &in, 1);
         c->desc.mask = c->t[FUZZ_MASK];
     }

@@ -14,8 +14,7 @@
 # Prints libFuzzer's final stats (executions, coverage, corpus) per process.
 #
 # Environment: FUZZ_CC (default: clang-14, else clang-15, else clang),
-# FMSA_FUZZ_OPEN_BUGS=1 decodes the cases issue 18 still has open
-# (misaligned pointers), FUZZ_JOBS (default 1) parallel workers.
+# FUZZ_JOBS (default 1) parallel workers.
 set -euo pipefail
 
 top=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)

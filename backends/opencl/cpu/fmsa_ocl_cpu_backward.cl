@@ -48,7 +48,7 @@ __kernel __attribute__((reqd_work_group_size(1, 1, 1))) void fmsa_ocl_cpu_bwd_pr
     long rows, long heads, int4 cfg) {
     const int dtype = cfg.x, D = cfg.y;
     const long h = get_group_id(1), b = get_group_id(2);
-    float a[FMSA_HEAD_DIM_MAX], x[FMSA_HEAD_DIM_MAX];
+    float a[FMSA_HEAD_DIM_SMALL_MAX], x[FMSA_HEAD_DIM_SMALL_MAX];
     const long row0 = (long)get_group_id(0) * 64, row_end = min(rows, row0 + 64);
     for (long row = row0; row < row_end; ++row) {
         fc_row_load(a, dout, dv.x + b * dv.y + row * dv.z + h * dv.w, dtype, D, 1.0f);
@@ -85,11 +85,11 @@ __kernel __attribute__((reqd_work_group_size(1, 1, 1))) void fmsa_ocl_cpu_bwd_dk
         qe = fmsa_window_query_end(j_last + 1, s.sq, s.sk, win.x);
     }
 
-    float8 kT8[FMSA_HEAD_DIM_MAX * FC_RB], vT8[FMSA_HEAD_DIM_MAX * FC_RB];
-    float8 dkT8[FMSA_HEAD_DIM_MAX * FC_RB], dvT8[FMSA_HEAD_DIM_MAX * FC_RB];
+    float8 kT8[FMSA_HEAD_DIM_SMALL_MAX * FC_RB], vT8[FMSA_HEAD_DIM_SMALL_MAX * FC_RB];
+    float8 dkT8[FMSA_HEAD_DIM_SMALL_MAX * FC_RB], dvT8[FMSA_HEAD_DIM_SMALL_MAX * FC_RB];
     __private float *kT = (__private float *)kT8, *vT = (__private float *)vT8;
     __private float *dkT = (__private float *)dkT8, *dvT = (__private float *)dvT8;
-    float row[FMSA_HEAD_DIM_MAX], pr[FC_KC * FC_L], dsr[FC_KC * FC_L];
+    float row[FMSA_HEAD_DIM_SMALL_MAX], pr[FC_KC * FC_L], dsr[FC_KC * FC_L];
     float lse2[FC_KC], dd[FC_KC];
 
     {
@@ -213,11 +213,11 @@ __kernel __attribute__((reqd_work_group_size(1, 1, 1))) void fmsa_ocl_cpu_bwd_dq
         ke = fmsa_window_key_end(i_last + 1, s.sq, s.sk, win.y);
     }
 
-    float8 qT8[FMSA_HEAD_DIM_MAX * FC_RB], dOT8[FMSA_HEAD_DIM_MAX * FC_RB];
-    float8 dqT8[FMSA_HEAD_DIM_MAX * FC_RB];
+    float8 qT8[FMSA_HEAD_DIM_SMALL_MAX * FC_RB], dOT8[FMSA_HEAD_DIM_SMALL_MAX * FC_RB];
+    float8 dqT8[FMSA_HEAD_DIM_SMALL_MAX * FC_RB];
     __private float *qT = (__private float *)qT8, *dOT = (__private float *)dOT8;
     __private float *dqT = (__private float *)dqT8;
-    float row[FMSA_HEAD_DIM_MAX], dsr[FC_KC * FC_L];
+    float row[FMSA_HEAD_DIM_SMALL_MAX], dsr[FC_KC * FC_L];
     float lse2f[FC_L], ddf[FC_L];
 
     fc_row_stats(lse2f, ddf, FC_L, nrows, i0, &s, h, lse, lv, ws, dims, ws_rows);

@@ -18,7 +18,7 @@
  * time for a test grid).
  *
  * Private rows and tiles are sized for the API's largest head dim
- * (FMSA_HEAD_DIM_MAX, fmsa_limits.h).  The transposed tiles are float8
+ * (FMSA_HEAD_DIM_SMALL_MAX, fmsa_limits.h).  The transposed tiles are float8
  * arrays (32-byte aligned: whole-vector loads and stores); the row <-> lane
  * transposes at the start and end go through a float view of them (clang
  * gives vector types char aliasing).

@@ -41,9 +41,9 @@ __kernel __attribute__((reqd_work_group_size(1, 1, 1))) void fmsa_ocl_cpu_forwar
         ke = fmsa_window_key_end(i_last + 1, s.sq, s.sk, win.y);
     }
 
-    float8 qT8[FMSA_HEAD_DIM_MAX * FC_RB], acc8[FMSA_HEAD_DIM_MAX * FC_RB];
+    float8 qT8[FMSA_HEAD_DIM_SMALL_MAX * FC_RB], acc8[FMSA_HEAD_DIM_SMALL_MAX * FC_RB];
     __private float *qT = (__private float *)qT8, *acc = (__private float *)acc8;
-    float row[FMSA_HEAD_DIM_MAX];
+    float row[FMSA_HEAD_DIM_SMALL_MAX];
     float sc[FC_KC * FC_L];
 
     for (int r = 0; r < FC_L; ++r) {

@@ -83,10 +83,10 @@ static void fmsa_ocl_cpu_layout_make(const fmsa_problem *p, const fmsa_ocl_cpu_t
 int fmsa_ocl_cpu_selected(const fmsa_ocl_state *st, const fmsa_problem *p) {
     const char *env = getenv("FLASHMSA_OCL_VARIANT");
     cl_device_type type = 0;
-    /* Outside the kernels' private tiles (FMSA_HEAD_DIM_MAX) or int lane
+    /* Outside the kernels' private tiles (FMSA_HEAD_DIM_SMALL_MAX) or int lane
      * positions: the generic kernels. */
     if (p->seqlen_q >= FMSA_OCL_CPU_MAX_SEQ || p->seqlen_k >= FMSA_OCL_CPU_MAX_SEQ ||
-        p->head_dim > FMSA_HEAD_DIM_MAX)
+        p->head_dim > FMSA_HEAD_DIM_SMALL_MAX)
         return 0;
     if (env && strcmp(env, "cpu") == 0) return 1;
     if (env && strcmp(env, "generic") == 0) return 0;

@@ -1,0 +1,525 @@
+/*
+ * The ring driver (flashmsa_dist.h): one loop over P steps per pass, over the
+ * transport vtable and the public passes.  Forward: K/V (packed in one
+ * buffer) go to the next rank while this rank attends to the block it holds;
+ * each block's (O, lse) merges into an fp32 state through fmsa_merge_states.
+ * Backward: the same rotation, with the fp32 dK/dV partials of each block
+ * travelling behind it (sent once the block's local pass is done), dQ summed
+ * locally in fp32, dsink summed over the ranks at the end.
+ *
+ * Failures: arguments are checked on every rank before the ring starts, and
+ * the ranks agree (an all-reduce of the verdict) so that none is left waiting
+ * for a rank that returned; a failure inside the ring (out of memory in a
+ * local pass) can leave the other ranks waiting, as an MPI program's would.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "common/error.h"
+#include "common/fmsa_half.h"
+#include "common/validate.h"
+#include "dist/ring_plan.h"
+#include "dist/transport.h"
+
+/* ------------------------------------------------------------------ views */
+
+/// Rows [row0, row0 + rows) of a [B, S, H, D] view.
+static fmsa_tensor ring_rows4(const fmsa_tensor *t, int64_t row0, int64_t rows) {
+    fmsa_tensor v = *t;
+    v.byte_offset += row0 * t->strides[1] * (int64_t)fmsa_dtype_size(t->dtype);
+    v.shape[1] = rows;
+    return v;
+}
+
+/// Rows [row0, row0 + rows) of a [B, H, S] view (lse, dlse).
+static fmsa_tensor ring_rows3(const fmsa_tensor *t, int64_t row0, int64_t rows) {
+    fmsa_tensor v = *t;
+    if (!t->data) return v;
+    v.byte_offset += row0 * t->strides[2] * (int64_t)fmsa_dtype_size(t->dtype);
+    v.shape[2] = rows;
+    return v;
+}
+
+/* ------------------------------------------------------------- workspace */
+
+/// Carves 64-byte aligned pieces out of the caller's host workspace; with
+/// base == NULL it only counts.
+typedef struct ring_arena {
+    char *base;
+    size_t used;
+} ring_arena;
+
+static void *ring_take(ring_arena *a, size_t bytes) {
+    void *p = a->base ? a->base + a->used : NULL;
+    a->used += (bytes + 63) & ~(size_t)63;
+    return p;
+}
+
+/// A contiguous tensor of the given shape in the arena.
+static fmsa_tensor ring_tensor(ring_arena *a, fmsa_dtype dt, int32_t nd, const int64_t *shape) {
+    size_t n = 1;
+    for (int32_t i = 0; i < nd; ++i) n *= (size_t)shape[i];
+    return fmsa_tensor_contiguous(ring_take(a, n * fmsa_dtype_size(dt)), dt, nd, shape);
+}
+
+static size_t ring_numel(const fmsa_tensor *t) {
+    size_t n = 1;
+    for (int32_t i = 0; i < t->ndim; ++i) n *= (size_t)t->shape[i];
+    return n;
+}
+
+/* ------------------------------------------------------- host arithmetic */
+
+static char *ring_host(const fmsa_tensor *t) { return (char *)t->data + t->byte_offset; }
+
+/// Element offset of element (a, b, c, d) of a 4-d view.
+static int64_t ring_at4(const fmsa_tensor *t, int64_t a, int64_t b, int64_t c, int64_t d) {
+    return a * t->strides[0] + b * t->strides[1] + c * t->strides[2] + d * t->strides[3];
+}
+
+/// dst (fp32, 4-d) += src (any float dtype, same shape), or dst = src when assign.
+static void ring_add4(const fmsa_tensor *dst, const fmsa_tensor *src, int assign) {
+    float *d = (float *)ring_host(dst);
+    const char *s = ring_host(src);
+    for (int64_t a = 0; a < src->shape[0]; ++a)
+        for (int64_t b = 0; b < src->shape[1]; ++b)
+            for (int64_t c = 0; c < src->shape[2]; ++c)
+                for (int64_t e = 0; e < src->shape[3]; ++e) {
+                    const float x = fmsa_load_f32(s, src->dtype, ring_at4(src, a, b, c, e));
+                    float *y = d + ring_at4(dst, a, b, c, e);
+                    *y = assign ? x : *y + x;
+                }
+}
+
+/// dst (any float dtype, 4-d) = src (fp32, same shape): the final rounding.
+static void ring_store4(const fmsa_tensor *dst, const fmsa_tensor *src) {
+    const float *s = (const float *)ring_host(src);
+    char *d = ring_host(dst);
+    for (int64_t a = 0; a < src->shape[0]; ++a)
+        for (int64_t b = 0; b < src->shape[1]; ++b)
+            for (int64_t c = 0; c < src->shape[2]; ++c)
+                for (int64_t e = 0; e < src->shape[3]; ++e)
+                    fmsa_store_f32(d, dst->dtype, ring_at4(dst, a, b, c, e),
+                                   s[ring_at4(src, a, b, c, e)]);
+}
+
+static void ring_fill_f32(const fmsa_tensor *t, float x) {
+    float *p = (float *)ring_host(t);
+    for (size_t i = 0, n = ring_numel(t); i < n; ++i) p[i] = x; /* contiguous arena tensors */
+}
+
+/* ------------------------------------------------------------ validation */
+
+typedef struct ring_shape {
+    int P, r;
+    int64_t B, c, Hq, Hkv, D, Dv;
+    fmsa_dtype dt;
+} ring_shape;
+
+/* What the ring refuses before any rank starts, and the shard's shape. */
+static fmsa_status ring_check_local(fmsa_context *ctx, const fmsa_dist_comm *comm,
+                                    fmsa_ring_layout layout, const fmsa_attention_desc *desc,
+                                    const fmsa_tensor *q, const fmsa_tensor *k,
+                                    const fmsa_tensor *v, ring_shape *sh) {
+    fmsa_device_info info;
+    if (!ctx) return fmsa_fail(FMSA_ERR_INVALID_ARGUMENT, "ctx is NULL");
+    if (!comm) return fmsa_fail(FMSA_ERR_INVALID_ARGUMENT, "comm is NULL");
+    if (!desc) return fmsa_fail(FMSA_ERR_INVALID_ARGUMENT, "desc is NULL");
+    if (layout != FMSA_RING_CONTIGUOUS && layout != FMSA_RING_ZIGZAG &&
+        layout != FMSA_RING_STRIPED)
+        return fmsa_fail(FMSA_ERR_INVALID_ARGUMENT, "layout = %d is not an fmsa_ring_layout",
+                         (int)layout);
+    FMSA_TRY(fmsa_context_device(ctx, &info));
+    if (info.backend != FMSA_BACKEND_CPU)
+        return fmsa_fail(FMSA_ERR_NOT_SUPPORTED,
+                         "ring: the %s backend is not supported yet (the driver sums gradient "
+                         "partials in host memory): use a CPU context",
+                         fmsa_backend_name(info.backend));
+    if (desc->window_left != -1 || desc->window_right != -1)
+        return fmsa_fail(FMSA_ERR_NOT_SUPPORTED,
+                         "ring: desc.window_left/right = %lld/%lld: windows are not supported "
+                         "(the local kernels would need global positions)",
+                         (long long)desc->window_left, (long long)desc->window_right);
+    if (desc->alibi_slopes.data || desc->mask.data)
+        return fmsa_fail(FMSA_ERR_NOT_SUPPORTED,
+                         "ring: desc.%s is not supported (it depends on global positions)",
+                         desc->alibi_slopes.data ? "alibi_slopes" : "mask");
+    if (desc->cu_seqlens_q.data || desc->block_table.data)
+        return fmsa_fail(FMSA_ERR_NOT_SUPPORTED, "ring: desc.%s: varlen and paged KV are not "
+                         "supported", desc->cu_seqlens_q.data ? "cu_seqlens_q" : "block_table");
+    if (!q || !k || !v)
+        return fmsa_fail(FMSA_ERR_INVALID_ARGUMENT, "%s: tensor pointer is NULL",
+                         !q ? "q" : !k ? "k" : "v");
+    if (q->ndim != 4 || k->ndim != 4 || v->ndim != 4)
+        return fmsa_fail(FMSA_ERR_INVALID_ARGUMENT, "q/k/v.ndim = %d/%d/%d: expected 4",
+                         (int)q->ndim, (int)k->ndim, (int)v->ndim);
+    if (k->shape[1] != q->shape[1] || v->shape[1] != q->shape[1])
+        return fmsa_fail(FMSA_ERR_INVALID_ARGUMENT,
+                         "k.shape[1] = %lld, v.shape[1] = %lld: a ring shard holds the same "
+                         "tokens' queries and keys (q.shape[1] = %lld)",
+                         (long long)k->shape[1], (long long)v->shape[1], (long long)q->shape[1]);
+    sh->P = comm->size;
+    sh->r = comm->rank;
+    sh->B = q->shape[0];
+    sh->c = q->shape[1];
+    sh->Hq = q->shape[2];
+    sh->Hkv = k->shape[2];
+    sh->D = q->shape[3];
+    sh->Dv = v->shape[3];
+    sh->dt = q->dtype;
+    if (layout == FMSA_RING_ZIGZAG && sh->c % 2)
+        return fmsa_fail(FMSA_ERR_INVALID_ARGUMENT,
+                         "q.shape[1] = %lld: the zigzag layout holds two equal chunks per rank "
+                         "(an even count)",
+                         (long long)sh->c);
+    return FMSA_SUCCESS;
+}
+
+/* The ranks agree on whether every rank's arguments passed: a rank that
+ * failed keeps its own message, the others name it. */
+static fmsa_status ring_agree(fmsa_dist_comm *comm, fmsa_status local) {
+    float bad[2] = {local != FMSA_SUCCESS ? 1.0f : 0.0f,
+                    local != FMSA_SUCCESS ? (float)comm->rank + 1.0f : 0.0f};
+    char msg[512];
+    snprintf(msg, sizeof msg, "%s", fmsa_last_error());
+    FMSA_TRY(fmsa_dist_allreduce(comm, bad, 2));
+    if (local != FMSA_SUCCESS) return fmsa_fail(local, "%s", msg);
+    if (bad[0] > 0.0f)
+        return fmsa_fail(FMSA_ERR_INVALID_ARGUMENT,
+                         "ring: %d rank(s) refused their arguments (e.g. rank %d): see their "
+                         "messages; nothing was written",
+                         (int)bad[0], (int)(bad[1] / bad[0]) - 1);
+    return FMSA_SUCCESS;
+}
+
+/* ------------------------------------------------------------- the plan */
+
+/// The local description of one call: the ring's, with its causal flag and
+/// the sinks only where the call carries them.
+static fmsa_attention_desc ring_desc(const fmsa_attention_desc *desc, const fmsa_ring_call *c) {
+    fmsa_attention_desc d = *desc;
+    d.causal = c->causal;
+    d.window_left = -1;
+    d.window_right = -1;
+    if (!c->sinks) memset(&d.sinks, 0, sizeof d.sinks);
+    return d;
+}
+
+/// Largest local workspace over every call of every step.
+static fmsa_status ring_local_ws(fmsa_context *ctx, fmsa_ring_layout layout, fmsa_pass pass,
+                                 const fmsa_attention_desc *desc, const ring_shape *sh,
+                                 const fmsa_tensor *q, const fmsa_tensor *k, const fmsa_tensor *v,
+                                 size_t *bytes) {
+    fmsa_ring_call calls[FMSA_RING_MAX_CALLS];
+    *bytes = 0;
+    for (int s = 0; s < sh->P; ++s) {
+        const int n = fmsa_ring_plan_step(layout, sh->P, sh->r, s, sh->c, desc->causal, calls);
+        if (n < 0) return fmsa_fail(FMSA_ERR_INTERNAL, "ring: no plan for step %d", s);
+        for (int i = 0; i < n; ++i) {
+            const fmsa_attention_desc d = ring_desc(desc, &calls[i]);
+            const fmsa_tensor qv = ring_rows4(q, calls[i].q_row0, calls[i].q_rows);
+            const fmsa_tensor kv = ring_rows4(k, calls[i].k_row0, calls[i].k_rows);
+            const fmsa_tensor vv = ring_rows4(v, calls[i].k_row0, calls[i].k_rows);
+            size_t w = 0;
+            FMSA_TRY(fmsa_workspace_size(ctx, pass, &d, &qv, &kv, &vv, &w));
+            if (w > *bytes) *bytes = w;
+        }
+    }
+    return FMSA_SUCCESS;
+}
+
+/// The pieces of the ring's workspace (base NULL: sizes only).
+typedef struct ring_ws {
+    fmsa_tensor k[2], v[2];   ///< the K/V double buffer, packed [B, c, Hkv, D|Dv] (input dtype)
+    fmsa_tensor dk[2], dv[2]; ///< backward: fp32 dK/dV partials travelling with the block
+    fmsa_tensor acc_o;        ///< forward: fp32 [B, c, Hq, Dv] state; backward: fp32 dQ
+    fmsa_tensor acc_lse;      ///< forward: fp32 [B, Hq, c]
+    fmsa_tensor ninf_lse;     ///< forward: -inf rows, for the final rounding through the merge
+    fmsa_tensor part_o;       ///< forward: a call's O; backward: a call's dQ (input dtype)
+    fmsa_tensor part_lse;     ///< forward: a call's lse
+    fmsa_tensor part_dk, part_dv; ///< backward: a call's dK / dV (input dtype)
+    float *dsink, *part_dsink;    ///< backward: [Hq] fp32
+    void *local;              ///< the local passes' workspace
+    size_t local_bytes;
+    size_t bytes;             ///< total
+} ring_ws;
+
+static void ring_ws_layout(char *base, fmsa_pass pass, const ring_shape *sh, size_t local,
+                           ring_ws *w) {
+    ring_arena a = {base, 0};
+    const int64_t ks[4] = {sh->B, sh->c, sh->Hkv, sh->D}, vs[4] = {sh->B, sh->c, sh->Hkv, sh->Dv};
+    const int64_t os[4] = {sh->B, sh->c, sh->Hq, sh->Dv}, qs[4] = {sh->B, sh->c, sh->Hq, sh->D};
+    const int64_t ls[3] = {sh->B, sh->Hq, sh->c};
+    memset(w, 0, sizeof *w);
+    for (int i = 0; i < 2; ++i) {
+        w->k[i] = ring_tensor(&a, sh->dt, 4, ks);
+        w->v[i] = ring_tensor(&a, sh->dt, 4, vs);
+    }
+    if (pass == FMSA_PASS_FORWARD) {
+        w->acc_o = ring_tensor(&a, FMSA_DTYPE_F32, 4, os);
+        w->acc_lse = ring_tensor(&a, FMSA_DTYPE_F32, 3, ls);
+        w->ninf_lse = ring_tensor(&a, FMSA_DTYPE_F32, 3, ls);
+        w->part_o = ring_tensor(&a, sh->dt, 4, os);
+        w->part_lse = ring_tensor(&a, FMSA_DTYPE_F32, 3, ls);
+    } else {
+        for (int i = 0; i < 2; ++i) {
+            w->dk[i] = ring_tensor(&a, FMSA_DTYPE_F32, 4, ks);
+            w->dv[i] = ring_tensor(&a, FMSA_DTYPE_F32, 4, vs);
+        }
+        w->acc_o = ring_tensor(&a, FMSA_DTYPE_F32, 4, qs);
+        w->part_o = ring_tensor(&a, sh->dt, 4, qs);
+        w->part_dk = ring_tensor(&a, sh->dt, 4, ks);
+        w->part_dv = ring_tensor(&a, sh->dt, 4, vs);
+        w->dsink = (float *)ring_take(&a, (size_t)sh->Hq * sizeof(float));
+        w->part_dsink = (float *)ring_take(&a, (size_t)sh->Hq * sizeof(float));
+    }
+    w->local = ring_take(&a, local);
+    w->local_bytes = local;
+    w->bytes = a.used;
+}
+
+/// Packs this rank's k and v (any strides) into block buffer 0.
+static void ring_pack_kv(const ring_ws *w, const fmsa_tensor *k, const fmsa_tensor *v) {
+    const fmsa_tensor *src[2] = {k, v}, *dst[2] = {&w->k[0], &w->v[0]};
+    const size_t es = fmsa_dtype_size(k->dtype);
+    for (int t = 0; t < 2; ++t)
+        for (int64_t a = 0; a < src[t]->shape[0]; ++a)
+            for (int64_t b = 0; b < src[t]->shape[1]; ++b)
+                for (int64_t c = 0; c < src[t]->shape[2]; ++c)
+                    memcpy(ring_host(dst[t]) + ring_at4(dst[t], a, b, c, 0) * (int64_t)es,
+                           ring_host(src[t]) + ring_at4(src[t], a, b, c, 0) * (int64_t)es,
+                           (size_t)src[t]->shape[3] * es);
+}
+
+/// Bytes of K and V of one block: they travel as one message (k then v, adjacent).
+static size_t ring_kv_bytes(const ring_ws *w) {
+    return (size_t)((char *)w->v[0].data - (char *)w->k[0].data) +
+           ring_numel(&w->v[0]) * fmsa_dtype_size(w->v[0].dtype);
+}
+
+static size_t ring_dkv_bytes(const ring_ws *w) {
+    return (size_t)((char *)w->dv[0].data - (char *)w->dk[0].data) +
+           ring_numel(&w->dv[0]) * sizeof(float);
+}
+
+static fmsa_status ring_validate(fmsa_pass pass, const fmsa_attention_desc *desc,
+                                 const fmsa_tensor *q, const fmsa_tensor *k, const fmsa_tensor *v,
+                                 const fmsa_tensor *o, const fmsa_tensor *lse,
+                                 const fmsa_backward_tensors *t);
+
+/* ---------------------------------------------------------- entry points */
+
+fmsa_status fmsa_ring_workspace_size(fmsa_context *ctx, const fmsa_dist_comm *comm,
+                                     fmsa_ring_layout layout, fmsa_pass pass,
+                                     const fmsa_attention_desc *desc, const fmsa_tensor *q,
+                                     const fmsa_tensor *k, const fmsa_tensor *v, size_t *bytes) {
+    ring_shape sh;
+    ring_ws w;
+    size_t local = 0;
+    fmsa_clear_error();
+    if (!bytes) return fmsa_fail(FMSA_ERR_INVALID_ARGUMENT, "bytes is NULL");
+    *bytes = 0;
+    if (pass != FMSA_PASS_FORWARD && pass != FMSA_PASS_BACKWARD)
+        return fmsa_fail(FMSA_ERR_INVALID_ARGUMENT, "pass = %d is not an fmsa_pass", (int)pass);
+    FMSA_TRY(ring_check_local(ctx, comm, layout, desc, q, k, v, &sh));
+    FMSA_TRY(ring_local_ws(ctx, layout, pass, desc, &sh, q, k, v, &local));
+    ring_ws_layout(NULL, pass, &sh, local, &w);
+    *bytes = w.bytes;
+    return FMSA_SUCCESS;
+}
+
+/* Checks shared by both passes; fills the workspace layout. */
+static fmsa_status ring_prepare(fmsa_context *ctx, fmsa_dist_comm *comm, fmsa_ring_layout layout,
+                                fmsa_pass pass, const fmsa_attention_desc *desc,
+                                const fmsa_tensor *q, const fmsa_tensor *k, const fmsa_tensor *v,
+                                void *workspace, size_t workspace_bytes, ring_shape *sh,
+                                ring_ws *w) {
+    size_t local = 0;
+    FMSA_TRY(ring_check_local(ctx, comm, layout, desc, q, k, v, sh));
+    FMSA_TRY(ring_local_ws(ctx, layout, pass, desc, sh, q, k, v, &local));
+    ring_ws_layout(NULL, pass, sh, local, w);
+    if (workspace_bytes < w->bytes)
+        return fmsa_fail(FMSA_ERR_INSUFFICIENT_WORKSPACE,
+                         "workspace_bytes = %zu: this ring pass needs %zu "
+                         "(fmsa_ring_workspace_size)",
+                         workspace_bytes, w->bytes);
+    if (!workspace) return fmsa_fail(FMSA_ERR_INVALID_ARGUMENT, "workspace is NULL");
+    ring_ws_layout((char *)workspace, pass, sh, local, w);
+    return FMSA_SUCCESS;
+}
+
+/* One forward step's calls on block buffer `cur`, merged into the state. */
+static fmsa_status ring_forward_step(fmsa_context *ctx, fmsa_ring_layout layout,
+                                     const fmsa_attention_desc *desc, const ring_shape *sh,
+                                     int s, const fmsa_tensor *q, const ring_ws *w, int cur) {
+    fmsa_ring_call calls[FMSA_RING_MAX_CALLS];
+    const int n = fmsa_ring_plan_step(layout, sh->P, sh->r, s, sh->c, desc->causal, calls);
+    for (int i = 0; i < n; ++i) {
+        const fmsa_ring_call *c = &calls[i];
+        const fmsa_attention_desc d = ring_desc(desc, c);
+        const fmsa_tensor qv = ring_rows4(q, c->q_row0, c->q_rows);
+        const fmsa_tensor kv = ring_rows4(&w->k[cur], c->k_row0, c->k_rows);
+        const fmsa_tensor vv = ring_rows4(&w->v[cur], c->k_row0, c->k_rows);
+        const fmsa_tensor po = ring_rows4(&w->part_o, c->q_row0, c->q_rows);
+        const fmsa_tensor pl = ring_rows3(&w->part_lse, c->q_row0, c->q_rows);
+        const fmsa_tensor ao = ring_rows4(&w->acc_o, c->q_row0, c->q_rows);
+        const fmsa_tensor al = ring_rows3(&w->acc_lse, c->q_row0, c->q_rows);
+        FMSA_TRY(fmsa_forward(ctx, &d, &qv, &kv, &vv, &po, &pl, w->local, w->local_bytes, NULL));
+        FMSA_TRY(fmsa_merge_states(ctx, &ao, &al, &po, &pl, &ao, &al, NULL));
+    }
+    return FMSA_SUCCESS;
+}
+
+fmsa_status fmsa_ring_forward(fmsa_context *ctx, fmsa_dist_comm *comm, fmsa_ring_layout layout,
+                              const fmsa_attention_desc *desc, const fmsa_tensor *q,
+                              const fmsa_tensor *k, const fmsa_tensor *v, const fmsa_tensor *o,
+                              const fmsa_tensor *lse, void *workspace, size_t workspace_bytes) {
+    ring_shape sh;
+    ring_ws w;
+    fmsa_status st;
+    fmsa_tensor lse_out;
+    fmsa_clear_error();
+    st = ring_prepare(ctx, comm, layout, FMSA_PASS_FORWARD, desc, q, k, v, workspace,
+                      workspace_bytes, &sh, &w);
+    if (st == FMSA_SUCCESS) st = ring_validate(FMSA_PASS_FORWARD, desc, q, k, v, o, lse, NULL);
+    if (!comm) return st;
+    FMSA_TRY(ring_agree(comm, st));
+    ring_pack_kv(&w, k, v);
+    ring_fill_f32(&w.acc_o, 0.0f);
+    ring_fill_f32(&w.acc_lse, -INFINITY);
+    ring_fill_f32(&w.ninf_lse, -INFINITY);
+    for (int s = 0; s < sh.P; ++s) {
+        const int cur = s & 1;
+        if (s + 1 < sh.P)
+            FMSA_TRY(fmsa_dist_exchange_start(comm, w.k[cur].data, w.k[cur ^ 1].data,
+                                              ring_kv_bytes(&w)));
+        st = ring_forward_step(ctx, layout, desc, &sh, s, q, &w, cur);
+        if (s + 1 < sh.P) {
+            const fmsa_status ws = fmsa_dist_exchange_wait(comm);
+            if (st == FMSA_SUCCESS) st = ws;
+        }
+        FMSA_TRY(st);
+    }
+    /* The one rounding to o's dtype, by the merge with an empty state (its
+     * validation also checks o and lse against the state's shapes). */
+    lse_out = lse && lse->data ? *lse : w.part_lse;
+    return fmsa_merge_states(ctx, &w.acc_o, &w.acc_lse, &w.acc_o, &w.ninf_lse, o, &lse_out, NULL);
+}
+
+/* One backward step's calls on block buffer `cur`: dQ into the fp32 sum,
+ * dK/dV into the block's travelling fp32 partials, dsink at step 0. */
+static fmsa_status ring_backward_step(fmsa_context *ctx, fmsa_ring_layout layout,
+                                      const fmsa_attention_desc *desc, const ring_shape *sh,
+                                      int s, const fmsa_backward_tensors *t, const ring_ws *w,
+                                      int cur) {
+    fmsa_ring_call calls[FMSA_RING_MAX_CALLS];
+    const int n = fmsa_ring_plan_step(layout, sh->P, sh->r, s, sh->c, desc->causal, calls);
+    for (int i = 0; i < n; ++i) {
+        const fmsa_ring_call *c = &calls[i];
+        const fmsa_attention_desc d = ring_desc(desc, c);
+        fmsa_backward_tensors bt;
+        fmsa_tensor adq, adk, adv;
+        memset(&bt, 0, sizeof bt);
+        bt.q = ring_rows4(&t->q, c->q_row0, c->q_rows);
+        bt.k = ring_rows4(&w->k[cur], c->k_row0, c->k_rows);
+        bt.v = ring_rows4(&w->v[cur], c->k_row0, c->k_rows);
+        bt.o = ring_rows4(&t->o, c->q_row0, c->q_rows);
+        bt.dout = ring_rows4(&t->dout, c->q_row0, c->q_rows);
+        bt.lse = ring_rows3(&t->lse, c->q_row0, c->q_rows);
+        bt.dlse = ring_rows3(&t->dlse, c->q_row0, c->q_rows);
+        bt.dq = ring_rows4(&w->part_o, c->q_row0, c->q_rows);
+        bt.dk = ring_rows4(&w->part_dk, c->k_row0, c->k_rows);
+        bt.dv = ring_rows4(&w->part_dv, c->k_row0, c->k_rows);
+        if (c->sinks && desc->sinks.data) {
+            const int64_t hs[1] = {sh->Hq};
+            bt.dsink = fmsa_tensor_contiguous(w->part_dsink, FMSA_DTYPE_F32, 1, hs);
+        }
+        FMSA_TRY(fmsa_backward(ctx, &d, &bt, w->local, w->local_bytes, NULL));
+        adq = ring_rows4(&w->acc_o, c->q_row0, c->q_rows);
+        adk = ring_rows4(&w->dk[cur], c->k_row0, c->k_rows);
+        adv = ring_rows4(&w->dv[cur], c->k_row0, c->k_rows);
+        ring_add4(&adq, &bt.dq, 0);
+        ring_add4(&adk, &bt.dk, 0);
+        ring_add4(&adv, &bt.dv, 0);
+        if (bt.dsink.data)
+            for (int64_t h = 0; h < sh->Hq; ++h) w->dsink[h] += w->part_dsink[h];
+    }
+    return FMSA_SUCCESS;
+}
+
+/* Every argument of the shard as one local pass over all its rows would
+ * take them (the validator every pass uses), so a bad tensor is refused
+ * before the ring starts rather than by one rank's local pass inside it. */
+static fmsa_status ring_validate(fmsa_pass pass, const fmsa_attention_desc *desc,
+                                 const fmsa_tensor *q, const fmsa_tensor *k, const fmsa_tensor *v,
+                                 const fmsa_tensor *o, const fmsa_tensor *lse,
+                                 const fmsa_backward_tensors *t) {
+    fmsa_call_tensors ct;
+    fmsa_problem p;
+    memset(&ct, 0, sizeof ct);
+    ct.q = q;
+    ct.k = k;
+    ct.v = v;
+    ct.o = o;
+    ct.lse = lse;
+    if (t) {
+        ct.dout = &t->dout;
+        ct.dlse = &t->dlse;
+        ct.dq = &t->dq;
+        ct.dk = &t->dk;
+        ct.dv = &t->dv;
+        ct.dsink = &t->dsink;
+    }
+    return fmsa_problem_build(&p, pass, desc, &ct, 0, NULL, NULL);
+}
+
+fmsa_status fmsa_ring_backward(fmsa_context *ctx, fmsa_dist_comm *comm, fmsa_ring_layout layout,
+                               const fmsa_attention_desc *desc, const fmsa_backward_tensors *t,
+                               void *workspace, size_t workspace_bytes) {
+    ring_shape sh;
+    ring_ws w;
+    fmsa_status st;
+    fmsa_clear_error();
+    if (!t) st = fmsa_fail(FMSA_ERR_INVALID_ARGUMENT, "t (the backward's tensors) is NULL");
+    else st = ring_prepare(ctx, comm, layout, FMSA_PASS_BACKWARD, desc, &t->q, &t->k, &t->v,
+                           workspace, workspace_bytes, &sh, &w);
+    if (st == FMSA_SUCCESS)
+        st = ring_validate(FMSA_PASS_BACKWARD, desc, &t->q, &t->k, &t->v, &t->o, &t->lse, t);
+    if (!comm) return st;
+    FMSA_TRY(ring_agree(comm, st));
+    ring_pack_kv(&w, &t->k, &t->v);
+    ring_fill_f32(&w.dk[0], 0.0f);
+    ring_fill_f32(&w.dv[0], 0.0f);
+    ring_fill_f32(&w.acc_o, 0.0f);
+    memset(w.dsink, 0, (size_t)sh.Hq * sizeof *w.dsink);
+    for (int s = 0; s < sh.P; ++s) {
+        const int cur = s & 1;
+        if (s + 1 < sh.P)
+            FMSA_TRY(fmsa_dist_exchange_start(comm, w.k[cur].data, w.k[cur ^ 1].data,
+                                              ring_kv_bytes(&w)));
+        st = ring_backward_step(ctx, layout, desc, &sh, s, t, &w, cur);
+        if (s + 1 < sh.P) {
+            const fmsa_status ws = fmsa_dist_exchange_wait(comm);
+            if (st == FMSA_SUCCESS) st = ws;
+        }
+        FMSA_TRY(st);
+        /* the block's dK/dV partials follow it to the next rank; after the
+         * last step they arrive back home, summed over every rank's queries */
+        FMSA_TRY(fmsa_dist_exchange_start(comm, w.dk[cur].data, w.dk[cur ^ 1].data,
+                                          ring_dkv_bytes(&w)));
+        FMSA_TRY(fmsa_dist_exchange_wait(comm));
+    }
+    {
+        const int home = sh.P & 1;
+        ring_store4(&t->dk, &w.dk[home]);
+        ring_store4(&t->dv, &w.dv[home]);
+        ring_store4(&t->dq, &w.acc_o);
+    }
+    if (t->dsink.data) {
+        FMSA_TRY(fmsa_dist_allreduce(comm, w.dsink, (size_t)sh.Hq));
+        for (int64_t h = 0; h < sh.Hq; ++h)
+            ((float *)ring_host(&t->dsink))[h * t->dsink.strides[0]] = w.dsink[h];
+    }
+    return FMSA_SUCCESS;
+}

@@ -1,0 +1,129 @@
+/*
+ * flashmsa_dist — ring (context-parallel) attention over a communicator the
+ * caller already has, in the library `flashmsa_dist` (CMake target
+ * flashmsa::dist), built on the public API of flashmsa.h only.
+ *
+ * P ranks each hold c = S / P tokens of one sequence (q, k, v, o, ... of
+ * shape [B, c, H, D]); the ranks' shards together are the sequence in the
+ * order a layout says.  Every rank calls fmsa_ring_forward (or _backward)
+ * with its shard; K and V travel around the ring (rank r sends to r + 1 and
+ * receives from r - 1) while each rank attends its queries to the block it
+ * holds, and the partial results merge exactly through the online-softmax
+ * merge (fmsa_merge_states).  The result on each rank is its rows of the
+ * attention over the whole sequence, under the project's correctness rule.
+ *
+ * Layouts (global token positions of local row i, c rows per rank, P ranks):
+ *   CONTIGUOUS  r c + i                              (causal work is unbalanced)
+ *   ZIGZAG      rows [0, c/2): r c/2 + i; rows [c/2, c): (2P - 1 - r) c/2 + i - c/2
+ *               (c even; every rank does the same causal work at every step)
+ *   STRIPED     r + P i
+ * Masks come from global positions: causal is "key position <= query
+ * position" over the whole sequence.
+ *
+ * What the ring supports today: the CPU backend (host memory), non-varlen
+ * [B, c, H, D] shards with every rank holding the same c, causal or not, GQA,
+ * softcap, sinks (counted once per row, at the rank's own block), a value head
+ * dim of its own, dlse and dsink in the backward (dsink summed over all ranks).
+ * Refused with FMSA_ERR_NOT_SUPPORTED: windows, ALiBi, bit masks (their
+ * positions would need the global offsets inside the kernels), varlen, paged
+ * KV, and GPU backends (the driver adds gradient partials on the host).
+ * Transports: MPI (fmsa_dist_comm_from_mpi, in the separate library
+ * flashmsa_dist, which links MPI, so that libflashmsa itself never needs it),
+ * an in-process loopback (P ranks as P threads of one process, for tests),
+ * and any transport of the caller's through fmsa_dist_comm_create.
+ *
+ * Arithmetic: each block's result is rounded to the input dtype by the local
+ * pass, then merged (forward) or summed (backward) in fp32 workspace; the
+ * result is rounded once more.  That adds at most one rounding of the input
+ * dtype per block to what a single-device pass does.
+ */
+#ifndef FLASHMSA_FLASHMSA_DIST_H
+#define FLASHMSA_FLASHMSA_DIST_H
+
+#include "flashmsa/flashmsa.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif /* __cplusplus */
+
+/// Opaque: one rank's handle on a communicator.
+typedef struct fmsa_dist_comm fmsa_dist_comm;
+
+/// What the ring needs from a communicator.  Each member returns FMSA_SUCCESS
+/// or a failure status (a transport may leave the message to the ring, which
+/// then names the transport and the member).  One exchange is in flight per
+/// rank at a time.
+typedef struct fmsa_dist_transport {
+    const char *name; ///< "mpi", "loopback", ...: used in messages
+    /// Starts sending `bytes` of `send` to rank + 1 (mod size) and receiving
+    /// as many from rank - 1 into `recv`; send and recv never overlap.
+    fmsa_status (*exchange_start)(void *impl, const void *send, void *recv, size_t bytes);
+    /// Waits for the started exchange: recv is filled and send may be reused.
+    fmsa_status (*exchange_wait)(void *impl);
+    /// buf[0..n) becomes the element-wise sum over every rank's buf, on every rank.
+    fmsa_status (*allreduce_sum_f32)(void *impl, float *buf, size_t n);
+    /// Releases impl when the handle is destroyed (NULL: nothing to release).
+    void (*destroy)(void *impl);
+} fmsa_dist_transport;
+
+/// A handle on rank `rank` of `size` over transport t (kept by pointer: it
+/// must outlive the handle) and its state impl.
+FMSA_API fmsa_status fmsa_dist_comm_create(const fmsa_dist_transport *t, void *impl, int rank,
+                                           int size, fmsa_dist_comm **comm);
+
+/// Wraps an MPI communicator (library flashmsa_dist, target flashmsa::dist): mpi_comm points to an MPI_Comm (the caller keeps
+/// it alive and has initialised MPI).  FMSA_ERR_BACKEND_UNAVAILABLE when the
+/// library was built without MPI.
+FMSA_API fmsa_status fmsa_dist_comm_from_mpi(const void *mpi_comm, fmsa_dist_comm **comm);
+
+/// Makes `ranks` in-process ranks: comms[r] is rank r's handle.  Each rank's
+/// ring calls must run on their own thread, all at the same time.
+FMSA_API fmsa_status fmsa_dist_comm_loopback(int ranks, fmsa_dist_comm **comms);
+
+/// Releases a handle (NULL allowed).  Loopback handles of one group are freed
+/// with the last of them.
+FMSA_API void fmsa_dist_comm_destroy(fmsa_dist_comm *comm);
+
+/// This rank's index and the communicator's size.
+FMSA_API fmsa_status fmsa_dist_comm_rank(const fmsa_dist_comm *comm, int *rank, int *size);
+
+/// How the ranks' shards form the sequence (see above).
+typedef enum fmsa_ring_layout {
+    FMSA_RING_CONTIGUOUS = 0, ///< rank r holds tokens [r c, (r + 1) c)
+    FMSA_RING_ZIGZAG = 1,     ///< rank r holds chunks r and 2P - 1 - r of 2P
+    FMSA_RING_STRIPED = 2,    ///< rank r holds tokens r, r + P, r + 2P, ...
+} fmsa_ring_layout;
+
+/// Bytes of host workspace fmsa_ring_forward / fmsa_ring_backward need on
+/// this rank (the K/V double buffers, fp32 partial state, the local pass's
+/// workspace).  q, k, v are this rank's shards.
+FMSA_API fmsa_status fmsa_ring_workspace_size(fmsa_context *ctx, const fmsa_dist_comm *comm,
+                                              fmsa_ring_layout layout, fmsa_pass pass,
+                                              const fmsa_attention_desc *desc,
+                                              const fmsa_tensor *q, const fmsa_tensor *k,
+                                              const fmsa_tensor *v, size_t *bytes);
+
+/// The forward over the whole sequence: writes this rank's o (and lse, which
+/// the backward needs).  Collective: every rank calls it with the same
+/// layout, description and shapes.
+FMSA_API fmsa_status fmsa_ring_forward(fmsa_context *ctx, fmsa_dist_comm *comm,
+                                       fmsa_ring_layout layout, const fmsa_attention_desc *desc,
+                                       const fmsa_tensor *q, const fmsa_tensor *k,
+                                       const fmsa_tensor *v, const fmsa_tensor *o,
+                                       const fmsa_tensor *lse, void *workspace,
+                                       size_t workspace_bytes);
+
+/// The backward over the whole sequence from this rank's shards and the ring
+/// forward's o and lse: writes this rank's dq, dk, dv (dk/dv summed over the
+/// queries of every rank) and, with desc.sinks, dsink (summed over all ranks,
+/// the same on every rank).  Collective like the forward.
+FMSA_API fmsa_status fmsa_ring_backward(fmsa_context *ctx, fmsa_dist_comm *comm,
+                                        fmsa_ring_layout layout, const fmsa_attention_desc *desc,
+                                        const fmsa_backward_tensors *t, void *workspace,
+                                        size_t workspace_bytes);
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif /* __cplusplus */
+
+#endif /* FLASHMSA_FLASHMSA_DIST_H */

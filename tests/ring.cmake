@@ -1,0 +1,30 @@
+# Ring attention (include/flashmsa/flashmsa_dist.h): the loopback suite always
+# (label ring, not cpu: CI's AArch64 stage runs -L cpu under qemu-user, where
+# threads hang), and the MPI suite for P = 1, 2, 3, 4 processes where MPI was
+# found.  Both run the passes single-threaded per rank (OMP_NUM_THREADS=1):
+# the ranks are the parallelism.
+find_package(Threads REQUIRED)
+fmsa_add_test(test_ring_loopback LABELS "ring" SOURCES test_ring_loopback.c)
+target_link_libraries(test_ring_loopback PRIVATE Threads::Threads)
+set_tests_properties(test_ring_loopback PROPERTIES ENVIRONMENT "OMP_NUM_THREADS=1")
+
+if(FLASHMSA_HAVE_DIST_MPI)
+  find_package(MPI REQUIRED COMPONENTS C) # its imported targets are per directory
+  # The MPI transport's source is compiled in (not libflashmsa_dist, which
+  # links the shared library) so the suite has one copy of the library.
+  fmsa_add_test_executable(test_ring_mpi SOURCES test_ring_mpi.c
+                           ${PROJECT_SOURCE_DIR}/dist/transport_mpi.c)
+  target_link_libraries(test_ring_mpi PRIVATE MPI::MPI_C)
+  foreach(np 1 2 3 4)
+    add_test(NAME test_ring_mpi_np${np}
+             COMMAND ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} ${np} ${MPIEXEC_PREFLAGS}
+                     $<TARGET_FILE:test_ring_mpi> ${MPIEXEC_POSTFLAGS})
+    # Open MPI refuses root and more ranks than cores unless told; MPICH
+    # ignores these variables (it oversubscribes by default).  Under the
+    # sanitizers, leak checking is off for these runs only: Open MPI never frees
+    # what MPI_Init allocates (in its dlopened components, which LSan cannot
+    # name for a suppression); the loopback suite checks the ring's own memory.
+    set_tests_properties(test_ring_mpi_np${np} PROPERTIES LABELS "ring;mpi" TIMEOUT 300
+      ENVIRONMENT "OMP_NUM_THREADS=1;OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1;OMPI_MCA_rmaps_base_oversubscribe=1;ASAN_OPTIONS=detect_leaks=0:abort_on_error=1:strict_string_checks=1")
+  endforeach()
+endif()
