@@ -50,7 +50,8 @@ class Bwd(C.Structure):
                            "dk_sh", "dv_sb", "dv_ss", "dv_sh")] + \
         [("dsum", P), ("dq_accum", P), ("dk_accum", P), ("dv_accum", P), ("dlse", P),
          ("dsinks", P), ("deterministic", C.c_int), ("dq_sems", P), ("num_sems", C.c_int),
-         ("accum_dim", C.c_int)]
+         ("accum_dim", C.c_int), ("dlse_sb", LL), ("dlse_sh", LL), ("dlse_ss", LL),
+         ("sink_logits", P), ("sink_logits_s", LL), ("dsinks_s", LL)]
 
 
 def off(path):

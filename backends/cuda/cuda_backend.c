@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backends/cuda/cuda_bwd_instances.h"
 #include "backends/cuda/cuda_internal.h"
 #include "common/backend.h"
 #include "common/error.h"
@@ -275,7 +276,9 @@ static fmsa_status fmsa_cuda_supports(void *state, const fmsa_problem *p) {
     fmsa_cuda_state *st = (fmsa_cuda_state *)state;
     fmsa_cuda_plan plan;
     fmsa_status s;
-    FMSA_TRY(fmsa_problem_require(p, "cuda", 0));
+    /* the backward's kernels do sinks (dsink) and dlse (cuda_bwd_instances.h) */
+    FMSA_TRY(fmsa_problem_require(p, p->pass == FMSA_PASS_FORWARD ? "cuda (forward)" : "cuda (backward)",
+                                  p->pass == FMSA_PASS_FORWARD ? 0u : FMSA_CUDA_BWD_FEATURES));
     FMSA_TRY(fmsa_cuda_plan_make(st, p, &plan));
     FMSA_TRY(fmsa_cuda_push(st));
     s = fmsa_cuda_check_ranges(st, p);

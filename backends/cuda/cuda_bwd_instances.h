@@ -11,6 +11,8 @@
  *   main  one block per (key tile, kv head, sequence): dK, dV in
  *         registers over every query head of its kv head, dQ into dq_accum.
  *   post  dq = dq_accum * softmax_scale in the dtype.  Lanes as in pre.
+ *   dsink (only when dsink is requested) one block per query head:
+ *         dsink_h = -sum_i exp(t_h - lse_i) D_i over every row, fixed order.
  */
 #ifndef FMSA_CUDA_BWD_INSTANCES_H
 #define FMSA_CUDA_BWD_INSTANCES_H
@@ -27,7 +29,8 @@
  * FMSA_CUDA_BWD_WARPS; the rest split the query rows), Q/dO buffers (2 = the
  * next query tile loads while this one computes), options: bit 2 = dQ warps
  * 4 x 2 instead of 2 x 4; bit 6 computes dQ between dV and dK; bit 7 adds
- * dQ by v2 instead of v4 reductions; timing-only ablations for the
+ * dQ by v2 instead of v4 reductions; bit 9 keeps dQ's reductions in
+ * registers where the bulk staging path would run; timing-only ablations for the
  * development harness (wrong results): bit 4 leaves dQ out, bit 5 takes
  * P = S without the exponential.  Rows of one D are listed preferred first; the
  * pick takes the first whose shared memory fits the device (the 1-stage rows
@@ -55,9 +58,11 @@
 
 /// Alternative tilings compiled into the development harness only, for timing.
 #define FMSA_CUDA_BWD_VARIANTS(X)             \
+    X(bf16, 1, 64, 128, 128, 4, 2, 512)       \
+    X(bf16, 1, 128, 64, 128, 4, 2, 512)       \
+    X(bf16, 1, 128, 64, 128, 4, 2, 576)       \
     X(bf16, 1, 128, 64, 128, 4, 2, 64)        \
-    X(bf16, 1, 128, 64, 128, 4, 2, 128)       \
-    X(bf16, 1, 128, 64, 128, 4, 2, 16)        \
+    X(bf16, 1, 128, 64, 128, 4, 2, 640)       \
     X(bf16, 1, 256, 64, 64, 2, 2, 64)
 
 #define FMSA_CUDA_BWD_WARPS 8 ///< warps per block of the main stage
@@ -68,12 +73,25 @@
 #define FMSA_CUDA_BWD_STR(x) FMSA_CUDA_BWD_STR_(x)
 
 /// Dynamic shared memory of a main instance: K, V, STAGES x (Q, dO), P^T and
-/// dS^T (rows padded by 8 elements against bank conflicts), lse, D, a ticket.
-#define FMSA_CUDA_BWD_SMEM(D, BM, BN, ST)                                                 \
-    (2 * (2 * (BN) * ((D) + 8) + 2 * (ST) * (BM) * ((D) + 8) + 2 * (BN) * ((BM) + 8)) + \
-     8 * (ST) * (BM) + 16)
+/// dS^T (rows padded by 8 elements against bank conflicts), lse, D, a ticket;
+/// then, for D <= 128, the fp32 dQ staging tile of the bulk reductions
+/// (BM x (D + 8) floats at a 128-byte boundary; unused on sm_80).
+#define FMSA_CUDA_BWD_SMEM_BASE(D, BM, BN, ST)                                                 \
+    (((2 * (2 * (BN) * ((D) + 8) + 2 * (ST) * (BM) * ((D) + 8) + 2 * (BN) * ((BM) + 8)) +    \
+       8 * (ST) * (BM) + 16) + 127) / 128 * 128)
+#define FMSA_CUDA_BWD_STAGED(D) ((D) <= 128)
+#define FMSA_CUDA_BWD_SMEM(D, BM, BN, ST) FMSA_CUDA_BWD_SMEM_BASE(D, BM, BN, ST)
+/// What the staging tile adds where the kernels run their sm_90 code (compute capability >= 9).
+#define FMSA_CUDA_BWD_SMEM_STAGE(D, BM) (FMSA_CUDA_BWD_STAGED(D) ? 4 * (BM) * ((D) + 8) : 0)
 
 #define FMSA_CUDA_BWD_AUX_WARPS 8 ///< warps per block of pre and post
+#define FMSA_CUDA_BWD_DSINK_THREADS 256 ///< threads of the dsink stage (a power of two)
+
+/// What the backward kernels implement of API v0.2 (common/feature_gate.h's
+/// bits; expanded where that header is included): sinks (the main stage reads
+/// the forward's lse, which holds them; dsink is its own stage) and dlse (in
+/// D).  A value head dim of its own and head dims above 256 are refused.
+#define FMSA_CUDA_BWD_FEATURES (FMSA_FEATURE_SINKS | FMSA_FEATURE_DLSE)
 
 /// Lanes per (row, head) of pre and post (the kernels' fmsa_bwd_aux_lanes):
 /// the next power of two of head_dim / 8, at most 32.
@@ -90,13 +108,19 @@ typedef struct fmsa_cuda_bwd_instance {
     int block_m, block_n;          ///< query rows per step, keys per block
     int stages;                    ///< Q/dO buffers
     int threads_main, threads_aux; ///< block sizes
-    int smem_main;                 ///< dynamic shared memory of main (bytes)
+    int smem_main;                 ///< dynamic shared memory of main (bytes) on sm_80 code
+    int smem_stage;                ///< bytes main adds on compute capability >= 9 (dQ staging)
 } fmsa_cuda_bwd_instance;
+
+/// Dynamic shared memory of inst's main kernel on a device of compute capability cc_major.
+static inline size_t fmsa_cuda_bwd_smem(const fmsa_cuda_bwd_instance *inst, int cc_major) {
+    return (size_t)inst->smem_main + (cc_major >= 9 ? (size_t)inst->smem_stage : 0u);
+}
 
 #define FMSA_CUDA_BWD_ROW(dt, BF16, D, BM, BN, WK, ST, OPT)                                \
     {"fmsa_cuda_bwd_pre_" #dt, FMSA_CUDA_BWD_STR(FMSA_CUDA_BWD_MAIN_SYM(dt, D, BM, BN, WK, ST, OPT)), \
      "fmsa_cuda_bwd_post_" #dt, BF16, D, BM, BN, ST, 32 * FMSA_CUDA_BWD_WARPS,                 \
-     32 * FMSA_CUDA_BWD_AUX_WARPS, FMSA_CUDA_BWD_SMEM(D, BM, BN, ST)},
+     32 * FMSA_CUDA_BWD_AUX_WARPS, FMSA_CUDA_BWD_SMEM(D, BM, BN, ST), FMSA_CUDA_BWD_SMEM_STAGE(D, BM)},
 
 static const fmsa_cuda_bwd_instance fmsa_cuda_bwd_instance_list[] = {
     FMSA_CUDA_BWD_INSTANCES(FMSA_CUDA_BWD_ROW)};
@@ -104,10 +128,11 @@ static const fmsa_cuda_bwd_instance fmsa_cuda_bwd_instance_list[] = {
     ((int)(sizeof fmsa_cuda_bwd_instance_list / sizeof fmsa_cuda_bwd_instance_list[0]))
 
 /// The instance for a dtype and head dim: the smallest compiled D >= head_dim,
-/// the first row of that D whose shared memory fits smem_max bytes; NULL
-/// where none (f32, head_dim not a multiple of 8, past 256, too little memory).
+/// the first row of that D whose shared memory on a device of compute
+/// capability cc_major fits smem_max bytes; NULL where none (f32, head_dim
+/// not a multiple of 8, past 256, too little memory).
 static inline const fmsa_cuda_bwd_instance *fmsa_cuda_bwd_select(fmsa_dtype dtype, int head_dim,
-                                                                 size_t smem_max) {
+                                                                 size_t smem_max, int cc_major) {
     const fmsa_cuda_bwd_instance *best = NULL;
     int bf16;
     if (dtype == FMSA_DTYPE_BF16) bf16 = 1;
@@ -116,7 +141,8 @@ static inline const fmsa_cuda_bwd_instance *fmsa_cuda_bwd_select(fmsa_dtype dtyp
     if (head_dim <= 0 || head_dim % 8) return NULL;
     for (int i = 0; i < FMSA_CUDA_BWD_NUM_INSTANCES; ++i) {
         const fmsa_cuda_bwd_instance *c = &fmsa_cuda_bwd_instance_list[i];
-        if (c->bf16 != bf16 || c->head_dim < head_dim || (size_t)c->smem_main > smem_max) continue;
+        if (c->bf16 != bf16 || c->head_dim < head_dim || fmsa_cuda_bwd_smem(c, cc_major) > smem_max)
+            continue;
         if (!best || c->head_dim < best->head_dim) best = c;
     }
     return best;
@@ -124,7 +150,8 @@ static inline const fmsa_cuda_bwd_instance *fmsa_cuda_bwd_select(fmsa_dtype dtyp
 
 typedef struct fmsa_cuda_bwd_plan {
     const fmsa_cuda_bwd_instance *inst;
-    unsigned grid_pre[3], grid_main[3], grid_post[3];
+    unsigned grid_pre[3], grid_main[3], grid_post[3], grid_dsink[3];
+    int dsink;                               ///< 1: the dsink stage runs (4 launches)
     size_t off_dsum, off_dq_accum, off_sems; ///< byte offsets into the workspace
     size_t workspace_bytes;                  ///< total, offsets 256-byte aligned
     int num_sems;
@@ -174,6 +201,9 @@ static inline int fmsa_cuda_bwd_plan_make(const fmsa_cuda_bwd_params *p,
     plan->grid_main[0] = (unsigned)(ktiles > 0 ? ktiles : 1);
     plan->grid_main[1] = (unsigned)f->heads_kv;
     plan->grid_main[2] = (unsigned)f->batch;
+    plan->dsink = p->dsinks != NULL;
+    plan->grid_dsink[0] = (unsigned)f->heads_q;
+    plan->grid_dsink[1] = plan->grid_dsink[2] = 1;
     plan->off_dsum = off;
     off = fmsa_cuda_bwd_align256(off + (size_t)row_heads * sizeof(float));
     plan->off_dq_accum = off;

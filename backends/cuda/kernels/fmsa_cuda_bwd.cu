@@ -30,6 +30,10 @@
 #include "backends/cuda/kernels/fmsa_cuda_mma.cuh"
 #include "common/fmsa_portable.h"
 
+#ifndef FMSA_CUDA_BWD_BULK_DQ
+#define FMSA_CUDA_BWD_BULK_DQ 1 /* 0: dQ by vector reductions from registers everywhere */
+#endif                          /* FMSA_CUDA_BWD_BULK_DQ */
+
 #define FMSA_NEG_INF_F __int_as_float(0xff800000)
 #define FMSA_POS_INF_F __int_as_float(0x7f800000)
 
@@ -96,6 +100,15 @@ FMSA_DEV void fmsa_bwd_main(const fmsa_cuda_bwd_params &P) {
     static_assert(D % (16 * WQ) == 0, "dK/dV warp columns must be whole k16 pairs");
     static_assert(NW % MQ == 0 && RQ % 16 == 0 && DQN % 16 == 0, "dQ warp layout");
     static_assert(2 * BM <= THREADS, "one thread per lse / D element");
+    /* dQ through a shared-memory staging tile and the copy engine's bulk
+       reductions (sm_90, D <= 128; OPT bit 9 turns it off), else vector
+       reductions straight from the accumulators */
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    constexpr int BULK = FMSA_CUDA_BWD_BULK_DQ && FMSA_CUDA_BWD_STAGED(D) && !(OPT & 512);
+#else
+    constexpr int BULK = 0;
+#endif /* __CUDA_ARCH__ */
+    constexpr int LDQ = D + 8; /* staging pitch (floats): conflict-free float2 stores */
     const fmsa_cuda_fwd_params &F = P.fwd;
 
     extern __shared__ __align__(16) unsigned char fmsa_smem[];
@@ -108,6 +121,7 @@ FMSA_DEV void fmsa_bwd_main(const fmsa_cuda_bwd_params &P) {
     float *sLse = (float *)(sdS + BN * LDP);
     float *sDs = sLse + STAGES * BM;
     int *sTicket = (int *)(sDs + STAGES * BM);
+    float *sDq = (float *)(fmsa_smem + FMSA_CUDA_BWD_SMEM_BASE(D, BM, BN, STAGES)); /* [BM][LDQ] */
 
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     const int g = lane >> 2, t4 = lane & 3;
@@ -385,6 +399,10 @@ FMSA_DEV void fmsa_bwd_main(const fmsa_cuda_bwd_params &P) {
                 *(unsigned *)(sdS + r0 + 8) = sa[mt][kb2][2];
                 *(unsigned *)(sdS + r1 + 8) = sa[mt][kb2][3];
             }
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+        /* the last step's bulk reductions have read the staging tile */
+        if (BULK && warp < MQ) fmsa_bulk_wait_read();
+#endif /* __CUDA_ARCH__ */
         __syncthreads(); /* P^T, dS^T complete */
 
         /* dV += P^T dO (WH bit 0) and dK += dS^T Q (bit 1): the warp's own
@@ -473,7 +491,29 @@ FMSA_DEV void fmsa_bwd_main(const fmsa_cuda_bwd_params &P) {
             const int ia0 = m0 + rq0 + g;
             const long long rstride = (long long)F.heads_q * P.accum_dim;
             float *rowa0 = P.dq_accum + ((qb * F.total_q + q_row0 + ia0) * F.heads_q + h) * (long long)P.accum_dim;
-            if (!P.deterministic) {
+            if (BULK && !P.deterministic) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+                /* rows rq0.. of the tile: the NQ warps of this mq write their
+                   columns, then warp mq has the copy engine add each row */
+#pragma unroll
+                for (int mt = 0; mt < MTQ; ++mt)
+#pragma unroll
+                    for (int nt = 0; nt < NTQ; ++nt) {
+                        float *d0 = sDq + (rq0 + 16 * mt + g) * LDQ + cq0 + nt * 8 + 2 * t4;
+                        *(float2 *)d0 = make_float2(dq[mt][nt][0], dq[mt][nt][1]);
+                        *(float2 *)(d0 + 8 * LDQ) = make_float2(dq[mt][nt][2], dq[mt][nt][3]);
+                    }
+                fmsa_fence_proxy_async();
+                fmsa_bar_sync(1 + mq, 32 * NQ);
+                if (nq == 0) {
+                    for (int r = lane; r < RQ; r += 32)
+                        if (m0 + rq0 + r < sq)
+                            fmsa_bulk_red_add_f32(rowa0 + (r - g) * rstride,
+                                                  fmsa_smem_addr(sDq + (rq0 + r) * LDQ), 4 * D);
+                    fmsa_bulk_commit();
+                }
+#endif /* __CUDA_ARCH__ */
+            } else if (!P.deterministic) {
 #pragma unroll
                 for (int mt = 0; mt < MTQ; ++mt) {
                     const int ia = ia0 + 16 * mt;
@@ -536,6 +576,9 @@ FMSA_DEV void fmsa_bwd_main(const fmsa_cuda_bwd_params &P) {
 #undef FMSA_BWD_DKDV
 #undef FMSA_BWD_LOAD
     fmsa_cp_async_wait<0>();
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    if (BULK) fmsa_bulk_wait(); /* the staging tile stays valid until the engine is done */
+#endif /* __CUDA_ARCH__ */
 
     /* dV, and dK times the softmax scale, straight from the accumulators */
     {

@@ -1,5 +1,5 @@
 /*
- * The backward's preprocess and postprocess stages: a group of lanes per
+ * The backward's preprocess, postprocess and dsink stages: a group of lanes per
  * (row of the q tensor, query head), so neither reads cu_seqlens (every row
  * of a varlen tensor belongs to some sequence; rows are never skipped).
  */
@@ -51,7 +51,7 @@ FMSA_DEV void fmsa_bwd_pre(const fmsa_cuda_bwd_params &P) {
     for (int sh = L / 2; sh > 0; sh >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, sh);
     if (!live) return;
     if (lane == 0) {
-        if (P.dlse) acc -= P.dlse[qb * F.lse_sb + h * F.lse_sh + r * F.lse_ss];
+        if (P.dlse) acc -= P.dlse[qb * P.dlse_sb + h * P.dlse_sh + r * P.dlse_ss];
         P.dsum[(long long)h * rows + row] = acc;
     }
     float4 *z = (float4 *)(P.dq_accum + (row * F.heads_q + h) * (long long)P.accum_dim);
@@ -84,6 +84,35 @@ FMSA_DEV void fmsa_bwd_post(const fmsa_cuda_bwd_params &P) {
     }
 }
 
+/// dsink_h = -sum over rows i of exp(t_h - lse_i) (rowsum(dO * O)_i - dlse_i),
+/// the sum over every row of every sequence of head h (block h), in a fixed
+/// order: each thread adds a fixed stride of rows, then a fixed tree, so the
+/// result is bitwise repeatable in both modes.
+FMSA_DEV void fmsa_bwd_dsink(const fmsa_cuda_bwd_params &P) {
+    __shared__ float part[FMSA_CUDA_BWD_DSINK_THREADS];
+    const fmsa_cuda_fwd_params &F = P.fwd;
+    const int h = blockIdx.x, tid = threadIdx.x;
+    const long long rows = (long long)(F.is_varlen ? 1 : F.batch) * F.total_q;
+    const float t = P.sink_logits[h * P.sink_logits_s];
+    float acc = 0.0f;
+    for (long long row = tid; row < rows; row += FMSA_CUDA_BWD_DSINK_THREADS) {
+        const long long qb = row / F.total_q, r = row % F.total_q;
+        const float lse = F.lse[qb * F.lse_sb + h * F.lse_sh + r * F.lse_ss];
+        acc += expf(t - lse) * P.dsum[(long long)h * rows + row];
+    }
+    part[tid] = acc;
+    __syncthreads();
+    for (int w = FMSA_CUDA_BWD_DSINK_THREADS / 2; w > 0; w >>= 1) {
+        if (tid < w) part[tid] += part[tid + w];
+        __syncthreads();
+    }
+    if (tid == 0) P.dsinks[h * P.dsinks_s] = -part[0];
+}
+
+extern "C" __global__ void __launch_bounds__(FMSA_CUDA_BWD_DSINK_THREADS) fmsa_cuda_bwd_dsink(
+    const fmsa_cuda_bwd_params p) {
+    fmsa_bwd_dsink(p);
+}
 extern "C" __global__ void __launch_bounds__(256) fmsa_cuda_bwd_pre_bf16(const fmsa_cuda_bwd_params p) {
     fmsa_bwd_pre<1>(p);
 }

@@ -138,6 +138,38 @@ FMSA_DEV void fmsa_red_add4(float *addr, float a, float b, float c, float d) {
 }
 #endif /* __CUDA_ARCH__ */
 
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+/// Orders this thread's ordinary shared-memory writes before later reads of
+/// the async proxy (the bulk copy engine), once a barrier follows.
+FMSA_DEV void fmsa_fence_proxy_async(void) {
+    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+}
+
+/// Bulk reduction by the copy engine: global[dst..] += shared[src..] (fp32),
+/// bytes a multiple of 16, both ends 16-byte aligned; joins this thread's
+/// open bulk group.
+FMSA_DEV void fmsa_bulk_red_add_f32(float *dst, unsigned src, int bytes) {
+    asm volatile("cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32 [%0], [%1], %2;\n" ::"l"(dst),
+                 "r"(src), "r"(bytes)
+                 : "memory");
+}
+
+FMSA_DEV void fmsa_bulk_commit(void) { asm volatile("cp.async.bulk.commit_group;\n" ::: "memory"); }
+
+/// Waits until the copy engine has read the shared memory of all this thread's bulk groups.
+FMSA_DEV void fmsa_bulk_wait_read(void) {
+    asm volatile("cp.async.bulk.wait_group.read 0;\n" ::: "memory");
+}
+
+/// Waits until all this thread's bulk groups have completed.
+FMSA_DEV void fmsa_bulk_wait(void) { asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory"); }
+#endif /* __CUDA_ARCH__ */
+
+/// Barrier of the `threads` threads (whole warps) that name barrier `id` (1..15).
+FMSA_DEV void fmsa_bar_sync(int id, int threads) {
+    asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
+}
+
 /// Load of an int that another block releases (acquire at gpu scope).
 FMSA_DEV int fmsa_ld_acquire(const int *p) {
     int v;
