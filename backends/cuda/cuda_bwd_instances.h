@@ -29,8 +29,9 @@
  * FMSA_CUDA_BWD_WARPS; the rest split the query rows), Q/dO buffers (2 = the
  * next query tile loads while this one computes), options: bit 2 = dQ warps
  * 4 x 2 instead of 2 x 4; bit 6 computes dQ between dV and dK; bit 7 adds
- * dQ by v2 instead of v4 reductions; bit 9 keeps dQ's reductions in
- * registers where the bulk staging path would run; timing-only ablations for the
+ * dQ by v2 instead of v4 reductions; bit 8 turns on dQ's bulk reductions
+ * through a staging tile (sm_90, D <= 128; FMSA_CUDA_BWD_BULK_DQ for all),
+ * bit 9 keeps them off; timing-only ablations for the
  * development harness (wrong results): bit 4 leaves dQ out, bit 5 takes
  * P = S without the exponential.  Rows of one D are listed preferred first; the
  * pick takes the first whose shared memory fits the device (the 1-stage rows
@@ -58,11 +59,11 @@
 
 /// Alternative tilings compiled into the development harness only, for timing.
 #define FMSA_CUDA_BWD_VARIANTS(X)             \
-    X(bf16, 1, 64, 128, 128, 4, 2, 512)       \
-    X(bf16, 1, 128, 64, 128, 4, 2, 512)       \
-    X(bf16, 1, 128, 64, 128, 4, 2, 576)       \
+    X(bf16, 1, 64, 128, 128, 4, 2, 256)       \
+    X(bf16, 1, 128, 64, 128, 4, 2, 256)       \
+    X(bf16, 1, 128, 64, 128, 4, 2, 320)       \
     X(bf16, 1, 128, 64, 128, 4, 2, 64)        \
-    X(bf16, 1, 128, 64, 128, 4, 2, 640)       \
+    X(bf16, 1, 128, 64, 128, 4, 2, 128)       \
     X(bf16, 1, 256, 64, 64, 2, 2, 64)
 
 #define FMSA_CUDA_BWD_WARPS 8 ///< warps per block of the main stage
@@ -79,10 +80,17 @@
 #define FMSA_CUDA_BWD_SMEM_BASE(D, BM, BN, ST)                                                 \
     (((2 * (2 * (BN) * ((D) + 8) + 2 * (ST) * (BM) * ((D) + 8) + 2 * (BN) * ((BM) + 8)) +    \
        8 * (ST) * (BM) + 16) + 127) / 128 * 128)
+/* The bulk path measured 0.98x the register reductions at d128 and 0.85x at
+   d64 on the H200 (bench/RESULTS.md, 2026-12-02 call 3): off by default. */
+#ifndef FMSA_CUDA_BWD_BULK_DQ
+#define FMSA_CUDA_BWD_BULK_DQ 0
+#endif /* FMSA_CUDA_BWD_BULK_DQ */
 #define FMSA_CUDA_BWD_STAGED(D) ((D) <= 128)
 #define FMSA_CUDA_BWD_SMEM(D, BM, BN, ST) FMSA_CUDA_BWD_SMEM_BASE(D, BM, BN, ST)
 /// What the staging tile adds where the kernels run their sm_90 code (compute capability >= 9).
-#define FMSA_CUDA_BWD_SMEM_STAGE(D, BM) (FMSA_CUDA_BWD_STAGED(D) ? 4 * (BM) * ((D) + 8) : 0)
+#define FMSA_CUDA_BWD_SMEM_STAGE_(D, BM) (FMSA_CUDA_BWD_STAGED(D) ? 4 * (BM) * ((D) + 8) : 0)
+#define FMSA_CUDA_BWD_SMEM_STAGE(D, BM, OPT)                                       \
+    ((((OPT) & 256) || FMSA_CUDA_BWD_BULK_DQ) && !((OPT) & 512) ? FMSA_CUDA_BWD_SMEM_STAGE_(D, BM) : 0)
 
 #define FMSA_CUDA_BWD_AUX_WARPS 8 ///< warps per block of pre and post
 #define FMSA_CUDA_BWD_DSINK_THREADS 256 ///< threads of the dsink stage (a power of two)
@@ -120,7 +128,7 @@ static inline size_t fmsa_cuda_bwd_smem(const fmsa_cuda_bwd_instance *inst, int 
 #define FMSA_CUDA_BWD_ROW(dt, BF16, D, BM, BN, WK, ST, OPT)                                \
     {"fmsa_cuda_bwd_pre_" #dt, FMSA_CUDA_BWD_STR(FMSA_CUDA_BWD_MAIN_SYM(dt, D, BM, BN, WK, ST, OPT)), \
      "fmsa_cuda_bwd_post_" #dt, BF16, D, BM, BN, ST, 32 * FMSA_CUDA_BWD_WARPS,                 \
-     32 * FMSA_CUDA_BWD_AUX_WARPS, FMSA_CUDA_BWD_SMEM(D, BM, BN, ST), FMSA_CUDA_BWD_SMEM_STAGE(D, BM)},
+     32 * FMSA_CUDA_BWD_AUX_WARPS, FMSA_CUDA_BWD_SMEM(D, BM, BN, ST), FMSA_CUDA_BWD_SMEM_STAGE(D, BM, OPT)},
 
 static const fmsa_cuda_bwd_instance fmsa_cuda_bwd_instance_list[] = {
     FMSA_CUDA_BWD_INSTANCES(FMSA_CUDA_BWD_ROW)};

@@ -21,7 +21,7 @@ typedef struct fmsa_dev_entry {
     {{"fmsa_cuda_bwd_pre_" #dt, FMSA_CUDA_BWD_STR(FMSA_CUDA_BWD_MAIN_SYM(dt, D, BM, BN, WK, ST, OPT)), \
       "fmsa_cuda_bwd_post_" #dt, BF16, D, BM, BN, ST, 32 * FMSA_CUDA_BWD_WARPS,               \
       32 * FMSA_CUDA_BWD_AUX_WARPS, FMSA_CUDA_BWD_SMEM(D, BM, BN, ST),                        \
-      FMSA_CUDA_BWD_SMEM_STAGE(D, BM)},                                                       \
+      FMSA_CUDA_BWD_SMEM_STAGE(D, BM, OPT)},                                                       \
      fmsa_cuda_bwd_pre_##dt, FMSA_CUDA_BWD_MAIN_SYM(dt, D, BM, BN, WK, ST, OPT), fmsa_cuda_bwd_post_##dt},
 
 static const fmsa_dev_entry fmsa_dev_entries[] = {FMSA_CUDA_BWD_INSTANCES(FMSA_DEV_ENTRY)

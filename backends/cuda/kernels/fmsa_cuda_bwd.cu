@@ -30,10 +30,6 @@
 #include "backends/cuda/kernels/fmsa_cuda_mma.cuh"
 #include "common/fmsa_portable.h"
 
-#ifndef FMSA_CUDA_BWD_BULK_DQ
-#define FMSA_CUDA_BWD_BULK_DQ 1 /* 0: dQ by vector reductions from registers everywhere */
-#endif                          /* FMSA_CUDA_BWD_BULK_DQ */
-
 #define FMSA_NEG_INF_F __int_as_float(0xff800000)
 #define FMSA_POS_INF_F __int_as_float(0x7f800000)
 
@@ -101,10 +97,10 @@ FMSA_DEV void fmsa_bwd_main(const fmsa_cuda_bwd_params &P) {
     static_assert(NW % MQ == 0 && RQ % 16 == 0 && DQN % 16 == 0, "dQ warp layout");
     static_assert(2 * BM <= THREADS, "one thread per lse / D element");
     /* dQ through a shared-memory staging tile and the copy engine's bulk
-       reductions (sm_90, D <= 128; OPT bit 9 turns it off), else vector
-       reductions straight from the accumulators */
+       reductions (sm_90, D <= 128, FMSA_CUDA_BWD_BULK_DQ or OPT bit 8; bit 9
+       turns it off), else vector reductions straight from the accumulators */
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    constexpr int BULK = FMSA_CUDA_BWD_BULK_DQ && FMSA_CUDA_BWD_STAGED(D) && !(OPT & 512);
+    constexpr int BULK = FMSA_CUDA_BWD_STAGED(D) && ((OPT & 256) || FMSA_CUDA_BWD_BULK_DQ) && !(OPT & 512);
 #else
     constexpr int BULK = 0;
 #endif /* __CUDA_ARCH__ */
@@ -122,6 +118,8 @@ FMSA_DEV void fmsa_bwd_main(const fmsa_cuda_bwd_params &P) {
     float *sDs = sLse + STAGES * BM;
     int *sTicket = (int *)(sDs + STAGES * BM);
     float *sDq = (float *)(fmsa_smem + FMSA_CUDA_BWD_SMEM_BASE(D, BM, BN, STAGES)); /* [BM][LDQ] */
+    (void)sDq; /* unused where BULK is 0 */
+    (void)LDQ;
 
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     const int g = lane >> 2, t4 = lane & 3;

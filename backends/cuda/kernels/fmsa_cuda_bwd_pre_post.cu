@@ -98,7 +98,9 @@ FMSA_DEV void fmsa_bwd_dsink(const fmsa_cuda_bwd_params &P) {
     for (long long row = tid; row < rows; row += FMSA_CUDA_BWD_DSINK_THREADS) {
         const long long qb = row / F.total_q, r = row % F.total_q;
         const float lse = F.lse[qb * F.lse_sb + h * F.lse_sh + r * F.lse_ss];
-        acc += expf(t - lse) * P.dsum[(long long)h * rows + row];
+        /* a sink of -inf takes no mass; nor does a row with lse = -inf (no key, no sink) */
+        const float w = (t == -INFINITY || lse == -INFINITY) ? 0.0f : expf(t - lse);
+        acc += w * P.dsum[(long long)h * rows + row];
     }
     part[tid] = acc;
     __syncthreads();
