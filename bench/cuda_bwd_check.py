@@ -50,7 +50,8 @@ class Bwd(C.Structure):
                            "dk_sh", "dv_sb", "dv_ss", "dv_sh")] + \
         [("dsum", P), ("dq_accum", P), ("dk_accum", P), ("dv_accum", P), ("dlse", P),
          ("dsinks", P), ("deterministic", C.c_int), ("dq_sems", P), ("num_sems", C.c_int),
-         ("accum_dim", C.c_int)]
+         ("accum_dim", C.c_int), ("dlse_sb", LL), ("dlse_sh", LL), ("dlse_ss", LL),
+         ("sink_logits", P), ("sink_logits_s", LL), ("dsinks_s", LL)]
 
 
 def off(path):
@@ -382,7 +383,8 @@ def grid(lib, variants, quick=False):
             c = Case(det=det, **kw)
             ref = c.reference()
             nv = c.reference(naive=True)
-            for var in [None] + [v for v in variants if v[1] == kw.get("d") and kw.get("dtype") == bf]:
+            for var in [None] + [v for v in variants if v[1] == kw.get("d") and kw.get("dtype") == bf
+                                 and len(v) == 2]:
                 try:
                     r = Runner(lib, c, var[0] if var else None)
                 except RuntimeError as e:
@@ -436,13 +438,12 @@ def determinism(lib):
     return allok
 
 
-def sweep(lib, variants, fast=False):
+def sweep(lib, variants, dims=(64, 128, 256), ss=(512, 1024, 2048, 4096, 8192, 16384)):
     from torch.nn.attention import SDPBackend, sdpa_kernel
     from triton.testing import do_bench
     import torch.nn.functional as Fn
     rows = []
-    ss = (512, 1024, 2048, 4096, 8192, 16384)
-    for d in (64, 128, 256):
+    for d in dims:
         for causal in (False, True):
             for s in ss:
                 h = 2048 // d
@@ -521,14 +522,21 @@ def main():
     ap.add_argument("--det", action="store_true")
     ap.add_argument("--sweep", action="store_true")
     ap.add_argument("--variants", action="store_true")
+    ap.add_argument("--dims", default="64,128,256", help="sweep head dims")
+    ap.add_argument("--seqlens", default="512,1024,2048,4096,8192,16384", help="sweep lengths")
     ap.add_argument("--profile", action="store_true", help="one d128 s4096 backward, ours and FA2, for ncu")
     a = ap.parse_args()
     lib = load_lib(a.lib)
     print(torch.cuda.get_device_name(), torch.__version__, flush=True)
     variants = []
     if a.variants:
-        variants = [("fmsa_cuda_bwd_main_bf16_d64_m64_w8_s1_p2_o3", 64),
-                    ("fmsa_cuda_bwd_main_bf16_d128_m64_w8_s1_p2_o1", 128)]
+        # a third field marks timing-only ablations (wrong results): the grid skips them
+        variants = [("fmsa_cuda_bwd_main_bf16_d64_m128_n128_k4_p2_o256", 64),
+                    ("fmsa_cuda_bwd_main_bf16_d128_m64_n128_k4_p2_o256", 128),
+                    ("fmsa_cuda_bwd_main_bf16_d128_m64_n128_k4_p2_o320", 128),
+                    ("fmsa_cuda_bwd_main_bf16_d128_m64_n128_k4_p2_o64", 128),
+                    ("fmsa_cuda_bwd_main_bf16_d128_m64_n128_k4_p2_o128", 128),
+                    ("fmsa_cuda_bwd_main_bf16_d256_m64_n64_k2_p2_o64", 256)]
     t0 = time.time()
     ok = True
     if a.grid or a.quick_grid:
@@ -537,7 +545,7 @@ def main():
     if a.det:
         ok &= determinism(lib)
     if a.sweep:
-        sweep(lib, variants)
+        sweep(lib, variants, [int(x) for x in a.dims.split(",")], [int(x) for x in a.seqlens.split(",")])
     if a.profile:
         from torch.nn.attention import SDPBackend, sdpa_kernel
         import torch.nn.functional as Fn

@@ -2,7 +2,8 @@
 # One device call of the CUDA backward: resources, correctness grid (with the
 # timing variants), determinism, then the standard sweep beside FA2 / cuDNN.
 # Run from the tree that holds build-cudabwd/ (built here by cuda_bwd_build.sh).
-# STEPS (default "grid det sweep") picks the parts; logs go to $OUT.
+# STEPS (default "grid det sweep") picks the parts, SWEEP_ARGS narrows the sweep
+# (e.g. "--dims 128 --seqlens 4096,16384"); logs go to $OUT.
 cd "$(dirname "$0")/.." || exit 1
 export PYTHONUNBUFFERED=1
 OUT=${OUT:-/tmp/cudabwd-out}
@@ -10,7 +11,7 @@ mkdir -p "$OUT"
 STEPS=${STEPS:-"grid det sweep"}
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv,noheader
 cat COMMIT 2>/dev/null
-cut -c1-160 build-cudabwd/resources.txt | grep -E "main_bf16_d(64|128|256)|pre_bf16" | grep sm_90a
+cut -c1-160 build-cudabwd/resources.txt | grep -E "main_bf16_d(64|128|256)|pre_bf16"
 for s in $STEPS; do
     case $s in
     grid) timeout 170 python3 bench/cuda_bwd_check.py --grid --variants 2>&1 | tee "$OUT/grid.log" | grep -v "^ok " ;;
@@ -21,8 +22,9 @@ for s in $STEPS; do
     det) timeout 60 python3 bench/cuda_bwd_check.py --det 2>&1 | tee "$OUT/det.log" ;;
     profile) timeout 100 ncu --clock-control none -k regex:"fmsa_cuda_bwd_main|flash_bwd_dq_dk_dv" -c 2 \
         --section SpeedOfLight --section ComputeWorkloadAnalysis --section WarpStateStats \
-        --section MemoryWorkloadAnalysis python3 bench/cuda_bwd_check.py --profile >"$OUT/ncu.log" 2>&1
+        --section MemoryWorkloadAnalysis --section SchedulerStats --section InstructionStats \
+        --section SourceCounters python3 bench/cuda_bwd_check.py --profile >"$OUT/ncu.log" 2>&1
         grep -E "==PROF==|fmsa_cuda|flash_bwd|Throughput|Pipe|Stall|Warp Cycles|Issued|Bank|Busy|Shared" "$OUT/ncu.log" | cut -c1-120 | head -80 ;;
-    sweep) timeout 200 python3 bench/cuda_bwd_check.py --sweep --variants 2>&1 | tee "$OUT/sweep.log" ;;
+    sweep) timeout 200 python3 bench/cuda_bwd_check.py --sweep --variants ${SWEEP_ARGS:-} 2>&1 | tee "$OUT/sweep.log" ;;
     esac
 done

@@ -310,6 +310,90 @@ static void fwd_pick_value_dims(void **state) {
     assert_string_equal(fwd_pick_name(512, 512, sm90, 1), "fmsa_cuda_fwd_bf16_d512_fast");
 }
 
+/* An aligned bf16 backward of head dim d on a device of compute capability
+ * cc with optin bytes of shared memory per block. */
+static fmsa_status bwd_plan(int d, int cc, size_t optin, int dsink, fmsa_cuda_plan *plan) {
+    static fmsa_cuda_device dev;
+    static fmsa_cuda_state st;
+    fmsa_problem p;
+    memset(&dev, 0, sizeof dev);
+    memset(&st, 0, sizeof st);
+    snprintf(dev.info.arch, sizeof dev.info.arch, "sm%d0", cc);
+    dev.cc_major = cc;
+    dev.info.sram_per_block = 48 << 10, dev.info.sram_per_block_optin = optin;
+    dev.max_threads_per_block = 1024;
+    st.dev = &dev;
+    memset(&p, 0, sizeof p);
+    p.pass = FMSA_PASS_BACKWARD;
+    p.dtype = FMSA_DTYPE_BF16;
+    p.batch = 2, p.seqlen_q = p.seqlen_k = p.total_q = p.total_k = 300;
+    p.heads_q = 6, p.heads_kv = 2, p.head_dim = p.head_dim_v = d, p.softmax_scale = 0.1f;
+    p.has_lse = 1;
+    p.q = view4(1, 0, 300 * 6 * d, 6 * d, d), p.o = view4(4, 0, 300 * 6 * d, 6 * d, d);
+    p.dout = view4(20, 0, 300 * 6 * d, 6 * d, d), p.dq = view4(21, 0, 300 * 6 * d, 6 * d, d);
+    p.k = view4(2, 0, 300 * 2 * d, 2 * d, d), p.v = view4(3, 0, 300 * 2 * d, 2 * d, d);
+    p.dk = view4(22, 0, 300 * 2 * d, 2 * d, d), p.dv = view4(23, 0, 300 * 2 * d, 2 * d, d);
+    p.lse.data = DEV(5), p.lse.s0 = 6 * 300, p.lse.s1 = 300, p.lse.s2 = 1;
+    if (dsink) {
+        p.has_sinks = p.has_dsink = 1;
+        p.sinks.data = DEV(6), p.sinks.s0 = 1;
+        p.dsink.data = DEV(7), p.dsink.s0 = 1;
+    }
+    return fmsa_cuda_plan_make(&st, &p, plan);
+}
+
+/* The backward's pick: the first row of the head dim whose shared memory fits
+ * the device (d64's 128-row tile and the 2-stage rows on the H100/H200, the
+ * 64-row / 1-stage rows on the A100's 164 KiB), a 4th launch (dsink) only when
+ * dsink is asked for, nothing above 256. */
+static void bwd_pick_by_device(void **state) {
+    fmsa_cuda_plan plan;
+    (void)state;
+    assert_int_equal(bwd_plan(64, 9, 227 << 10, 0, &plan), FMSA_SUCCESS);
+    assert_non_null(strstr(plan.instance, "_d64_m128_"));
+    assert_int_equal(plan.launches, 3);
+    assert_true(plan.launch[1].smem <= 227u << 10);
+    assert_int_equal(plan.launch[1].grid[0], 3); /* 300 keys in 128-key blocks */
+    assert_int_equal(plan.launch[1].grid[1], 2), assert_int_equal(plan.launch[1].grid[2], 2);
+    assert_int_equal(bwd_plan(64, 8, 163 << 10, 0, &plan), FMSA_SUCCESS);
+    assert_non_null(strstr(plan.instance, "_d64_m64_"));
+    assert_true(plan.launch[1].smem <= 163u << 10);
+    assert_int_equal(bwd_plan(128, 9, 227 << 10, 0, &plan), FMSA_SUCCESS);
+    assert_non_null(strstr(plan.instance, "_d128_m64_n128_k4_p2_"));
+    assert_int_equal(bwd_plan(128, 8, 163 << 10, 0, &plan), FMSA_SUCCESS);
+    assert_non_null(strstr(plan.instance, "_d128_m64_n128_k4_p1_"));
+    assert_int_equal(bwd_plan(256, 8, 163 << 10, 0, &plan), FMSA_SUCCESS);
+    assert_non_null(strstr(plan.instance, "_d256_m64_n64_k2_p1_"));
+    assert_int_equal(bwd_plan(96, 9, 227 << 10, 1, &plan), FMSA_SUCCESS);
+    assert_non_null(strstr(plan.instance, "_d96_"));
+    assert_int_equal(plan.launches, 4);
+    assert_string_equal(plan.launch[3].kernel, "fmsa_cuda_bwd_dsink");
+    assert_int_equal(plan.launch[3].grid[0], 6); /* one block per query head */
+    assert_int_equal(bwd_plan(264, 9, 227 << 10, 0, &plan), FMSA_ERR_NOT_SUPPORTED);
+    assert_non_null(strstr(fmsa_last_error(), "head_dim 264"));
+}
+
+/* dlse, sinks and dsink reach the backward's params with their own strides. */
+static void bwd_params_dlse_sinks(void **state) {
+    fmsa_problem p = fwd_problem();
+    const fmsa_cuda_plan plan = plan_with_splits();
+    fmsa_cuda_bwd_params b;
+    (void)state;
+    p.pass = FMSA_PASS_BACKWARD;
+    p.has_dlse = p.has_sinks = p.has_dsink = 1;
+    p.dlse.data = DEV(24), p.dlse.byte_offset = 8, p.dlse.s0 = 3000, p.dlse.s1 = 200, p.dlse.s2 = 2;
+    p.sinks.data = DEV(25), p.sinks.byte_offset = 4, p.sinks.s0 = 3;
+    p.dsink.data = DEV(26), p.dsink.byte_offset = 12, p.dsink.s0 = 5;
+    fmsa_cuda_bwd_params_fill(&p, &plan, (fmsa_cu_deviceptr)AT(9, 0), (fmsa_cu_deviceptr)AT(8, 0),
+                              &b);
+    assert_int_equal((uintptr_t)b.dlse, AT(24, 8));
+    assert_int_equal(b.dlse_sb, 3000), assert_int_equal(b.dlse_sh, 200), assert_int_equal(b.dlse_ss, 2);
+    assert_int_equal((uintptr_t)b.sink_logits, AT(25, 4));
+    assert_int_equal(b.sink_logits_s, 3);
+    assert_int_equal((uintptr_t)b.dsinks, AT(26, 12));
+    assert_int_equal(b.dsinks_s, 5);
+}
+
 static void embedded_fatbins(void **state) {
     (void)state;
     assert_true(fmsa_cuda_fatbin_count >= 1);
@@ -370,6 +454,8 @@ int main(void) {
         cmocka_unit_test(fwd_params_from_problem),
         cmocka_unit_test(fwd_params_varlen_and_paged),
         cmocka_unit_test(bwd_params_from_problem),
+        cmocka_unit_test(bwd_params_dlse_sinks),
+        cmocka_unit_test(bwd_pick_by_device),
         cmocka_unit_test(validation_defers_metadata_reads),
         cmocka_unit_test(validation_defers_block_table),
         cmocka_unit_test(plan_refusals),

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backends/cuda/cuda_bwd_instances.h"
 #include "backends/cuda/cuda_internal.h"
 #include "common/backend.h"
 #include "common/error.h"

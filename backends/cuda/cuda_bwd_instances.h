@@ -6,10 +6,13 @@
  *
  * Three stages, launched in this order on one stream:
  *   pre   D_i = rowsum(dO * O) (- dlse_i) into dsum; zeroes dq_accum and the
- *         deterministic mode's counters.  One warp per (row, query head).
- *   main  one block per (key tile, kv head, sequence, D slice): dK, dV in
+ *         deterministic mode's counters.  head_dim / 8 lanes (a power of two,
+ *         at most 32) per (row, query head).
+ *   main  one block per (key tile, kv head, sequence): dK, dV in
  *         registers over every query head of its kv head, dQ into dq_accum.
- *   post  dq = dq_accum * softmax_scale in the dtype.  One warp per (row, head).
+ *   post  dq = dq_accum * softmax_scale in the dtype.  Lanes as in pre.
+ *   dsink (only when dsink is requested) one block per query head:
+ *         dsink_h = -sum_i exp(t_h - lse_i) D_i over every row, fixed order.
  */
 #ifndef FMSA_CUDA_BWD_INSTANCES_H
 #define FMSA_CUDA_BWD_INSTANCES_H
@@ -21,66 +24,123 @@
 #include "flashmsa/flashmsa.h"
 
 /*
- * X(dt, BF16, D, BM, NW, DSPLIT, STAGES, OPT): dtype name, 1 for bf16, head
- * dim, query rows per step, warps (the key tile is 16 * NW keys, 16 per warp),
- * slices of D for dK/dV/dQ (S and dP always contract the whole D), Q/dO
- * buffers (2 = the next query tile loads while this one computes), options:
- * bit 0 = 32-row dQ warp tiles where the slice allows, bit 1 = K/V A
- * fragments held in registers (D <= 64).
+ * X(dt, BF16, D, BM, BN, WK, STAGES, OPT): dtype name, 1 for bf16, head dim,
+ * query rows per step, keys per block, warps along the keys in S^T (of
+ * FMSA_CUDA_BWD_WARPS; the rest split the query rows), Q/dO buffers (2 = the
+ * next query tile loads while this one computes), options: bit 2 = dQ warps
+ * 4 x 2 instead of 2 x 4; bit 6 computes dQ between dV and dK; bit 7 adds
+ * dQ by v2 instead of v4 reductions; bit 8 turns on dQ's bulk reductions
+ * through a staging tile (sm_90, D <= 128; FMSA_CUDA_BWD_BULK_DQ for all),
+ * bit 9 keeps them off; timing-only ablations for the
+ * development harness (wrong results): bit 4 leaves dQ out, bit 5 takes
+ * P = S without the exponential.  Rows of one D are listed preferred first; the
+ * pick takes the first whose shared memory fits the device (the 1-stage rows
+ * are for the A100's 164 KiB, as is d64's 64-row tile).
  */
-#define FMSA_CUDA_BWD_INSTANCES(X)     \
-    X(bf16, 1, 64, 64, 8, 1, 2, 1)     \
-    X(bf16, 1, 96, 64, 8, 1, 2, 0)     \
-    X(bf16, 1, 128, 64, 8, 1, 2, 0)    \
-    X(bf16, 1, 192, 64, 8, 2, 2, 0)    \
-    X(bf16, 1, 256, 64, 8, 2, 1, 0)    \
-    X(f16, 0, 64, 64, 8, 1, 2, 1)      \
-    X(f16, 0, 96, 64, 8, 1, 2, 0)      \
-    X(f16, 0, 128, 64, 8, 1, 2, 0)     \
-    X(f16, 0, 192, 64, 8, 2, 2, 0)     \
-    X(f16, 0, 256, 64, 8, 2, 1, 0)
+#define FMSA_CUDA_BWD_INSTANCES(X)            \
+    X(bf16, 1, 64, 128, 128, 4, 2, 0)         \
+    X(bf16, 1, 64, 64, 128, 4, 2, 0)          \
+    X(bf16, 1, 96, 64, 128, 4, 2, 0)          \
+    X(bf16, 1, 128, 64, 128, 4, 2, 0)         \
+    X(bf16, 1, 128, 64, 128, 4, 1, 0)         \
+    X(bf16, 1, 192, 64, 64, 2, 2, 0)          \
+    X(bf16, 1, 192, 64, 64, 2, 1, 0)          \
+    X(bf16, 1, 256, 64, 64, 2, 2, 0)          \
+    X(bf16, 1, 256, 64, 64, 2, 1, 0)          \
+    X(f16, 0, 64, 128, 128, 4, 2, 0)          \
+    X(f16, 0, 64, 64, 128, 4, 2, 0)           \
+    X(f16, 0, 96, 64, 128, 4, 2, 0)           \
+    X(f16, 0, 128, 64, 128, 4, 2, 0)          \
+    X(f16, 0, 128, 64, 128, 4, 1, 0)          \
+    X(f16, 0, 192, 64, 64, 2, 2, 0)           \
+    X(f16, 0, 192, 64, 64, 2, 1, 0)           \
+    X(f16, 0, 256, 64, 64, 2, 2, 0)           \
+    X(f16, 0, 256, 64, 64, 2, 1, 0)
 
 /// Alternative tilings compiled into the development harness only, for timing.
-#define FMSA_CUDA_BWD_VARIANTS(X)      \
-    X(bf16, 1, 64, 64, 8, 1, 2, 3)     \
-    X(bf16, 1, 128, 64, 8, 1, 2, 1)
+#define FMSA_CUDA_BWD_VARIANTS(X)             \
+    X(bf16, 1, 64, 128, 128, 4, 2, 256)       \
+    X(bf16, 1, 128, 64, 128, 4, 2, 256)       \
+    X(bf16, 1, 128, 64, 128, 4, 2, 320)       \
+    X(bf16, 1, 128, 64, 128, 4, 2, 64)        \
+    X(bf16, 1, 128, 64, 128, 4, 2, 128)       \
+    X(bf16, 1, 256, 64, 64, 2, 2, 64)
 
-#define FMSA_CUDA_BWD_MAIN_SYM(dt, D, BM, NW, DS, ST, OPT) \
-    fmsa_cuda_bwd_main_##dt##_d##D##_m##BM##_w##NW##_s##DS##_p##ST##_o##OPT
+#define FMSA_CUDA_BWD_WARPS 8 ///< warps per block of the main stage
+
+#define FMSA_CUDA_BWD_MAIN_SYM(dt, D, BM, BN, WK, ST, OPT) \
+    fmsa_cuda_bwd_main_##dt##_d##D##_m##BM##_n##BN##_k##WK##_p##ST##_o##OPT
 #define FMSA_CUDA_BWD_STR_(x) #x
 #define FMSA_CUDA_BWD_STR(x) FMSA_CUDA_BWD_STR_(x)
 
-/// Dynamic shared memory of a main instance: K, V, STAGES x (Q, dO), dS^T
-/// (rows padded by 8 elements against bank conflicts), lse, D, a ticket.
-#define FMSA_CUDA_BWD_SMEM(D, BM, NW, ST)                                              \
-    (2 * (2 * 16 * (NW) * ((D) + 8) + 2 * (ST) * (BM) * ((D) + 8) + 16 * (NW) * ((BM) + 8)) + \
-     8 * (ST) * (BM) + 16)
+/// Dynamic shared memory of a main instance: K, V, STAGES x (Q, dO), P^T and
+/// dS^T (rows padded by 8 elements against bank conflicts), lse, D, a ticket;
+/// then, for D <= 128, the fp32 dQ staging tile of the bulk reductions
+/// (BM x (D + 8) floats at a 128-byte boundary; unused on sm_80).
+#define FMSA_CUDA_BWD_SMEM_BASE(D, BM, BN, ST)                                                 \
+    (((2 * (2 * (BN) * ((D) + 8) + 2 * (ST) * (BM) * ((D) + 8) + 2 * (BN) * ((BM) + 8)) +    \
+       8 * (ST) * (BM) + 16) + 127) / 128 * 128)
+/* The bulk path measured 0.98x the register reductions at d128 and 0.85x at
+   d64 on the H200 (bench/RESULTS.md, 2026-12-02 call 3): off by default. */
+#ifndef FMSA_CUDA_BWD_BULK_DQ
+#define FMSA_CUDA_BWD_BULK_DQ 0
+#endif /* FMSA_CUDA_BWD_BULK_DQ */
+#define FMSA_CUDA_BWD_STAGED(D) ((D) <= 128)
+#define FMSA_CUDA_BWD_SMEM(D, BM, BN, ST) FMSA_CUDA_BWD_SMEM_BASE(D, BM, BN, ST)
+/// What the staging tile adds where the kernels run their sm_90 code (compute capability >= 9).
+#define FMSA_CUDA_BWD_SMEM_STAGE_(D, BM) (FMSA_CUDA_BWD_STAGED(D) ? 4 * (BM) * ((D) + 8) : 0)
+#define FMSA_CUDA_BWD_SMEM_STAGE(D, BM, OPT)                                       \
+    ((((OPT) & 256) || FMSA_CUDA_BWD_BULK_DQ) && !((OPT) & 512) ? FMSA_CUDA_BWD_SMEM_STAGE_(D, BM) : 0)
 
-#define FMSA_CUDA_BWD_AUX_WARPS 8 ///< warps per block of pre and post (one per row-head)
+#define FMSA_CUDA_BWD_AUX_WARPS 8 ///< warps per block of pre and post
+#define FMSA_CUDA_BWD_DSINK_THREADS 256 ///< threads of the dsink stage (a power of two)
+
+/// What the backward kernels implement of API v0.2 (common/feature_gate.h's
+/// bits; expanded where that header is included): sinks (the main stage reads
+/// the forward's lse, which holds them; dsink is its own stage) and dlse (in
+/// D).  A value head dim of its own and head dims above 256 are refused.
+#define FMSA_CUDA_BWD_FEATURES (FMSA_FEATURE_SINKS | FMSA_FEATURE_DLSE)
+
+/// Lanes per (row, head) of pre and post (the kernels' fmsa_bwd_aux_lanes):
+/// the next power of two of head_dim / 8, at most 32.
+static inline int fmsa_cuda_bwd_aux_lanes(int head_dim) {
+    int l = 1;
+    while (l < 32 && l * 8 < head_dim) l *= 2;
+    return l;
+}
 
 typedef struct fmsa_cuda_bwd_instance {
     const char *pre, *main, *post; ///< kernel names in the module
     int bf16;                      ///< 1 bf16, 0 f16
     int head_dim;                  ///< D of the instance (serves head_dim <= D)
     int block_m, block_n;          ///< query rows per step, keys per block
-    int dsplit, stages;            ///< D slices, Q/dO buffers
+    int stages;                    ///< Q/dO buffers
     int threads_main, threads_aux; ///< block sizes
-    int smem_main;                 ///< dynamic shared memory of main (bytes)
+    int smem_main;                 ///< dynamic shared memory of main (bytes) on sm_80 code
+    int smem_stage;                ///< bytes main adds on compute capability >= 9 (dQ staging)
 } fmsa_cuda_bwd_instance;
 
-#define FMSA_CUDA_BWD_ROW(dt, BF16, D, BM, NW, DS, ST, OPT)                                \
-    {"fmsa_cuda_bwd_pre_" #dt, FMSA_CUDA_BWD_STR(FMSA_CUDA_BWD_MAIN_SYM(dt, D, BM, NW, DS, ST, OPT)), \
-     "fmsa_cuda_bwd_post_" #dt, BF16, D, BM, 16 * NW, DS, ST, 32 * NW, 32 * FMSA_CUDA_BWD_AUX_WARPS, \
-     FMSA_CUDA_BWD_SMEM(D, BM, NW, ST)},
+/// Dynamic shared memory of inst's main kernel on a device of compute capability cc_major.
+static inline size_t fmsa_cuda_bwd_smem(const fmsa_cuda_bwd_instance *inst, int cc_major) {
+    return (size_t)inst->smem_main + (cc_major >= 9 ? (size_t)inst->smem_stage : 0u);
+}
+
+#define FMSA_CUDA_BWD_ROW(dt, BF16, D, BM, BN, WK, ST, OPT)                                \
+    {"fmsa_cuda_bwd_pre_" #dt, FMSA_CUDA_BWD_STR(FMSA_CUDA_BWD_MAIN_SYM(dt, D, BM, BN, WK, ST, OPT)), \
+     "fmsa_cuda_bwd_post_" #dt, BF16, D, BM, BN, ST, 32 * FMSA_CUDA_BWD_WARPS,                 \
+     32 * FMSA_CUDA_BWD_AUX_WARPS, FMSA_CUDA_BWD_SMEM(D, BM, BN, ST), FMSA_CUDA_BWD_SMEM_STAGE(D, BM, OPT)},
 
 static const fmsa_cuda_bwd_instance fmsa_cuda_bwd_instance_list[] = {
     FMSA_CUDA_BWD_INSTANCES(FMSA_CUDA_BWD_ROW)};
 #define FMSA_CUDA_BWD_NUM_INSTANCES \
     ((int)(sizeof fmsa_cuda_bwd_instance_list / sizeof fmsa_cuda_bwd_instance_list[0]))
 
-/// The instance for a dtype and head dim: the smallest compiled D >= head_dim;
-/// NULL where none (f32, head_dim not a multiple of 8, or past 256).
-static inline const fmsa_cuda_bwd_instance *fmsa_cuda_bwd_select(fmsa_dtype dtype, int head_dim) {
+/// The instance for a dtype and head dim: the smallest compiled D >= head_dim,
+/// the first row of that D whose shared memory on a device of compute
+/// capability cc_major fits smem_max bytes; NULL where none (f32, head_dim
+/// not a multiple of 8, past 256, too little memory).
+static inline const fmsa_cuda_bwd_instance *fmsa_cuda_bwd_select(fmsa_dtype dtype, int head_dim,
+                                                                 size_t smem_max, int cc_major) {
     const fmsa_cuda_bwd_instance *best = NULL;
     int bf16;
     if (dtype == FMSA_DTYPE_BF16) bf16 = 1;
@@ -89,7 +149,8 @@ static inline const fmsa_cuda_bwd_instance *fmsa_cuda_bwd_select(fmsa_dtype dtyp
     if (head_dim <= 0 || head_dim % 8) return NULL;
     for (int i = 0; i < FMSA_CUDA_BWD_NUM_INSTANCES; ++i) {
         const fmsa_cuda_bwd_instance *c = &fmsa_cuda_bwd_instance_list[i];
-        if (c->bf16 != bf16 || c->head_dim < head_dim) continue;
+        if (c->bf16 != bf16 || c->head_dim < head_dim || fmsa_cuda_bwd_smem(c, cc_major) > smem_max)
+            continue;
         if (!best || c->head_dim < best->head_dim) best = c;
     }
     return best;
@@ -97,7 +158,8 @@ static inline const fmsa_cuda_bwd_instance *fmsa_cuda_bwd_select(fmsa_dtype dtyp
 
 typedef struct fmsa_cuda_bwd_plan {
     const fmsa_cuda_bwd_instance *inst;
-    unsigned grid_pre[3], grid_main[3], grid_post[3];
+    unsigned grid_pre[3], grid_main[3], grid_post[3], grid_dsink[3];
+    int dsink;                               ///< 1: the dsink stage runs (4 launches)
     size_t off_dsum, off_dq_accum, off_sems; ///< byte offsets into the workspace
     size_t workspace_bytes;                  ///< total, offsets 256-byte aligned
     int num_sems;
@@ -135,21 +197,27 @@ static inline int fmsa_cuda_bwd_plan_make(const fmsa_cuda_bwd_params *p,
     if (!fmsa_cuda_bwd_aligned(p)) return -1;
     rows = (long long)(f->is_varlen ? 1 : f->batch) * f->total_q;
     row_heads = rows * f->heads_q;
-    aux_blocks = (row_heads + FMSA_CUDA_BWD_AUX_WARPS - 1) / FMSA_CUDA_BWD_AUX_WARPS;
+    {
+        const long long per_block = 32LL * FMSA_CUDA_BWD_AUX_WARPS / fmsa_cuda_bwd_aux_lanes(f->head_dim);
+        aux_blocks = (row_heads + per_block - 1) / per_block;
+    }
     ktiles = (f->seqlen_k + inst->block_n - 1) / inst->block_n;
     mtiles = (f->seqlen_q + inst->block_m - 1) / inst->block_m;
     plan->inst = inst;
     plan->grid_pre[0] = plan->grid_post[0] = (unsigned)(aux_blocks > 0 ? aux_blocks : 1);
     plan->grid_pre[1] = plan->grid_pre[2] = plan->grid_post[1] = plan->grid_post[2] = 1;
-    plan->grid_main[0] = (unsigned)(ktiles * inst->dsplit > 0 ? ktiles * inst->dsplit : 1);
+    plan->grid_main[0] = (unsigned)(ktiles > 0 ? ktiles : 1);
     plan->grid_main[1] = (unsigned)f->heads_kv;
     plan->grid_main[2] = (unsigned)f->batch;
+    plan->dsink = p->dsinks != NULL;
+    plan->grid_dsink[0] = (unsigned)f->heads_q;
+    plan->grid_dsink[1] = plan->grid_dsink[2] = 1;
     plan->off_dsum = off;
     off = fmsa_cuda_bwd_align256(off + (size_t)row_heads * sizeof(float));
     plan->off_dq_accum = off;
     off = fmsa_cuda_bwd_align256(off + (size_t)row_heads * (size_t)inst->head_dim * sizeof(float));
     plan->off_sems = off;
-    plan->num_sems = (int)((long long)f->batch * f->heads_q * mtiles * inst->dsplit + 1);
+    plan->num_sems = (int)((long long)f->batch * f->heads_q * mtiles + 1);
     off = fmsa_cuda_bwd_align256(off + (size_t)plan->num_sems * sizeof(int));
     plan->workspace_bytes = off;
     return 0;

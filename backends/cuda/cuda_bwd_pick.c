@@ -13,28 +13,36 @@ fmsa_status fmsa_cuda_bwd_pick(const fmsa_cuda_device *dev, const fmsa_problem *
                                fmsa_cuda_plan *plan) {
     fmsa_cuda_bwd_params bp;
     fmsa_cuda_bwd_plan bplan;
-    const fmsa_cuda_bwd_instance *inst = fmsa_cuda_bwd_select(p->dtype, (int)p->head_dim);
+    const size_t smem_max = dev->info.sram_per_block_optin > dev->info.sram_per_block
+                                ? dev->info.sram_per_block_optin
+                                : dev->info.sram_per_block;
+    const fmsa_cuda_bwd_instance *inst = fmsa_cuda_bwd_select(p->dtype, (int)p->head_dim, smem_max,
+                                                              dev->cc_major);
     memset(&bplan, 0, sizeof bplan);
     /* device addresses as they will be passed (alignment), no workspace yet */
     fmsa_cuda_bwd_params_fill(p, plan, 0, 0, &bp);
     if (!inst || fmsa_cuda_bwd_plan_make(&bp, inst, &bplan) != 0)
         return fmsa_fail(FMSA_ERR_NOT_SUPPORTED,
                          "cuda: no backward instance for dtype %d, head_dim %lld on %s (bf16/f16, "
-                         "not paged, 16-byte aligned tensors with strides of 8 elements)",
-                         (int)p->dtype, (long long)p->head_dim, dev->info.arch);
+                         "head_dim <= 256, not paged, 16-byte aligned tensors with strides of 8 "
+                         "elements, shared memory within %zu bytes)",
+                         (int)p->dtype, (long long)p->head_dim, dev->info.arch, smem_max);
     plan->instance = inst->main;
-    plan->launches = 3;
+    plan->launches = bplan.dsink ? 4 : 3;
     plan->launch[0].kernel = inst->pre;
     plan->launch[1].kernel = inst->main;
     plan->launch[2].kernel = inst->post;
+    plan->launch[3].kernel = bplan.dsink ? "fmsa_cuda_bwd_dsink" : NULL;
     for (int k = 0; k < 3; ++k) {
         plan->launch[0].grid[k] = bplan.grid_pre[k];
         plan->launch[1].grid[k] = bplan.grid_main[k];
         plan->launch[2].grid[k] = bplan.grid_post[k];
+        plan->launch[3].grid[k] = bplan.grid_dsink[k];
     }
+    plan->launch[3].threads = FMSA_CUDA_BWD_DSINK_THREADS;
     plan->launch[0].threads = plan->launch[2].threads = (unsigned)inst->threads_aux;
     plan->launch[1].threads = (unsigned)inst->threads_main;
-    plan->launch[1].smem = (unsigned)inst->smem_main;
+    plan->launch[1].smem = (unsigned)fmsa_cuda_bwd_smem(inst, dev->cc_major);
     plan->workspace_bytes = bplan.workspace_bytes;
     plan->ws_dsum = bplan.off_dsum;
     plan->ws_dq_accum = bplan.off_dq_accum;

@@ -101,7 +101,17 @@ void fmsa_cuda_bwd_params_fill(const fmsa_problem *p, const fmsa_cuda_plan *plan
     out->dq_accum = FMSA_CUDA_WS(float *, workspace, plan->ws_dq_accum);
     out->dk_accum = FMSA_CUDA_WS(float *, workspace, plan->ws_dk_accum);
     out->dv_accum = FMSA_CUDA_WS(float *, workspace, plan->ws_dv_accum);
-    out->dlse = NULL;
-    out->dsinks = NULL;
+    if (p->has_dlse) {
+        out->dlse = FMSA_CUDA_PTR(const float *, p->dlse.data, p->dlse.byte_offset);
+        out->dlse_sb = p->dlse.s0, out->dlse_sh = p->dlse.s1, out->dlse_ss = p->dlse.s2;
+    }
+    if (p->has_sinks) {
+        out->sink_logits = FMSA_CUDA_PTR(const float *, p->sinks.data, p->sinks.byte_offset);
+        out->sink_logits_s = p->sinks.s0;
+    }
+    if (p->has_dsink) {
+        out->dsinks = FMSA_CUDA_PTR(float *, p->dsink.data, p->dsink.byte_offset);
+        out->dsinks_s = p->dsink.s0;
+    }
     out->deterministic = p->deterministic;
 }

@@ -75,12 +75,16 @@ typedef struct fmsa_cuda_bwd_params {
     float *dsum;                    ///< workspace [Hq, total rows]: D_i = rowsum(dO * O) - dlse_i
     float *dq_accum;                ///< workspace fp32 dQ accumulator (rows padded to the tile)
     float *dk_accum, *dv_accum;     ///< workspace fp32 dK/dV when heads_q > heads_kv
-    const float *dlse;              ///< reserved: [B, Hq, Sq] gradient of the lse output; NULL
-    float *dsinks;                  ///< reserved: [Hq] sink gradient; NULL
+    const float *dlse;              ///< [B, Hq, Sq] gradient of the lse output; NULL when absent
+    float *dsinks;                  ///< [Hq] sink gradient output; NULL when not requested
     int deterministic;              ///< no float atomics: fixed accumulation order
     int *dq_sems;                   ///< workspace: deterministic dQ turn counters, then one block ticket
     int num_sems;                   ///< ints at dq_sems (the preprocess zeroes them)
     int accum_dim;                  ///< row width of dq_accum: the instance's head dim (>= head_dim)
+    long long dlse_sb, dlse_sh, dlse_ss; ///< dlse strides: batch, head, row
+    const float *sink_logits;       ///< desc.sinks [Hq] as the dsink stage reads it; NULL when absent
+    long long sink_logits_s;        ///< its head stride
+    long long dsinks_s;             ///< dsinks head stride
 } fmsa_cuda_bwd_params;
 
 /// Element types of fmsa_cuda_merge_params.

@@ -17,11 +17,12 @@ typedef struct fmsa_dev_entry {
     fmsa_dev_kernel pre, main, post;
 } fmsa_dev_entry;
 
-#define FMSA_DEV_ENTRY(dt, BF16, D, BM, NW, DS, ST, OPT)                                         \
-    {{"fmsa_cuda_bwd_pre_" #dt, FMSA_CUDA_BWD_STR(FMSA_CUDA_BWD_MAIN_SYM(dt, D, BM, NW, DS, ST, OPT)), \
-      "fmsa_cuda_bwd_post_" #dt, BF16, D, BM, 16 * NW, DS, ST, 32 * NW,                       \
-      32 * FMSA_CUDA_BWD_AUX_WARPS, FMSA_CUDA_BWD_SMEM(D, BM, NW, ST)},                       \
-     fmsa_cuda_bwd_pre_##dt, FMSA_CUDA_BWD_MAIN_SYM(dt, D, BM, NW, DS, ST, OPT), fmsa_cuda_bwd_post_##dt},
+#define FMSA_DEV_ENTRY(dt, BF16, D, BM, BN, WK, ST, OPT)                                        \
+    {{"fmsa_cuda_bwd_pre_" #dt, FMSA_CUDA_BWD_STR(FMSA_CUDA_BWD_MAIN_SYM(dt, D, BM, BN, WK, ST, OPT)), \
+      "fmsa_cuda_bwd_post_" #dt, BF16, D, BM, BN, ST, 32 * FMSA_CUDA_BWD_WARPS,               \
+      32 * FMSA_CUDA_BWD_AUX_WARPS, FMSA_CUDA_BWD_SMEM(D, BM, BN, ST),                        \
+      FMSA_CUDA_BWD_SMEM_STAGE(D, BM, OPT)},                                                       \
+     fmsa_cuda_bwd_pre_##dt, FMSA_CUDA_BWD_MAIN_SYM(dt, D, BM, BN, WK, ST, OPT), fmsa_cuda_bwd_post_##dt},
 
 static const fmsa_dev_entry fmsa_dev_entries[] = {FMSA_CUDA_BWD_INSTANCES(FMSA_DEV_ENTRY)
                                                       FMSA_CUDA_BWD_VARIANTS(FMSA_DEV_ENTRY)};
@@ -35,7 +36,7 @@ static const fmsa_dev_entry *fmsa_dev_find(int bf16, int head_dim, const char *v
         return NULL;
     }
     const fmsa_cuda_bwd_instance *s =
-        fmsa_cuda_bwd_select(bf16 ? FMSA_DTYPE_BF16 : FMSA_DTYPE_F16, head_dim);
+        fmsa_cuda_bwd_select(bf16 ? FMSA_DTYPE_BF16 : FMSA_DTYPE_F16, head_dim, 232448u, 9);
     if (!s) return NULL;
     for (int i = 0; i < fmsa_dev_num; ++i)
         if (!strcmp(fmsa_dev_entries[i].inst.main, s->main)) return &fmsa_dev_entries[i];
@@ -87,11 +88,12 @@ int fmsa_cuda_dev_backward(const fmsa_cuda_bwd_params *pin, int bf16, const char
     if (!e || fmsa_cuda_bwd_plan_make(&p, &e->inst, &plan)) return -1;
     if ((long long)plan.workspace_bytes > ws_bytes) return -2;
     fmsa_cuda_bwd_plan_bind(&plan, &p, workspace);
-    err = cudaFuncSetAttribute(e->main, cudaFuncAttributeMaxDynamicSharedMemorySize, e->inst.smem_main);
+    const int smem = (int)fmsa_cuda_bwd_smem(&e->inst, 9); /* the harness runs on sm_90 */
+    err = cudaFuncSetAttribute(e->main, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
     if (err != cudaSuccess) return (int)err;
     e->pre<<<dim3(plan.grid_pre[0], plan.grid_pre[1], plan.grid_pre[2]), e->inst.threads_aux, 0, s>>>(p);
     e->main<<<dim3(plan.grid_main[0], plan.grid_main[1], plan.grid_main[2]), e->inst.threads_main,
-              e->inst.smem_main, s>>>(p);
+              smem, s>>>(p);
     e->post<<<dim3(plan.grid_post[0], plan.grid_post[1], plan.grid_post[2]), e->inst.threads_aux, 0, s>>>(p);
     return (int)cudaGetLastError();
 }

@@ -1,15 +1,25 @@
 /*
  * The backward's main stage: K/V-stationary mma.sync kernels (sm_80 and up).
  *
- * A block owns BN = 16 * NW keys of one kv head of one sequence (and one
- * slice of D for its dK/dV/dQ outputs) and loops over every query head of
- * that kv head and every query tile that can see its keys.  Warp w owns keys
- * 16w .. 16w+15, so S^T = K Q^T and dP^T = V dO^T come out of the tensor
- * cores in the accumulator layout that is also the A-operand layout of the
- * next products: P^T and dS^T stay in registers for dV += P^T dO and
- * dK += dS^T Q; only dS^T goes through shared memory, for dQ = dS K, which
- * is added into the fp32 dq_accum (atomics, or in key-tile order behind a
- * counter per query tile in the deterministic mode).
+ * A block owns BN keys of one kv head of one sequence and loops over every
+ * query head of that kv head and every BM-row query tile that can see its
+ * keys.  Per step, five products:
+ *   S^T = K Q^T, dP^T = V dO^T   warps WK (keys) x WQ (queries), tiles of
+ *                                KW = BN/WK keys x QW = BM/WQ queries, so the
+ *                                accumulators are already A fragments of P^T
+ *                                and dS^T (keys on M);
+ *   dV += P^T dO, dK += dS^T Q   the same warp keys, D split WQ ways: the
+ *                                warp's own query columns of P^T / dS^T come
+ *                                from registers, the other warps' from the
+ *                                one copy each writes to shared memory;
+ *   dQ = dS K                    warps MQ (rows) x NQ (D), dS read transposed
+ *                                from that copy, added into the fp32
+ *                                dq_accum by vector reductions (atomics), or
+ *                                in key-tile order behind a counter per query
+ *                                tile (deterministic mode, no float atomics).
+ * K and V stay in shared memory; Q, dO, lse and D of the next step load by
+ * cp.async while this one computes (STAGES = 2).  Rows are padded by 8
+ * elements, so every ldmatrix phase and accumulator store is conflict-free.
  *
  * The score pipeline is the forward's (fmsa_score.h order): scale, softcap,
  * ALiBi, window / bit mask; P = exp2(s2 - lse2) with lse2 = +inf for a fully
@@ -17,10 +27,11 @@
  */
 #include "backends/cuda/cuda_bwd_instances.h"
 #include "backends/cuda/cuda_params.h"
-#include "backends/cuda/kernels/fmsa_cuda_bwd_mma.cuh"
+#include "backends/cuda/kernels/fmsa_cuda_mma.cuh"
 #include "common/fmsa_portable.h"
 
 #define FMSA_NEG_INF_F __int_as_float(0xff800000)
+#define FMSA_POS_INF_F __int_as_float(0x7f800000)
 
 /// Query tiles [*mb, *me) whose rows can see keys [n0, n1) of a sequence (window bounds only).
 FMSA_DEV void fmsa_bwd_mrange(long long n0, long long n1, long long sq, long long sk,
@@ -37,26 +48,63 @@ FMSA_DEV void fmsa_bwd_mrange(long long n0, long long n1, long long sq, long lon
     *me = (int)(ihi / bm) + 1;
 }
 
-template <int BF16, int D, int BM, int NW, int DSPLIT, int STAGES, int OPT>
+/// The dQ fragment (rows g, g+8; columns c, c+1 of an n8 tile) added to
+/// dq_accum: on sm_90 (V4) lane pairs swap halves so that each lane adds 4
+/// consecutive floats of one row with one vector reduction.
+template <int V4>
+FMSA_DEV void fmsa_bwd_dq_red(float *rowa, float *rowb, int c, const float *x, int t4, int oka,
+                              int okb) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    if (!V4) {
+        if (oka) fmsa_red_add2(rowa + c, x[0], x[1]);
+        if (okb) fmsa_red_add2(rowb + c, x[2], x[3]);
+        return;
+    }
+    const int odd = t4 & 1;
+    const float r0 = __shfl_xor_sync(0xffffffffu, odd ? x[0] : x[2], 1);
+    const float r1 = __shfl_xor_sync(0xffffffffu, odd ? x[1] : x[3], 1);
+    const int c4 = c - 2 * odd; /* 4-aligned: the even lane's column */
+    if (odd) {
+        if (okb) fmsa_red_add4(rowb + c4, r0, r1, x[2], x[3]);
+    } else {
+        if (oka) fmsa_red_add4(rowa + c4, x[0], x[1], r0, r1);
+    }
+#else
+    if (oka) fmsa_red_add2(rowa + c, x[0], x[1]);
+    if (okb) fmsa_red_add2(rowb + c, x[2], x[3]);
+#endif /* __CUDA_ARCH__ */
+}
+
+template <int BF16, int D, int BM, int BN, int WK, int STAGES, int OPT>
 FMSA_DEV void fmsa_bwd_main(const fmsa_cuda_bwd_params &P) {
-    constexpr int BN = 16 * NW, DK = D / DSPLIT, LDS = D + 8, LDSS = BM + 8;
-    constexpr int NT_S = BM / 8;     /* n-tiles (8 queries) of the warp's S^T */
-    constexpr int NT_KV = DK / 8;    /* n-tiles of the warp's dK / dV rows */
-    /* dQ warp tiles of 32 rows where the slice divides into whole k16 column
-       pairs that way (half the K re-reads of 16-row tiles), else 16 rows */
-    constexpr int DQ32 = (OPT & 1) && BM % 32 == 0 && NW % (BM / 32) == 0 && (DK / (NW / (BM / 32))) % 16 == 0;
-    constexpr int MT = DQ32 ? 2 : 1; /* m16 tiles per dQ warp */
-    constexpr int MG = BM / (16 * MT); /* dQ: warps along the query rows */
-    constexpr int NG = NW / MG;      /* dQ: warps along the D slice */
-    constexpr int DQN = DK / NG;     /* dQ columns per warp */
-    constexpr int NT_Q = DQN / 8;
-    /* small D: the warp's K and V rows stay in registers as A fragments */
-    constexpr int KVREG = (OPT & 2) && D <= 64 && BM <= 64;
+    constexpr int NW = FMSA_CUDA_BWD_WARPS, WQ = NW / WK;
+    constexpr int KW = BN / WK, QW = BM / WQ; /* S^T warp tile: keys x queries */
+    constexpr int MTK = KW / 16;              /* m16 key tiles per warp */
+    constexpr int NTS = QW / 8;               /* n8 query tiles per warp (S^T) */
+    constexpr int KBO = QW / 16;              /* the warp's own k16 query blocks */
+    constexpr int DV = D / WQ, NTV = DV / 8;  /* dK/dV columns per warp */
+    /* dQ warps: MQ along the rows, NQ along D (2 x 4 where D/4 is whole k16
+       column pairs, else 4 x 2; OPT bit 2 asks for 4 x 2) */
+    constexpr int MQ0 = (OPT & 4) ? 4 : 2;
+    constexpr int MQ = (D / (NW / MQ0)) % 16 == 0 && BM % (16 * MQ0) == 0 ? MQ0 : 4;
+    constexpr int NQ = NW / MQ, RQ = BM / MQ, DQN = D / NQ;
+    constexpr int MTQ = RQ / 16, NTQ = DQN / 8;
     constexpr int THREADS = 32 * NW;
-    constexpr int CH = D / 8;        /* 16-byte chunks per row */
-    static_assert(D % (16 * DSPLIT) == 0, "D slice must be whole k16 steps");
-    static_assert(NW % MG == 0 && DQN % 16 == 0, "dQ warp layout");
+    constexpr int LDS = D + 8, LDP = BM + 8; /* row pitches in elements */
+    constexpr int CH = D / 8;                /* 16-byte chunks per row */
+    static_assert(NW % WK == 0 && KW % 16 == 0 && QW % 16 == 0, "S^T warp layout");
+    static_assert(D % (16 * WQ) == 0, "dK/dV warp columns must be whole k16 pairs");
+    static_assert(NW % MQ == 0 && RQ % 16 == 0 && DQN % 16 == 0, "dQ warp layout");
     static_assert(2 * BM <= THREADS, "one thread per lse / D element");
+    /* dQ through a shared-memory staging tile and the copy engine's bulk
+       reductions (sm_90, D <= 128, FMSA_CUDA_BWD_BULK_DQ or OPT bit 8; bit 9
+       turns it off), else vector reductions straight from the accumulators */
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    constexpr int BULK = FMSA_CUDA_BWD_STAGED(D) && ((OPT & 256) || FMSA_CUDA_BWD_BULK_DQ) && !(OPT & 512);
+#else
+    constexpr int BULK = 0;
+#endif /* __CUDA_ARCH__ */
+    constexpr int LDQ = D + 8; /* staging pitch (floats): conflict-free float2 stores */
     const fmsa_cuda_fwd_params &F = P.fwd;
 
     extern __shared__ __align__(16) unsigned char fmsa_smem[];
@@ -64,15 +112,19 @@ FMSA_DEV void fmsa_bwd_main(const fmsa_cuda_bwd_params &P) {
     unsigned short *sV = sK + BN * LDS;
     unsigned short *sQ = sV + BN * LDS;
     unsigned short *sdO = sQ + STAGES * BM * LDS;
-    unsigned short *sdS = sdO + STAGES * BM * LDS;
-    float *sLse = (float *)(sdS + BN * LDSS);
+    unsigned short *sP = sdO + STAGES * BM * LDS; /* P^T [key][query] */
+    unsigned short *sdS = sP + BN * LDP;          /* dS^T [key][query] */
+    float *sLse = (float *)(sdS + BN * LDP);
     float *sDs = sLse + STAGES * BM;
     int *sTicket = (int *)(sDs + STAGES * BM);
+    float *sDq = (float *)(fmsa_smem + FMSA_CUDA_BWD_SMEM_BASE(D, BM, BN, STAGES)); /* [BM][LDQ] */
+    (void)sDq; /* unused where BULK is 0 */
+    (void)LDQ;
 
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     const int g = lane >> 2, t4 = lane & 3;
     const int ntiles = (F.seqlen_k + BN - 1) / BN;
-    int slice, n, hk, b;
+    int n, hk, b;
     if (P.deterministic) {
         /* block order by ticket: a block that waits for a lower key tile's
            turn knows that tile's block already runs or has finished */
@@ -80,15 +132,12 @@ FMSA_DEV void fmsa_bwd_main(const fmsa_cuda_bwd_params &P) {
         if (tid == 0) *sTicket = atomicAdd(P.dq_sems + P.num_sems - 1, 1);
         __syncthreads();
         tk = *sTicket;
-        slice = tk % DSPLIT;
-        tk /= DSPLIT;
         n = tk % ntiles;
         tk /= ntiles;
         hk = tk % F.heads_kv;
         b = tk / F.heads_kv;
     } else {
-        slice = blockIdx.x % DSPLIT;
-        n = blockIdx.x / DSPLIT;
+        n = blockIdx.x;
         hk = blockIdx.y;
         b = blockIdx.z;
     }
@@ -119,7 +168,6 @@ FMSA_DEV void fmsa_bwd_main(const fmsa_cuda_bwd_params &P) {
     if (n0 >= sk) return;
     const int n1 = n0 + BN < sk ? n0 + BN : sk;
     const int group = F.heads_q / F.heads_kv;
-    const int dk0 = slice * DK;
     const int hd = F.head_dim;
     const long long wl = F.window_left, wr = F.window_right, off = (long long)sk - sq;
     int mb, me;
@@ -144,20 +192,33 @@ FMSA_DEV void fmsa_bwd_main(const fmsa_cuda_bwd_params &P) {
         fmsa_cp_async16(fmsa_smem_addr(sV + r * LDS + ch * 8), vs, ok ? 16 : 0);
     }
 
-    /* Q, dO, lse and D of iteration it into buffer st */
+    /* Q, dO, lse and D of iteration it into buffer st.  Thread tid copies
+       chunk lch of rows lr0, lr0 + LRP, ...: the addresses are one uniform
+       step base plus per-thread offsets fixed for the whole block */
+    constexpr int LRP = THREADS / CH; /* rows per pass */
+    const int lr0 = tid / CH, lch = tid % CH;
+    const int lin = tid < LRP * CH; /* threads past LRP whole rows copy nothing */
+    const int lact = lch * 8 < hd;  /* chunks past head_dim are zero-filled */
+    const unsigned ls_t = (unsigned)(lr0 * LDS + lch * 8);
 #define FMSA_BWD_LOAD(st, it)                                                                  \
     do {                                                                                       \
         const int h_ = hk * group + (it) / nm, i0_ = (mb + (it) % nm) * BM;                    \
-        unsigned short *q_ = sQ + (st) * BM * LDS, *o_ = sdO + (st) * BM * LDS;                \
-        for (int c = tid; c < BM * CH; c += THREADS) {                                         \
-            const int r = c / CH, ch = c % CH, i = i0_ + r;                                    \
-            const int ok = i < sq && ch * 8 < hd;                                              \
-            const unsigned short *qs =                                                         \
-                ok ? Qg + qb * F.q_sb + (q_row0 + i) * F.q_ss + h_ * F.q_sh + ch * 8 : Qg;     \
-            const unsigned short *os =                                                         \
-                ok ? dOg + qb * P.do_sb + (q_row0 + i) * P.do_ss + h_ * P.do_sh + ch * 8 : dOg; \
-            fmsa_cp_async16(fmsa_smem_addr(q_ + r * LDS + ch * 8), qs, ok ? 16 : 0);            \
-            fmsa_cp_async16(fmsa_smem_addr(o_ + r * LDS + ch * 8), os, ok ? 16 : 0);            \
+        const unsigned short *qs_ =                                                            \
+            Qg + qb * F.q_sb + (q_row0 + i0_ + lr0) * F.q_ss + h_ * F.q_sh + lch * 8;          \
+        const unsigned short *os_ =                                                            \
+            dOg + qb * P.do_sb + (q_row0 + i0_ + lr0) * P.do_ss + h_ * P.do_sh + lch * 8;      \
+        unsigned qd_ = fmsa_smem_addr(sQ + (st) * BM * LDS) + 2 * ls_t;                        \
+        unsigned od_ = fmsa_smem_addr(sdO + (st) * BM * LDS) + 2 * ls_t;                       \
+        _Pragma("unroll") for (int r = 0; r < BM; r += LRP) {                                  \
+            if (lin && r + lr0 < BM) {                                                         \
+                const int ok = lact && i0_ + r + lr0 < sq;                                     \
+                fmsa_cp_async16(qd_, ok ? qs_ : Qg, ok ? 16 : 0);                              \
+                fmsa_cp_async16(od_, ok ? os_ : dOg, ok ? 16 : 0);                             \
+            }                                                                                  \
+            qs_ += LRP * F.q_ss;                                                               \
+            os_ += LRP * P.do_ss;                                                              \
+            qd_ += 2 * LRP * LDS;                                                              \
+            od_ += 2 * LRP * LDS;                                                              \
         }                                                                                      \
         if (tid < BM) {                                                                        \
             const int i = i0_ + tid, ok = i < sq;                                              \
@@ -174,91 +235,99 @@ FMSA_DEV void fmsa_bwd_main(const fmsa_cuda_bwd_params &P) {
     if (niter > 0) FMSA_BWD_LOAD(0, 0);
     fmsa_cp_async_commit();
 
-    float dv[NT_KV][4], dk[NT_KV][4];
-#pragma unroll
-    for (int a = 0; a < NT_KV; ++a)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) dv[a][e] = dk[a][e] = 0.0f;
+    const int wk = warp % WK, wq = warp / WK;
+    const int kw0 = wk * KW, qw0 = wq * QW, cv0 = wq * DV;
+    const int mq = warp % MQ, nq = warp / MQ;
+    const int rq0 = mq * RQ, cq0 = nq * DQN;
 
-    const int jw = n0 + 16 * warp + g; /* key of accumulator rows c0,c1; +8 for c2,c3 */
-    const unsigned kv_row_addr = (unsigned)((16 * warp + (lane & 15)) * LDS + (lane >> 4) * 8);
-    unsigned kreg[KVREG ? D / 16 : 1][4], vreg[KVREG ? D / 16 : 1][4];
-    if (KVREG) {
-        fmsa_cp_async_wait_all();
-        __syncthreads();
+    float dv[MTK][NTV][4], dk[MTK][NTV][4];
 #pragma unroll
-        for (int kk = 0; kk < (KVREG ? D / 16 : 0); ++kk) {
-            fmsa_ldsm_x4(kreg[kk], fmsa_smem_addr(sK) + 2 * (kv_row_addr + kk * 16));
-            fmsa_ldsm_x4(vreg[kk], fmsa_smem_addr(sV) + 2 * (kv_row_addr + kk * 16));
-        }
-    }
-    /* B operand, [n][k] stored (non-trans): rows n = lane%8 + 8*(lane/16), col k 8*((lane/8)&1) */
-    const unsigned bn_addr = (unsigned)(((lane & 7) + 8 * (lane >> 4)) * LDS + 8 * ((lane >> 3) & 1));
-    /* B operand, [k][n] stored (trans): rows k = lane%8 + 8*((lane/8)&1), col n 8*(lane/16) */
-    const unsigned bk_addr = (unsigned)(((lane & 7) + 8 * ((lane >> 3) & 1)) * LDS + 8 * (lane >> 4));
+    for (int mt = 0; mt < MTK; ++mt)
+#pragma unroll
+        for (int a = 0; a < NTV; ++a)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) dv[mt][a][e] = dk[mt][a][e] = 0.0f;
+
+    /* per-lane ldmatrix offsets (elements):
+       A, [m][k] stored: rows m = lane%16, col k 8*(lane/16);
+       B, [n][k] stored: rows n = lane%8 + 8*(lane/16), col k 8*((lane/8)&1);
+       B, [k][n] stored (trans): rows k = lane%8 + 8*((lane/8)&1), col n 8*(lane/16);
+       A, [k][m] stored (trans): rows k = lane%8 + 8*(lane/16), col m 8*((lane/8)&1) */
+    const unsigned sk_base = fmsa_smem_addr(sK), sv_base = fmsa_smem_addr(sV);
+    const unsigned sp_base = fmsa_smem_addr(sP), sds_base = fmsa_smem_addr(sdS);
+    const int a_kv = (kw0 + (lane & 15)) * LDS + (lane >> 4) * 8;
+    const int b_nk = ((lane & 7) + 8 * (lane >> 4)) * LDS + 8 * ((lane >> 3) & 1);
+    const int b_kn = ((lane & 7) + 8 * ((lane >> 3) & 1)) * LDS + 8 * (lane >> 4);
+    const int a_p = (kw0 + (lane & 15)) * LDP + (lane >> 4) * 8;
+    const int a_dst = ((lane & 7) + 8 * (lane >> 4)) * LDP + rq0 + 8 * ((lane >> 3) & 1);
+    const int jw = n0 + kw0 + g; /* key of accumulator rows c0,c1 of key tile 0 */
 
     for (int it = 0; it < niter; ++it) {
         const int st = STAGES == 2 ? (it & 1) : 0;
         const int h = hk * group + it / nm, m = mb + it % nm, m0 = m * BM;
-        fmsa_cp_async_wait_all();
-        __syncthreads();
+        fmsa_cp_async_wait<0>();
+        __syncthreads(); /* this step's tiles landed; last step's readers are done */
         if (STAGES == 2 && it + 1 < niter) {
             FMSA_BWD_LOAD(st ^ 1, it + 1);
             fmsa_cp_async_commit();
         }
-        const unsigned short *q_s = sQ + st * BM * LDS, *do_s = sdO + st * BM * LDS;
-        const unsigned sq_base = fmsa_smem_addr(q_s), sdo_base = fmsa_smem_addr(do_s);
-        const unsigned sk_base = fmsa_smem_addr(sK), sv_base = fmsa_smem_addr(sV);
+        const unsigned sq_base = fmsa_smem_addr(sQ + st * BM * LDS);
+        const unsigned sdo_base = fmsa_smem_addr(sdO + st * BM * LDS);
 
-        /* dP^T = V dO^T and S^T = K Q^T, warp rows = its 16 keys */
-        float dp[NT_S][4], s[NT_S][4];
+        /* S^T = K Q^T and dP^T = V dO^T over the whole D */
+        float s[MTK][NTS][4], dp[MTK][NTS][4];
 #pragma unroll
-        for (int a = 0; a < NT_S; ++a)
+        for (int mt = 0; mt < MTK; ++mt)
 #pragma unroll
-            for (int e = 0; e < 4; ++e) dp[a][e] = s[a][e] = 0.0f;
+            for (int a = 0; a < NTS; ++a)
+#pragma unroll
+                for (int e = 0; e < 4; ++e) dp[mt][a][e] = s[mt][a][e] = 0.0f;
 #pragma unroll
         for (int kk = 0; kk < D / 16; ++kk) {
-            unsigned av[4], ak[4];
-            if (KVREG) {
+            unsigned ak[MTK][4], av[MTK][4];
 #pragma unroll
-                for (int e = 0; e < 4; ++e) {
-                    av[e] = vreg[KVREG ? kk : 0][e];
-                    ak[e] = kreg[KVREG ? kk : 0][e];
-                }
-            } else {
-                fmsa_ldsm_x4(av, sv_base + 2 * (kv_row_addr + kk * 16));
-                fmsa_ldsm_x4(ak, sk_base + 2 * (kv_row_addr + kk * 16));
+            for (int mt = 0; mt < MTK; ++mt) {
+                fmsa_ldmatrix_x4(ak[mt], sk_base + 2 * (a_kv + mt * 16 * LDS + kk * 16));
+                fmsa_ldmatrix_x4(av[mt], sv_base + 2 * (a_kv + mt * 16 * LDS + kk * 16));
             }
 #pragma unroll
-            for (int np = 0; np < NT_S / 2; ++np) {
-                unsigned bo[4], bq[4];
-                fmsa_ldsm_x4(bo, sdo_base + 2 * (bn_addr + np * 16 * LDS + kk * 16));
-                fmsa_mma16816<BF16>(dp[2 * np], av, bo);
-                fmsa_mma16816<BF16>(dp[2 * np + 1], av, bo + 2);
-                fmsa_ldsm_x4(bq, sq_base + 2 * (bn_addr + np * 16 * LDS + kk * 16));
-                fmsa_mma16816<BF16>(s[2 * np], ak, bq);
-                fmsa_mma16816<BF16>(s[2 * np + 1], ak, bq + 2);
+            for (int np = 0; np < NTS / 2; ++np) {
+                unsigned bq[4], bo[4];
+                const unsigned o = 2 * (b_nk + (qw0 + np * 16) * LDS + kk * 16);
+                fmsa_ldmatrix_x4(bq, sq_base + o);
+                fmsa_ldmatrix_x4(bo, sdo_base + o);
+#pragma unroll
+                for (int mt = 0; mt < MTK; ++mt) {
+                    fmsa_mma16816<BF16>(s[mt][2 * np], ak[mt], bq[0], bq[1]);
+                    fmsa_mma16816<BF16>(s[mt][2 * np + 1], ak[mt], bq[2], bq[3]);
+                    fmsa_mma16816<BF16>(dp[mt][2 * np], av[mt], bo[0], bo[1]);
+                    fmsa_mma16816<BF16>(dp[mt][2 * np + 1], av[mt], bo[2], bo[3]);
+                }
             }
         }
 
-        /* P and dS in place of S and dP */
+        /* P and dS in place of S and dP; element (mt, nt, e) is key
+           jw + 16 mt + 8 (e / 2), query m0 + qw0 + 8 nt + 2 t4 + e % 2 */
         const int full = !general && m0 + BM <= sq && n0 + BN <= sk &&
                          (wr < 0 || (long long)(n0 + BN - 1) <= m0 + off + wr) &&
                          (wl < 0 || (long long)n0 >= (long long)(m0 + BM - 1) + off - wl);
-        const float *lse_s = sLse + st * BM, *ds_s = sDs + st * BM;
+        const float *lse_s = sLse + st * BM + qw0, *ds_s = sDs + st * BM + qw0;
         if (full) {
 #pragma unroll
-            for (int nt = 0; nt < NT_S; ++nt) {
+            for (int nt = 0; nt < NTS; ++nt) {
                 const float2 l2 = *(const float2 *)(lse_s + nt * 8 + 2 * t4);
                 const float2 dd = *(const float2 *)(ds_s + nt * 8 + 2 * t4);
-                const float la = l2.x == FMSA_NEG_INF_F ? __int_as_float(0x7f800000) : l2.x * FMSA_LOG2E;
-                const float lb = l2.y == FMSA_NEG_INF_F ? __int_as_float(0x7f800000) : l2.y * FMSA_LOG2E;
+                const float la = l2.x == FMSA_NEG_INF_F ? FMSA_POS_INF_F : l2.x * FMSA_LOG2E;
+                const float lb = l2.y == FMSA_NEG_INF_F ? FMSA_POS_INF_F : l2.y * FMSA_LOG2E;
 #pragma unroll
-                for (int e = 0; e < 4; ++e) {
-                    const float pe = fmsa_ex2(fmaf(s[nt][e], F.scale_log2, -((e & 1) ? lb : la)));
-                    s[nt][e] = pe;
-                    dp[nt][e] = pe * (dp[nt][e] - ((e & 1) ? dd.y : dd.x));
-                }
+                for (int mt = 0; mt < MTK; ++mt)
+#pragma unroll
+                    for (int e = 0; e < 4; ++e) {
+                        const float x2 = fmaf(s[mt][nt][e], F.scale_log2, -((e & 1) ? lb : la));
+                        const float pe = (OPT & 32) ? x2 : fmsa_ex2(x2);
+                        s[mt][nt][e] = pe;
+                        dp[mt][nt][e] = pe * (dp[mt][nt][e] - ((e & 1) ? dd.y : dd.x));
+                    }
             }
         } else {
             float slope = 0.0f;
@@ -267,129 +336,193 @@ FMSA_DEV void fmsa_bwd_main(const fmsa_cuda_bwd_params &P) {
             if (F.mask) mrow0 = F.mask + (long long)b * F.mask_sb + (long long)h * F.mask_sh;
             const float cap = F.softcap, inv_cap = cap > 0.0f ? 1.0f / cap : 0.0f;
 #pragma unroll
-            for (int nt = 0; nt < NT_S; ++nt) {
+            for (int nt = 0; nt < NTS; ++nt)
 #pragma unroll
-                for (int e = 0; e < 4; ++e) {
-                    const int i = m0 + nt * 8 + 2 * t4 + (e & 1);
-                    const int j = jw + ((e & 2) ? 8 : 0);
-                    const float lraw = lse_s[nt * 8 + 2 * t4 + (e & 1)];
-                    const float l2 = lraw == FMSA_NEG_INF_F ? __int_as_float(0x7f800000) : lraw * FMSA_LOG2E;
-                    const long long diag = (long long)i + off;
-                    int vis = i < sq && j < sk && (wl < 0 || j >= diag - wl) && (wr < 0 || j <= diag + wr);
-                    if (vis && mrow0) vis = (mrow0[(long long)i * F.mask_ss + (j >> 3)] >> (j & 7)) & 1;
-                    float s2, grad = 1.0f;
-                    if (cap > 0.0f || F.alibi) {
-                        const float x = s[nt][e] * F.softmax_scale;
-                        float c = x;
-                        if (cap > 0.0f) {
-                            c = cap * tanhf(x * inv_cap);
-                            grad = 1.0f - (c * inv_cap) * (c * inv_cap);
+                for (int mt = 0; mt < MTK; ++mt)
+#pragma unroll
+                    for (int e = 0; e < 4; ++e) {
+                        const int il = nt * 8 + 2 * t4 + (e & 1);
+                        const int i = m0 + qw0 + il;
+                        const int j = jw + 16 * mt + ((e & 2) ? 8 : 0);
+                        const float lraw = lse_s[il];
+                        const float l2 = lraw == FMSA_NEG_INF_F ? FMSA_POS_INF_F : lraw * FMSA_LOG2E;
+                        const long long diag = (long long)i + off;
+                        int vis = i < sq && j < sk && (wl < 0 || j >= diag - wl) && (wr < 0 || j <= diag + wr);
+                        if (vis && mrow0) vis = (mrow0[(long long)i * F.mask_ss + (j >> 3)] >> (j & 7)) & 1;
+                        float s2, grad = 1.0f;
+                        if (cap > 0.0f || F.alibi) {
+                            const float x = s[mt][nt][e] * F.softmax_scale;
+                            float c = x;
+                            if (cap > 0.0f) {
+                                c = cap * tanhf(x * inv_cap);
+                                grad = 1.0f - (c * inv_cap) * (c * inv_cap);
+                            }
+                            if (F.alibi) {
+                                const long long dist = diag - j;
+                                c += -slope * (float)(dist < 0 ? -dist : dist);
+                            }
+                            s2 = c * FMSA_LOG2E;
+                        } else {
+                            s2 = s[mt][nt][e] * F.scale_log2;
                         }
-                        if (F.alibi) {
-                            const long long dist = diag - j;
-                            c += -slope * (float)(dist < 0 ? -dist : dist);
-                        }
-                        s2 = c * FMSA_LOG2E;
-                    } else {
-                        s2 = s[nt][e] * F.scale_log2;
+                        const float pe = vis ? fmsa_ex2(s2 - l2) : 0.0f;
+                        s[mt][nt][e] = pe;
+                        dp[mt][nt][e] = pe * (dp[mt][nt][e] - ds_s[il]) * grad;
                     }
-                    const float pe = vis ? fmsa_ex2(s2 - l2) : 0.0f;
-                    s[nt][e] = pe;
-                    dp[nt][e] = pe * (dp[nt][e] - ds_s[nt * 8 + 2 * t4 + (e & 1)]) * grad;
-                }
-            }
         }
 
-        /* P^T and dS^T as A operands (accumulator layout == A layout); dS^T to smem */
-        unsigned pa[BM / 16][4], sa[BM / 16][4];
+        /* P^T and dS^T as A fragments (accumulator layout == A layout), and
+           one copy of each in shared memory for the other warps */
+        unsigned pa[MTK][KBO][4], sa[MTK][KBO][4];
 #pragma unroll
-        for (int kk = 0; kk < BM / 16; ++kk) {
-            pa[kk][0] = fmsa_pack2<BF16>(s[2 * kk][0], s[2 * kk][1]);
-            pa[kk][1] = fmsa_pack2<BF16>(s[2 * kk][2], s[2 * kk][3]);
-            pa[kk][2] = fmsa_pack2<BF16>(s[2 * kk + 1][0], s[2 * kk + 1][1]);
-            pa[kk][3] = fmsa_pack2<BF16>(s[2 * kk + 1][2], s[2 * kk + 1][3]);
-            sa[kk][0] = fmsa_pack2<BF16>(dp[2 * kk][0], dp[2 * kk][1]);
-            sa[kk][1] = fmsa_pack2<BF16>(dp[2 * kk][2], dp[2 * kk][3]);
-            sa[kk][2] = fmsa_pack2<BF16>(dp[2 * kk + 1][0], dp[2 * kk + 1][1]);
-            sa[kk][3] = fmsa_pack2<BF16>(dp[2 * kk + 1][2], dp[2 * kk + 1][3]);
-            unsigned *r0 = (unsigned *)(sdS + (16 * warp + g) * LDSS + kk * 16 + 2 * t4);
-            unsigned *r1 = (unsigned *)(sdS + (16 * warp + g + 8) * LDSS + kk * 16 + 2 * t4);
-            r0[0] = sa[kk][0];
-            r1[0] = sa[kk][1];
-            r0[4] = sa[kk][2];
-            r1[4] = sa[kk][3];
-        }
-
-        /* dV += P^T dO and dK += dS^T Q over the slice's columns */
+        for (int mt = 0; mt < MTK; ++mt)
 #pragma unroll
-        for (int kk = 0; kk < BM / 16; ++kk) {
-#pragma unroll
-            for (int np = 0; np < NT_KV / 2; ++np) {
-                unsigned bo[4], bq[4];
-                const unsigned o = 2 * (bk_addr + kk * 16 * LDS + dk0 + np * 16);
-                fmsa_ldsm_x4_t(bo, sdo_base + o);
-                fmsa_mma16816<BF16>(dv[2 * np], pa[kk], bo);
-                fmsa_mma16816<BF16>(dv[2 * np + 1], pa[kk], bo + 2);
-                fmsa_ldsm_x4_t(bq, sq_base + o);
-                fmsa_mma16816<BF16>(dk[2 * np], sa[kk], bq);
-                fmsa_mma16816<BF16>(dk[2 * np + 1], sa[kk], bq + 2);
+            for (int kb2 = 0; kb2 < KBO; ++kb2) {
+                pa[mt][kb2][0] = fmsa_pack2<BF16>(s[mt][2 * kb2][0], s[mt][2 * kb2][1]);
+                pa[mt][kb2][1] = fmsa_pack2<BF16>(s[mt][2 * kb2][2], s[mt][2 * kb2][3]);
+                pa[mt][kb2][2] = fmsa_pack2<BF16>(s[mt][2 * kb2 + 1][0], s[mt][2 * kb2 + 1][1]);
+                pa[mt][kb2][3] = fmsa_pack2<BF16>(s[mt][2 * kb2 + 1][2], s[mt][2 * kb2 + 1][3]);
+                sa[mt][kb2][0] = fmsa_pack2<BF16>(dp[mt][2 * kb2][0], dp[mt][2 * kb2][1]);
+                sa[mt][kb2][1] = fmsa_pack2<BF16>(dp[mt][2 * kb2][2], dp[mt][2 * kb2][3]);
+                sa[mt][kb2][2] = fmsa_pack2<BF16>(dp[mt][2 * kb2 + 1][0], dp[mt][2 * kb2 + 1][1]);
+                sa[mt][kb2][3] = fmsa_pack2<BF16>(dp[mt][2 * kb2 + 1][2], dp[mt][2 * kb2 + 1][3]);
+                const int r0 = (kw0 + 16 * mt + g) * LDP + qw0 + 16 * kb2 + 2 * t4;
+                const int r1 = r0 + 8 * LDP;
+                *(unsigned *)(sP + r0) = pa[mt][kb2][0];
+                *(unsigned *)(sP + r1) = pa[mt][kb2][1];
+                *(unsigned *)(sP + r0 + 8) = pa[mt][kb2][2];
+                *(unsigned *)(sP + r1 + 8) = pa[mt][kb2][3];
+                *(unsigned *)(sdS + r0) = sa[mt][kb2][0];
+                *(unsigned *)(sdS + r1) = sa[mt][kb2][1];
+                *(unsigned *)(sdS + r0 + 8) = sa[mt][kb2][2];
+                *(unsigned *)(sdS + r1 + 8) = sa[mt][kb2][3];
             }
-        }
-        __syncthreads(); /* dS^T complete; Q/dO of this step no longer read */
-        if (STAGES == 1 && it + 1 < niter) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+        /* the last step's bulk reductions have read the staging tile */
+        if (BULK && warp < MQ) fmsa_bulk_wait_read();
+#endif /* __CUDA_ARCH__ */
+        __syncthreads(); /* P^T, dS^T complete */
+
+        /* dV += P^T dO (WH bit 0) and dK += dS^T Q (bit 1): the warp's own
+           query blocks from registers, the other warps' from shared memory */
+#define FMSA_BWD_DKDV(WH)                                                                      \
+    do {                                                                                       \
+        _Pragma("unroll") for (int kb2 = 0; kb2 < KBO; ++kb2) {                                \
+            const int qrow = qw0 + 16 * kb2;                                                   \
+            _Pragma("unroll") for (int np = 0; np < NTV / 2; ++np) {                           \
+                unsigned bo[4], bq[4];                                                         \
+                const unsigned o = 2 * (b_kn + qrow * LDS + cv0 + np * 16);                    \
+                if ((WH) & 1) fmsa_ldmatrix_x4_trans(bo, sdo_base + o);                        \
+                if ((WH) & 2) fmsa_ldmatrix_x4_trans(bq, sq_base + o);                         \
+                _Pragma("unroll") for (int mt = 0; mt < MTK; ++mt) {                           \
+                    if ((WH) & 1) {                                                            \
+                        fmsa_mma16816<BF16>(dv[mt][2 * np], pa[mt][kb2], bo[0], bo[1]);        \
+                        fmsa_mma16816<BF16>(dv[mt][2 * np + 1], pa[mt][kb2], bo[2], bo[3]);    \
+                    }                                                                          \
+                    if ((WH) & 2) {                                                            \
+                        fmsa_mma16816<BF16>(dk[mt][2 * np], sa[mt][kb2], bq[0], bq[1]);        \
+                        fmsa_mma16816<BF16>(dk[mt][2 * np + 1], sa[mt][kb2], bq[2], bq[3]);    \
+                    }                                                                          \
+                }                                                                              \
+            }                                                                                  \
+        }                                                                                      \
+        _Pragma("unroll") for (int ob = 0; ob < (BM - QW) / 16; ++ob) {                        \
+            const int kb2 = ob < qw0 / 16 ? ob : ob + KBO;                                     \
+            unsigned ap[MTK][4], as[MTK][4];                                                   \
+            _Pragma("unroll") for (int mt = 0; mt < MTK; ++mt) {                               \
+                if ((WH) & 1) fmsa_ldmatrix_x4(ap[mt], sp_base + 2 * (a_p + mt * 16 * LDP + kb2 * 16)); \
+                if ((WH) & 2) fmsa_ldmatrix_x4(as[mt], sds_base + 2 * (a_p + mt * 16 * LDP + kb2 * 16)); \
+            }                                                                                  \
+            _Pragma("unroll") for (int np = 0; np < NTV / 2; ++np) {                           \
+                unsigned bo[4], bq[4];                                                         \
+                const unsigned o = 2 * (b_kn + kb2 * 16 * LDS + cv0 + np * 16);                \
+                if ((WH) & 1) fmsa_ldmatrix_x4_trans(bo, sdo_base + o);                        \
+                if ((WH) & 2) fmsa_ldmatrix_x4_trans(bq, sq_base + o);                         \
+                _Pragma("unroll") for (int mt = 0; mt < MTK; ++mt) {                           \
+                    if ((WH) & 1) {                                                            \
+                        fmsa_mma16816<BF16>(dv[mt][2 * np], ap[mt], bo[0], bo[1]);             \
+                        fmsa_mma16816<BF16>(dv[mt][2 * np + 1], ap[mt], bo[2], bo[3]);         \
+                    }                                                                          \
+                    if ((WH) & 2) {                                                            \
+                        fmsa_mma16816<BF16>(dk[mt][2 * np], as[mt], bq[0], bq[1]);             \
+                        fmsa_mma16816<BF16>(dk[mt][2 * np + 1], as[mt], bq[2], bq[3]);         \
+                    }                                                                          \
+                }                                                                              \
+            }                                                                                  \
+        }                                                                                      \
+    } while (0)
+
+        /* OPT bit 6: dQ between dV and dK, so its reductions drain behind dK's products */
+        FMSA_BWD_DKDV((OPT & 64) ? 1 : 3);
+        if (STAGES == 1 && !(OPT & 64) && it + 1 < niter) {
+            __syncthreads(); /* Q/dO of this step no longer read */
             FMSA_BWD_LOAD(0, it + 1);
             fmsa_cp_async_commit();
         }
 
-        /* dQ(rows of the tile, slice) = dS K */
-        {
-            const int mg = warp % MG, ng = warp / MG;
-            const int c0 = dk0 + ng * DQN;
-            float dq[MT][NT_Q][4];
+        /* dQ(rows rq0.., columns cq0..) = dS K */
+        if (!(OPT & 16)) {
+            float dq[MTQ][NTQ][4];
 #pragma unroll
-            for (int mt = 0; mt < MT; ++mt)
+            for (int mt = 0; mt < MTQ; ++mt)
 #pragma unroll
-                for (int a = 0; a < NT_Q; ++a)
+                for (int a = 0; a < NTQ; ++a)
 #pragma unroll
                     for (int e = 0; e < 4; ++e) dq[mt][a][e] = 0.0f;
-            /* A from dS^T [key][query] (trans): rows k = lane%8 + 8*(lane/16), col m 8*((lane/8)&1) */
-            const unsigned ds_base = fmsa_smem_addr(sdS) +
-                2 * (((lane & 7) + 8 * (lane >> 4)) * LDSS + 16 * MT * mg + 8 * ((lane >> 3) & 1));
 #pragma unroll
-            for (int kk = 0; kk < BN / 16; ++kk) {
-                unsigned a[MT][4];
+            for (int kb2 = 0; kb2 < BN / 16; ++kb2) {
+                unsigned a[MTQ][4];
 #pragma unroll
-                for (int mt = 0; mt < MT; ++mt) fmsa_ldsm_x4_t(a[mt], ds_base + 2 * (kk * 16 * LDSS + 16 * mt));
+                for (int mt = 0; mt < MTQ; ++mt)
+                    fmsa_ldmatrix_x4_trans(a[mt], sds_base + 2 * (a_dst + kb2 * 16 * LDP + 16 * mt));
 #pragma unroll
-                for (int np = 0; np < NT_Q / 2; ++np) {
+                for (int np = 0; np < NTQ / 2; ++np) {
                     unsigned bk[4];
-                    fmsa_ldsm_x4_t(bk, sk_base + 2 * (bk_addr + kk * 16 * LDS + c0 + np * 16));
+                    fmsa_ldmatrix_x4_trans(bk, sk_base + 2 * (b_kn + kb2 * 16 * LDS + cq0 + np * 16));
 #pragma unroll
-                    for (int mt = 0; mt < MT; ++mt) {
-                        fmsa_mma16816<BF16>(dq[mt][2 * np], a[mt], bk);
-                        fmsa_mma16816<BF16>(dq[mt][2 * np + 1], a[mt], bk + 2);
+                    for (int mt = 0; mt < MTQ; ++mt) {
+                        fmsa_mma16816<BF16>(dq[mt][2 * np], a[mt], bk[0], bk[1]);
+                        fmsa_mma16816<BF16>(dq[mt][2 * np + 1], a[mt], bk[2], bk[3]);
                     }
                 }
             }
-            const int ia0 = m0 + 16 * MT * mg + g;
+            const int ia0 = m0 + rq0 + g;
             const long long rstride = (long long)F.heads_q * P.accum_dim;
             float *rowa0 = P.dq_accum + ((qb * F.total_q + q_row0 + ia0) * F.heads_q + h) * (long long)P.accum_dim;
-            if (!P.deterministic) {
+            if (BULK && !P.deterministic) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+                /* rows rq0.. of the tile: the NQ warps of this mq write their
+                   columns, then warp mq has the copy engine add each row */
 #pragma unroll
-                for (int mt = 0; mt < MT; ++mt) {
-                    const int ia = ia0 + 16 * mt, ib = ia + 8;
+                for (int mt = 0; mt < MTQ; ++mt)
+#pragma unroll
+                    for (int nt = 0; nt < NTQ; ++nt) {
+                        float *d0 = sDq + (rq0 + 16 * mt + g) * LDQ + cq0 + nt * 8 + 2 * t4;
+                        *(float2 *)d0 = make_float2(dq[mt][nt][0], dq[mt][nt][1]);
+                        *(float2 *)(d0 + 8 * LDQ) = make_float2(dq[mt][nt][2], dq[mt][nt][3]);
+                    }
+                fmsa_fence_proxy_async();
+                fmsa_bar_sync(1 + mq, 32 * NQ);
+                if (nq == 0) {
+                    for (int r = lane; r < RQ; r += 32)
+                        if (m0 + rq0 + r < sq)
+                            fmsa_bulk_red_add_f32(rowa0 + (r - g) * rstride,
+                                                  fmsa_smem_addr(sDq + (rq0 + r) * LDQ), 4 * D);
+                    fmsa_bulk_commit();
+                }
+#endif /* __CUDA_ARCH__ */
+            } else if (!P.deterministic) {
+#pragma unroll
+                for (int mt = 0; mt < MTQ; ++mt) {
+                    const int ia = ia0 + 16 * mt;
                     float *rowa = rowa0 + 16 * mt * rstride, *rowb = rowa + 8 * rstride;
 #pragma unroll
-                    for (int nt = 0; nt < NT_Q; ++nt) {
-                        const int c = c0 + nt * 8 + 2 * t4;
-                        if (c < hd) {
-                            if (ia < sq) fmsa_red_add2(rowa + c, dq[mt][nt][0], dq[mt][nt][1]);
-                            if (ib < sq) fmsa_red_add2(rowb + c, dq[mt][nt][2], dq[mt][nt][3]);
-                        }
-                    }
+                    for (int nt = 0; nt < NTQ; ++nt)
+                        fmsa_bwd_dq_red<!(OPT & 128)>(rowa, rowb, cq0 + nt * 8 + 2 * t4, dq[mt][nt], t4, ia < sq,
+                                        ia + 8 < sq);
                 }
             } else {
-                int *sem = P.dq_sems + (((long long)b * F.heads_q + h) * mtiles_max + m) * DSPLIT + slice;
+                int *sem = P.dq_sems + ((long long)b * F.heads_q + h) * mtiles_max + m;
                 if (tid == 0) {
                     /* turn = how many lower key tiles of this sequence visit tile m */
                     int turn = 0;
@@ -404,25 +537,23 @@ FMSA_DEV void fmsa_bwd_main(const fmsa_cuda_bwd_params &P) {
                 }
                 __syncthreads();
 #pragma unroll
-                for (int mt = 0; mt < MT; ++mt) {
+                for (int mt = 0; mt < MTQ; ++mt) {
                     const int ia = ia0 + 16 * mt, ib = ia + 8;
                     float *rowa = rowa0 + 16 * mt * rstride, *rowb = rowa + 8 * rstride;
 #pragma unroll
-                    for (int nt = 0; nt < NT_Q; ++nt) {
-                        const int c = c0 + nt * 8 + 2 * t4;
-                        if (c < hd) {
-                            if (ia < sq) {
-                                float2 v = __ldcg((const float2 *)(rowa + c));
-                                v.x += dq[mt][nt][0];
-                                v.y += dq[mt][nt][1];
-                                __stcg((float2 *)(rowa + c), v);
-                            }
-                            if (ib < sq) {
-                                float2 v = __ldcg((const float2 *)(rowb + c));
-                                v.x += dq[mt][nt][2];
-                                v.y += dq[mt][nt][3];
-                                __stcg((float2 *)(rowb + c), v);
-                            }
+                    for (int nt = 0; nt < NTQ; ++nt) {
+                        const int c = cq0 + nt * 8 + 2 * t4;
+                        if (ia < sq) {
+                            float2 v = __ldcg((const float2 *)(rowa + c));
+                            v.x += dq[mt][nt][0];
+                            v.y += dq[mt][nt][1];
+                            __stcg((float2 *)(rowa + c), v);
+                        }
+                        if (ib < sq) {
+                            float2 v = __ldcg((const float2 *)(rowb + c));
+                            v.x += dq[mt][nt][2];
+                            v.y += dq[mt][nt][3];
+                            __stcg((float2 *)(rowb + c), v);
                         }
                     }
                 }
@@ -431,40 +562,60 @@ FMSA_DEV void fmsa_bwd_main(const fmsa_cuda_bwd_params &P) {
                 if (tid == 0) atomicAdd(sem, 1);
             }
         }
+        if (OPT & 64) {
+            FMSA_BWD_DKDV(2);
+            if (STAGES == 1 && it + 1 < niter) {
+                __syncthreads(); /* Q/dO of this step no longer read */
+                FMSA_BWD_LOAD(0, it + 1);
+                fmsa_cp_async_commit();
+            }
+        }
     }
+#undef FMSA_BWD_DKDV
 #undef FMSA_BWD_LOAD
-    fmsa_cp_async_wait_all();
+    fmsa_cp_async_wait<0>();
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    if (BULK) fmsa_bulk_wait(); /* the staging tile stays valid until the engine is done */
+#endif /* __CUDA_ARCH__ */
 
     /* dV, and dK times the softmax scale, straight from the accumulators */
     {
         unsigned short *dVg = (unsigned short *)P.dv, *dKg = (unsigned short *)P.dk;
         const float sc = F.softmax_scale;
 #pragma unroll
-        for (int half = 0; half < 2; ++half) {
-            const int j = jw + 8 * half;
-            if (j >= sk) continue;
-            unsigned short *vr = dVg + kb * P.dv_sb + (k_row0 + j) * P.dv_ss + hk * P.dv_sh;
-            unsigned short *kr = dKg + kb * P.dk_sb + (k_row0 + j) * P.dk_ss + hk * P.dk_sh;
+        for (int mt = 0; mt < MTK; ++mt)
 #pragma unroll
-            for (int nt = 0; nt < NT_KV; ++nt) {
-                const int c = dk0 + nt * 8 + 2 * t4;
-                if (c < hd) {
-                    *(unsigned *)(vr + c) = fmsa_pack2<BF16>(dv[nt][2 * half], dv[nt][2 * half + 1]);
-                    *(unsigned *)(kr + c) =
-                        fmsa_pack2<BF16>(dk[nt][2 * half] * sc, dk[nt][2 * half + 1] * sc);
+            for (int half = 0; half < 2; ++half) {
+                const int j = jw + 16 * mt + 8 * half;
+                if (j >= sk) continue;
+                unsigned short *vr = dVg + kb * P.dv_sb + (k_row0 + j) * P.dv_ss + hk * P.dv_sh;
+                unsigned short *kr = dKg + kb * P.dk_sb + (k_row0 + j) * P.dk_ss + hk * P.dk_sh;
+#pragma unroll
+                for (int nt = 0; nt < NTV; ++nt) {
+                    const int c = cv0 + nt * 8 + 2 * t4;
+                    if (c < hd) {
+                        *(unsigned *)(vr + c) =
+                            fmsa_pack2<BF16>(dv[mt][nt][2 * half], dv[mt][nt][2 * half + 1]);
+                        *(unsigned *)(kr + c) = fmsa_pack2<BF16>(dk[mt][nt][2 * half] * sc,
+                                                                 dk[mt][nt][2 * half + 1] * sc);
+                    }
                 }
             }
-        }
     }
 }
 
-#define FMSA_BWD_MAIN_KERNEL(dt, BF16, D, BM, NW, DS, ST, OPT)                               \
-    extern "C" __global__ void __launch_bounds__(32 * NW, 1)                               \
-        FMSA_CUDA_BWD_MAIN_SYM(dt, D, BM, NW, DS, ST, OPT)(const fmsa_cuda_bwd_params p) {  \
-        fmsa_bwd_main<BF16, D, BM, NW, DS, ST, OPT>(p);                                     \
+#define FMSA_BWD_MAIN_KERNEL(dt, BF16, D, BM, BN, WK, ST, OPT)                               \
+    extern "C" __global__ void __launch_bounds__(32 * FMSA_CUDA_BWD_WARPS, 1)              \
+        FMSA_CUDA_BWD_MAIN_SYM(dt, D, BM, BN, WK, ST, OPT)(const fmsa_cuda_bwd_params p) {  \
+        fmsa_bwd_main<BF16, D, BM, BN, WK, ST, OPT>(p);                                     \
     }
 
+#if defined(FMSA_CUDA_BWD_ONLY)
+/* resource checks of single instances: a file defines FMSA_CUDA_BWD_ONLY(X) and includes this one */
+FMSA_CUDA_BWD_ONLY(FMSA_BWD_MAIN_KERNEL)
+#else
 FMSA_CUDA_BWD_INSTANCES(FMSA_BWD_MAIN_KERNEL)
+#endif /* FMSA_CUDA_BWD_ONLY */
 #if defined(FMSA_CUDA_BWD_WITH_VARIANTS)
 FMSA_CUDA_BWD_VARIANTS(FMSA_BWD_MAIN_KERNEL)
 #endif /* FMSA_CUDA_BWD_WITH_VARIANTS */

@@ -1,56 +1,70 @@
 /*
- * The backward's preprocess and postprocess stages: one warp per (row of the
- * q tensor, query head), so neither reads cu_seqlens (every row of a varlen
- * tensor belongs to some sequence; rows are never skipped).
+ * The backward's preprocess, postprocess and dsink stages: a group of lanes per
+ * (row of the q tensor, query head), so neither reads cu_seqlens (every row
+ * of a varlen tensor belongs to some sequence; rows are never skipped).
  */
 #include "backends/cuda/cuda_bwd_instances.h"
 #include "backends/cuda/cuda_params.h"
-#include "backends/cuda/kernels/fmsa_cuda_bwd_mma.cuh"
+#include "backends/cuda/kernels/fmsa_cuda_mma.cuh"
+
+/// Lanes per (row, head) of pre and post: one 8-element chunk each, the
+/// next power of two of head_dim / 8, at most 32 (larger D loops); the host
+/// sizes the grids with fmsa_cuda_bwd_aux_lanes, the same rule.
+FMSA_DEV int fmsa_bwd_aux_lanes(int head_dim) {
+    int l = 1;
+    while (l < 32 && l * 8 < head_dim) l *= 2;
+    return l;
+}
 
 /// D_i = rowsum(dO * O) (- dlse_i) in fp32; zeroes the row's dq_accum and,
 /// from the first threads of the grid, the deterministic counters.
 template <int BF16>
 FMSA_DEV void fmsa_bwd_pre(const fmsa_cuda_bwd_params &P) {
     const fmsa_cuda_fwd_params &F = P.fwd;
-    const int lane = threadIdx.x & 31;
+    const int L = fmsa_bwd_aux_lanes(F.head_dim);
+    const int lane = threadIdx.x & (L - 1);
     const long long gtid = (long long)blockIdx.x * blockDim.x + threadIdx.x;
     const long long rows = (long long)(F.is_varlen ? 1 : F.batch) * F.total_q;
-    const long long w = gtid >> 5;
+    const long long w = gtid / L;
     for (long long i = gtid; i < P.num_sems; i += (long long)gridDim.x * blockDim.x) P.dq_sems[i] = 0;
-    if (w >= rows * F.heads_q) return;
-    const long long row = w / F.heads_q;
-    const int h = (int)(w % F.heads_q);
+    const int live = w < rows * F.heads_q;
+    const long long row = live ? w / F.heads_q : 0;
+    const int h = live ? (int)(w % F.heads_q) : 0;
     const long long qb = row / F.total_q, r = row % F.total_q;
-    const unsigned short *o = (const unsigned short *)F.o + qb * F.o_sb + r * F.o_ss + h * F.o_sh;
-    const unsigned short *d = (const unsigned short *)P.dout + qb * P.do_sb + r * P.do_ss + h * P.do_sh;
     float acc = 0.0f;
-    for (int c = lane * 8; c < F.head_dim; c += 256) {
-        const uint4 ov = *(const uint4 *)(o + c), dv = *(const uint4 *)(d + c);
-        const unsigned ow[4] = {ov.x, ov.y, ov.z, ov.w}, dw[4] = {dv.x, dv.y, dv.z, dv.w};
+    if (live) {
+        const unsigned short *o = (const unsigned short *)F.o + qb * F.o_sb + r * F.o_ss + h * F.o_sh;
+        const unsigned short *d = (const unsigned short *)P.dout + qb * P.do_sb + r * P.do_ss + h * P.do_sh;
+        for (int c = lane * 8; c < F.head_dim; c += 8 * L) {
+            const uint4 ov = *(const uint4 *)(o + c), dv = *(const uint4 *)(d + c);
+            const unsigned ow[4] = {ov.x, ov.y, ov.z, ov.w}, dw[4] = {dv.x, dv.y, dv.z, dv.w};
 #pragma unroll
-        for (int e = 0; e < 4; ++e) {
-            acc += fmsa_half_to_float<BF16>((unsigned short)(ow[e] & 0xffffu)) *
-                   fmsa_half_to_float<BF16>((unsigned short)(dw[e] & 0xffffu));
-            acc += fmsa_half_to_float<BF16>((unsigned short)(ow[e] >> 16)) *
-                   fmsa_half_to_float<BF16>((unsigned short)(dw[e] >> 16));
+            for (int e = 0; e < 4; ++e) {
+                acc += fmsa_half_to_float<BF16>((unsigned short)(ow[e] & 0xffffu)) *
+                       fmsa_half_to_float<BF16>((unsigned short)(dw[e] & 0xffffu));
+                acc += fmsa_half_to_float<BF16>((unsigned short)(ow[e] >> 16)) *
+                       fmsa_half_to_float<BF16>((unsigned short)(dw[e] >> 16));
+            }
         }
     }
-#pragma unroll
-    for (int sh = 16; sh > 0; sh >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, sh);
+    /* groups of L lanes are aligned, so xor within them stays inside */
+    for (int sh = L / 2; sh > 0; sh >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, sh);
+    if (!live) return;
     if (lane == 0) {
-        if (P.dlse) acc -= P.dlse[qb * F.lse_sb + h * F.lse_sh + r * F.lse_ss];
+        if (P.dlse) acc -= P.dlse[qb * P.dlse_sb + h * P.dlse_sh + r * P.dlse_ss];
         P.dsum[(long long)h * rows + row] = acc;
     }
     float4 *z = (float4 *)(P.dq_accum + (row * F.heads_q + h) * (long long)P.accum_dim);
-    for (int c = lane; c < P.accum_dim / 4; c += 32) z[c] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    for (int c = lane; c < P.accum_dim / 4; c += L) z[c] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
 }
 
 /// dq = dq_accum * softmax_scale, rounded to the dtype.
 template <int BF16>
 FMSA_DEV void fmsa_bwd_post(const fmsa_cuda_bwd_params &P) {
     const fmsa_cuda_fwd_params &F = P.fwd;
-    const int lane = threadIdx.x & 31;
-    const long long w = ((long long)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
+    const int L = fmsa_bwd_aux_lanes(F.head_dim);
+    const int lane = threadIdx.x & (L - 1);
+    const long long w = ((long long)blockIdx.x * blockDim.x + threadIdx.x) / L;
     const long long rows = (long long)(F.is_varlen ? 1 : F.batch) * F.total_q;
     if (w >= rows * F.heads_q) return;
     const long long row = w / F.heads_q;
@@ -59,7 +73,7 @@ FMSA_DEV void fmsa_bwd_post(const fmsa_cuda_bwd_params &P) {
     const float *a = P.dq_accum + (row * F.heads_q + h) * (long long)P.accum_dim;
     unsigned short *dq = (unsigned short *)P.dq + qb * P.dq_sb + r * P.dq_ss + h * P.dq_sh;
     const float sc = F.softmax_scale;
-    for (int c = lane * 8; c < F.head_dim; c += 256) {
+    for (int c = lane * 8; c < F.head_dim; c += 8 * L) {
         const float4 x = __ldcg((const float4 *)(a + c)), y = __ldcg((const float4 *)(a + c + 4));
         uint4 o;
         o.x = fmsa_pack2<BF16>(x.x * sc, x.y * sc);
@@ -70,6 +84,37 @@ FMSA_DEV void fmsa_bwd_post(const fmsa_cuda_bwd_params &P) {
     }
 }
 
+/// dsink_h = -sum over rows i of exp(t_h - lse_i) (rowsum(dO * O)_i - dlse_i),
+/// the sum over every row of every sequence of head h (block h), in a fixed
+/// order: each thread adds a fixed stride of rows, then a fixed tree, so the
+/// result is bitwise repeatable in both modes.
+FMSA_DEV void fmsa_bwd_dsink(const fmsa_cuda_bwd_params &P) {
+    __shared__ float part[FMSA_CUDA_BWD_DSINK_THREADS];
+    const fmsa_cuda_fwd_params &F = P.fwd;
+    const int h = blockIdx.x, tid = threadIdx.x;
+    const long long rows = (long long)(F.is_varlen ? 1 : F.batch) * F.total_q;
+    const float t = P.sink_logits[h * P.sink_logits_s];
+    float acc = 0.0f;
+    for (long long row = tid; row < rows; row += FMSA_CUDA_BWD_DSINK_THREADS) {
+        const long long qb = row / F.total_q, r = row % F.total_q;
+        const float lse = F.lse[qb * F.lse_sb + h * F.lse_sh + r * F.lse_ss];
+        /* a sink of -inf takes no mass; nor does a row with lse = -inf (no key, no sink) */
+        const float w = (t == -INFINITY || lse == -INFINITY) ? 0.0f : expf(t - lse);
+        acc += w * P.dsum[(long long)h * rows + row];
+    }
+    part[tid] = acc;
+    __syncthreads();
+    for (int w = FMSA_CUDA_BWD_DSINK_THREADS / 2; w > 0; w >>= 1) {
+        if (tid < w) part[tid] += part[tid + w];
+        __syncthreads();
+    }
+    if (tid == 0) P.dsinks[h * P.dsinks_s] = -part[0];
+}
+
+extern "C" __global__ void __launch_bounds__(FMSA_CUDA_BWD_DSINK_THREADS) fmsa_cuda_bwd_dsink(
+    const fmsa_cuda_bwd_params p) {
+    fmsa_bwd_dsink(p);
+}
 extern "C" __global__ void __launch_bounds__(256) fmsa_cuda_bwd_pre_bf16(const fmsa_cuda_bwd_params p) {
     fmsa_bwd_pre<1>(p);
 }

@@ -1,7 +1,8 @@
 /*
  * PTX wrappers the mma.sync kernels (forward, backward, decode) share: shared
  * memory addresses, cp.async with zero fill, ldmatrix, mma.sync m16n8k16 with
- * fp32 accumulators, 16-bit packing, exp2 and the 16-byte-chunk swizzle.
+ * fp32 accumulators, 16-bit packing, exp2, the 16-byte-chunk swizzle, and
+ * the backward's fp32 reductions into global memory.
  * Fragment layouts are the PTX ISA's ("Matrix Fragments for mma.m16n8k16"
  * with 16-bit types): with g = lane / 4 and t = lane % 4,
  *   A (16x16, row): a0 (g, 2t..2t+1)  a1 (g+8, 2t..)  a2 (g, 2t+8..)  a3 (g+8, 2t+8..)
@@ -99,6 +100,81 @@ FMSA_DEV float fmsa_ex2(float x) {
 /// groups, and 8 threads writing one row's 8 chunks do too.
 FMSA_DEV unsigned fmsa_swizzle(int r, int c, int row_bytes) {
     return (unsigned)(r * row_bytes + (((c & ~7) | ((c & 7) ^ (r & 7))) << 4));
+}
+
+/// 4-byte global -> shared copy through L1 with the same zero fill (per-row
+/// lse / D of the backward).
+FMSA_DEV void fmsa_cp_async4(unsigned dst, const void *src, int src_bytes) {
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(dst), "l"(src),
+                 "r"(src_bytes)
+                 : "memory");
+}
+
+/// One 16-bit value of the dtype to float.
+template <int IS_BF16> FMSA_DEV float fmsa_half_to_float(unsigned short h) {
+    if (IS_BF16) return __uint_as_float(((unsigned)h) << 16);
+    float f;
+    asm("cvt.f32.f16 %0, %1;\n" : "=f"(f) : "h"(h));
+    return f;
+}
+
+/// fp32 pair added to global memory without a return value (one vector
+/// reduction on sm_90, two atomics before); addr 8-byte aligned.
+FMSA_DEV void fmsa_red_add2(float *addr, float a, float b) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("red.global.add.v2.f32 [%0], {%1, %2};\n" ::"l"(addr), "f"(a), "f"(b) : "memory");
+#else
+    atomicAdd(addr, a);
+    atomicAdd(addr + 1, b);
+#endif /* __CUDA_ARCH__ */
+}
+
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+/// fp32 quadruple added to global memory (sm_90 vector reduction); addr 16-byte aligned.
+FMSA_DEV void fmsa_red_add4(float *addr, float a, float b, float c, float d) {
+    asm volatile("red.global.add.v4.f32 [%0], {%1, %2, %3, %4};\n" ::"l"(addr), "f"(a), "f"(b),
+                 "f"(c), "f"(d)
+                 : "memory");
+}
+#endif /* __CUDA_ARCH__ */
+
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+/// Orders this thread's ordinary shared-memory writes before later reads of
+/// the async proxy (the bulk copy engine), once a barrier follows.
+FMSA_DEV void fmsa_fence_proxy_async(void) {
+    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+}
+
+/// Bulk reduction by the copy engine: global[dst..] += shared[src..] (fp32),
+/// bytes a multiple of 16, both ends 16-byte aligned; joins this thread's
+/// open bulk group.
+FMSA_DEV void fmsa_bulk_red_add_f32(float *dst, unsigned src, int bytes) {
+    asm volatile("cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32 [%0], [%1], %2;\n" ::"l"(dst),
+                 "r"(src), "r"(bytes)
+                 : "memory");
+}
+
+FMSA_DEV void fmsa_bulk_commit(void) { asm volatile("cp.async.bulk.commit_group;\n" ::: "memory"); }
+
+/// Waits until the copy engine has read the shared memory of all this thread's bulk groups.
+FMSA_DEV void fmsa_bulk_wait_read(void) {
+    asm volatile("cp.async.bulk.wait_group.read 0;\n" ::: "memory");
+}
+
+/// Waits until all this thread's bulk groups have completed.
+FMSA_DEV void fmsa_bulk_wait(void) { asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory"); }
+#endif /* __CUDA_ARCH__ */
+
+/// Barrier of the `threads` threads (whole warps) that name barrier `id` (1..15).
+FMSA_DEV void fmsa_bar_sync(int id, int threads) {
+    asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
+}
+
+/// Load of an int that another block releases (acquire at gpu scope).
+FMSA_DEV int fmsa_ld_acquire(const int *p) {
+    int v;
+    asm volatile("ld.acquire.gpu.global.b32 %0, [%1];\n" : "=r"(v) : "l"(p) : "memory");
+    return v;
 }
 
 #endif /* FMSA_CUDA_MMA_CUH */
