@@ -56,8 +56,9 @@ fmsa_status fmsa_cuda_fwd_pick(const fmsa_cuda_device *dev, const fmsa_problem *
     i = fmsa_cuda_fwd_select(dt, &fp, smem_max);
     if (i < 0)
         return fmsa_fail(FMSA_ERR_NOT_SUPPORTED,
-                         "cuda: no forward instance for head_dim %lld, head_dim_v %lld, batch %lld, "
-                         "heads %lld on %s (%lld bytes of shared memory per block)",
+                         "cuda (forward): head_dim %lld, head_dim_v %lld, batch %lld, heads %lld "
+                         "is not supported by this backend on %s (no instance fits: %lld bytes of "
+                         "shared memory per block, batch and heads at most 65535)",
                          (long long)p->head_dim, (long long)p->head_dim_v, (long long)p->batch,
                          (long long)p->heads_q, dev->info.arch, smem_max);
     FMSA_TRY(fmsa_cuda_fwd_aligned("q", &p->q, chunk));
