@@ -4,7 +4,8 @@
  * implementation's, plus the derived floor; any NaN fails): sinks (main and
  * split-KV kernels, one split and several, rows with no visible key), value
  * head dims of their own ((192, 128), (576, 512), (64, 256), padded pairs),
- * head dims 512 and 576 and the multiples of 8 between, and fmsa_merge_states
+ * head dims 512 and 576 and the multiples of 8 between, fp32 inputs (3xTF32,
+ * main and split-KV kernels), and fmsa_merge_states
  * (mixed dtypes, -inf sides, in place).  Outputs are poisoned (NaN bytes)
  * before each call; the reference reads the same host images.  The shared
  * feature grid (tests/test_grid_features.c) covers the combinations; this
@@ -63,6 +64,19 @@ static const fcase CASES[] = {
     {"(264,264)", FMSA_DTYPE_BF16, 1, 50, 80, 2, 2, 264, 264, 0, 0, -1, 0.0f, 0},
     {"(520,264)", FMSA_DTYPE_BF16, 1, 50, 80, 2, 2, 520, 264, 1, 0, -1, 0.0f, 0},
     {"decode d512", FMSA_DTYPE_BF16, 1, 1, 900, 4, 1, 512, 512, 0, 1, -1, 0.0f, 0},
+    /* fp32 by 3xTF32: every instance (64, 128, 256), pairs, the FULL variant, long key
+     * runs (the truncating tensor-core accumulation is what these would expose), and
+     * split-KV decode at 64 / 128 / 256 */
+    {"f32 d64 causal", FMSA_DTYPE_F32, 2, 77, 150, 4, 2, 64, 64, 1, 0, -1, 0.0f, 0},
+    {"f32 d128 sinks", FMSA_DTYPE_F32, 1, 130, 200, 4, 4, 128, 128, 0, 1, -1, 0.0f, 0},
+    {"f32 d128 4000 keys", FMSA_DTYPE_F32, 1, 64, 4000, 2, 1, 128, 128, 0, 0, -1, 0.0f, 0},
+    {"f32 d256 softcap", FMSA_DTYPE_F32, 1, 64, 100, 2, 1, 256, 256, 0, 1, -1, 20.0f, 0},
+    {"f32 (192,128) window", FMSA_DTYPE_F32, 1, 150, 190, 4, 2, 192, 128, 1, 0, 7, 0.0f, 0},
+    {"f32 (8,8)", FMSA_DTYPE_F32, 1, 33, 47, 2, 1, 8, 8, 1, 0, -1, 0.0f, 0},
+    {"f32 (136,120)", FMSA_DTYPE_F32, 1, 70, 90, 2, 2, 136, 120, 0, 1, -1, 0.0f, 0},
+    {"f32 decode d128 sinks", FMSA_DTYPE_F32, 2, 1, 3000, 8, 2, 128, 128, 0, 1, -1, 0.0f, 0},
+    {"f32 decode d64 sq4 causal", FMSA_DTYPE_F32, 1, 4, 700, 4, 1, 64, 64, 1, 1, -1, 0.0f, 0},
+    {"f32 decode d256 8000 keys", FMSA_DTYPE_F32, 1, 1, 8000, 4, 1, 256, 256, 0, 0, -1, 0.0f, 0},
 };
 
 static int failures;

@@ -268,19 +268,39 @@ static void plan_refusals(void **state) {
     } else {
         assert_true(plan.launches >= 1 && plan.launches <= FMSA_CUDA_MAX_LAUNCHES);
     }
+    /* fp32: the forward runs it (3xTF32) to D = 256, the backward refuses it by name */
+    p = fwd_problem();
+    p.dtype = FMSA_DTYPE_F32;
+    assert_int_equal(fmsa_cuda_plan_make(&st, &p, &plan), FMSA_SUCCESS);
+    assert_string_equal(plan.instance, "fmsa_cuda_fwd_f32_d64_full");
+    p.head_dim = p.head_dim_v = 512;
+    p.q.ss = p.q.sh = p.k.ss = p.k.sh = p.v.ss = p.v.sh = p.o.ss = p.o.sh = 512;
+    assert_int_equal(fmsa_cuda_plan_make(&st, &p, &plan), FMSA_ERR_NOT_SUPPORTED);
+    assert_non_null(strstr(fmsa_last_error(), "cuda (forward): f32"));
+    assert_non_null(strstr(fmsa_last_error(), "runs head dims up to 256"));
+    p = fwd_problem();
+    p.dtype = FMSA_DTYPE_F32;
+    p.pass = FMSA_PASS_BACKWARD;
+    assert_int_equal(fmsa_cuda_plan_make(&st, &p, &plan), FMSA_ERR_NOT_SUPPORTED);
+    assert_non_null(strstr(fmsa_last_error(), "cuda (backward): f32"));
+    assert_non_null(strstr(fmsa_last_error(), "not supported by this backend"));
 }
 
 /* The forward's pick over head dim pairs: the smallest D + Dv instance that
  * covers both and fits the device's shared memory (sm_90 227 KiB, sm_80 163 KiB). */
-static const char *fwd_pick_name(int D, int Dv, long long smem, int seqlen_q) {
+static const char *fwd_pick_name_dt(int dt, int D, int Dv, long long smem, int seqlen_q) {
     fmsa_cuda_fwd_params p;
     fmsa_cuda_fwd_plan plan;
     memset(&p, 0, sizeof p);
     p.batch = 2, p.seqlen_q = seqlen_q, p.seqlen_k = 4096, p.heads_q = 8, p.heads_kv = 2;
     p.head_dim = D, p.head_dim_v = Dv, p.total_q = seqlen_q, p.total_k = 4096;
     p.window_left = p.window_right = -1;
-    if (fmsa_cuda_fwd_make_plan(1, &p, 132, smem, -1, &plan) != 0) return NULL;
+    if (fmsa_cuda_fwd_make_plan(dt, &p, 132, smem, -1, &plan) != 0) return NULL;
     return plan.launch[0].name;
+}
+
+static const char *fwd_pick_name(int D, int Dv, long long smem, int seqlen_q) {
+    return fwd_pick_name_dt(FMSA_CUDA_DT_BF16, D, Dv, smem, seqlen_q);
 }
 
 static void fwd_pick_value_dims(void **state) {
@@ -301,10 +321,20 @@ static void fwd_pick_value_dims(void **state) {
     assert_null(fwd_pick_name(584, 512, sm90, 512));
     /* above 256 the tiles need sm_90's opt-in shared memory */
     assert_null(fwd_pick_name(512, 512, sm80, 512));
-    /* d256's 128 x 64 tiles need 192 KiB too: no sm_80 row (a pre-2026-12-02 plan failed
-     * there with an internal error at launch-fit time); d192 fits (144 KiB) */
-    assert_null(fwd_pick_name(256, 256, sm80, 512));
+    /* d256's 128 x 64 tiles need 192 KiB: sm_80 takes the 64 x 64 row (160 KiB),
+     * sm_90 the first row on the tie; d192 fits sm_80 as it is (144 KiB) */
+    assert_string_equal(fwd_pick_name(256, 256, sm80, 512), "fmsa_cuda_fwd_bf16_d256_m64_fast");
+    assert_string_equal(fwd_pick_name(64, 256, sm80, 512), "fmsa_cuda_fwd_bf16_d256_m64_fast");
+    assert_string_equal(fwd_pick_name(256, 256, sm90, 512), "fmsa_cuda_fwd_bf16_d256_fast");
     assert_string_equal(fwd_pick_name(192, 192, sm80, 512), "fmsa_cuda_fwd_bf16_d192_fast");
+    /* fp32 (3xTF32): to 256, every row within sm_80's opt-in */
+    assert_string_equal(fwd_pick_name_dt(FMSA_CUDA_DT_F32, 64, 64, sm80, 512), "fmsa_cuda_fwd_f32_d64_fast");
+    assert_string_equal(fwd_pick_name_dt(FMSA_CUDA_DT_F32, 96, 96, sm80, 512), "fmsa_cuda_fwd_f32_d128_fast");
+    assert_string_equal(fwd_pick_name_dt(FMSA_CUDA_DT_F32, 192, 128, sm80, 512), "fmsa_cuda_fwd_f32_d256_fast");
+    assert_string_equal(fwd_pick_name_dt(FMSA_CUDA_DT_F32, 256, 256, sm80, 512), "fmsa_cuda_fwd_f32_d256_fast");
+    assert_null(fwd_pick_name_dt(FMSA_CUDA_DT_F32, 264, 264, sm90, 512));
+    assert_string_equal(fwd_pick_name_dt(FMSA_CUDA_DT_F32, 128, 128, sm80, 1), "fmsa_cuda_fwd_f32_d128_split_fast");
+    assert_string_equal(fwd_pick_name_dt(FMSA_CUDA_DT_F32, 256, 256, sm80, 1), "fmsa_cuda_fwd_f32_d256_split_fast");
     /* decode: split-KV up to max(D, Dv) = 256, the main kernel above */
     assert_string_equal(fwd_pick_name(192, 128, sm90, 1), "fmsa_cuda_fwd_bf16_d256_split_fast");
     assert_string_equal(fwd_pick_name(512, 512, sm90, 1), "fmsa_cuda_fwd_bf16_d512_fast");

@@ -4,7 +4,10 @@
  * ("sm80", "sm90"); architectures without a table of their own fall back to
  * "sm80" in the planner (mma.sync runs on every later arch).
  * FLASHMSA_CUDA_ARCH=<key> replaces the key, so the sm80 tables can be run on
- * a Hopper device.
+ * a Hopper device; for a key whose opt-in shared memory per block is known
+ * and smaller than the device's, it caps that too (sm80: 163 KB), so the
+ * instance picks are the ones that device would get (the SASS that runs is
+ * still the device's own).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,6 +24,14 @@ static pthread_once_t fmsa_cuda_dev_once = PTHREAD_ONCE_INIT;
 static int fmsa_cuda_attr(const fmsa_cuda_api *cu, fmsa_cu_device d, int attr) {
     int v = 0;
     return cu->cuDeviceGetAttribute(&v, attr, d) == FMSA_CU_SUCCESS ? v : 0;
+}
+
+/* Opt-in shared memory per block of the keys FLASHMSA_CUDA_ARCH may name
+ * (CUDA programming guide, compute capabilities table); 0 = leave as queried. */
+static size_t fmsa_cuda_arch_smem_optin(const char *key) {
+    if (!strcmp(key, "sm80") || !strcmp(key, "sm87")) return 166912; /* 163 KB */
+    if (!strcmp(key, "sm86") || !strcmp(key, "sm89")) return 101376; /* 99 KB */
+    return 0;
 }
 
 static void fmsa_cuda_add_device(const fmsa_cuda_api *cu, int ordinal) {
@@ -51,6 +62,10 @@ static void fmsa_cuda_add_device(const fmsa_cuda_api *cu, int ordinal) {
         snprintf(d->info.arch, sizeof d->info.arch, "sm%d%d", d->cc_major, d->cc_minor);
     d->info.sram_per_block = (size_t)fmsa_cuda_attr(cu, h, FMSA_CU_ATTR_SMEM_PER_BLOCK);
     d->info.sram_per_block_optin = (size_t)fmsa_cuda_attr(cu, h, FMSA_CU_ATTR_SMEM_PER_BLOCK_OPTIN);
+    if (arch_env && *arch_env) {
+        const size_t cap = fmsa_cuda_arch_smem_optin(arch_env);
+        if (cap && cap < d->info.sram_per_block_optin) d->info.sram_per_block_optin = cap;
+    }
     d->info.sram_per_multiprocessor = (size_t)fmsa_cuda_attr(cu, h, FMSA_CU_ATTR_SMEM_PER_SM);
     d->info.multiprocessors = fmsa_cuda_attr(cu, h, FMSA_CU_ATTR_MULTIPROCESSORS);
     d->info.warp_size = fmsa_cuda_attr(cu, h, FMSA_CU_ATTR_WARP_SIZE);

@@ -22,21 +22,29 @@
 /// Shared-memory row pitch in elements: head dims rounded up to 64 so every
 /// row is a multiple of 128 bytes, which the 16-byte-chunk XOR swizzle needs.
 #define FMSA_CUDA_FWD_PITCH(d) ((((d) + 63) / 64) * 64)
-/// Dynamic shared memory of a forward instance: the Q tile (reused for the O
-/// tile, so its pitch is the larger dim's) and STAGES stages of one K and one
-/// V tile, 16-bit elements.
-#define FMSA_CUDA_FWD_SMEM(d, dv, bm, bn, stages)                                        \
-    (((bm) * FMSA_CUDA_FWD_PITCH((d) > (dv) ? (d) : (dv)) +                              \
-      (stages) * (bn) * (FMSA_CUDA_FWD_PITCH(d) + FMSA_CUDA_FWD_PITCH(dv))) * 2)
+/// Dynamic shared memory of a forward instance of dtype code dt: the Q tile
+/// (reused for the O tile, so its pitch is the larger dim's) and STAGES stages
+/// of one K and one V tile.  The kernels count a row in 16-bit units (an fp32
+/// element is two), so the pitches are those of d * FMSA_CUDA_FWD_EU(dt).
+#define FMSA_CUDA_FWD_SMEM(dt, d, dv, bm, bn, stages)                                    \
+    (((bm) * FMSA_CUDA_FWD_PITCH(FMSA_CUDA_FWD_EU(dt) * ((d) > (dv) ? (d) : (dv))) +     \
+      (stages) * (bn) *                                                                   \
+          (FMSA_CUDA_FWD_PITCH(FMSA_CUDA_FWD_EU(dt) * (d)) +                              \
+           FMSA_CUDA_FWD_PITCH(FMSA_CUDA_FWD_EU(dt) * (dv)))) * 2)
 
 #define FMSA_CUDA_FWD_FAST 0 ///< no softcap, ALiBi, bit mask or paged KV; windows, varlen, GQA yes
 #define FMSA_CUDA_FWD_FULL 1 ///< every feature, each behind a run-time check
 
-#define FMSA_CUDA_DT_F16 0   ///< is_bf16 column: fp16 inputs
-#define FMSA_CUDA_DT_BF16 1  ///< is_bf16 column: bf16 inputs
+#define FMSA_CUDA_DT_F16 0   ///< dtype column: fp16 inputs
+#define FMSA_CUDA_DT_BF16 1  ///< dtype column: bf16 inputs
+#define FMSA_CUDA_DT_F32 2   ///< dtype column: fp32 inputs (3xTF32 on the tensor cores)
+/// 16-bit units per element of dtype code dt.
+#define FMSA_CUDA_FWD_EU(dt) ((dt) == FMSA_CUDA_DT_F32 ? 2 : 1)
+/// The largest D or DV of an fp32 instance (fp32 tiles take twice the bytes).
+#define FMSA_CUDA_FWD_F32_MAX_DIM 256
 
 /*
- * X(name, is_bf16, D, DV, variant, threads, block_m, block_n, stages, q_in_regs,
+ * X(name, dtype, D, DV, variant, threads, block_m, block_n, stages, q_in_regs,
  *   sync, min_blocks, col_split)
  * threads / 32 warps split block_m rows evenly (16 or 32 rows per warp), in
  * groups of col_split warps that share rows and split the DV output columns
@@ -51,9 +59,11 @@
 /// d64 keys per tile: 128 for FAST (1.02-1.03x the 64 at every sweep point, call 3
 /// of NOTES_FWD.md), 64 for FULL (its per-element work; the row the device grid ran).
 #define FMSA_CUDA_FWD_D64_BN(variant) ((variant) == FMSA_CUDA_FWD_FAST ? 128 : 64)
-/* Above 256 (2 warps per 16 rows, 64 x 32 tiles): 192-221 KB of shared
- * memory, sm_90's opt-in (227 KB) but not sm_80's (163 KB), where the pick
- * finds no instance and says so. */
+/* d256: 128 x 64 on 8 warps takes 192 KB (sm_90's 227 KB opt-in); the 64 x 64
+ * row on 4 warps after it (160 KB) is what sm_80's 163 KB holds, and the pick
+ * takes it only where the first does not fit (a tie goes to the first row).
+ * Above 256 (2 warps per 16 rows, 64 x 32 tiles): 192-221 KB, sm_90 only; on
+ * sm_80 the pick finds no instance and says so. */
 #define FMSA_CUDA_FWD_INSTANCES_DT(X, DT, dt, variant, vn)                                      \
     X(fmsa_cuda_fwd_##dt##_d64_##vn, DT, 64, 64, variant, 128, 128, FMSA_CUDA_FWD_D64_BN(variant), 2, 1, 0, 2, 1) \
     X(fmsa_cuda_fwd_##dt##_d96_##vn, DT, 96, 96, variant, 128, 128, 32, 2, 1, 0, 2, 1)          \
@@ -61,20 +71,31 @@
     X(fmsa_cuda_fwd_##dt##_d192v128_##vn, DT, 192, 128, variant, 256, 128, 64, 2, 0, 1, 1, 1)   \
     X(fmsa_cuda_fwd_##dt##_d192_##vn, DT, 192, 192, variant, 256, 128, 64, 2, 0, 1, 1, 1)       \
     X(fmsa_cuda_fwd_##dt##_d256_##vn, DT, 256, 256, variant, 256, 128, 64, 2, 0, 1, 1, 1)       \
+    X(fmsa_cuda_fwd_##dt##_d256_m64_##vn, DT, 256, 256, variant, 128, 64, 64, 2, 0, 1, 1, 1)    \
     X(fmsa_cuda_fwd_##dt##_d512_##vn, DT, 512, 512, variant, 256, 64, 32, 2, 0, 1, 1, 2)        \
     X(fmsa_cuda_fwd_##dt##_d576v512_##vn, DT, 576, 512, variant, 256, 64, 32, 2, 0, 1, 1, 2)    \
     X(fmsa_cuda_fwd_##dt##_d576_##vn, DT, 576, 576, variant, 256, 64, 32, 2, 0, 1, 1, 2)
+
+/* fp32 (3xTF32): 4 warps x 16 rows, 64-row blocks, one barrier per tile; keys
+ * per tile shrink with D so every row fits sm_80's 163 KB (80 / 96 / 128 KB).
+ * Not timed against alternatives: the rows were chosen to fit, not measured. */
+#define FMSA_CUDA_FWD_INSTANCES_F32(X, variant, vn)                                             \
+    X(fmsa_cuda_fwd_f32_d64_##vn, FMSA_CUDA_DT_F32, 64, 64, variant, 128, 64, 64, 2, 0, 1, 1, 1) \
+    X(fmsa_cuda_fwd_f32_d128_##vn, FMSA_CUDA_DT_F32, 128, 128, variant, 128, 64, 32, 2, 0, 1, 1, 1) \
+    X(fmsa_cuda_fwd_f32_d256_##vn, FMSA_CUDA_DT_F32, 256, 256, variant, 128, 64, 16, 2, 0, 1, 1, 1)
 
 #define FMSA_CUDA_FWD_INSTANCES(X)                                                              \
     FMSA_CUDA_FWD_INSTANCES_DT(X, FMSA_CUDA_DT_BF16, bf16, FMSA_CUDA_FWD_FAST, fast)            \
     FMSA_CUDA_FWD_INSTANCES_DT(X, FMSA_CUDA_DT_BF16, bf16, FMSA_CUDA_FWD_FULL, full)            \
     FMSA_CUDA_FWD_INSTANCES_DT(X, FMSA_CUDA_DT_F16, f16, FMSA_CUDA_FWD_FAST, fast)              \
-    FMSA_CUDA_FWD_INSTANCES_DT(X, FMSA_CUDA_DT_F16, f16, FMSA_CUDA_FWD_FULL, full)
+    FMSA_CUDA_FWD_INSTANCES_DT(X, FMSA_CUDA_DT_F16, f16, FMSA_CUDA_FWD_FULL, full)              \
+    FMSA_CUDA_FWD_INSTANCES_F32(X, FMSA_CUDA_FWD_FAST, fast)                                    \
+    FMSA_CUDA_FWD_INSTANCES_F32(X, FMSA_CUDA_FWD_FULL, full)
 
 /// One row of the list, as the host needs it.
 typedef struct fmsa_cuda_fwd_instance {
     const char *name; ///< extern "C" kernel name in the module
-    int is_bf16;      ///< FMSA_CUDA_DT_BF16 or FMSA_CUDA_DT_F16
+    int dtype;        ///< FMSA_CUDA_DT_BF16, FMSA_CUDA_DT_F16 or FMSA_CUDA_DT_F32
     int head_dim;     ///< largest head dim served
     int head_dim_v;   ///< largest value head dim served
     int variant;      ///< FMSA_CUDA_FWD_FAST or FMSA_CUDA_FWD_FULL
@@ -87,7 +108,7 @@ typedef struct fmsa_cuda_fwd_instance {
 /// The instance table, in list order; *count receives its length.
 static inline const fmsa_cuda_fwd_instance *fmsa_cuda_fwd_instance_table(int *count) {
 #define FMSA_CUDA_FWD_ROW(name, dt, d, dv, variant, threads, bm, bn, stages, qreg, sync, minb, cs) \
-    {#name, dt, d, dv, variant, threads, bm, bn, FMSA_CUDA_FWD_SMEM(d, dv, bm, bn, stages)},
+    {#name, dt, d, dv, variant, threads, bm, bn, FMSA_CUDA_FWD_SMEM(dt, d, dv, bm, bn, stages)},
     static const fmsa_cuda_fwd_instance table[] = {FMSA_CUDA_FWD_INSTANCES(FMSA_CUDA_FWD_ROW)};
 #undef FMSA_CUDA_FWD_ROW
     *count = (int)(sizeof table / sizeof table[0]);
@@ -101,14 +122,14 @@ static inline int fmsa_cuda_fwd_variant(const fmsa_cuda_fwd_params *p) {
                                                                       : FMSA_CUDA_FWD_FAST;
 }
 
-/// Picks the instance for a validated problem (is_bf16: the dtype of q/k/v/o,
+/// Picks the instance for a validated problem (dtype: the dtype code of q/k/v/o,
 /// FMSA_CUDA_DT_*) on a device with smem_max bytes of shared memory per block
 /// (opt-in): same dtype and variant, D >= head_dim, DV >= head_dim_v, fits
 /// smem_max, smallest D + DV (the first such row on a tie).  Returns its index
-/// in the table, or -1 when none serves it (fp32, a dim above the list or
-/// above what the device's shared memory holds, batch or heads past the
-/// grid's 65535): the host reports FMSA_ERR_NOT_SUPPORTED.
-static inline int fmsa_cuda_fwd_select(int is_bf16, const fmsa_cuda_fwd_params *p, long long smem_max) {
+/// in the table, or -1 when none serves it (a dim above the list, fp32 above
+/// 256, a dim above what the device's shared memory holds, batch or heads past
+/// the grid's 65535): the host reports FMSA_ERR_NOT_SUPPORTED.
+static inline int fmsa_cuda_fwd_select(int dtype, const fmsa_cuda_fwd_params *p, long long smem_max) {
     int n, i, best = -1;
     const fmsa_cuda_fwd_instance *t = fmsa_cuda_fwd_instance_table(&n);
     const int variant = fmsa_cuda_fwd_variant(p);
@@ -116,7 +137,7 @@ static inline int fmsa_cuda_fwd_select(int is_bf16, const fmsa_cuda_fwd_params *
         return -1;
     if (p->batch > 65535 || p->heads_q > 65535) return -1;
     for (i = 0; i < n; ++i) {
-        if (t[i].is_bf16 != is_bf16 || t[i].variant != variant || t[i].head_dim < p->head_dim ||
+        if (t[i].dtype != dtype || t[i].variant != variant || t[i].head_dim < p->head_dim ||
             t[i].head_dim_v < p->head_dim_v || t[i].smem_bytes > smem_max)
             continue;
         if (best < 0 || t[i].head_dim + t[i].head_dim_v < t[best].head_dim + t[best].head_dim_v)
@@ -140,12 +161,13 @@ static inline void fmsa_cuda_fwd_grid(const fmsa_cuda_fwd_instance *inst,
  * query rows fit one 16-row tile (seqlen_q * heads_q / heads_kv <= 16) and
  * max(head_dim, head_dim_v) <= 256 (one instance dim D serves both; above 256
  * the main kernel runs decode too).
- * X(name, is_bf16, D, variant, threads, keys_per_warp, stages); a block reads
+ * X(name, dtype, D, variant, threads, keys_per_warp, stages); a block reads
  * threads / 32 * keys_per_warp keys per stage.
  */
 #define FMSA_CUDA_FWD_SPLIT_KEYS_PER_WARP 16
-#define FMSA_CUDA_FWD_SPLIT_SMEM(d, threads, stages) \
-    ((16 + 2 * (stages) * ((threads) / 32) * FMSA_CUDA_FWD_SPLIT_KEYS_PER_WARP) * FMSA_CUDA_FWD_PITCH(d) * 2)
+#define FMSA_CUDA_FWD_SPLIT_SMEM(dt, d, threads, stages)                                        \
+    ((16 + 2 * (stages) * ((threads) / 32) * FMSA_CUDA_FWD_SPLIT_KEYS_PER_WARP) *               \
+     FMSA_CUDA_FWD_PITCH(FMSA_CUDA_FWD_EU(dt) * (d)) * 2)
 #define FMSA_CUDA_FWD_SPLIT_INSTANCES_DT(X, DT, dt, variant, vn)                                \
     X(fmsa_cuda_fwd_##dt##_d64_split_##vn, DT, 64, variant, 128, 16, 6)                         \
     X(fmsa_cuda_fwd_##dt##_d128_split_##vn, DT, 128, variant, 128, 16, 4)                       \
@@ -154,16 +176,24 @@ static inline void fmsa_cuda_fwd_grid(const fmsa_cuda_fwd_instance *inst,
     FMSA_CUDA_FWD_SPLIT_INSTANCES_DT(X, FMSA_CUDA_DT_BF16, bf16, FMSA_CUDA_FWD_FAST, fast)      \
     FMSA_CUDA_FWD_SPLIT_INSTANCES_DT(X, FMSA_CUDA_DT_BF16, bf16, FMSA_CUDA_FWD_FULL, full)      \
     FMSA_CUDA_FWD_SPLIT_INSTANCES_DT(X, FMSA_CUDA_DT_F16, f16, FMSA_CUDA_FWD_FAST, fast)        \
-    FMSA_CUDA_FWD_SPLIT_INSTANCES_DT(X, FMSA_CUDA_DT_F16, f16, FMSA_CUDA_FWD_FULL, full)
-/// X(name, is_bf16, threads): merges the splits' partials, one warp per row.
+    FMSA_CUDA_FWD_SPLIT_INSTANCES_DT(X, FMSA_CUDA_DT_F16, f16, FMSA_CUDA_FWD_FULL, full)      \
+    FMSA_CUDA_FWD_SPLIT_INSTANCES_F32(X, FMSA_CUDA_FWD_FAST, fast)                              \
+    FMSA_CUDA_FWD_SPLIT_INSTANCES_F32(X, FMSA_CUDA_FWD_FULL, full)
+/* fp32: fewer stages (d256: 2 warps) so each fits sm_80's 163 KB (100 / 136 / 144 KB). */
+#define FMSA_CUDA_FWD_SPLIT_INSTANCES_F32(X, variant, vn)                                       \
+    X(fmsa_cuda_fwd_f32_d64_split_##vn, FMSA_CUDA_DT_F32, 64, variant, 128, 16, 3)              \
+    X(fmsa_cuda_fwd_f32_d128_split_##vn, FMSA_CUDA_DT_F32, 128, variant, 128, 16, 2)            \
+    X(fmsa_cuda_fwd_f32_d256_split_##vn, FMSA_CUDA_DT_F32, 256, variant, 64, 16, 2)
+/// X(name, dtype, threads): merges the splits' partials, one warp per row.
 #define FMSA_CUDA_FWD_COMBINE_INSTANCES(X)                                                      \
     X(fmsa_cuda_fwd_bf16_combine, FMSA_CUDA_DT_BF16, 128)                                       \
-    X(fmsa_cuda_fwd_f16_combine, FMSA_CUDA_DT_F16, 128)
+    X(fmsa_cuda_fwd_f16_combine, FMSA_CUDA_DT_F16, 128)                                         \
+    X(fmsa_cuda_fwd_f32_combine, FMSA_CUDA_DT_F32, 128)
 
 /// The split instance table (same row type; block_m = 16, block_n = keys per stage).
 static inline const fmsa_cuda_fwd_instance *fmsa_cuda_fwd_split_table(int *count) {
 #define FMSA_CUDA_FWD_SPLIT_ROW(name, dt, d, variant, threads, bnw, stages) \
-    {#name, dt, d, d, variant, threads, 16, (threads) / 32 * (bnw), FMSA_CUDA_FWD_SPLIT_SMEM(d, threads, stages)},
+    {#name, dt, d, d, variant, threads, 16, (threads) / 32 * (bnw), FMSA_CUDA_FWD_SPLIT_SMEM(dt, d, threads, stages)},
     static const fmsa_cuda_fwd_instance table[] = {FMSA_CUDA_FWD_SPLIT_INSTANCES(FMSA_CUDA_FWD_SPLIT_ROW)};
 #undef FMSA_CUDA_FWD_SPLIT_ROW
     *count = (int)(sizeof table / sizeof table[0]);
@@ -216,7 +246,7 @@ static inline int fmsa_cuda_fwd_num_splits(const fmsa_cuda_fwd_params *p, int ke
 /// decides by itself, 0 forces the main kernel, n > 0 forces the split kernel
 /// with n splits where it applies (tests).  Returns 0, or -1 when no instance
 /// serves the problem (FMSA_ERR_NOT_SUPPORTED).
-static inline int fmsa_cuda_fwd_make_plan(int is_bf16, const fmsa_cuda_fwd_params *p, int num_sms,
+static inline int fmsa_cuda_fwd_make_plan(int dtype, const fmsa_cuda_fwd_params *p, int num_sms,
                                           long long smem_max, int force_splits,
                                           fmsa_cuda_fwd_plan *plan) {
     const int variant = fmsa_cuda_fwd_variant(p);
@@ -226,12 +256,12 @@ static inline int fmsa_cuda_fwd_make_plan(int is_bf16, const fmsa_cuda_fwd_param
     plan->num_launches = 0;
     plan->num_splits = 1;
     plan->workspace_bytes = plan->lse_offset = 0;
-    if (fmsa_cuda_fwd_select(is_bf16, p, smem_max) < 0) return -1;
+    if (fmsa_cuda_fwd_select(dtype, p, smem_max) < 0) return -1;
     if (p->seqlen_q <= 0) return 0;
     if (p->seqlen_q * group <= 16 && force_splits != 0 && p->heads_kv <= 65535) {
         const fmsa_cuda_fwd_instance *t = fmsa_cuda_fwd_split_table(&n);
         for (i = 0; i < n; ++i)
-            if (t[i].is_bf16 == is_bf16 && t[i].variant == variant && t[i].head_dim >= dmax &&
+            if (t[i].dtype == dtype && t[i].variant == variant && t[i].head_dim >= dmax &&
                 t[i].smem_bytes <= smem_max && (best < 0 || t[i].head_dim < t[best].head_dim))
                 best = i;
         if (best >= 0) {
@@ -257,7 +287,9 @@ static inline int fmsa_cuda_fwd_make_plan(int is_bf16, const fmsa_cuda_fwd_param
                 plan->lse_offset = (cells * p->head_dim_v * 4 + 255) / 256 * 256;
                 plan->workspace_bytes = plan->lse_offset + (cells * 4 + 255) / 256 * 256;
                 plan->num_launches = 2;
-                plan->launch[1].name = is_bf16 ? "fmsa_cuda_fwd_bf16_combine" : "fmsa_cuda_fwd_f16_combine";
+                plan->launch[1].name = dtype == FMSA_CUDA_DT_BF16  ? "fmsa_cuda_fwd_bf16_combine"
+                                       : dtype == FMSA_CUDA_DT_F32 ? "fmsa_cuda_fwd_f32_combine"
+                                                                   : "fmsa_cuda_fwd_f16_combine";
                 plan->launch[1].grid[0] = (unsigned)((warps + 3) / 4);
                 plan->launch[1].grid[1] = plan->launch[1].grid[2] = 1;
                 plan->launch[1].threads = 128;
@@ -268,7 +300,7 @@ static inline int fmsa_cuda_fwd_make_plan(int is_bf16, const fmsa_cuda_fwd_param
     }
     {
         const fmsa_cuda_fwd_instance *t = fmsa_cuda_fwd_instance_table(&n);
-        const fmsa_cuda_fwd_instance *in = &t[fmsa_cuda_fwd_select(is_bf16, p, smem_max)];
+        const fmsa_cuda_fwd_instance *in = &t[fmsa_cuda_fwd_select(dtype, p, smem_max)];
         plan->num_launches = 1;
         plan->launch[0].name = in->name;
         fmsa_cuda_fwd_grid(in, p, plan->launch[0].grid);

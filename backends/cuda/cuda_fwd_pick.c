@@ -10,16 +10,23 @@
 #include "backends/cuda/cuda_internal.h"
 #include "common/error.h"
 
-/* 16-byte cp.async and stores: aligned origins, strides of whole 8-element chunks. */
-static fmsa_status fmsa_cuda_fwd_aligned(const char *name, const fmsa_view4 *v) {
+/* 16-byte cp.async and stores: aligned origins, strides of whole 16-byte
+ * chunks (8 elements of 16 bits, 4 of fp32). */
+static fmsa_status fmsa_cuda_fwd_aligned(const char *name, const fmsa_view4 *v, int chunk) {
     if (!v->data) return FMSA_SUCCESS; /* outputs of a workspace query */
-    if (((uintptr_t)v->data + (uintptr_t)v->byte_offset) % 16u || v->sb % 8 || v->ss % 8 ||
-        v->sh % 8)
+    if (((uintptr_t)v->data + (uintptr_t)v->byte_offset) % 16u || v->sb % chunk || v->ss % chunk ||
+        v->sh % chunk)
         return fmsa_fail(FMSA_ERR_NOT_SUPPORTED,
                          "cuda: %s must start 16-byte aligned with strides that are multiples "
-                         "of 8 elements (strides %lld, %lld, %lld)",
-                         name, (long long)v->sb, (long long)v->ss, (long long)v->sh);
+                         "of %d elements (strides %lld, %lld, %lld)",
+                         name, chunk, (long long)v->sb, (long long)v->ss, (long long)v->sh);
     return FMSA_SUCCESS;
+}
+
+/* The dtype code of the instance lists. */
+static int fmsa_cuda_fwd_dtype(fmsa_dtype dt) {
+    return dt == FMSA_DTYPE_BF16 ? FMSA_CUDA_DT_BF16
+                                 : (dt == FMSA_DTYPE_F32 ? FMSA_CUDA_DT_F32 : FMSA_CUDA_DT_F16);
 }
 
 fmsa_status fmsa_cuda_fwd_pick(const fmsa_cuda_device *dev, const fmsa_problem *p,
@@ -28,30 +35,40 @@ fmsa_status fmsa_cuda_fwd_pick(const fmsa_cuda_device *dev, const fmsa_problem *
     fmsa_cuda_fwd_plan fplan;
     const fmsa_cuda_fwd_instance *table;
     const char *table_name;
-    int n, i;
+    int n, i, dt, chunk;
     const long long smem_max = (long long)(dev->info.sram_per_block_optin > dev->info.sram_per_block
                                                ? dev->info.sram_per_block_optin
                                                : dev->info.sram_per_block);
-    if (p->dtype != FMSA_DTYPE_BF16 && p->dtype != FMSA_DTYPE_F16)
+    if (p->dtype != FMSA_DTYPE_BF16 && p->dtype != FMSA_DTYPE_F16 && p->dtype != FMSA_DTYPE_F32)
         return fmsa_fail(FMSA_ERR_NOT_SUPPORTED,
-                         "cuda: the forward runs bf16 and f16 inputs (q.dtype = %d)", (int)p->dtype);
+                         "cuda (forward): q.dtype %d is not supported by this backend (bf16, f16, f32)",
+                         (int)p->dtype);
+    /* fp32 tiles take twice the bytes: its instances stop at 256 */
+    if (p->dtype == FMSA_DTYPE_F32 &&
+        (p->head_dim > FMSA_CUDA_FWD_F32_MAX_DIM || p->head_dim_v > FMSA_CUDA_FWD_F32_MAX_DIM))
+        return fmsa_fail(FMSA_ERR_NOT_SUPPORTED,
+                         "cuda (forward): f32 with head_dim %lld / head_dim_v %lld: this backend "
+                         "runs head dims up to %d in f32",
+                         (long long)p->head_dim, (long long)p->head_dim_v, FMSA_CUDA_FWD_F32_MAX_DIM);
+    dt = fmsa_cuda_fwd_dtype(p->dtype);
+    chunk = p->dtype == FMSA_DTYPE_F32 ? 4 : 8;
     fmsa_cuda_fwd_params_fill(p, plan, 0, 0, &fp);
-    i = fmsa_cuda_fwd_select(p->dtype == FMSA_DTYPE_BF16 ? FMSA_CUDA_DT_BF16 : FMSA_CUDA_DT_F16,
-                             &fp, smem_max);
+    i = fmsa_cuda_fwd_select(dt, &fp, smem_max);
     if (i < 0)
         return fmsa_fail(FMSA_ERR_NOT_SUPPORTED,
-                         "cuda: no forward instance for head_dim %lld, head_dim_v %lld, batch %lld, "
-                         "heads %lld on %s (%lld bytes of shared memory per block)",
+                         "cuda (forward): head_dim %lld, head_dim_v %lld, batch %lld, heads %lld "
+                         "is not supported by this backend on %s (no instance fits: %lld bytes of "
+                         "shared memory per block, batch and heads at most 65535)",
                          (long long)p->head_dim, (long long)p->head_dim_v, (long long)p->batch,
                          (long long)p->heads_q, dev->info.arch, smem_max);
-    FMSA_TRY(fmsa_cuda_fwd_aligned("q", &p->q));
-    FMSA_TRY(fmsa_cuda_fwd_aligned("k", &p->k));
-    FMSA_TRY(fmsa_cuda_fwd_aligned("v", &p->v));
-    FMSA_TRY(fmsa_cuda_fwd_aligned("o", &p->o));
+    FMSA_TRY(fmsa_cuda_fwd_aligned("q", &p->q, chunk));
+    FMSA_TRY(fmsa_cuda_fwd_aligned("k", &p->k, chunk));
+    FMSA_TRY(fmsa_cuda_fwd_aligned("v", &p->v, chunk));
+    FMSA_TRY(fmsa_cuda_fwd_aligned("o", &p->o, chunk));
     table = fmsa_cuda_fwd_instance_table(&n);
     table_name = table[i].name;
     /* one decision for main kernel vs split-KV decode (and the split count) */
-    if (fmsa_cuda_fwd_make_plan(p->dtype == FMSA_DTYPE_BF16, &fp, dev->info.multiprocessors,
+    if (fmsa_cuda_fwd_make_plan(dt, &fp, dev->info.multiprocessors,
                                 smem_max, -1, &fplan) != 0)
         return fmsa_fail(FMSA_ERR_INTERNAL, "cuda: forward plan failed after its instance was found");
     plan->instance = fplan.num_launches > 0 ? fplan.launch[0].name : table_name;

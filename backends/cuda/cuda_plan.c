@@ -37,6 +37,14 @@ fmsa_status fmsa_cuda_plan_make(const fmsa_cuda_state *st, const fmsa_problem *p
     plan->ws_o_accum = plan->ws_lse_accum = FMSA_CUDA_WS_NONE;
     plan->ws_dsum = plan->ws_dq_accum = FMSA_CUDA_WS_NONE;
     plan->ws_dk_accum = plan->ws_dv_accum = plan->ws_dq_sems = FMSA_CUDA_WS_NONE;
+    /* The backward kernels run bf16 and f16 only (the forward has fp32 by
+     * 3xTF32); a backward list with fp32 defines FMSA_CUDA_BWD_F32. */
+#ifndef FMSA_CUDA_BWD_F32
+    if (p->pass != FMSA_PASS_FORWARD && p->dtype == FMSA_DTYPE_F32)
+        return fmsa_fail(FMSA_ERR_NOT_SUPPORTED,
+                         "cuda (backward): f32 inputs are not supported by this backend (its "
+                         "backward runs bf16 and f16; its forward runs f32)");
+#endif /* FMSA_CUDA_BWD_F32 */
     if (p->pass == FMSA_PASS_FORWARD) FMSA_TRY(fmsa_cuda_fwd_pick(dev, p, plan));
     else FMSA_TRY(fmsa_cuda_bwd_pick(dev, p, plan));
     /* An instance list that promises what the device cannot launch is a bug
@@ -49,6 +57,15 @@ fmsa_status fmsa_cuda_plan_make(const fmsa_cuda_state *st, const fmsa_problem *p
         const size_t smem_max = dev->info.sram_per_block_optin > dev->info.sram_per_block
                                     ? dev->info.sram_per_block_optin
                                     : dev->info.sram_per_block;
+        /* the backward's list does not filter by shared memory (its d192/d256
+         * rows need 219-220 KB, above sm_80's 163 KB): a refusal, not a bug */
+        if (p->pass != FMSA_PASS_FORWARD && l->smem > smem_max)
+            return fmsa_fail(FMSA_ERR_NOT_SUPPORTED,
+                             "cuda (backward): head_dim %lld on %s is not supported by this "
+                             "backend (instance %s needs %u bytes of shared memory per block, "
+                             "the device has %zu)",
+                             (long long)p->head_dim, dev->info.arch,
+                             plan->instance ? plan->instance : "?", l->smem, smem_max);
         /* a grid with a zero extent (no sequences, no rows) is skipped at launch */
         if (!l->kernel || l->threads == 0 || (int)l->threads > dev->max_threads_per_block ||
             l->smem > smem_max || l->grid[1] > 65535 || l->grid[2] > 65535)

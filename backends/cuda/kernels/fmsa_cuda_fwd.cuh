@@ -13,6 +13,10 @@
  * over DV (V tiles of pitch DV); above 256, CS warps share each row group and
  * each owns DV / CS output columns (the 16 x DV accumulators of one warp would
  * not fit its registers), every one of them computing the same S.
+ * DTY is the dtype code (FMSA_CUDA_DT_*): fp32 inputs keep their tiles in
+ * fp32 and run both products by 3xTF32 (fmsa_cuda_mma.cuh); a tile row is
+ * counted in 16-bit units throughout (an fp32 element is two, EU), so the
+ * loads, the swizzle and the Q / K ldmatrix addressing are the 16-bit ones.
  */
 #ifndef FMSA_CUDA_FWD_CUH
 #define FMSA_CUDA_FWD_CUH
@@ -142,8 +146,85 @@ FMSA_DEV void fmsa_cuda_fwd_row_init(const fmsa_cuda_fwd_params &p, const fmsa_c
     }
 }
 
-/// S = Q K^T for this warp's rows and one key tile at sK.
-template <int IS_BF16, int D, int BN, int MT, int QREG, int ROWQ, int ROWK>
+/*
+ * fp32 by 3xTF32 (fmsa_cuda_mma.cuh), with the tensor core's own fp32
+ * accumulation kept short: it truncates (rounds toward zero) rather than
+ * rounding to nearest, and a bias of up to an ulp per mma, summed over the
+ * thousands of mma one output sees, exceeds the naive's error (a CPU model of
+ * this arithmetic failed the rule at 3000 keys).  So every product chunk (64
+ * head-dim columns of S, one key tile of P V) accumulates from zero in two
+ * registers of its own, tb (a_hi b_hi) and ts (the two small products, 2^-11
+ * of tb: their truncations are negligible), and is added to S / O by ordinary
+ * fp32 adds (round to nearest); a truncating mma then rounds at most 8 k-steps
+ * of one chunk.  NOTES_FWD.md has the error budget.
+ */
+
+/// The three tf32 mma of one k8 step: ts += a_lo b_hi + a_hi b_lo, tb += a_hi b_hi.
+FMSA_DEV void fmsa_cuda_fwd_mma_f32(float tb[4], float ts[4], const unsigned ah[4], const unsigned al[4],
+                                    unsigned bh0, unsigned bl0, unsigned bh1, unsigned bl1) {
+    fmsa_mma1688_tf32(ts, al, bh0, bh1);
+    fmsa_mma1688_tf32(ts, ah, bl0, bl1);
+    fmsa_mma1688_tf32(tb, ah, bh0, bh1);
+}
+
+/// S = Q K^T for fp32 inputs (Q from shared memory): the 16-bit kernel's
+/// ldmatrix addressing (D in 16-bit units, a k16 step of it is an fp32 k8
+/// step), chunks of 8 k-steps accumulated apart and added in fp32.
+template <int D, int BN, int MT, int ROWQ, int ROWK>
+FMSA_DEV void fmsa_cuda_fwd_qk_f32(float s[][BN / 8][4], unsigned aRow, unsigned sK, unsigned kRow,
+                                   const unsigned offA[4], const unsigned offB[4]) {
+    enum { KS = D / 16, CH = 8 };
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+        for (int nt = 0; nt < BN / 8; ++nt)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) s[mt][nt][e] = 0.0f;
+#pragma unroll
+    for (int k0 = 0; k0 < KS; k0 += CH) {
+        float tb[MT][BN / 8][4], ts[MT][BN / 8][4];
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+            for (int nt = 0; nt < BN / 8; ++nt)
+#pragma unroll
+                for (int e = 0; e < 4; ++e) tb[mt][nt][e] = ts[mt][nt][e] = 0.0f;
+#pragma unroll
+        for (int ks = k0; ks < k0 + CH && ks < KS; ++ks) {
+            unsigned ah[MT][4], al[MT][4];
+#pragma unroll
+            for (int mt = 0; mt < MT; ++mt) {
+                unsigned a[4];
+                fmsa_ldmatrix_x4(a, aRow + mt * 16 * ROWQ + (ks >> 2) * 128 + offA[ks & 3]);
+#pragma unroll
+                for (int e = 0; e < 4; ++e) fmsa_tf32_split(a[e], &ah[mt][e], &al[mt][e]);
+            }
+#pragma unroll
+            for (int np = 0; np < BN / 16; ++np) {
+                unsigned bk[4], bh[4], bl[4];
+                fmsa_ldmatrix_x4(bk, sK + kRow + np * 16 * ROWK + (ks >> 2) * 128 + offB[ks & 3]);
+#pragma unroll
+                for (int e = 0; e < 4; ++e) fmsa_tf32_split(bk[e], &bh[e], &bl[e]);
+#pragma unroll
+                for (int mt = 0; mt < MT; ++mt) {
+                    fmsa_cuda_fwd_mma_f32(tb[mt][2 * np], ts[mt][2 * np], ah[mt], al[mt], bh[0], bl[0],
+                                          bh[1], bl[1]);
+                    fmsa_cuda_fwd_mma_f32(tb[mt][2 * np + 1], ts[mt][2 * np + 1], ah[mt], al[mt], bh[2],
+                                          bl[2], bh[3], bl[3]);
+                }
+            }
+        }
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+            for (int nt = 0; nt < BN / 8; ++nt)
+#pragma unroll
+                for (int e = 0; e < 4; ++e) s[mt][nt][e] += tb[mt][nt][e] + ts[mt][nt][e];
+    }
+}
+
+/// S = Q K^T for this warp's rows and one key tile at sK (16-bit inputs).
+template <int DTY, int D, int BN, int MT, int QREG, int ROWQ, int ROWK>
 FMSA_DEV void fmsa_cuda_fwd_qk(float s[][BN / 8][4], const unsigned qf[][QREG ? D / 16 : 1][4],
                                unsigned aRow, unsigned sK, unsigned kRow, const unsigned offA[4],
                                const unsigned offB[4]) {
@@ -171,8 +252,8 @@ FMSA_DEV void fmsa_cuda_fwd_qk(float s[][BN / 8][4], const unsigned qf[][QREG ? 
             fmsa_ldmatrix_x4(bk, sK + kRow + np * 16 * ROWK + (ks >> 2) * 128 + offB[ks & 3]);
 #pragma unroll
             for (int mt = 0; mt < MT; ++mt) {
-                fmsa_mma16816<IS_BF16>(s[mt][2 * np], a[mt], bk[0], bk[1]);
-                fmsa_mma16816<IS_BF16>(s[mt][2 * np + 1], a[mt], bk[2], bk[3]);
+                fmsa_mma16816<DTY == FMSA_CUDA_DT_BF16>(s[mt][2 * np], a[mt], bk[0], bk[1]);
+                fmsa_mma16816<DTY == FMSA_CUDA_DT_BF16>(s[mt][2 * np + 1], a[mt], bk[2], bk[3]);
             }
         }
     }
@@ -182,7 +263,7 @@ FMSA_DEV void fmsa_cuda_fwd_qk(float s[][BN / 8][4], const unsigned qf[][QREG ? 
 /// update of m, l and acc; edge: some key of the tile may be invisible to some
 /// row (per-element mask).  FULL's transforms leave base-2 scores (mult 1);
 /// otherwise the scale rides in the exponent's fma (mult = |scale| log2 e).
-template <int DA, int BN, int MT, int FULL>
+template <int DA, int BN, int MT, int FULL, int F32 = 0>
 FMSA_DEV void fmsa_cuda_fwd_softmax(const fmsa_cuda_fwd_params &p, const fmsa_cuda_fwd_rows &w,
                                     const fmsa_cuda_fwd_row rw[][2], int n0, int edge,
                                     float s[][BN / 8][4], float m[][2], float l[][2],
@@ -203,7 +284,10 @@ FMSA_DEV void fmsa_cuda_fwd_softmax(const fmsa_cuda_fwd_params &p, const fmsa_cu
 #pragma unroll
                     for (int e = 0; e < 2; ++e) {
                         float x = s[mt][nt][2 * hr + e] * w.scale_abs;
-                        if (cap > 0.0f) x = cap * fmsa_cuda_tanh(__fdividef(x, cap));
+                        /* fp32: the library tanh, as the naive's (the shared form's few
+                         * ulps of 1 are above an fp32 naive's score error) */
+                        if (cap > 0.0f)
+                            x = cap * (F32 ? tanhf(x / cap) : fmsa_cuda_tanh(__fdividef(x, cap)));
                         x -= rw[mt][hr].slope * fabsf((float)(dist0 - nt * 8 - e));
                         s[mt][nt][2 * hr + e] = x * FMSA_LOG2E;
                     }
@@ -319,6 +403,59 @@ FMSA_DEV void fmsa_cuda_fwd_pv(float acc[][DA / 8][4], const float s[][BN / 8][4
     }
 }
 
+/// acc += P V for fp32 inputs, output columns [c0, c0 + DA): each n8 tile of S
+/// is one k8 step, its keys permuted so the C fragment is the A fragment
+/// (k = t holds key 2t, k = t + 4 key 2t + 1; a sum over keys does not care),
+/// and V's B fragment (keys 2t, 2t + 1 of column g) is two 32-bit loads from
+/// the swizzled tile (4 rows x 2 chunks per load: no bank conflict).  Per
+/// output n8 tile the key tile accumulates apart (tb, ts) and is added to acc
+/// in fp32 (the truncating accumulation above).
+template <int DA, int BN, int MT, int ROWV>
+FMSA_DEV void fmsa_cuda_fwd_pv_f32(float acc[][DA / 8][4], const float s[][BN / 8][4], unsigned sV,
+                                   int c0) {
+    enum { NT = BN / 8 };
+    const int lane = (int)threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+    unsigned ph[MT][NT][4], pl[MT][NT][4];
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+        for (int nt = 0; nt < NT; ++nt) {
+            const int perm[4] = {0, 2, 1, 3}; /* a0 (g, key 2t), a1 (g+8, 2t), a2 (g, 2t+1), a3 */
+#pragma unroll
+            for (int e = 0; e < 4; ++e)
+                fmsa_tf32_split(__float_as_uint(s[mt][nt][perm[e]]), &ph[mt][nt][e], &pl[mt][nt][e]);
+        }
+#pragma unroll
+    for (int dt = 0; dt < DA / 8; ++dt) {
+        const int c = c0 + dt * 8 + g;
+        float tb[MT][4], ts[MT][4];
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) tb[mt][e] = ts[mt][e] = 0.0f;
+#pragma unroll
+        for (int nt = 0; nt < NT; ++nt) {
+            const int r = nt * 8 + 2 * t;
+            unsigned v0, v1, vh0, vl0, vh1, vl1;
+            asm volatile("ld.shared.b32 %0, [%1];\n"
+                         : "=r"(v0)
+                         : "r"(sV + fmsa_swizzle(r, c >> 2, ROWV) + (unsigned)(c & 3) * 4u));
+            asm volatile("ld.shared.b32 %0, [%1];\n"
+                         : "=r"(v1)
+                         : "r"(sV + fmsa_swizzle(r + 1, c >> 2, ROWV) + (unsigned)(c & 3) * 4u));
+            fmsa_tf32_split(v0, &vh0, &vl0);
+            fmsa_tf32_split(v1, &vh1, &vl1);
+#pragma unroll
+            for (int mt = 0; mt < MT; ++mt)
+                fmsa_cuda_fwd_mma_f32(tb[mt], ts[mt], ph[mt][nt], pl[mt][nt], vh0, vl0, vh1, vl1);
+        }
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) acc[mt][dt][e] += tb[mt][e] + ts[mt][e];
+    }
+}
+
 /// Resolves sequence b (varlen offsets, paged key count) into w and the row
 /// offsets; checks the metadata it reads and reports through p.status.
 /// Returns 0 when the sequence's metadata is bad (the block then writes nothing).
@@ -367,8 +504,9 @@ FMSA_DEV int fmsa_cuda_fwd_seq(const fmsa_cuda_fwd_params &p, int b, fmsa_cuda_f
 
 /// Q's negative-scale fold: flips the sign of the 16-byte chunks this thread
 /// copied (its own cp.async writes are visible to it after the wait); every
-/// kernel may then take the row maximum on the raw products.
-template <int ROWS, int D, int T, int ROWB>
+/// kernel may then take the row maximum on the raw products.  D in 16-bit
+/// units; SIGN the sign bits of one 32-bit word (two 16-bit or one fp32 element).
+template <int ROWS, int D, int T, int ROWB, unsigned SIGN = 0x80008000u>
 FMSA_DEV void fmsa_cuda_fwd_q_negate(unsigned char *sq_tile) {
     enum { CPR = D / 8 };
 #pragma unroll
@@ -377,10 +515,10 @@ FMSA_DEV void fmsa_cuda_fwd_q_negate(unsigned char *sq_tile) {
         if (idx < ROWS * CPR) {
             uint4 *q4 = (uint4 *)(sq_tile + fmsa_swizzle(idx / CPR, idx % CPR, ROWB));
             uint4 x = *q4;
-            x.x ^= 0x80008000u;
-            x.y ^= 0x80008000u;
-            x.z ^= 0x80008000u;
-            x.w ^= 0x80008000u;
+            x.x ^= SIGN;
+            x.y ^= SIGN;
+            x.z ^= SIGN;
+            x.w ^= SIGN;
             *q4 = x;
         }
     }
@@ -403,13 +541,14 @@ FMSA_DEV void fmsa_cuda_fwd_state_init(const fmsa_cuda_fwd_params &p, int h, flo
  * barrier, P V (FlashAttention-2's order);  1  wait for K and V, one barrier
  * per tile.  CS: warps per row group (each owns DV / CS output columns).
  */
-template <int IS_BF16, int D, int DV, int BM, int BN, int NW, int STAGES, int QREG, int FULL,
+template <int DTY, int D, int DV, int BM, int BN, int NW, int STAGES, int QREG, int FULL,
           int SYNC, int CS>
 FMSA_DEV void fmsa_cuda_fwd_block(const fmsa_cuda_fwd_params &p) {
     enum {
-        T = NW * 32, MT = BM * CS / (16 * NW), ROWQ = FMSA_CUDA_FWD_PITCH(D > DV ? D : DV) * 2,
-        ROWK = FMSA_CUDA_FWD_PITCH(D) * 2, ROWV = FMSA_CUDA_FWD_PITCH(DV) * 2, CPR = D / 8,
-        KS = D / 16, NT = BN / 8, DA = DV / CS, DT = DA / 8, CPA = DA / 8,
+        F32 = DTY == FMSA_CUDA_DT_F32, EU = FMSA_CUDA_FWD_EU(DTY), D16 = D * EU, DV16 = DV * EU,
+        T = NW * 32, MT = BM * CS / (16 * NW), ROWQ = FMSA_CUDA_FWD_PITCH(D16 > DV16 ? D16 : DV16) * 2,
+        ROWK = FMSA_CUDA_FWD_PITCH(D16) * 2, ROWV = FMSA_CUDA_FWD_PITCH(DV16) * 2, CPR = D16 / 8,
+        KS = D16 / 16, NT = BN / 8, DA = DV / CS, DT = DA / 8, CPA = DA * EU / 8,
         STAGE_B = BN * (ROWK + ROWV), WAIT_K = SYNC == 0 ? 2 * STAGES - 3 : 2 * STAGES - 4
     };
     static_assert(BM * CS % (16 * NW) == 0 && NW % CS == 0 && BN % 16 == 0 && D % 16 == 0 &&
@@ -439,33 +578,37 @@ FMSA_DEV void fmsa_cuda_fwd_block(const fmsa_cuda_fwd_params &p) {
     const int ntiles = t_end - t_beg;
 
     const int hk = h / (p.heads_q / p.heads_kv);
-    const elem *qg = (const elem *)p.q + qb * p.q_sb + (q_row0 + m0) * p.q_ss + (long long)h * p.q_sh;
-    const elem *kg = (const elem *)p.k + kb * p.k_sb + k_row0 * p.k_ss + (long long)hk * p.k_sh;
-    const elem *vg = (const elem *)p.v + kb * p.v_sb + k_row0 * p.v_ss + (long long)hk * p.v_sh;
+    /* addresses and strides in 16-bit units (EU per element) */
+    const elem *qg = (const elem *)p.q + (qb * p.q_sb + (q_row0 + m0) * p.q_ss + (long long)h * p.q_sh) * EU;
+    const elem *kg = (const elem *)p.k + (kb * p.k_sb + k_row0 * p.k_ss + (long long)hk * p.k_sh) * EU;
+    const elem *vg = (const elem *)p.v + (kb * p.v_sb + k_row0 * p.v_ss + (long long)hk * p.v_sh) * EU;
+    /* strides and dims stay expressions of p below (copies held across the key
+     * loop made the 16-bit d128 kernel spill 36 bytes) */
     const unsigned sQ = fmsa_smem_addr(fmsa_smem), sKV = sQ + BM * ROWQ;
 
 #pragma unroll
     for (int it = 0; it < BM * CPR / T; ++it) {
         const int idx = tid + it * T, r = idx / CPR, c = idx % CPR;
-        const int ok = m0 + r < sq && c * 8 < p.head_dim;
-        fmsa_cp_async16(sQ + fmsa_swizzle(r, c, ROWQ), ok ? (const void *)(qg + r * p.q_ss + c * 8) : p.q,
-                        ok ? 16 : 0);
+        const int ok = m0 + r < sq && c * 8 < p.head_dim * EU;
+        fmsa_cp_async16(sQ + fmsa_swizzle(r, c, ROWQ),
+                        ok ? (const void *)(qg + r * p.q_ss * EU + c * 8) : p.q, ok ? 16 : 0);
     }
     fmsa_cp_async_commit();
 #pragma unroll
     for (int st = 0; st < STAGES - 1; ++st) {
         const unsigned sK = sKV + st * STAGE_B;
         if (st < ntiles)
-            fmsa_cuda_fwd_load_tile<D, BN, T, FULL>(p, sK, kg, p.k_sb, p.k_ss, (t_end - 1 - st) * BN,
-                                                    sk, b, p.head_dim);
+            fmsa_cuda_fwd_load_tile<D16, BN, T, FULL>(p, sK, kg, p.k_sb * EU, p.k_ss * EU,
+                                                      (t_end - 1 - st) * BN, sk, b, p.head_dim * EU);
         fmsa_cp_async_commit();
         if (st < ntiles)
-            fmsa_cuda_fwd_load_tile<DV, BN, T, FULL>(p, sK + BN * ROWK, vg, p.v_sb, p.v_ss,
-                                                     (t_end - 1 - st) * BN, sk, b, p.head_dim_v);
+            fmsa_cuda_fwd_load_tile<DV16, BN, T, FULL>(p, sK + BN * ROWK, vg, p.v_sb * EU, p.v_ss * EU,
+                                                       (t_end - 1 - st) * BN, sk, b, p.head_dim_v * EU);
         fmsa_cp_async_commit();
     }
     fmsa_cp_async_wait<2 * (STAGES - 1)>(); /* Q landed */
-    if (p.softmax_scale < 0.0f) fmsa_cuda_fwd_q_negate<BM, D, T, ROWQ>(fmsa_smem);
+    if (p.softmax_scale < 0.0f)
+        fmsa_cuda_fwd_q_negate<BM, D16, T, ROWQ, F32 ? 0x80000000u : 0x80008000u>(fmsa_smem);
     __syncthreads();
 
     unsigned offA[4], offB[4], kRow, vRow;
@@ -508,12 +651,12 @@ FMSA_DEV void fmsa_cuda_fwd_block(const fmsa_cuda_fwd_params &p) {
             const int nx = it + STAGES - 1;
             const unsigned sK = sKV + lstage * STAGE_B;
             if (nx < ntiles)
-                fmsa_cuda_fwd_load_tile<D, BN, T, FULL>(p, sK, kg, p.k_sb, p.k_ss, (t_end - 1 - nx) * BN,
-                                                        sk, b, p.head_dim);
+                fmsa_cuda_fwd_load_tile<D16, BN, T, FULL>(p, sK, kg, p.k_sb * EU, p.k_ss * EU, (t_end - 1 - nx) * BN,
+                                                          sk, b, p.head_dim * EU);
             fmsa_cp_async_commit();
             if (nx < ntiles)
-                fmsa_cuda_fwd_load_tile<DV, BN, T, FULL>(p, sK + BN * ROWK, vg, p.v_sb, p.v_ss,
-                                                         (t_end - 1 - nx) * BN, sk, b, p.head_dim_v);
+                fmsa_cuda_fwd_load_tile<DV16, BN, T, FULL>(p, sK + BN * ROWK, vg, p.v_sb * EU, p.v_ss * EU,
+                                                           (t_end - 1 - nx) * BN, sk, b, p.head_dim_v * EU);
             fmsa_cp_async_commit();
             lstage = lstage + 1 == STAGES ? 0 : lstage + 1;
         }
@@ -533,13 +676,17 @@ FMSA_DEV void fmsa_cuda_fwd_block(const fmsa_cuda_fwd_params &p) {
                 rw[mt][hr].hi = rw0.hi + dr < hi_lim ? rw0.hi + dr : hi_lim;
                 if (FULL && rw0.mrow) rw[mt][hr].mrow = row0 + dr < sq ? rw0.mrow + dr * p.mask_ss : 0;
             }
-        fmsa_cuda_fwd_qk<IS_BF16, D, BN, MT, QREG, ROWQ, ROWK>(s, qf, aRow, sK, kRow, offA, offB);
-        fmsa_cuda_fwd_softmax<DA, BN, MT, FULL>(p, w, rw, n0, edge, s, m, l, acc);
+        if (F32) fmsa_cuda_fwd_qk_f32<D16, BN, MT, ROWQ, ROWK>(s, aRow, sK, kRow, offA, offB);
+        else fmsa_cuda_fwd_qk<DTY, D16, BN, MT, QREG, ROWQ, ROWK>(s, qf, aRow, sK, kRow, offA, offB);
+        fmsa_cuda_fwd_softmax<DA, BN, MT, FULL, F32>(p, w, rw, n0, edge, s, m, l, acc);
         if (SYNC == 0) {
             fmsa_cp_async_wait<2 * STAGES - 2>();
             __syncthreads(); /* V of tile it visible */
         }
-        fmsa_cuda_fwd_pv<IS_BF16, DA, BN, MT, ROWV>(acc, s, sK + BN * ROWK, vRow, offA, cp * (DA / 16));
+        if (F32) fmsa_cuda_fwd_pv_f32<DA, BN, MT, ROWV>(acc, s, sK + BN * ROWK, cp * DA);
+        else
+            fmsa_cuda_fwd_pv<DTY == FMSA_CUDA_DT_BF16, DA, BN, MT, ROWV>(acc, s, sK + BN * ROWK, vRow,
+                                                                         offA, cp * (DA / 16));
         stage = stage + 1 == STAGES ? 0 : stage + 1;
     }
     fmsa_cp_async_wait<0>(); /* no copy may land in shared memory after the block exits */
@@ -547,7 +694,7 @@ FMSA_DEV void fmsa_cuda_fwd_block(const fmsa_cuda_fwd_params &p) {
     /* finalize, then O through this row group's own rows of the Q tile (only
      * its warps ever read them) so the global stores are 16-byte and
      * row-contiguous */
-    elem *og = (elem *)p.o + qb * p.o_sb + q_row0 * p.o_ss + (long long)h * p.o_sh;
+    elem *og = (elem *)p.o + (qb * p.o_sb + q_row0 * p.o_ss + (long long)h * p.o_sh) * EU;
     if (CS > 1) __syncthreads(); /* the other warps of the row group may still read its Q rows */
     else __syncwarp(); /* with no key tile, the warp's Q ldmatrix was the last access to these rows */
 #pragma unroll
@@ -563,16 +710,22 @@ FMSA_DEV void fmsa_cuda_fwd_block(const fmsa_cuda_fwd_params &p) {
                 p.lse[qb * p.lse_sb + (long long)h * p.lse_sh + (q_row0 + i) * p.lse_ss] = lse;
             const int r = rg * 16 * MT + mt * 16 + hr * 8 + g;
 #pragma unroll
-            for (int dt = 0; dt < DT; ++dt)
-                *(unsigned *)(fmsa_smem + fmsa_swizzle(r, cp * CPA + dt, ROWQ) + tig * 4) =
-                    fmsa_pack2<IS_BF16>(acc[mt][dt][2 * hr] * inv, acc[mt][dt][2 * hr + 1] * inv);
+            for (int dt = 0; dt < DT; ++dt) {
+                const float o0 = acc[mt][dt][2 * hr] * inv, o1 = acc[mt][dt][2 * hr + 1] * inv;
+                if (F32) /* an n8 tile is two 16-byte chunks, 8 bytes per lane */
+                    *(float2 *)(fmsa_smem + fmsa_swizzle(r, cp * CPA + 2 * dt + (tig >> 1), ROWQ) +
+                                (tig & 1) * 8) = make_float2(o0, o1);
+                else
+                    *(unsigned *)(fmsa_smem + fmsa_swizzle(r, cp * CPA + dt, ROWQ) + tig * 4) =
+                        fmsa_pack2<DTY == FMSA_CUDA_DT_BF16>(o0, o1);
+            }
         }
     __syncwarp();
 #pragma unroll
     for (int it = 0; it < 16 * MT * CPA / 32; ++it) {
         const int idx = lane + it * 32, r = rg * 16 * MT + idx / CPA, c = cp * CPA + idx % CPA;
-        if (m0 + r < sq && c * 8 < p.head_dim_v)
-            *(uint4 *)(og + (long long)(m0 + r) * p.o_ss + c * 8) =
+        if (m0 + r < sq && c * 8 < p.head_dim_v * EU)
+            *(uint4 *)(og + (long long)(m0 + r) * p.o_ss * EU + c * 8) =
                 *(const uint4 *)(fmsa_smem + fmsa_swizzle(r, c, ROWQ));
     }
 }

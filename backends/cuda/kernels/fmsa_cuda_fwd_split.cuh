@@ -9,6 +9,7 @@
  * code).  A sink is counted once: in the block's own merge with one split,
  * else as the combine's initial row (lse = t_h, O = 0).  D is the instance's
  * one head dim: it serves any head_dim, head_dim_v <= D (padded columns).
+ * DTY as in fmsa_cuda_fwd.cuh (fp32: 3xTF32, rows counted in 16-bit units).
  */
 #ifndef FMSA_CUDA_FWD_SPLIT_CUH
 #define FMSA_CUDA_FWD_SPLIT_CUH
@@ -21,12 +22,15 @@ FMSA_DEV long long fmsa_cuda_split_rows(const fmsa_cuda_fwd_params &p) {
     return p.is_varlen ? (long long)p.total_q : (long long)p.batch * p.seqlen_q;
 }
 
-template <int IS_BF16, int D, int NW, int BNW, int STAGES, int FULL>
+template <int DTY, int D, int NW, int BNW, int STAGES, int FULL>
 FMSA_DEV void fmsa_cuda_fwd_split_block(const fmsa_cuda_fwd_params &p) {
     enum {
-        T = NW * 32, BNT = NW * BNW, ROWB = FMSA_CUDA_FWD_PITCH(D) * 2, CPR = D / 8, KS = D / 16,
-        NT = BNW / 8, DT = D / 8, STAGE_B = 2 * BNT * ROWB,
-        QREG = D <= 128 /* d256: Q fragments would push the 128 accumulators into spills */
+        F32 = DTY == FMSA_CUDA_DT_F32, EU = FMSA_CUDA_FWD_EU(DTY), D16 = D * EU,
+        T = NW * 32, BNT = NW * BNW, ROWB = FMSA_CUDA_FWD_PITCH(D16) * 2, CPR = D16 / 8,
+        KS = D16 / 16, NT = BNW / 8, DT = D / 8, STAGE_B = 2 * BNT * ROWB,
+        /* d256: Q fragments would push the 128 accumulators into spills; fp32
+         * reads Q from shared memory (its S runs on fmsa_cuda_fwd_qk_f32) */
+        QREG = D16 <= 128 && !F32
     };
     static_assert(BNW % 16 == 0 && STAGES >= 2 && (BNT * CPR) % T == 0, "tile");
     static_assert(NW * 16 * (D + 2) * 4 <= STAGES * STAGE_B, "the warps' states fit the stages");
@@ -53,8 +57,11 @@ FMSA_DEV void fmsa_cuda_fwd_split_block(const fmsa_cuda_fwd_params &p) {
     if (t_end > t_all0 + t_all) t_end = t_all0 + t_all;
     const int ntiles = t_end > t_beg ? t_end - t_beg : 0;
 
-    const elem *kg = (const elem *)p.k + kb * p.k_sb + k_row0 * p.k_ss + (long long)hk * p.k_sh;
-    const elem *vg = (const elem *)p.v + kb * p.v_sb + k_row0 * p.v_ss + (long long)hk * p.v_sh;
+    /* addresses and strides in 16-bit units (EU per element) */
+    const elem *kg = (const elem *)p.k + (kb * p.k_sb + k_row0 * p.k_ss + (long long)hk * p.k_sh) * EU;
+    const elem *vg = (const elem *)p.v + (kb * p.v_sb + k_row0 * p.v_ss + (long long)hk * p.v_sh) * EU;
+    const long long k_sb = p.k_sb * EU, k_ss = p.k_ss * EU, v_sb = p.v_sb * EU, v_ss = p.v_ss * EU;
+    const int dim_k = p.head_dim * EU, dim_v = p.head_dim_v * EU;
     const unsigned sQ = fmsa_smem_addr(fmsa_smem), sKV = sQ + 16 * ROWB;
 
     /* Q: row r is (query head hk * group + r / sq, row r % sq) */
@@ -62,9 +69,10 @@ FMSA_DEV void fmsa_cuda_fwd_split_block(const fmsa_cuda_fwd_params &p) {
     for (int it = 0; it < (16 * CPR + T - 1) / T; ++it) {
         const int idx = tid + it * T, r = idx / CPR, c = idx % CPR;
         if (idx < 16 * CPR) {
-            const int ok = r < rows && c * 8 < p.head_dim;
-            const elem *src = (const elem *)p.q + qb * p.q_sb + (q_row0 + r % sq) * p.q_ss +
-                              (long long)(hk * group + r / sq) * p.q_sh + c * 8;
+            const int ok = r < rows && c * 8 < dim_k;
+            const elem *src = (const elem *)p.q +
+                              (qb * p.q_sb + (q_row0 + r % sq) * p.q_ss +
+                               (long long)(hk * group + r / sq) * p.q_sh) * EU + c * 8;
             fmsa_cp_async16(sQ + fmsa_swizzle(r, c, ROWB), ok ? (const void *)src : p.q, ok ? 16 : 0);
         }
     }
@@ -73,15 +81,16 @@ FMSA_DEV void fmsa_cuda_fwd_split_block(const fmsa_cuda_fwd_params &p) {
     for (int st = 0; st < STAGES - 1; ++st) {
         const unsigned sK = sKV + st * STAGE_B;
         if (st < ntiles) {
-            fmsa_cuda_fwd_load_tile<D, BNT, T, FULL>(p, sK, kg, p.k_sb, p.k_ss, (t_beg + st) * BNT, sk, b,
-                                                     p.head_dim);
-            fmsa_cuda_fwd_load_tile<D, BNT, T, FULL>(p, sK + BNT * ROWB, vg, p.v_sb, p.v_ss,
-                                                     (t_beg + st) * BNT, sk, b, p.head_dim_v);
+            fmsa_cuda_fwd_load_tile<D16, BNT, T, FULL>(p, sK, kg, k_sb, k_ss, (t_beg + st) * BNT, sk, b,
+                                                       dim_k);
+            fmsa_cuda_fwd_load_tile<D16, BNT, T, FULL>(p, sK + BNT * ROWB, vg, v_sb, v_ss,
+                                                       (t_beg + st) * BNT, sk, b, dim_v);
         }
         fmsa_cp_async_commit();
     }
     fmsa_cp_async_wait<STAGES - 1>(); /* Q landed */
-    if (p.softmax_scale < 0.0f) fmsa_cuda_fwd_q_negate<16, D, T, ROWB>(fmsa_smem);
+    if (p.softmax_scale < 0.0f)
+        fmsa_cuda_fwd_q_negate<16, D16, T, ROWB, F32 ? 0x80000000u : 0x80008000u>(fmsa_smem);
     __syncthreads();
 
     unsigned offA[4], offB[4], kRow, vRow;
@@ -114,9 +123,9 @@ FMSA_DEV void fmsa_cuda_fwd_split_block(const fmsa_cuda_fwd_params &p) {
         if (it + STAGES - 1 < ntiles) {
             const unsigned sK = sKV + lstage * STAGE_B;
             const int n1 = (t_beg + it + STAGES - 1) * BNT;
-            fmsa_cuda_fwd_load_tile<D, BNT, T, FULL>(p, sK, kg, p.k_sb, p.k_ss, n1, sk, b, p.head_dim);
-            fmsa_cuda_fwd_load_tile<D, BNT, T, FULL>(p, sK + BNT * ROWB, vg, p.v_sb, p.v_ss, n1, sk, b,
-                                                     p.head_dim_v);
+            fmsa_cuda_fwd_load_tile<D16, BNT, T, FULL>(p, sK, kg, k_sb, k_ss, n1, sk, b, dim_k);
+            fmsa_cuda_fwd_load_tile<D16, BNT, T, FULL>(p, sK + BNT * ROWB, vg, v_sb, v_ss, n1, sk, b,
+                                                       dim_v);
         }
         fmsa_cp_async_commit();
         lstage = lstage + 1 == STAGES ? 0 : lstage + 1;
@@ -124,9 +133,11 @@ FMSA_DEV void fmsa_cuda_fwd_split_block(const fmsa_cuda_fwd_params &p) {
         const int n0 = (t_beg + it) * BNT + warp * BNW;
         const int edge = n0 + BNW > sk || (w.wr >= 0 && n0 + BNW - 1 > w.off + w.wr) ||
                          (w.wl >= 0 && n0 < sq - 1 + w.off - w.wl);
-        fmsa_cuda_fwd_qk<IS_BF16, D, BNW, 1, QREG, ROWB, ROWB>(s, qf, aRow, sK, kRow, offA, offB);
-        fmsa_cuda_fwd_softmax<D, BNW, 1, FULL>(p, w, rw, n0, edge, s, m, l, acc);
-        fmsa_cuda_fwd_pv<IS_BF16, D, BNW, 1, ROWB>(acc, s, sK + BNT * ROWB, vRow, offA, 0);
+        if (F32) fmsa_cuda_fwd_qk_f32<D16, BNW, 1, ROWB, ROWB>(s, aRow, sK, kRow, offA, offB);
+        else fmsa_cuda_fwd_qk<DTY, D16, BNW, 1, QREG, ROWB, ROWB>(s, qf, aRow, sK, kRow, offA, offB);
+        fmsa_cuda_fwd_softmax<D, BNW, 1, FULL, F32>(p, w, rw, n0, edge, s, m, l, acc);
+        if (F32) fmsa_cuda_fwd_pv_f32<D, BNW, 1, ROWB>(acc, s, sK + BNT * ROWB, 0);
+        else fmsa_cuda_fwd_pv<DTY == FMSA_CUDA_DT_BF16, D, BNW, 1, ROWB>(acc, s, sK + BNT * ROWB, vRow, offA, 0);
         stage = stage + 1 == STAGES ? 0 : stage + 1;
     }
     fmsa_cp_async_wait<0>();
@@ -167,9 +178,13 @@ FMSA_DEV void fmsa_cuda_fwd_split_block(const fmsa_cuda_fwd_params &p) {
         const float inv = fmsa_softmax_finalize(mm, ll, &lse);
         if (c >= p.head_dim_v) continue;
         if (p.num_splits == 1) {
-            elem *og = (elem *)p.o + qb * p.o_sb + (q_row0 + i) * p.o_ss + (long long)head * p.o_sh;
-            const unsigned v = fmsa_pack2<IS_BF16>(o * inv, 0.0f);
-            og[c] = (elem)(v & 0xffffu);
+            const long long oi = qb * p.o_sb + (q_row0 + i) * p.o_ss + (long long)head * p.o_sh + c;
+            if (F32) {
+                ((float *)p.o)[oi] = o * inv;
+            } else {
+                const unsigned v = fmsa_pack2<DTY == FMSA_CUDA_DT_BF16>(o * inv, 0.0f);
+                ((elem *)p.o)[oi] = (elem)(v & 0xffffu);
+            }
             if (c == 0 && p.lse)
                 p.lse[qb * p.lse_sb + (long long)head * p.lse_sh + (q_row0 + i) * p.lse_ss] = lse;
         } else {
@@ -184,7 +199,7 @@ FMSA_DEV void fmsa_cuda_fwd_split_block(const fmsa_cuda_fwd_params &p) {
 /// Merges the num_splits partials of every (query head, row), one warp per
 /// row, 4 columns per lane, starting from the sink's row (lse = t_h, O = 0) or
 /// the empty row (lse = -inf).
-template <int IS_BF16> FMSA_DEV void fmsa_cuda_fwd_combine_block(const fmsa_cuda_fwd_params &p) {
+template <int DTY> FMSA_DEV void fmsa_cuda_fwd_combine_block(const fmsa_cuda_fwd_params &p) {
     typedef unsigned short elem;
     const int lane = (int)threadIdx.x & 31;
     const long long R = fmsa_cuda_split_rows(p);
@@ -202,8 +217,13 @@ template <int IS_BF16> FMSA_DEV void fmsa_cuda_fwd_combine_block(const fmsa_cuda
             const float ob[4] = {os.x, os.y, os.z, os.w};
             fmsa_cuda_merge_step<4>(&lse, o, p.lse_accum[pr], ob);
         }
-        elem *og = (elem *)p.o + qb * p.o_sb + i * p.o_ss + (long long)head * p.o_sh + c;
-        *(uint2 *)og = make_uint2(fmsa_pack2<IS_BF16>(o[0], o[1]), fmsa_pack2<IS_BF16>(o[2], o[3]));
+        const long long oi = qb * p.o_sb + i * p.o_ss + (long long)head * p.o_sh + c;
+        if (DTY == FMSA_CUDA_DT_F32)
+            *(float4 *)((float *)p.o + oi) = make_float4(o[0], o[1], o[2], o[3]);
+        else
+            *(uint2 *)((elem *)p.o + oi) =
+                make_uint2(fmsa_pack2<DTY == FMSA_CUDA_DT_BF16>(o[0], o[1]),
+                           fmsa_pack2<DTY == FMSA_CUDA_DT_BF16>(o[2], o[3]));
         if (c == 0 && p.lse) p.lse[qb * p.lse_sb + (long long)head * p.lse_sh + i * p.lse_ss] = lse;
     }
 }

@@ -177,4 +177,41 @@ FMSA_DEV int fmsa_ld_acquire(const int *p) {
     return v;
 }
 
+/*
+ * fp32 inputs on the tensor cores by 3xTF32 (split precision): x = hi + lo
+ * with hi = tf32(x) and lo = tf32(x - hi) (x - hi is exact in fp32), and
+ * a b ~ a_lo b_hi + a_hi b_lo + a_hi b_hi, the dropped a_lo b_lo and the
+ * rounding of lo each below 2^-22 |a b| (backends/cuda/NOTES_FWD.md; the
+ * forward's fmsa_cuda_fwd_mma_f32 issues the three mma).  The
+ * m16n8k8 tf32 fragments are the 16-bit ones' with 32-bit elements: with
+ * g = lane / 4 and t = lane % 4,
+ *   A (16x8, row): a0 (g, t)  a1 (g+8, t)  a2 (g, t+4)  a3 (g+8, t+4)
+ *   B (8x8, col):  b0 (k = t, n = g)       b1 (k = t+4, n = g)
+ *   C (16x8, f32): as m16n8k16's.
+ * ldmatrix.x4 (b16) on fp32 rows returns element (lane / 4, lane % 4) of each
+ * 8 x 4 block, i.e. exactly these A and B fragments, with the addresses of the
+ * 16-bit k16 step: one fp32 k8 step is one 16-bit k16 step of the same bytes.
+ */
+
+/// Rounds an fp32 value to tf32 (nearest, ties away), as a 32-bit pattern.
+FMSA_DEV unsigned fmsa_tf32(float x) {
+    unsigned r;
+    asm("cvt.rna.tf32.f32 %0, %1;\n" : "=r"(r) : "f"(x));
+    return r;
+}
+
+/// x (fp32 bits) = hi + lo, both tf32.
+FMSA_DEV void fmsa_tf32_split(unsigned x, unsigned *hi, unsigned *lo) {
+    *hi = fmsa_tf32(__uint_as_float(x));
+    *lo = fmsa_tf32(__uint_as_float(x) - __uint_as_float(*hi));
+}
+
+/// d += a * b for one m16n8k8 tile of tf32 inputs.
+FMSA_DEV void fmsa_mma1688_tf32(float d[4], const unsigned a[4], unsigned b0, unsigned b1) {
+    asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 "
+                 "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
 #endif /* FMSA_CUDA_MMA_CUH */
