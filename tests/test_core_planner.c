@@ -374,7 +374,8 @@ static void flagship_shapes(void **state) {
     expect_row(&avx, 64, FMSA_DTYPE_F32, FMSA_PASS_FORWARD, 0, "cpu-fwd-d64-128x128", 128, 128);
     /* head dims past 256 (Gemma 4, MLA) on the CPU rows of cpu.c */
     expect_row(&avx, 512, FMSA_DTYPE_F32, FMSA_PASS_FORWARD, 0, "cpu-fwd-d576-64x64", 64, 64);
-    expect_row(&avx, 576, FMSA_DTYPE_F32, FMSA_PASS_BACKWARD, 0, "cpu-bwd-d576-32x32", 32, 32);
+    expect_row(&avx, 512, FMSA_DTYPE_F32, FMSA_PASS_BACKWARD, 0, "cpu-bwd-d576-64x64", 64, 64);
+    expect_row(&avx, 576, FMSA_DTYPE_F32, FMSA_PASS_BACKWARD, 0, "cpu-bwd-d576-32x64", 32, 64);
     expect_row(&avx_smalll2, 512, FMSA_DTYPE_F32, FMSA_PASS_FORWARD, 0, "cpu-fwd-d576-16x16", 16, 16);
     /* CPU bf16 products: only bf16 with the capability gets the bf16 rows
      * (fp16 would lose mantissa bits in bf16; without the instructions the
