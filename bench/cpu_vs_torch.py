@@ -60,6 +60,9 @@ def parse_args():
                     help="seconds of sleep before each run, so the other OpenMP runtime's "
                          "threads have stopped spinning (0: none)")
     ap.add_argument("--max-runs", type=int, default=5)
+    ap.add_argument("--max-round", type=float, default=10.0,
+                    help="stop timing a shape after a round longer than this many seconds "
+                         "(raise it for long shapes, so they get more than one round)")
     ap.add_argument("--round-peak", type=float, default=0.05,
                     help="seconds of `flashmsa peak` at the start of every timed round: the "
                          "%% of peak is the median over rounds of each round's GFLOP/s over "
@@ -206,7 +209,7 @@ def timed_rotation(fns, peak_probe=None):
             t0 = time.perf_counter()
             fns[i]()
             ts[i].append(time.perf_counter() - t0)
-        if sum(t[-1] for t in ts) > 10.0:
+        if sum(t[-1] for t in ts) > ARGS.max_round:
             break
     return ts, peaks
 

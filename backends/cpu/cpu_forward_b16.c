@@ -175,13 +175,16 @@ void fmsa_cpu_b16_rows(const fmsa_problem *p, const fmsa_cpu_plan *pl, const fms
     const float exp_scale = fused ? dot_scale : 1.0f;
     fmsa_cpu_score sc;
     /* acc is not zeroed up front: the first P·V overwrites it (a row with
-     * l = 0 has had only zero probabilities, so rescaling it is skipped) */
-    int written = 0;
+     * l = 0 has had only zero probabilities, so rescaling it is skipped);
+     * rows that start from a sink (l = 1) may be rescaled before any P·V, so
+     * there acc starts at zeros (the same sums: 0 + x = x) */
+    int written = p->has_sinks && pl->num_splits == 1;
 
     fmsa_cpu_score_init(&sc, p, seq, b, h, fused ? 1.0f : dot_scale);
     for (int r = 0; r < rows; ++r)
         fmsa_cpu_softmax_start(p, pl->num_splits == 1, h, &t->m[r], &t->l[r]);
     b16_load_q(p, seq, h, i0, rows, mp, t);
+    if (written) fmsa_cpu_zero(t->acc, (int64_t)mp * dn);
     /* padding rows of P stay 0 (their acc rows are never stored) */
     memset(t->p + (int64_t)rows * ld, 0, (size_t)(mp - rows) * ld * 2);
     if (kern->b16_begin) kern->b16_begin();
