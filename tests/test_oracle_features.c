@@ -20,6 +20,7 @@
 #include "common/naive.h"
 #include "common/reference.h"
 #include "support/fmsa_test_problem.h"
+#include "support/fmsa_test_runner.h"
 
 static double *of_dense(int64_t n) {
     double *d = (double *)calloc((size_t)n + 1, sizeof(double));
@@ -431,6 +432,23 @@ static void merge_masked_sides_and_self(void **state) {
     free(lse);
 }
 
+/// The features suite's refusal rule: the gate's words pass as 'not
+/// supported', a planner's (or any other) refusal does not.
+static void gate_refusals_told_apart(void **state) {
+    (void)state;
+    assert_true(fmsa_test_is_gate_refusal(
+        "refused (FMSA_ERR_NOT_SUPPORTED): cpu: attention sinks (desc.sinks) are not supported "
+        "by this backend"));
+    assert_true(fmsa_test_is_gate_refusal(
+        "refused (FMSA_ERR_NOT_SUPPORTED): cpu: head_dim 512 / head_dim_v 512: this backend runs "
+        "head dims up to 256"));
+    assert_false(fmsa_test_is_gate_refusal(
+        "refused (FMSA_ERR_NOT_SUPPORTED): no forward tile table row for arch 'opencl-cpu' "
+        "(opencl backend, table 'opencl-cpu'), head_dim 512, dtype bf16"));
+    assert_false(fmsa_test_is_gate_refusal("refused (FMSA_ERR_NOT_SUPPORTED): paged KV is "
+                                           "forward-only"));
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(fd_dsink),
@@ -441,6 +459,7 @@ int main(void) {
         cmocka_unit_test(empty_rows_with_sinks),
         cmocka_unit_test(merge_halves_equal_whole),
         cmocka_unit_test(merge_masked_sides_and_self),
+        cmocka_unit_test(gate_refusals_told_apart),
     };
     return cmocka_run_group_tests_name("oracle_features", tests, NULL, NULL);
 }

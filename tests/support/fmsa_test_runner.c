@@ -309,7 +309,8 @@ fmsa_test_result fmsa_test_case_run(fmsa_context *ctx, const fmsa_test_spec *spe
     chk.bad = 0;
     if (st == FMSA_ERR_NOT_SUPPORTED) {
         /* Validation comes before any write: outputs must still be poison. */
-        run_note(msg, len, "not supported by this backend: %s", fmsa_last_error());
+        /* the library's words only: the features suite tells gate refusals by them */
+        run_note(msg, len, "refused (FMSA_ERR_NOT_SUPPORTED): %s", fmsa_last_error());
         fmsa_test_problem_each(&tp, run_untouched_buf, &chk);
         res = chk.bad ? FMSA_TEST_FAIL : FMSA_TEST_SKIP;
         goto done;
@@ -394,15 +395,12 @@ static fmsa_context *suite_ctx;
 static fmsa_test_options suite_opts;
 static int suite_features; ///< fmsa_test_suite_main_features: gate refusals, oracle check
 
-/// The refusal is common/feature_gate.c's (a feature or dims a backend's kernels lack).
-static int suite_gate_refusal(const char *msg) {
+int fmsa_test_is_gate_refusal(const char *msg) {
     return strstr(msg, "not supported by this backend") != NULL ||
            strstr(msg, "runs head dims up to") != NULL;
 }
 
-/// FLASHMSA_TEST_REQUIRE_ALL: "1" (every backend) or a comma list of backend
-/// names that must run every case of the features suite (no refusal allowed).
-static int suite_require_all(const char *backend) {
+int fmsa_test_require_all(const char *backend) {
     const char *v = getenv("FLASHMSA_TEST_REQUIRE_ALL");
     size_t n = strlen(backend);
     if (!v || !*v || !strcmp(v, "0")) return 0;
@@ -430,7 +428,7 @@ static void suite_case(void **state) {
     if (r == FMSA_TEST_SKIP && suite_features) {
         /* features a backend's kernels lack: 'not supported' when its gate
          * says so, unless FLASHMSA_TEST_REQUIRE_ALL names the backend */
-        if (!suite_gate_refusal(msg) || suite_require_all(suite_opts.backend_name))
+        if (!fmsa_test_is_gate_refusal(msg) || fmsa_test_require_all(suite_opts.backend_name))
             r = FMSA_TEST_FAIL;
     } else if (r == FMSA_TEST_SKIP && suite_opts.backend == FMSA_BACKEND_CPU) {
         /* The CPU backend supports every feature (it is the fallback

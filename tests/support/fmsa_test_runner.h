@@ -55,4 +55,12 @@ int fmsa_test_suite_main(int argc, char **argv, const char *suite, const fmsa_te
 int fmsa_test_suite_main_features(int argc, char **argv, const char *suite,
                                   const fmsa_test_spec *cases, size_t count);
 
+/// 1 when msg (a case's message) holds a refusal of common/feature_gate.c
+/// (a feature or head dims a backend's kernels lack), 0 for any other.
+int fmsa_test_is_gate_refusal(const char *msg);
+
+/// 1 when FLASHMSA_TEST_REQUIRE_ALL ("1" for every backend, or a comma list
+/// of backend names) says backend must run every case: no refusal allowed.
+int fmsa_test_require_all(const char *backend);
+
 #endif /* FMSA_TEST_RUNNER_H */
