@@ -160,8 +160,8 @@ static int cpu_dead_chunk(const fmsa_problem *p, const fmsa_seq *seq, int64_t b,
 }
 
 int fmsa_cpu_dead_keys_zero(const fmsa_problem *p, const fmsa_seq *seq, int64_t b, int64_t hk,
-                            int64_t j0, int cols, float *rows, float *kt, int ld) {
-    const int64_t D = p->head_dim;
+                            int64_t j0, int cols, int64_t width, float *rows, float *kt, int ld) {
+    const int64_t D = width;
     int total = 0;
     if (!p->has_mask && p->window_left < 0) return 0; /* every key is some row's */
     for (int c0 = 0; c0 < cols; c0 += 256) {

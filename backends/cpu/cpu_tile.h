@@ -43,14 +43,14 @@ int fmsa_cpu_tile_visible(const fmsa_cpu_score *sc, int64_t i0, int rows, int64_
 /// Keys hidden from every row: zeroes, among the keys j0 .. j0 + cols - 1 of
 /// sequence seq (b) just packed for kv head hk, those that no query row of any
 /// head of the group sees (window and bit mask), in a row panel (rows: key c
-/// at rows + c * D) and/or a transposed tile (kt: kt[d * ld + c]); NULL skips
-/// one.  Their scores are -inf for every row, so their P and dS are 0, but a
+/// at rows + c * width) and/or a transposed tile (kt: kt[d * ld + c], width
+/// rows d); width is D for K and Dv for V; NULL skips one.  Their scores are -inf for every row, so their P and dS are 0, but a
 /// NaN or Inf in their K or V would still reach the outputs through 0 * NaN
 /// in P·V, dP = dO·Vᵀ and dS·K; zeros leave every finite result bit for bit
 /// (the terms were +-0 already).  Returns how many there are (rows = kt =
 /// NULL: only counts).
 int fmsa_cpu_dead_keys_zero(const fmsa_problem *p, const fmsa_seq *seq, int64_t b, int64_t hk,
-                            int64_t j0, int cols, float *rows, float *kt, int ld);
+                            int64_t j0, int cols, int64_t width, float *rows, float *kt, int ld);
 
 /// s[r][c] = base-2 score of query i0+r against key j0+c (-inf where masked),
 /// from the Q rows q (rows of D, ldq apart) and the transposed K tile kt
