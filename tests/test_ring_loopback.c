@@ -99,6 +99,38 @@ static void grid(void **state) {
     assert_int_equal(failures, 0);
 }
 
+/* The 2026-model features across ranks: sinks counted once per row (dsink
+ * summed over every rank), an lse gradient, a value head dim of its own. */
+static void features(void **state) {
+    static const int Ps[] = {1, 3, 4};
+    int failures = 0, cases = 0, refused = 0;
+    (void)state;
+    for (size_t pi = 0; pi < sizeof Ps / sizeof Ps[0]; ++pi)
+        for (int layout = 0; layout < 3; ++layout)
+            for (int causal = 0; causal < 2; ++causal) {
+                fmsa_ring_spec s = {0};
+                s.P = Ps[pi];
+                s.layout = (fmsa_ring_layout)layout;
+                s.causal = causal;
+                s.dtype = (layout + causal) % 2 ? FMSA_DTYPE_BF16 : FMSA_DTYPE_F32;
+                s.B = 1;
+                s.c = 4;
+                s.Hq = 4;
+                s.Hkv = 1;
+                s.D = 24;
+                s.Dv = layout == 1 ? 40 : 24;
+                s.sinks = 1;
+                s.dlse = causal;
+                s.seed = 31u * (unsigned)(pi * 8 + layout * 2 + causal) + 5u;
+                failures += run_spec(&s, &refused);
+                ++cases;
+            }
+    print_message("ring loopback features: %d cases, %d failed, %d not supported\n", cases,
+                  failures, refused);
+    assert_int_equal(refused, 0);
+    assert_int_equal(failures, 0);
+}
+
 /* Arguments the ring refuses, on every rank alike, before anything moves. */
 static void refusals(void **state) {
     fmsa_dist_comm *comms[1];
@@ -135,6 +167,7 @@ static void refusals(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(grid),
+        cmocka_unit_test(features),
         cmocka_unit_test(refusals),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
