@@ -101,14 +101,6 @@ def test_mixed_frameworks_rejected():
         flashmsa.attention(q, k.numpy(), v)
 
 
-def test_sinks_and_merge_states_name_the_missing_c_feature():
-    q, k, v = qkv()
-    with pytest.raises(NotImplementedError, match="sink logits of fmsa_attention_desc"):
-        flashmsa.attention(q, k, v, sinks=torch.zeros(2))
-    with pytest.raises(NotImplementedError, match="fmsa_merge_states"):
-        flashmsa.merge_states(q, None, q, None)
-
-
 # ---------------------------------------------------------------- devices
 def test_devices():
     devs = flashmsa.devices()
@@ -119,7 +111,8 @@ def test_devices():
 
 
 def test_version():
-    assert flashmsa._capi.version()[:2] == (0, 1)
+    assert flashmsa._capi.version()[:2] == (flashmsa._capi.API_VERSION_MAJOR,
+                                           flashmsa._capi.API_VERSION_MINOR) == (0, 2)
 
 
 # ---------------------------------------------------------------- numpy / DLPack
@@ -138,14 +131,14 @@ def test_numpy_path_without_torch_matches():
     ref = flashmsa.attention(q, k, v, window=(5, 3))
     qn = np.ascontiguousarray(q.numpy().transpose(0, 2, 1, 3)).transpose(0, 2, 1, 3)
     o = _array.attention(qn, k.numpy(), v.numpy(), causal=False, window=(5, 3), softcap=0.0,
-                         alibi_slopes=None, scale=None, cu_seqlens_q=None, cu_seqlens_k=None,
-                         max_seqlen_q=0, max_seqlen_k=0, block_table=None, seqused_k=None,
-                         return_lse=False)
+                         alibi_slopes=None, sinks=None, scale=None, cu_seqlens_q=None,
+                         cu_seqlens_k=None, max_seqlen_q=0, max_seqlen_k=0, block_table=None,
+                         seqused_k=None, return_lse=False)
     assert np.array_equal(o, ref.numpy())
     with pytest.raises(flashmsa.InvalidArgumentError, match="heads"):
         _array.attention(qn, k.numpy()[:, :, :3], v.numpy()[:, :, :3], causal=False,
-                         window=(-1, -1), softcap=0.0, alibi_slopes=None, scale=None,
-                         cu_seqlens_q=None, cu_seqlens_k=None, max_seqlen_q=0, max_seqlen_k=0,
+                         window=(-1, -1), softcap=0.0, alibi_slopes=None, sinks=None,
+                         scale=None, cu_seqlens_q=None, cu_seqlens_k=None, max_seqlen_q=0, max_seqlen_k=0,
                          block_table=None, seqused_k=None, return_lse=False)
 
 
