@@ -184,7 +184,7 @@ def prototype(lib):
 
 _lib = None
 _lib_path = None
-_lock = threading.Lock()
+_lock = threading.RLock()  # context() loads the library while holding it
 
 
 def library():

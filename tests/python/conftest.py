@@ -36,6 +36,7 @@ GATE_MESSAGES = {
     "dlse": r"the lse gradient \(dlse\) is not supported by this backend",
     "dim_v": r"a value head dim of its own is not supported by this backend",
     "large_dim": r"this backend runs head dims up to",
+    "merge": r"fmsa_merge_states is not supported by this backend",
 }
 
 

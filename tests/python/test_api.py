@@ -1,4 +1,5 @@
 """Errors, devices, the numpy/DLPack forward, the library's discovery."""
+import math
 import os
 import subprocess
 import sys
@@ -212,3 +213,14 @@ def test_cmake_prefix_discovery(tmp_path):
                        cwd=str(tmp_path))
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip() == str(lib / "libflashmsa.so")
+
+
+def test_merge_states_as_the_first_call():
+    """merge_states before any attention() loads the library from inside the
+    context lock (it once deadlocked there)."""
+    code = ("import torch, flashmsa; o = torch.zeros(1, 4, 2, 8); l = torch.zeros(1, 2, 4); "
+            "print(flashmsa.merge_states(o, l, o, l)[1].sum().item())")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                       cwd=os.path.dirname(__file__))
+    assert r.returncode == 0, r.stderr
+    assert abs(float(r.stdout) - 8 * math.log(2)) < 1e-5

@@ -69,7 +69,8 @@ def test_merge_against_formula(dtypes):
     dev = [x.to(DEVICE) for x in (o_a, lse_a, o_b, lse_b)]
     o = torch.full(o_a.shape, math.nan, dtype=dtype_o, device=DEVICE)
     lse = torch.full(lse_a.shape, math.nan, device=DEVICE)
-    got_o, got_lse = flashmsa.merge_states(*dev, out=(o, lse))
+    with backend_feature("merge"):
+        got_o, got_lse = flashmsa.merge_states(*dev, out=(o, lse))
     assert got_o is o and got_lse is lse
     a = ref_lse[torch.isfinite(ref_lse)].abs().max().item()
     rule.check("o", o.cpu(), ref_o, nv_o, dtype=dtype_o, factor=rule.FACTOR_FWD,
@@ -95,7 +96,8 @@ def test_merge_in_place():
     """out=(o_a, lse_a) and out=(o_b, lse_b): the same bits as a fresh output."""
     o_a, lse_a, o_b, lse_b = (x.to(DEVICE) for x in
                               _partials(1, 40, 4, 32, torch.float32, torch.float32, 7))
-    ref_o, ref_lse = flashmsa.merge_states(o_a, lse_a, o_b, lse_b)
+    with backend_feature("merge"):
+        ref_o, ref_lse = flashmsa.merge_states(o_a, lse_a, o_b, lse_b)
     a_o, a_lse, b_o, b_lse = (x.clone() for x in (o_a, lse_a, o_b, lse_b))
     flashmsa.merge_states(a_o, a_lse, o_b, lse_b, out=(a_o, a_lse))
     assert torch.equal(a_o, ref_o) and torch.equal(a_lse, ref_lse)
@@ -106,8 +108,9 @@ def test_merge_in_place():
 def test_merge_varlen_3d_layout():
     """attention()'s 3-D varlen results ([total, H, Dv], [H, total]) merge as they are."""
     o_a, lse_a, o_b, lse_b = _partials(1, 30, 2, 16, torch.float32, torch.float32, 3, False)
-    o3, lse3 = flashmsa.merge_states(o_a[0].to(DEVICE), lse_a[0].to(DEVICE),
-                                     o_b[0].to(DEVICE), lse_b[0].to(DEVICE))
+    with backend_feature("merge"):
+        o3, lse3 = flashmsa.merge_states(o_a[0].to(DEVICE), lse_a[0].to(DEVICE),
+                                         o_b[0].to(DEVICE), lse_b[0].to(DEVICE))
     o4, lse4 = flashmsa.merge_states(*(x.to(DEVICE) for x in (o_a, lse_a, o_b, lse_b)))
     assert o3.shape == (30, 2, 16) and lse3.shape == (2, 30)
     assert torch.equal(o3, o4[0]) and torch.equal(lse3, lse4[0])
@@ -136,7 +139,8 @@ def test_merge_backward():
         loss.backward()
         return [x.grad.cpu().double() for x in xs]
 
-    got = grads(flashmsa.merge_states, torch.float32, DEVICE)
+    with backend_feature("merge"):
+        got = grads(flashmsa.merge_states, torch.float32, DEVICE)
     ref = grads(formula, torch.float64, "cpu")
     nv = grads(formula, torch.float32, "cpu")
     a = lse_a[torch.isfinite(lse_a)].abs().max().item() + 1
@@ -156,7 +160,7 @@ def test_ring_attention_matches_full_attention():
                for i, n in enumerate((sq, sk, sk)))
     dout = make((b, sq, h, d), torch.float32, 84)
     cut = 17
-    with backend_feature("dlse"):
+    with backend_feature("dlse", "merge"):
         o1, l1 = flashmsa.attention(q, k[:, :cut], v[:, :cut], return_lse=True)
         o2, l2 = flashmsa.attention(q, k[:, cut:], v[:, cut:], return_lse=True)
         o, lse = flashmsa.merge_states(o1, l1, o2, l2)
