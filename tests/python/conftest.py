@@ -37,6 +37,8 @@ GATE_MESSAGES = {
     "dim_v": r"a value head dim of its own is not supported by this backend",
     "large_dim": r"this backend runs head dims up to",
     "merge": r"fmsa_merge_states is not supported by this backend",
+    # the CUDA backend's kernels take bf16 and f16 only (cuda_backend.c)
+    "dtype": r"runs bf16 and f16 inputs",
 }
 
 
@@ -53,7 +55,8 @@ def backend_feature(*features):
     skips only when the library refuses one of them with the gate's own
     message (not supported by this backend), and fails when that feature is
     in FLASHMSA_TEST_REQUIRE; any other error, a wrong result included, fails
-    as usual, and a library that has the feature runs the test for real."""
+    as usual, and a library that has the feature runs the test for real.  The
+    dtype gate (a backend without fp32 kernels) always counts as one of them."""
     import flashmsa
     try:
         yield
@@ -61,7 +64,7 @@ def backend_feature(*features):
         refusal = e
         while refusal is not None and not isinstance(refusal, flashmsa.NotSupportedError):
             refusal = refusal.__cause__ or refusal.__context__
-        for f in features if refusal is not None else ():
+        for f in (features + ("dtype",)) if refusal is not None else ():
             if re.search(GATE_MESSAGES[f], refusal.message):
                 if f in required_features():
                     raise AssertionError(f"FLASHMSA_TEST_REQUIRE has {f}, and the library "

@@ -9,7 +9,7 @@ import torch
 
 import flashmsa
 from conftest import make
-from test_attention import CASES, DT_ID, DTYPES, run_batched
+from test_attention import CASES, DT_ID, run_batched
 
 
 def _has_cuda():
@@ -24,8 +24,17 @@ def _has_cuda():
 pytestmark = pytest.mark.skipif(not _has_cuda(), reason="no CUDA device, or a library without "
                                 "the CUDA backend")
 
+# The CUDA backend's kernels take bf16 and f16 (fp32 is refused: test_fp32_refused).
+CUDA_DTYPES = [torch.float16, torch.bfloat16]
 CUDA_CASES = ["plain", "causal_sq_lt_sk", "window_causal", "softcap", "alibi_batch", "gqa",
               "d128", "everything"]
+
+
+def test_fp32_refused():
+    """fp32 on CUDA: the backend's NotSupportedError naming the dtype, not a wrong result."""
+    q = make((1, 16, 2, 64), torch.float32, 1).cuda()
+    with pytest.raises(flashmsa.NotSupportedError, match="bf16 and f16"):
+        flashmsa.attention(q, q, q)
 
 
 def test_side_stream():
@@ -113,7 +122,7 @@ def test_cuda_graph_decode_with_merge():
     assert torch.equal(out[0], ref[0]) and torch.equal(out[1], ref[1])
 
 
-@pytest.mark.parametrize("dtype", DTYPES, ids=lambda t: DT_ID[t])
+@pytest.mark.parametrize("dtype", CUDA_DTYPES, ids=lambda t: DT_ID[t])
 @pytest.mark.parametrize("case", CUDA_CASES)
 def test_forward_backward_cuda(case, dtype):
     run_batched(dtype, device="cuda", **CASES[case])

@@ -62,8 +62,11 @@ def flashmsa_attention_forward(module, query, key, value, attention_mask, dropou
     window = (-1, -1)
     if sliding_window is not None:
         window = (sliding_window - 1, 0 if causal else sliding_window - 1)
+    # s_aux: the sink logits of models such as gpt-oss, a parameter in the
+    # model's dtype; flashmsa takes them in fp32 (the gradient flows back through .float())
+    sinks = None if s_aux is None else s_aux.float()
     options = dict(causal=bool(causal), window=window, softcap=softcap or 0.0, scale=scaling,
-                   sinks=s_aux)
+                   sinks=sinks)
     q, k, v = (t.transpose(1, 2) for t in (query, key, value))  # [b, s, h, d] views
     if attention_mask is None:
         return flashmsa.attention(q, k, v, **options), None
