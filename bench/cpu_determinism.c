@@ -1,7 +1,8 @@
 /*
  * Determinism probe of the CPU backend: runs a GQA causal forward + backward
- * (dQ partials), a split-KV decode forward and a one-slot causal forward +
- * backward (ordered dQ) on fixed inputs and prints one FNV-1a hash
+ * (dQ partials), a split-KV decode forward, a one-slot causal forward +
+ * backward (ordered dQ) and two of issue 13's features (sinks with dsink,
+ * dlse, Dv != D, D = 576) on fixed inputs and prints one FNV-1a hash
  * per output tensor.  The CPU backend promises bit-identical results for any
  * OMP_NUM_THREADS, so bench/cpu_device_run.sh runs this at 1 and at all
  * threads (per forced kernel path) and compares the lines.
@@ -95,6 +96,51 @@ static void run(fmsa_context *ctx, fmsa_dtype dt, int64_t b, int64_t hq, int64_t
     free(q), free(k), free(v), free(dout), free(o), free(dq), free(dk), free(dv), free(lse);
 }
 
+/// The API v0.2 features on fixed inputs: sinks (with dsink), dlse, Dv != D,
+/// a head dim past 256; one line of hashes, as run() prints.
+static void run_features(fmsa_context *ctx, fmsa_dtype dt, int64_t hq, int64_t hkv, int64_t s,
+                         int64_t d, int64_t dv, const char *tag) {
+    const int64_t qs[4] = {1, s, hq, d}, ks[4] = {1, s, hkv, d}, vs[4] = {1, s, hkv, dv};
+    const int64_t os[4] = {1, s, hq, dv}, ls[3] = {1, hq, s}, hs[1] = {hq};
+    const size_t nq = (size_t)(s * hq * d), nk = (size_t)(s * hkv * d), nv = (size_t)(s * hkv * dv);
+    const size_t no = (size_t)(s * hq * dv), nl = (size_t)(hq * s), es = fmsa_dtype_size(dt);
+    void *q = fill(nq, dt, 11), *k = fill(nk, dt, 12), *v = fill(nv, dt, 13), *dout = fill(no, dt, 14);
+    float *sinks = (float *)fill((size_t)hq, FMSA_DTYPE_F32, 15), *dlse = (float *)fill(nl, FMSA_DTYPE_F32, 16);
+    void *o = calloc(no, es), *dq = calloc(nq, es), *dk = calloc(nk, es), *dv_ = calloc(nv, es);
+    float *lse = (float *)calloc(nl, 4), *dsink = (float *)calloc((size_t)hq, 4);
+    fmsa_tensor tq = fmsa_tensor_contiguous(q, dt, 4, qs), tk = fmsa_tensor_contiguous(k, dt, 4, ks);
+    fmsa_tensor tv = fmsa_tensor_contiguous(v, dt, 4, vs), to = fmsa_tensor_contiguous(o, dt, 4, os);
+    fmsa_tensor tl = fmsa_tensor_contiguous(lse, FMSA_DTYPE_F32, 3, ls);
+    fmsa_attention_desc desc = fmsa_attention_desc_init(d);
+    size_t ws_bytes = 0;
+    void *ws;
+    desc.causal = 1;
+    desc.sinks = fmsa_tensor_contiguous(sinks, FMSA_DTYPE_F32, 1, hs);
+    CHECK(fmsa_workspace_size(ctx, FMSA_PASS_FORWARD, &desc, &tq, &tk, &tv, &ws_bytes));
+    ws = malloc(ws_bytes ? ws_bytes : 1);
+    CHECK(fmsa_forward(ctx, &desc, &tq, &tk, &tv, &to, &tl, ws, ws_bytes, NULL));
+    free(ws);
+    CHECK(fmsa_workspace_size(ctx, FMSA_PASS_BACKWARD, &desc, &tq, &tk, &tv, &ws_bytes));
+    ws = malloc(ws_bytes ? ws_bytes : 1);
+    CHECK(fmsa_backward(
+        ctx, &desc,
+        &(fmsa_backward_tensors){.q = tq, .k = tk, .v = tv, .o = to,
+                                 .dout = fmsa_tensor_contiguous(dout, dt, 4, os), .lse = tl,
+                                 .dlse = fmsa_tensor_contiguous(dlse, FMSA_DTYPE_F32, 3, ls),
+                                 .dq = fmsa_tensor_contiguous(dq, dt, 4, qs),
+                                 .dk = fmsa_tensor_contiguous(dk, dt, 4, ks),
+                                 .dv = fmsa_tensor_contiguous(dv_, dt, 4, vs),
+                                 .dsink = fmsa_tensor_contiguous(dsink, FMSA_DTYPE_F32, 1, hs)},
+        ws, ws_bytes, NULL));
+    free(ws);
+    printf("%s O %016llx LSE %016llx dQ %016llx dK %016llx dV %016llx dsink %016llx\n", tag,
+           (unsigned long long)fnv(o, no * es), (unsigned long long)fnv(lse, nl * 4),
+           (unsigned long long)fnv(dq, nq * es), (unsigned long long)fnv(dk, nk * es),
+           (unsigned long long)fnv(dv_, nv * es), (unsigned long long)fnv(dsink, (size_t)hq * 4));
+    free(q), free(k), free(v), free(dout), free(sinks), free(dlse), free(o), free(dq), free(dk);
+    free(dv_), free(lse), free(dsink);
+}
+
 int main(int argc, char **argv) {
     const fmsa_dtype dt = argc > 1 && strcmp(argv[1], "bf16") == 0 ? FMSA_DTYPE_BF16 : FMSA_DTYPE_F32;
     fmsa_context *ctx = NULL;
@@ -104,6 +150,9 @@ int main(int argc, char **argv) {
     /* one slot of 2 query heads: too few items for dQ partials, so the
      * backward adds every key tile into one dQ partial in turn (ordered) */
     run(ctx, dt, 1, 2, 1, 1500, 1500, 64, 1, 1, "ordered-dq causal b1 h2/1 s1500 d64");
+    /* issue 13's features (new lines: the ones above are unchanged by them) */
+    run_features(ctx, dt, 4, 2, 600, 192, 128, "features sinks dlse dsink causal h4/2 s600 d192/128");
+    run_features(ctx, dt, 2, 1, 300, 576, 512, "features sinks dlse dsink causal h2/1 s300 d576/512");
     fmsa_context_destroy(ctx);
     return 0;
 }

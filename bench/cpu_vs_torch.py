@@ -60,6 +60,9 @@ def parse_args():
                     help="seconds of sleep before each run, so the other OpenMP runtime's "
                          "threads have stopped spinning (0: none)")
     ap.add_argument("--max-runs", type=int, default=5)
+    ap.add_argument("--max-round", type=float, default=10.0,
+                    help="stop timing a shape after a round longer than this many seconds "
+                         "(raise it for long shapes, so they get more than one round)")
     ap.add_argument("--round-peak", type=float, default=0.05,
                     help="seconds of `flashmsa peak` at the start of every timed round: the "
                          "%% of peak is the median over rounds of each round's GFLOP/s over "
@@ -70,6 +73,10 @@ def parse_args():
     ap.add_argument("--json", default="", help="append one JSON object per result to this file")
     ap.add_argument("--variant", action="append", default=[],
                     help="NAME:VAR=value[ VAR=value...]: also time flashmsa with these variables")
+    ap.add_argument("--sinks", action="store_true",
+                    help="also time flashmsa with attention sinks (desc.sinks, random per head) "
+                         "in the same rotation (torch has none), checked against the fp64 "
+                         "reference with sinks: the line's variant is 'NAME+sinks'")
     ap.add_argument("--lib-variant", action="append", default=[],
                     help="NAME:PATH[:VAR=value ...]: also time another build of the library "
                          "(e.g. the commit before a change) in the same rotation")
@@ -175,7 +182,7 @@ def timed_rotation(fns, peak_probe=None):
             t0 = time.perf_counter()
             fns[i]()
             ts[i].append(time.perf_counter() - t0)
-        if sum(t[-1] for t in ts) > 10.0:
+        if sum(t[-1] for t in ts) > ARGS.max_round:
             break
     return ts, peaks
 
@@ -269,15 +276,27 @@ def measure_peak(seconds=0.3, fp32_only=False):
     return out
 
 
-def reference_rows(q, k, v, do, rows, scale, causal):
-    """fp64 O and dQ of the sampled query rows of batch 0, every head ([B,S,H,D] inputs)."""
+def with_sink(s, sinks):
+    """Scores [H,r,S] with each head's sink logit appended as one more key column
+    (it has no value: callers drop the column from P after the softmax)."""
+    t = sinks.to(s.dtype)[:, None, None].expand(s.shape[0], s.shape[1], 1)
+    return torch.cat([s, t], dim=-1)
+
+
+def reference_rows(q, k, v, do, rows, scale, causal, sinks=None):
+    """fp64 O and dQ of the sampled query rows of batch 0, every head ([B,S,H,D] inputs);
+    sinks ([H] logits or None): one value-less softmax term per head."""
     q64, k64, v64, do64 = (x[0].double().transpose(0, 1) for x in (q, k, v, do))  # [H,S,D]
     s = q64[:, rows] @ k64.transpose(1, 2) * scale                                  # [H,r,S]
     if causal:
         keys = torch.arange(k64.shape[1])
         s = s.masked_fill(keys[None, None, :] > rows[None, :, None], float("-inf"))
+    if sinks is not None:
+        s = with_sink(s, sinks)
     p = torch.softmax(s, dim=-1)
     lse_max = torch.logsumexp(s, dim=-1).abs().max().item()
+    if sinks is not None:
+        p = p[..., :-1]
     o = p @ v64                                                                      # [H,r,D]
     dp = do64[:, rows] @ v64.transpose(1, 2)
     delta = (do64[:, rows] * o).sum(-1, keepdim=True)
@@ -292,7 +311,7 @@ def rule_floor(dt, ref_max, lse_max, softmax_units):
     return ((2 * UNIT_ROUNDOFF[dt] + 2 * u32) + u32 * softmax_units * (1 + lse_max)) * ref_max
 
 
-def naive_rows(q, k, v, do, rows, scale, causal, tdt):
+def naive_rows(q, k, v, do, rows, scale, causal, tdt, sinks=None):
     """The naive same-precision O and dQ of the sampled rows of batch 0 ([r,H,D]):
     every sum sequential in fp32, S, P, O, dP, dS, dQ rounded to the input dtype."""
     rnd = (lambda x: x.to(tdt).float()) if tdt != torch.float32 else (lambda x: x)
@@ -307,7 +326,9 @@ def naive_rows(q, k, v, do, rows, scale, causal, tdt):
     if causal:
         keys = torch.arange(kf.shape[1])
         s = s.masked_fill(keys[None, None, :] > rows[None, :, None], float("-inf"))
-    p = rnd(torch.softmax(s, dim=-1))
+    p = rnd(torch.softmax(s if sinks is None else with_sink(s, sinks), dim=-1))
+    if sinks is not None:
+        p = p[..., :-1]
     dp = rnd(dp)
     ds = rnd(p * (dp - (p * dp).sum(-1, keepdim=True)))
     o = torch.zeros_like(qr)
@@ -342,7 +363,13 @@ def run_shape(dt, d, s, causal, peak):
     desc.causal = int(causal)
     fwd_flops = 4.0 * b * h * s * s * d / (2.0 if causal else 1.0)
 
-    def calls(lib, ctx):
+    sinks = torch.randn(h, generator=g) if ARGS.sinks else None
+    desc_s = Desc.from_buffer_copy(desc)
+    if sinks is not None:
+        dsink = torch.empty(h, dtype=torch.float32)
+        desc_s.sinks, T["dsink"] = as_tensor(sinks), as_tensor(dsink)
+
+    def calls(lib, ctx, desc=desc):
         """(forward, backward) of one build, each with its own workspace."""
         ws_f, ws_b = C.c_size_t(), C.c_size_t()
         check(lib.fmsa_workspace_size(ctx, 0, desc, T["q"], T["k"], T["v"], C.byref(ws_f)), "ws fwd", lib)
@@ -355,6 +382,8 @@ def run_shape(dt, d, s, causal, peak):
 
         bt = BwdTensors(q=T["q"], k=T["k"], v=T["v"], o=T["o"], dout=T["do"], lse=T["lse"],
                         dq=T["dq"], dk=T["dk"], dv=T["dv"])
+        if desc is desc_s:  # with sinks the backward also writes dsink
+            bt.dsink = T["dsink"]
 
         def bwd():
             check(lib.fmsa_backward(ctx, desc, bt, C.c_void_p(ws.data_ptr()), ws_b.value, None),
@@ -362,6 +391,8 @@ def run_shape(dt, d, s, causal, peak):
         return fwd, bwd
 
     runs = [(name, env) + calls(*lc) for name, env, lc in VARIANTS]  # (name, env, fwd, bwd)
+    if sinks is not None:  # each variant again with sinks, same rotation
+        runs += [(name + "+sinks", env) + calls(*lc, desc=desc_s) for name, env, lc in VARIANTS]
 
     # torch wants [B, H, S, D]; contiguous copies so its kernels see their best layout
     tq, tk, tv, tdo = (x.transpose(1, 2).contiguous() for x in (q, k, v, do))
@@ -372,6 +403,12 @@ def run_shape(dt, d, s, causal, peak):
     rows = torch.unique(torch.randint(0, s, (ARGS.check_rows,), generator=g))
     ref_o, ref_dq, lse_max = reference_rows(q, k, v, do, rows, scale, causal)
     nv_o, nv_dq = naive_rows(q, k, v, do, rows, scale, causal, tdt)
+    if sinks is not None:
+        ref_s = reference_rows(q, k, v, do, rows, scale, causal, sinks)
+        nv_s = naive_rows(q, k, v, do, rows, scale, causal, tdt, sinks)
+    # per run: (ref O, ref dQ, lse_max, naive O, naive dQ) it is checked against
+    refs = [(ref_s + nv_s) if name.endswith("+sinks") else (ref_o, ref_dq, lse_max, nv_o, nv_dq)
+            for name, *_ in runs]
 
     # forward: torch and every variant in one rotation, then each variant's check
     with torch.no_grad():
@@ -379,13 +416,13 @@ def run_shape(dt, d, s, causal, peak):
             [lambda: F.scaled_dot_product_attention(tq, tk, tv, is_causal=causal)]
             + [with_variant(env, fwd) for _, env, fwd, _ in runs], probe)
         t_out = F.scaled_dot_product_attention(tq, tk, tv, is_causal=causal)
-    floor = rule_floor(dt, ref_o.abs().max().item(), lse_max, 3)
     e_t = max_err(t_out.transpose(1, 2)[0, rows], ref_o)
-    e_n = max_err(nv_o, ref_o)
-    for (name, env, fwd, _), t_f in zip(runs, times[1:]):
+    for (name, env, fwd, _), t_f, (r_o, _, r_lse, n_o, _) in zip(runs, times[1:], refs):
+        floor = rule_floor(dt, r_o.abs().max().item(), r_lse, 3)
+        e_n = max_err(n_o, r_o)
         o.fill_(float("nan"))
         with_variant(env, fwd)()
-        e_f = max_err(o[0, rows], ref_o)
+        e_f = max_err(o[0, rows], r_o)
         results.append(("fwd", name, fwd_flops, t_f, times[0], peaks_f, e_f, e_t, e_n,
                         e_f <= 2 * e_n + floor))
 
@@ -395,13 +432,14 @@ def run_shape(dt, d, s, causal, peak):
             [lambda: torch.autograd.grad(out, (tq, tk, tv), tdo, retain_graph=True)]
             + [with_variant(env, bwd) for _, env, _, bwd in runs], probe)
         t_dq = torch.autograd.grad(out, (tq,), tdo, retain_graph=True)[0]
-        floor = rule_floor(dt, ref_dq.abs().max().item(), lse_max, 6)
         e_t = max_err(t_dq.transpose(1, 2)[0, rows], ref_dq)
-        e_n = max_err(nv_dq, ref_dq)
-        for (name, env, _, bwd), t_f in zip(runs, times[1:]):
+        for (name, env, fwd, bwd), t_f, (r_o, r_dq, r_lse, _, n_dq) in zip(runs, times[1:], refs):
+            floor = rule_floor(dt, r_dq.abs().max().item(), r_lse, 6)
+            e_n = max_err(n_dq, r_dq)
+            with_variant(env, fwd)()  # O and lse of this run's own forward (sinks or not)
             dq.fill_(float("nan"))
             with_variant(env, bwd)()
-            e_f = max_err(dq[0, rows], ref_dq)
+            e_f = max_err(dq[0, rows], r_dq)
             results.append(("bwd", name, 2.5 * fwd_flops, t_f, times[0], peaks_b, e_f, e_t,
                             e_n, e_f <= 3 * e_n + floor))
     with_variant({}, lambda: None)()
@@ -423,7 +461,7 @@ def run_shape(dt, d, s, causal, peak):
         print(f"{ARGS.threads:3d} {dt:5s} {d:4d} {s:6d} {b:3d} {h:3d} {'yes' if causal else 'no':6s} "
               f"{ps:4s} {gf:9.1f} {gt:9.1f} {sp:6.2f}x {100 * pf:6.1f}% "
               f"{100 * pt:6.1f}%  {ef:9.2e} {et:9.2e} {en:9.2e}  {'ok' if ok else 'FAIL'}"
-              f"  {pk:6.1f}" + (f"  {variant} x{vs_def:.3f}" if len(VARIANTS) > 1 else ""),
+              f"  {pk:6.1f}" + (f"  {variant} x{vs_def:.3f}" if len(runs) > 1 else ""),
               flush=True)
         if ARGS.json:
             with open(ARGS.json, "a") as f:

@@ -7,14 +7,14 @@
 # planner picks by shape, and the grids' small shapes mostly get the ordered
 # one (one partial every key tile adds into in turn), so the backward suites
 # run again with the dQ-partials variant and with the recomputing one forced.
-foreach(suite test_grid_backward test_grid_edges test_grid_large)
+foreach(suite test_grid_backward test_grid_edges test_grid_large test_grid_features)
   foreach(variant dqparts:parts recompute:recompute)
     string(REPLACE ":" ";" v ${variant})
     list(GET v 0 tag)
     list(GET v 1 value)
     add_test(NAME ${suite}_${tag} COMMAND ${suite})
     set_tests_properties(${suite}_${tag} PROPERTIES LABELS cpu TIMEOUT 600
-      ENVIRONMENT "FLASHMSA_TEST_BACKEND=cpu;FLASHMSA_BACKEND=cpu;FLASHMSA_CPU_BWD=${value};FLASHMSA_CPU_POISON=1")
+      ENVIRONMENT "FLASHMSA_TEST_BACKEND=cpu;FLASHMSA_BACKEND=cpu;FLASHMSA_CPU_BWD=${value};FLASHMSA_CPU_POISON=1;FLASHMSA_TEST_REQUIRE_ALL=cpu")
   endforeach()
 endforeach()
 
@@ -39,3 +39,10 @@ foreach(suite test_grid_forward test_grid_edges)
   set_tests_properties(${suite}_b16_tiles128 PROPERTIES LABELS cpu TIMEOUT 600
     ENVIRONMENT "FLASHMSA_TEST_BACKEND=cpu;FLASHMSA_BACKEND=cpu;FLASHMSA_CPU_POISON=1;FLASHMSA_CPU_KERNEL=generic-bf16;FLASHMSA_CPU_TILES=fwd=128x256")
 endforeach()
+
+# The features of API v0.2 (sinks, dlse, Dv != D, head dims to 576) on the
+# portable bf16-product twin, so the bf16-product passes' handling of them is
+# checked on every machine, whatever path the dispatcher picks here.
+add_test(NAME test_grid_features_generic_bf16 COMMAND test_grid_features)
+set_tests_properties(test_grid_features_generic_bf16 PROPERTIES LABELS cpu TIMEOUT 600
+  ENVIRONMENT "FLASHMSA_TEST_BACKEND=cpu;FLASHMSA_BACKEND=cpu;FLASHMSA_CPU_POISON=1;FLASHMSA_TEST_REQUIRE_ALL=cpu;FLASHMSA_CPU_KERNEL=generic-bf16")

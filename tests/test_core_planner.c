@@ -257,7 +257,7 @@ static void tables_are_well_formed(void **state) {
                 fail_msg("row %s sits in the %s table (%s)", row->name, fam, tp[i]->arch);
             assert_true(row->pass == FMSA_PASS_FORWARD || row->pass == FMSA_PASS_BACKWARD);
             assert_true(strstr(row->name, row->pass == FMSA_PASS_FORWARD ? "-fwd-" : "-bwd-"));
-            assert_true(row->max_head_dim >= 8 && row->max_head_dim <= 256 &&
+            assert_true(row->max_head_dim >= 8 && row->max_head_dim <= FMSA_HEAD_DIM_MAX &&
                         row->max_head_dim % 8 == 0);
             snprintf(bucket, sizeof bucket, "-d%d-", row->max_head_dim);
             snprintf(dims, sizeof dims, "-%dx%d", row->block_m, row->block_n);
@@ -372,6 +372,11 @@ static void flagship_shapes(void **state) {
     expect_row(&avx, 128, FMSA_DTYPE_F32, FMSA_PASS_FORWARD, 0, "cpu-fwd-d128-128x128", 128, 128);
     expect_row(&avx_smalll2, 128, FMSA_DTYPE_F32, FMSA_PASS_FORWARD, 0, "cpu-fwd-d128-64x64", 64, 64);
     expect_row(&avx, 64, FMSA_DTYPE_F32, FMSA_PASS_FORWARD, 0, "cpu-fwd-d64-128x128", 128, 128);
+    /* head dims past 256 (Gemma 4, MLA) on the CPU rows of cpu.c */
+    expect_row(&avx, 512, FMSA_DTYPE_F32, FMSA_PASS_FORWARD, 0, "cpu-fwd-d576-64x64", 64, 64);
+    expect_row(&avx, 512, FMSA_DTYPE_F32, FMSA_PASS_BACKWARD, 0, "cpu-bwd-d576-64x64", 64, 64);
+    expect_row(&avx, 576, FMSA_DTYPE_F32, FMSA_PASS_BACKWARD, 0, "cpu-bwd-d576-32x64", 32, 64);
+    expect_row(&avx_smalll2, 512, FMSA_DTYPE_F32, FMSA_PASS_FORWARD, 0, "cpu-fwd-d576-16x16", 16, 16);
     /* CPU bf16 products: only bf16 with the capability gets the bf16 rows
      * (fp16 would lose mantissa bits in bf16; without the instructions the
      * fp32-staged rows serve bf16 too) */

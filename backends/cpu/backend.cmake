@@ -1,5 +1,8 @@
 # The CPU backend: always compiled in; OpenMP when the build found it.
-set(_fmsa_cpu_tests_env "FLASHMSA_TEST_BACKEND=cpu;FLASHMSA_BACKEND=cpu;FLASHMSA_CPU_POISON=1")
+# FLASHMSA_TEST_REQUIRE_ALL=cpu: the CPU backend runs every feature of the API,
+# so a refusal in the features grid is a failure here, never a skip.
+set(_fmsa_cpu_tests_env
+    "FLASHMSA_TEST_BACKEND=cpu;FLASHMSA_BACKEND=cpu;FLASHMSA_CPU_POISON=1;FLASHMSA_TEST_REQUIRE_ALL=cpu")
 fmsa_add_backend(cpu ALWAYS
   SOURCES
     cpu_backend.c      # the vtable, memory helpers, supports / workspace_size

@@ -74,9 +74,11 @@ static fmsa_status cpu_synchronize(void *state, void *stream) {
 
 static fmsa_status cpu_supports(void *state, const fmsa_problem *p) {
     fmsa_cpu_plan plan;
-    FMSA_TRY(fmsa_problem_require(p, "cpu", 0));
-    /* the decision forward/backward make: paged KV in backward and head_dim > 256
-     * are refused there with a message naming the CPU backend */
+    FMSA_TRY(fmsa_problem_require(p, "cpu",
+                                    FMSA_FEATURE_SINKS | FMSA_FEATURE_DLSE |
+                                        FMSA_FEATURE_VALUE_DIM | FMSA_FEATURE_LARGE_DIM));
+    /* the decision forward/backward make: paged KV in backward is
+     * refused there with a message naming the CPU backend */
     return fmsa_cpu_plan_of((const fmsa_cpu_state *)state, p, &plan);
 }
 

@@ -37,6 +37,7 @@
  * are converted to the output dtype once per row ("postprocess" folded into
  * each stage's store).  P and S are never stored beyond one tile.
  */
+#include <math.h>
 #include <stdint.h>
 
 #include "backends/cpu/cpu_internal.h"
@@ -50,22 +51,25 @@
 /// One thread's tiles for either main stage (unused ones stay NULL).
 typedef struct cpu_bwd_tiles {
     float *dq;         ///< [block_m][D] dQ accumulator (stage b)
-    float *dk, *dv;    ///< [block_n][D] dK, dV accumulators (stage a)
+    float *dk, *dv;    ///< [block_n][D] dK, [block_n][Dv] dV accumulators (stage a)
     float *s, *dp, *g; ///< [block_m][block_n] scores -> P, dP -> dS, softcap derivative
 } cpu_bwd_tiles;
 
 /// Carves one thread's tiles; stage_a selects the dK/dV stage's set.
-static cpu_bwd_tiles cpu_bwd_carve(char *base, const fmsa_cpu_plan *pl, int64_t D, int stage_a) {
+static cpu_bwd_tiles cpu_bwd_carve(char *base, const fmsa_cpu_plan *pl, const fmsa_problem *p,
+                                   int stage_a) {
     cpu_bwd_tiles t = {0};
-    const size_t row_tile = fmsa_cpu_round64((size_t)pl->block_m * (size_t)D * sizeof(float));
-    const size_t key_tile = fmsa_cpu_round64((size_t)pl->block_n * (size_t)D * sizeof(float));
+    const size_t D = (size_t)p->head_dim, Dv = (size_t)p->head_dim_v;
+    const size_t row_tile = fmsa_cpu_round64((size_t)pl->block_m * D * sizeof(float));
+    const size_t key_tile = fmsa_cpu_round64((size_t)pl->block_n * D * sizeof(float));
+    const size_t val_tile = fmsa_cpu_round64((size_t)pl->block_n * Dv * sizeof(float));
     const size_t score = fmsa_cpu_round64((size_t)pl->block_m * pl->block_n * sizeof(float));
 #define CPU_TAKE(field, bytes) (t.field = (float *)base, base += (bytes))
     if (stage_a) {
         CPU_TAKE(dk, key_tile);
-        CPU_TAKE(dv, key_tile);
-    } else {
-        CPU_TAKE(dq, 2 * key_tile > row_tile ? 2 * key_tile : row_tile);
+        CPU_TAKE(dv, val_tile);
+    } else { /* the same extent as stage (a)'s, as cpu_plan.c counts it */
+        CPU_TAKE(dq, key_tile + val_tile > row_tile ? key_tile + val_tile : row_tile);
     }
     (void)row_tile;
     CPU_TAKE(s, score);
@@ -77,28 +81,30 @@ static cpu_bwd_tiles cpu_bwd_carve(char *base, const fmsa_cpu_plan *pl, int64_t 
 
 /// One slot's packed panels (layout in cpu_plan.c).
 typedef struct cpu_bwd_panels {
-    float *kt, *vt;  ///< [tiles_k][D][block_n] transposed key / value tiles
+    float *kt, *vt;  ///< [tiles_k][D or Dv][block_n] transposed key / value tiles
     float *k;        ///< [tiles_k * block_n][D] key rows
-    float *q, *dout; ///< per query head of the group: [tiles_q * block_m][D]
+    float *q, *dout; ///< per query head of the group: [tiles_q * block_m][D or Dv]
     float *lse2;     ///< per query head: lse * log2(e)
     float *delta;    ///< per query head: D_i
     fmsa_cpu_dq_partials dq; ///< dq_parts > 0: rows of D floats (else NULL)
     int64_t head_rows; ///< tiles_q * block_m: stride between query heads' panels
+    int64_t dv_dim;    ///< Dv: rows of Vᵀ tiles, k of dP = dO·Vᵀ
 } cpu_bwd_panels;
 
 static cpu_bwd_panels cpu_bwd_slot(const fmsa_problem *p, const fmsa_cpu_plan *pl,
                                    float *slot_panels) {
-    const int64_t D = p->head_dim, keys = pl->tiles_k * pl->block_n;
+    const int64_t D = p->head_dim, Dv = p->head_dim_v, keys = pl->tiles_k * pl->block_n;
     const int64_t group = p->heads_q / p->heads_kv, copies = fmsa_cpu_bwd_packs_rows(p);
     cpu_bwd_panels x;
     float *base = slot_panels;
     x.head_rows = pl->tiles_q * pl->block_m;
+    x.dv_dim = Dv;
     x.kt = base;
     x.vt = x.kt + keys * D;
-    x.k = x.vt + keys * D; /* the row panels are empty when read in place */
+    x.k = x.vt + keys * Dv; /* the row panels are empty when read in place */
     x.q = x.k + copies * keys * D;
     x.dout = x.q + copies * group * x.head_rows * D;
-    x.lse2 = x.dout + copies * group * x.head_rows * D;
+    x.lse2 = x.dout + copies * group * x.head_rows * Dv;
     x.delta = x.lse2 + group * x.head_rows;
     x.dq.ld = D;
     x.dq.head_rows = x.head_rows;
@@ -107,29 +113,62 @@ static cpu_bwd_panels cpu_bwd_slot(const fmsa_problem *p, const fmsa_cpu_plan *p
     return x;
 }
 
+void fmsa_cpu_bwd_dsink_tile(const fmsa_problem *p, const fmsa_cpu_plan *pl,
+                             const fmsa_seq *seq, int64_t b, int64_t h, int64_t qt, int rows,
+                             const float *delta) {
+    const float *lse;
+    double t, sum = 0.0;
+    if (!p->has_dsink) return;
+    lse = (const float *)fmsa_viewn_host(&p->lse);
+    t = ((const float *)fmsa_viewn_host(&p->sinks))[h * p->sinks.s0];
+    for (int r = 0; r < rows; ++r) { /* the sink's probability exp(t - lse_i) times D_i - dlse_i */
+        const double l = lse[fmsa_problem_lse_offset(p, seq, qt * pl->block_m + r, h)];
+        if (l != -INFINITY) sum += exp(t - l) * (double)delta[r];
+    }
+    pl->dsink_parts[(b * p->heads_q + h) * pl->tiles_q + qt] = -sum;
+}
+
+/// dsink_h = the sum of its (sequence, query tile) partials, in that order:
+/// bitwise the same for any thread count.
+static void cpu_bwd_dsink_sum(const fmsa_problem *p, const fmsa_cpu_plan *pl) {
+    float *out = (float *)fmsa_viewn_host(&p->dsink);
+    for (int64_t h = 0; h < p->heads_q; ++h) {
+        double sum = 0.0;
+        for (int64_t b = 0; b < p->batch; ++b) {
+            const fmsa_seq seq = fmsa_problem_seq(p, b);
+            for (int64_t qt = 0; qt * pl->block_m < seq.sq; ++qt)
+                sum += pl->dsink_parts[(b * p->heads_q + h) * pl->tiles_q + qt];
+        }
+        out[h * p->dsink.s0] = (float)sum;
+    }
+}
+
 /// Index of row i of (seq, h) in the D workspace (laid out like lse).
 static int64_t cpu_delta_index(const fmsa_problem *p, const fmsa_seq *seq, int64_t h, int64_t i) {
     return (seq->q_batch * p->heads_q + h) * p->total_q + seq->q_row0 + i;
 }
 
-/// Preprocess: delta = rowsum(dO * O) for every query row of every head.  The
-/// dot product runs through the same kernel (and so the same rounding) as
-/// dP = dO·Vᵀ: where P is one-hot, O == V exactly and dS = P * (dP - delta)
-/// must come out exactly 0, as in the fp64 reference.
+/// Preprocess: delta = rowsum(dO * O) - dlse for every query row of every
+/// head.  The dot product runs through the same kernel (and so the same
+/// rounding) as dP = dO·Vᵀ: where P is one-hot, O == V exactly and dS = P *
+/// (dP - delta) must come out exactly 0 (without dlse), as in the fp64
+/// reference.
 static void cpu_bwd_preprocess(const fmsa_problem *p, const fmsa_cpu_kernels *kern,
                                float *delta) {
-    const int64_t D = p->head_dim, q_batches = p->is_varlen ? 1 : p->batch;
+    const int64_t Dv = p->head_dim_v, q_batches = p->is_varlen ? 1 : p->batch;
     const int64_t rows = q_batches * p->heads_q * p->total_q;
     const char *ob = fmsa_view4_host(&p->o), *dob = fmsa_view4_host(&p->dout);
+    const float *dlse = p->has_dlse ? (const float *)fmsa_viewn_host(&p->dlse) : NULL;
 FMSA_CPU_OMP(omp parallel for schedule(static))
     for (int64_t it = 0; it < rows; ++it) {
         const int64_t r = it % p->total_q, bh = it / p->total_q;
         const int64_t b = bh / p->heads_q, h = bh % p->heads_q;
-        float o_row[FMSA_HEAD_DIM_SMALL_MAX], do_row[FMSA_HEAD_DIM_SMALL_MAX];
-        fmsa_cpu_row_load(ob, p->dtype, b * p->o.sb + r * p->o.ss + h * p->o.sh, D, 1.0f, o_row);
-        fmsa_cpu_row_load(dob, p->dtype, b * p->dout.sb + r * p->dout.ss + h * p->dout.sh, D, 1.0f,
-                          do_row);
-        kern->gemm(1, 1, (int)D, do_row, D, 1, o_row, 1, &delta[it], 1, 0);
+        float o_row[FMSA_HEAD_DIM_MAX], do_row[FMSA_HEAD_DIM_MAX];
+        fmsa_cpu_row_load(ob, p->dtype, b * p->o.sb + r * p->o.ss + h * p->o.sh, Dv, 1.0f, o_row);
+        fmsa_cpu_row_load(dob, p->dtype, b * p->dout.sb + r * p->dout.ss + h * p->dout.sh, Dv,
+                          1.0f, do_row);
+        kern->gemm(1, 1, (int)Dv, do_row, Dv, 1, o_row, 1, &delta[it], 1, 0);
+        if (dlse) delta[it] -= dlse[b * p->dlse.s0 + h * p->dlse.s1 + r * p->dlse.s2];
     }
 }
 
@@ -146,7 +185,7 @@ static cpu_rows cpu_bwd_qrows(const fmsa_problem *p, const fmsa_view4 *v, const 
     if (!fmsa_cpu_bwd_packs_rows(p))
         return (cpu_rows){(const float *)fmsa_view4_host(v) + fmsa_problem_q_offset(v, seq, i0, h),
                           v->ss};
-    return (cpu_rows){panel + r0 * p->head_dim, p->head_dim};
+    return (cpu_rows){panel + r0 * fmsa_cpu_view_dim(p, v), fmsa_cpu_view_dim(p, v)};
 }
 
 /// K rows from key j0 of the slot (b, hk).
@@ -164,14 +203,16 @@ static cpu_rows cpu_bwd_krows(const fmsa_problem *p, const cpu_bwd_panels *x, co
 /// the products read in place (cpu_bwd_qrows, cpu_bwd_krows).
 static void cpu_bwd_pack(const fmsa_problem *p, const fmsa_cpu_plan *pl, int64_t slot,
                          const cpu_bwd_panels *x, int64_t job, const float *delta) {
-    const int64_t D = p->head_dim, b = slot / p->heads_kv, hk = slot % p->heads_kv;
+    const int64_t D = p->head_dim, Dv = p->head_dim_v, b = slot / p->heads_kv;
+    const int64_t hk = slot % p->heads_kv;
     const fmsa_seq seq = fmsa_problem_seq(p, b);
     if (job < pl->tiles_k) {
         const int64_t j0 = job * pl->block_n, tile = job * D * pl->block_n;
         const int cols = (int)(seq.sk - j0 < pl->block_n ? seq.sk - j0 : pl->block_n);
         if (cols <= 0) return;
         fmsa_cpu_pack_keys_t(pl->kern, p, &p->k, &seq, b, hk, j0, cols, pl->block_n, x->kt + tile);
-        fmsa_cpu_pack_keys_t(pl->kern, p, &p->v, &seq, b, hk, j0, cols, pl->block_n, x->vt + tile);
+        fmsa_cpu_pack_keys_t(pl->kern, p, &p->v, &seq, b, hk, j0, cols, pl->block_n,
+                             x->vt + job * Dv * pl->block_n);
         if (fmsa_cpu_bwd_packs_rows(p))
             fmsa_cpu_pack_rows(p, &p->k, &seq, b, hk, 1, j0, cols, 1.0f, x->k + j0 * D);
     } else {
@@ -183,12 +224,13 @@ static void cpu_bwd_pack(const fmsa_problem *p, const fmsa_cpu_plan *pl, int64_t
         if (rows <= 0) return;
         if (fmsa_cpu_bwd_packs_rows(p)) {
             fmsa_cpu_pack_rows(p, &p->q, &seq, b, h, 0, i0, rows, 1.0f, x->q + r0 * D);
-            fmsa_cpu_pack_rows(p, &p->dout, &seq, b, h, 0, i0, rows, 1.0f, x->dout + r0 * D);
+            fmsa_cpu_pack_rows(p, &p->dout, &seq, b, h, 0, i0, rows, 1.0f, x->dout + r0 * Dv);
         }
         for (int r = 0; r < rows; ++r) {
             x->lse2[r0 + r] = lse[fmsa_problem_lse_offset(p, &seq, i0 + r, h)] * FMSA_LOG2E;
             x->delta[r0 + r] = delta[cpu_delta_index(p, &seq, h, i0 + r)];
         }
+        fmsa_cpu_bwd_dsink_tile(p, pl, &seq, b, h, qt, rows, x->delta + r0);
     }
 }
 
@@ -198,11 +240,12 @@ static void cpu_bwd_ds(const fmsa_cpu_plan *pl, const fmsa_cpu_score *sc,
                        const cpu_bwd_panels *x, cpu_rows q, cpu_rows dout, int64_t r0, int64_t i0,
                        int rows, int64_t j0, int cols, cpu_bwd_tiles *t) {
     const fmsa_cpu_kernels *kern = pl->kern;
-    const int64_t D = sc->head_dim, tile = (j0 / pl->block_n) * D * pl->block_n;
+    const int64_t D = sc->head_dim, Dv = x->dv_dim, tk = j0 / pl->block_n;
     const int ld = pl->block_n;
     float *g = sc->softcap > 0.0f ? t->g : NULL;
-    fmsa_cpu_score_tile(kern, sc, q.ptr, q.ld, rows, i0, x->kt + tile, cols, j0, ld, t->s, g);
-    kern->gemm(rows, cols, (int)D, dout.ptr, dout.ld, 1, x->vt + tile, ld, t->dp, ld, 0);
+    fmsa_cpu_score_tile(kern, sc, q.ptr, q.ld, rows, i0, x->kt + tk * D * ld, cols, j0, ld, t->s,
+                        g);
+    kern->gemm(rows, cols, (int)Dv, dout.ptr, dout.ld, 1, x->vt + tk * Dv * ld, ld, t->dp, ld, 0);
     for (int r = 0; r < rows; ++r) {
         float *sr = t->s + (int64_t)r * ld, *dpr = t->dp + (int64_t)r * ld;
         const float lse2 = x->lse2[r0 + r];
@@ -219,7 +262,7 @@ static void cpu_bwd_ds(const fmsa_cpu_plan *pl, const fmsa_cpu_score *sc,
 static void cpu_bwd_dkdv_tile(const fmsa_problem *p, const fmsa_cpu_plan *pl, int64_t slot,
                               const cpu_bwd_panels *x, int64_t ktile, int64_t part,
                               atomic_int *turns, cpu_bwd_tiles *t) {
-    const int64_t D = p->head_dim, group = p->heads_q / p->heads_kv;
+    const int64_t D = p->head_dim, Dv = p->head_dim_v, group = p->heads_q / p->heads_kv;
     const int64_t b = slot / p->heads_kv, hk = slot % p->heads_kv;
     const fmsa_seq seq = fmsa_problem_seq(p, b);
     const int64_t j0 = ktile * pl->block_n;
@@ -232,7 +275,7 @@ static void cpu_bwd_dkdv_tile(const fmsa_problem *p, const fmsa_cpu_plan *pl, in
     k = cpu_bwd_krows(p, x, &seq, b, hk, j0);
 
     fmsa_cpu_zero(t->dk, (int64_t)cols * D);
-    fmsa_cpu_zero(t->dv, (int64_t)cols * D);
+    fmsa_cpu_zero(t->dv, (int64_t)cols * Dv);
     for (int64_t g = 0; g < group; ++g) {
         const int64_t h = hk * group + g;
         fmsa_cpu_score sc;
@@ -251,7 +294,7 @@ static void cpu_bwd_dkdv_tile(const fmsa_problem *p, const fmsa_cpu_plan *pl, in
             dout = cpu_bwd_qrows(p, &p->dout, x->dout, &seq, h, i0, r0);
             cpu_bwd_ds(pl, &sc, x, q, dout, r0, i0, rows, j0, cols, t);
             /* dV += Pᵀ·dO, dK += dSᵀ·Q: the transposed A is the same tile with swapped strides */
-            pl->kern->gemm(cols, (int)D, rows, t->s, 1, ld, dout.ptr, dout.ld, t->dv, D, 1);
+            pl->kern->gemm(cols, (int)Dv, rows, t->s, 1, ld, dout.ptr, dout.ld, t->dv, Dv, 1);
             pl->kern->gemm(cols, (int)D, rows, t->dp, 1, ld, q.ptr, q.ld, t->dk, D, 1);
             if (pl->dq_parts > 0) { /* the part's first write of these rows overwrites */
                 float *flag = x->dq.written + (part * group + g) * pl->tiles_q + i0 / pl->block_m;
@@ -269,8 +312,8 @@ static void cpu_bwd_dkdv_tile(const fmsa_problem *p, const fmsa_cpu_plan *pl, in
                            fmsa_problem_k_offset(p, &p->dk, &seq, b, j0 + c, hk), D,
                            p->softmax_scale, t->dk + (int64_t)c * D);
         fmsa_cpu_row_store(fmsa_view4_host(&p->dv), p->dtype,
-                           fmsa_problem_k_offset(p, &p->dv, &seq, b, j0 + c, hk), D, 1.0f,
-                           t->dv + (int64_t)c * D);
+                           fmsa_problem_k_offset(p, &p->dv, &seq, b, j0 + c, hk), Dv, 1.0f,
+                           t->dv + (int64_t)c * Dv);
     }
 }
 
@@ -291,7 +334,7 @@ static void cpu_bwd_dq_sum_item(const fmsa_problem *p, const fmsa_cpu_plan *pl, 
     const int64_t h = (slot % p->heads_kv) * group + sub;
     const fmsa_seq seq = fmsa_problem_seq(p, b);
     const int64_t i0 = qt * pl->block_m;
-    float row[FMSA_HEAD_DIM_SMALL_MAX];
+    float row[FMSA_HEAD_DIM_MAX];
     if (i0 >= seq.sq) return;
     for (int64_t r = 0; r < seq.sq - i0 && r < pl->block_m; ++r) {
         fmsa_cpu_zero(row, D);
@@ -371,14 +414,14 @@ static void cpu_bwd_fp32_dkdv(const fmsa_problem *p, const fmsa_cpu_plan *pl, in
                               float *slot_panels, int64_t kt, int64_t part, atomic_int *turns,
                               char *scratch) {
     const cpu_bwd_panels x = cpu_bwd_slot(p, pl, slot_panels);
-    cpu_bwd_tiles t = cpu_bwd_carve(scratch, pl, p->head_dim, 1);
+    cpu_bwd_tiles t = cpu_bwd_carve(scratch, pl, p, 1);
     cpu_bwd_dkdv_tile(p, pl, slot, &x, kt, part, turns, &t);
 }
 
 static void cpu_bwd_fp32_dq(const fmsa_problem *p, const fmsa_cpu_plan *pl, int64_t slot,
                             float *slot_panels, int64_t sub, int64_t qt, char *scratch) {
     const cpu_bwd_panels x = cpu_bwd_slot(p, pl, slot_panels);
-    cpu_bwd_tiles t = cpu_bwd_carve(scratch, pl, p->head_dim, 0);
+    cpu_bwd_tiles t = cpu_bwd_carve(scratch, pl, p, 0);
     cpu_bwd_dq_item(p, pl, slot, &x, sub, qt, &t);
 }
 
@@ -574,6 +617,7 @@ fmsa_status fmsa_cpu_backward(void *state, const fmsa_problem *p, void *workspac
 
     fmsa_cpu_trace_begin(&tr, st->opt.trace, nthreads);
     pl.trace = &tr;
+    if (p->has_dsink) pl.dsink_parts = (double *)((char *)workspace + pl.dsink_offset);
     if (var->preprocess) cpu_bwd_preprocess(p, pl.kern, delta);
 FMSA_CPU_OMP(omp parallel num_threads(nthreads))
     {
@@ -620,6 +664,7 @@ FMSA_CPU_OMP(omp for schedule(dynamic, 1))
             }
         }
     }
+    if (p->has_dsink) cpu_bwd_dsink_sum(p, &pl);
     fmsa_cpu_trace_end(&tr, "backward", fmsa_cpu_ceil_div(pl.slots, pl.chunk_slots));
     fmsa_cpu_arena_give(&st->arena, bufs.base);
     return FMSA_SUCCESS;

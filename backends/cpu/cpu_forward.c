@@ -31,21 +31,22 @@
 /// One thread's tiles, carved from its slice of the scratch allocation.
 typedef struct cpu_fwd_tiles {
     float *q;   ///< [block_m][D] query rows, scale folded in
-    float *acc; ///< [block_m][D] unnormalised output rows
+    float *acc; ///< [block_m][Dv] unnormalised output rows
     float *s;   ///< [block_m][block_n] base-2 scores, then probabilities
     float *m;   ///< [block_m] running maxima
     float *l;   ///< [block_m] running sums
 } cpu_fwd_tiles;
 
-static cpu_fwd_tiles cpu_fwd_carve(char *base, const fmsa_cpu_plan *pl, int64_t D) {
+static cpu_fwd_tiles cpu_fwd_carve(char *base, const fmsa_cpu_plan *pl, int64_t D, int64_t Dv) {
     cpu_fwd_tiles t;
     const size_t row_tile = fmsa_cpu_round64((size_t)pl->block_m * (size_t)D * sizeof(float));
+    const size_t acc_tile = fmsa_cpu_round64((size_t)pl->block_m * (size_t)Dv * sizeof(float));
     const size_t score = fmsa_cpu_round64((size_t)pl->block_m * pl->block_n * sizeof(float));
     const size_t vec = fmsa_cpu_round64((size_t)pl->block_m * sizeof(float));
     t.q = (float *)base;
     base += row_tile;
     t.acc = (float *)base;
-    base += row_tile;
+    base += acc_tile;
     t.s = (float *)base;
     base += score;
     t.m = (float *)base;
@@ -58,7 +59,7 @@ static cpu_fwd_tiles cpu_fwd_carve(char *base, const fmsa_cpu_plan *pl, int64_t 
 typedef struct cpu_fwd_thread {
     cpu_fwd_tiles t;        ///< fp32-staged products
     fmsa_cpu_b16_tiles bt;  ///< bf16 products (cpu_forward_b16.c)
-    float *merge_row;       ///< D floats for the split merge
+    float *merge_row;       ///< Dv floats for the split merge
 } cpu_fwd_thread;
 
 /// The row states an item's rows end in (to store or to record for the merge).
@@ -72,7 +73,7 @@ typedef struct cpu_fwd_rows_out {
 /// key tile of a slot is packed into the slot's panels, and how an item's
 /// query rows run keys [k_begin, k_end).  cpu_fwd_variant_of picks one.
 typedef struct cpu_fwd_variant {
-    void (*carve)(char *mine, const fmsa_cpu_plan *pl, int64_t D, cpu_fwd_thread *th);
+    void (*carve)(char *mine, const fmsa_cpu_plan *pl, const fmsa_problem *p, cpu_fwd_thread *th);
     void (*pack)(const fmsa_problem *p, const fmsa_cpu_plan *pl, int64_t slot,
                  float *slot_panels, int64_t ktile, cpu_fwd_thread *th);
     cpu_fwd_rows_out (*rows)(const fmsa_problem *p, const fmsa_cpu_plan *pl,
@@ -81,14 +82,14 @@ typedef struct cpu_fwd_variant {
                              cpu_fwd_thread *th);
 } cpu_fwd_variant;
 
-/// fp32-staged: Kᵀ tiles, then V rows, in the slot's panels.
+/// fp32-staged: Kᵀ tiles ([D][Bc] each), then V rows ([keys][Dv]), in the slot's panels.
 static void cpu_fwd_fp32_pack(const fmsa_problem *p, const fmsa_cpu_plan *pl, int64_t slot,
                               float *slot_panels, int64_t ktile, cpu_fwd_thread *th) {
     const int64_t D = p->head_dim, b = slot / p->heads_kv, hk = slot % p->heads_kv;
     const fmsa_seq seq = fmsa_problem_seq(p, b);
     const int64_t j0 = ktile * pl->block_n;
     const int cols = (int)(seq.sk - j0 < pl->block_n ? seq.sk - j0 : pl->block_n);
-    float *v = slot_panels + pl->tiles_k * pl->block_n * D + j0 * D;
+    float *v = slot_panels + pl->tiles_k * pl->block_n * D + j0 * p->head_dim_v;
     (void)th;
     if (cols <= 0) return;
     fmsa_cpu_pack_keys_t(pl->kern, p, &p->k, &seq, b, hk, j0, cols, pl->block_n,
@@ -141,21 +142,21 @@ static void cpu_fwd_ensure_packed(const fmsa_problem *p, const fmsa_cpu_plan *pl
 /// next_kt / next_v: the next key tile's panels (NULL: none), fetched into L2
 /// a slice per row of the tile's `rows`, since the shared panels come from L3.
 static void cpu_fwd_update(const fmsa_cpu_plan *pl, cpu_fwd_tiles *t, int r0, int nr, int rows,
-                           int cols, int ld, const float *v, int64_t D, const float *next_kt,
-                           const float *next_v) {
-    const fmsa_cpu_prefetch pf = {next_kt, next_v, (int64_t)ld * D * (int64_t)sizeof(float), r0,
-                                  rows};
+                           int cols, int ld, const float *v, int64_t D, int64_t Dv,
+                           const float *next_kt, const float *next_v) {
+    const fmsa_cpu_prefetch pf = {next_kt, next_v, (int64_t)ld * D * (int64_t)sizeof(float),
+                                  (int64_t)ld * Dv * (int64_t)sizeof(float), r0, rows};
     pl->kern->tile_softmax(t->s + (int64_t)r0 * ld, nr, cols, ld, t->m + r0, t->l + r0,
-                           t->acc + (int64_t)r0 * D, (int)D, &pf);
-    pl->kern->gemm(nr, (int)D, cols, t->s + (int64_t)r0 * ld, ld, 1, v, D,
-                   t->acc + (int64_t)r0 * D, D, 1); /* acc += P·V */
+                           t->acc + (int64_t)r0 * Dv, (int)Dv, &pf);
+    pl->kern->gemm(nr, (int)Dv, cols, t->s + (int64_t)r0 * ld, ld, 1, v, Dv,
+                   t->acc + (int64_t)r0 * Dv, Dv, 1); /* acc += P·V */
 }
 
 /// Runs keys [k_begin, k_end) of query rows [i0, i0+rows) into t's states.
 static void cpu_fwd_rows(const fmsa_problem *p, const fmsa_cpu_plan *pl, const fmsa_seq *seq,
                          int64_t b, int64_t h, int64_t i0, int rows, int64_t k_begin,
                          int64_t k_end, const float *kt, const float *v, cpu_fwd_tiles *t) {
-    const int64_t D = p->head_dim;
+    const int64_t D = p->head_dim, Dv = p->head_dim_v;
     const int ld = pl->block_n;
     /* Without softcap, scale * log2(e) is folded into Q so S is already base 2;
      * softcap needs the natural-unit score inside tanh, so only scale is folded. */
@@ -163,9 +164,10 @@ static void cpu_fwd_rows(const fmsa_problem *p, const fmsa_cpu_plan *pl, const f
     fmsa_cpu_score sc;
 
     fmsa_cpu_score_init(&sc, p, seq, b, h, 1.0f);
-    for (int r = 0; r < rows; ++r) fmsa_softmax_init(&t->m[r], &t->l[r]);
+    for (int r = 0; r < rows; ++r)
+        fmsa_cpu_softmax_start(p, pl->num_splits == 1, h, &t->m[r], &t->l[r]);
     fmsa_cpu_pack_rows(p, &p->q, seq, b, h, 0, i0, rows, q_scale, t->q);
-    fmsa_cpu_zero(t->acc, (int64_t)rows * D);
+    fmsa_cpu_zero(t->acc, (int64_t)rows * Dv);
 
     /* packed key tiles, cut at k_end: keys from there on are outside every
      * row's window (the causal diagonal's tile is the common case), so they
@@ -174,7 +176,7 @@ static void cpu_fwd_rows(const fmsa_problem *p, const fmsa_cpu_plan *pl, const f
     for (int64_t j0 = k_begin / ld * ld; j0 < k_end; j0 += ld) {
         const int cols = (int)(k_end - j0 < ld ? k_end - j0 : ld);
         const float *next_kt = j0 + ld < k_end ? kt + (j0 / ld + 1) * D * ld : NULL;
-        const float *next_v = j0 + ld < k_end ? v + (j0 + ld) * D : NULL;
+        const float *next_v = j0 + ld < k_end ? v + (j0 + ld) * Dv : NULL;
         /* the first rows' own key end: short of cols, the tile crosses the edge */
         const int first = rows < CPU_FWD_EDGE_ROWS ? rows : CPU_FWD_EDGE_ROWS;
         const int64_t e0 = fmsa_window_key_end(i0 + first, seq->sq, seq->sk, p->window_right);
@@ -187,7 +189,7 @@ static void cpu_fwd_rows(const fmsa_problem *p, const fmsa_cpu_plan *pl, const f
             if (c <= 0) continue; /* these rows see no key of the tile */
             fmsa_cpu_score_tile(pl->kern, &sc, t->q + (int64_t)r0 * D, D, nr, i0 + r0,
                                 kt + (j0 / ld) * D * ld, c, j0, ld, t->s + (int64_t)r0 * ld, NULL);
-            cpu_fwd_update(pl, t, r0, nr, rows, c, ld, v + j0 * D, D, next_kt, next_v);
+            cpu_fwd_update(pl, t, r0, nr, rows, c, ld, v + j0 * Dv, D, Dv, next_kt, next_v);
         }
     }
 }
@@ -199,12 +201,12 @@ static cpu_fwd_rows_out cpu_fwd_fp32_rows(const fmsa_problem *p, const fmsa_cpu_
                                           const float *slot_panels, cpu_fwd_thread *th) {
     const float *v = slot_panels + pl->tiles_k * pl->block_n * p->head_dim;
     cpu_fwd_rows(p, pl, seq, b, h, i0, rows, k_begin, k_end, slot_panels, v, &th->t);
-    return (cpu_fwd_rows_out){th->t.m, th->t.l, th->t.acc, p->head_dim};
+    return (cpu_fwd_rows_out){th->t.m, th->t.l, th->t.acc, p->head_dim_v};
 }
 
-static void cpu_fwd_fp32_carve(char *mine, const fmsa_cpu_plan *pl, int64_t D,
+static void cpu_fwd_fp32_carve(char *mine, const fmsa_cpu_plan *pl, const fmsa_problem *p,
                                cpu_fwd_thread *th) {
-    th->t = cpu_fwd_carve(mine, pl, D);
+    th->t = cpu_fwd_carve(mine, pl, p->head_dim, p->head_dim_v);
     th->merge_row = th->t.acc;
 }
 
@@ -220,16 +222,16 @@ static cpu_fwd_rows_out cpu_fwd_b16_rows(const fmsa_problem *p, const fmsa_cpu_p
         const uint16_t *ob = (const uint16_t *)fmsa_view4_host(&p->o); /* bf16 */
         for (int r = 0; r < rows; ++r) {
             const char *orow = (const char *)(ob + fmsa_problem_q_offset(&p->o, seq, i0 + r, h));
-            for (int64_t x = 0; x < p->head_dim * 2; x += 64) FMSA_CPU_PREFETCH_L2_W(orow + x);
+            for (int64_t x = 0; x < p->head_dim_v * 2; x += 64) FMSA_CPU_PREFETCH_L2_W(orow + x);
         }
     }
     fmsa_cpu_b16_rows(p, pl, seq, b, h, i0, rows, k_begin, k_end, slot_panels, &th->bt);
     return (cpu_fwd_rows_out){th->bt.m, th->bt.l, th->bt.acc, th->bt.acc_ld};
 }
 
-static void cpu_fwd_b16_carve(char *mine, const fmsa_cpu_plan *pl, int64_t D,
+static void cpu_fwd_b16_carve(char *mine, const fmsa_cpu_plan *pl, const fmsa_problem *p,
                               cpu_fwd_thread *th) {
-    fmsa_cpu_b16_carve(mine, pl->block_m, pl->block_n, D, &th->bt);
+    fmsa_cpu_b16_carve(mine, pl->block_m, pl->block_n, p->head_dim, p->head_dim_v, &th->bt);
     th->merge_row = th->bt.acc;
 }
 
@@ -252,7 +254,7 @@ static const cpu_fwd_variant *cpu_fwd_variant_of(const fmsa_cpu_plan *pl) {
 static void cpu_fwd_store(const fmsa_problem *p, const fmsa_cpu_kernels *kern,
                           const fmsa_seq *seq, int64_t h, int64_t i0, int rows, const float *m,
                           const float *l, float *acc, int64_t acc_ld) {
-    const int64_t D = p->head_dim;
+    const int64_t Dv = p->head_dim_v;
     char *ob = fmsa_view4_host(&p->o);
     float *lse_base = p->has_lse ? (float *)fmsa_viewn_host(&p->lse) : NULL;
     for (int r = 0; r < rows; ++r) {
@@ -261,7 +263,7 @@ static void cpu_fwd_store(const fmsa_problem *p, const fmsa_cpu_kernels *kern,
         const int64_t off = fmsa_problem_q_offset(&p->o, seq, i0 + r, h);
         /* a fully masked row has acc = 0 and inv_l = 0: O = 0, never NaN;
          * the accumulator row is not read again, so it may be scaled in place */
-        fmsa_cpu_row_store_kern(kern, ob, p->dtype, off, D, inv_l, acc + (int64_t)r * acc_ld);
+        fmsa_cpu_row_store_kern(kern, ob, p->dtype, off, Dv, inv_l, acc + (int64_t)r * acc_ld);
         if (lse_base) lse_base[fmsa_problem_lse_offset(p, seq, i0 + r, h)] = lse;
     }
 }
@@ -283,7 +285,7 @@ static void cpu_fwd_keys(const fmsa_problem *p, const fmsa_cpu_plan *pl, const f
 static void cpu_fwd_item(const fmsa_problem *p, const fmsa_cpu_plan *pl,
                          const cpu_fwd_variant *var, const fmsa_cpu_item *it,
                          const float *slot_panels, cpu_fwd_thread *th, float *partials) {
-    const int64_t D = p->head_dim, b = it->slot / p->heads_kv;
+    const int64_t Dv = p->head_dim_v, b = it->slot / p->heads_kv;
     const int64_t h = (it->slot % p->heads_kv) * (p->heads_q / p->heads_kv) + it->sub;
     const fmsa_seq seq = fmsa_problem_seq(p, b);
     const int64_t i0 = it->tile * pl->block_m, s = it->split;
@@ -302,10 +304,10 @@ static void cpu_fwd_item(const fmsa_problem *p, const fmsa_cpu_plan *pl,
     for (int r = 0; r < rows; ++r) { /* partial state record (m, l, acc) of (b, h, i, s) */
         float *rec =
             partials +
-            (((b * p->heads_q + h) * p->seqlen_q + i0 + r) * pl->num_splits + s) * (D + 2);
+            (((b * p->heads_q + h) * p->seqlen_q + i0 + r) * pl->num_splits + s) * (Dv + 2);
         rec[0] = o.m[r];
         rec[1] = o.l[r];
-        for (int64_t d = 0; d < D; ++d) rec[2 + d] = o.acc[(int64_t)r * o.acc_ld + d];
+        for (int64_t d = 0; d < Dv; ++d) rec[2 + d] = o.acc[(int64_t)r * o.acc_ld + d];
     }
 }
 
@@ -335,22 +337,24 @@ static int64_t cpu_fwd_items(const fmsa_problem *p, const fmsa_cpu_plan *pl, int
     return n;
 }
 
-/// Merges the split states of row i of (b, h) in split order and stores it.
+/// Merges the split states of row i of (b, h) in split order, starting from
+/// the sink's state (the splits start empty), and stores it.
 static void cpu_fwd_merge_row(const fmsa_problem *p, const fmsa_cpu_plan *pl, int64_t b,
                               int64_t h, int64_t i, const float *partials, float *acc) {
-    const int64_t D = p->head_dim;
+    const int64_t Dv = p->head_dim_v;
     const fmsa_seq seq = fmsa_problem_seq(p, b);
-    const float *rec = partials + ((b * p->heads_q + h) * p->seqlen_q + i) * pl->num_splits * (D + 2);
+    const float *rec =
+        partials + ((b * p->heads_q + h) * p->seqlen_q + i) * pl->num_splits * (Dv + 2);
     float m, l;
     if (i >= seq.sq) return;
-    fmsa_softmax_init(&m, &l);
-    fmsa_cpu_zero(acc, D);
-    for (int64_t s = 0; s < pl->num_splits; ++s, rec += D + 2) {
+    fmsa_cpu_softmax_start(p, 1, h, &m, &l);
+    fmsa_cpu_zero(acc, Dv);
+    for (int64_t s = 0; s < pl->num_splits; ++s, rec += Dv + 2) {
         float ca, cb;
         fmsa_softmax_merge(&m, &l, rec[0], rec[1], &ca, &cb);
-        for (int64_t d = 0; d < D; ++d) acc[d] = ca * acc[d] + cb * rec[2 + d];
+        for (int64_t d = 0; d < Dv; ++d) acc[d] = ca * acc[d] + cb * rec[2 + d];
     }
-    cpu_fwd_store(p, pl->kern, &seq, h, i, 1, &m, &l, acc, D);
+    cpu_fwd_store(p, pl->kern, &seq, h, i, 1, &m, &l, acc, Dv);
 }
 
 fmsa_status fmsa_cpu_forward(void *state, const fmsa_problem *p, void *workspace,
@@ -399,8 +403,7 @@ fmsa_status fmsa_cpu_forward(void *state, const fmsa_problem *p, void *workspace
 FMSA_CPU_OMP(omp parallel num_threads(nthreads))
     {
         cpu_fwd_thread th = {0};
-        var->carve(scratch + (size_t)fmsa_cpu_thread_num() * pl.scratch_bytes, &pl, p->head_dim,
-                   &th);
+        var->carve(scratch + (size_t)fmsa_cpu_thread_num() * pl.scratch_bytes, &pl, p, &th);
         for (int64_t slot0 = 0; slot0 < pl.slots; slot0 += pl.chunk_slots) {
             const int64_t nslots =
                 pl.slots - slot0 < pl.chunk_slots ? pl.slots - slot0 : pl.chunk_slots;

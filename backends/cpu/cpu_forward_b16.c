@@ -31,12 +31,13 @@ static int64_t b16_round(int64_t x, int64_t to) { return (x + to - 1) / to * to;
 static int64_t b16_k_elems(int64_t D, int bn) { return fmsa_cpu_b16_panel_elems((int)D, bn); }
 static int64_t b16_v_elems(int64_t D, int bn) { return fmsa_cpu_b16_panel_elems(bn, (int)D); }
 
-int64_t fmsa_cpu_b16_slot_floats(int64_t D, int bn, int64_t tiles_k) {
-    return b16_round(tiles_k * (b16_k_elems(D, bn) + b16_v_elems(D, bn)), 32) / 2;
+int64_t fmsa_cpu_b16_slot_floats(int64_t D, int64_t Dv, int bn, int64_t tiles_k) {
+    return b16_round(tiles_k * (b16_k_elems(D, bn) + b16_v_elems(Dv, bn)), 32) / 2;
 }
 
-size_t fmsa_cpu_b16_carve(char *base, int bm, int bn, int64_t D, fmsa_cpu_b16_tiles *t) {
-    const int64_t dk = b16_round(D, 32), dn = b16_round(D, 16);
+size_t fmsa_cpu_b16_carve(char *base, int bm, int bn, int64_t D, int64_t Dv,
+                          fmsa_cpu_b16_tiles *t) {
+    const int64_t dk = b16_round(D, 32), dn = b16_round(Dv, 16), dmax = D > Dv ? D : Dv;
     const size_t sizes[7] = {
         fmsa_cpu_round64((size_t)(bm * dk) * 2),        /* q */
         fmsa_cpu_round64((size_t)bm * (size_t)bn * 2),  /* p */
@@ -44,7 +45,7 @@ size_t fmsa_cpu_b16_carve(char *base, int bm, int bn, int64_t D, fmsa_cpu_b16_ti
         fmsa_cpu_round64((size_t)(bm * dn) * 4),        /* acc */
         fmsa_cpu_round64((size_t)bm * 4),               /* m */
         fmsa_cpu_round64((size_t)bm * 4),               /* l */
-        fmsa_cpu_round64((size_t)bn * (size_t)D * 4),   /* stage */
+        fmsa_cpu_round64((size_t)bn * (size_t)dmax * 4), /* stage (K or V rows) */
     };
     size_t total = 0;
     for (int i = 0; i < 7; ++i) total += sizes[i];
@@ -64,14 +65,15 @@ size_t fmsa_cpu_b16_carve(char *base, int bm, int bn, int64_t D, fmsa_cpu_b16_ti
 
 void fmsa_cpu_b16_pack(const fmsa_problem *p, const fmsa_cpu_plan *pl, int64_t slot,
                        float *slot_panels, int64_t ktile, float *stage) {
-    const int64_t D = p->head_dim, b = slot / p->heads_kv, hk = slot % p->heads_kv;
+    const int64_t D = p->head_dim, Dv = p->head_dim_v, b = slot / p->heads_kv;
+    const int64_t hk = slot % p->heads_kv;
     const fmsa_seq seq = fmsa_problem_seq(p, b);
     const int bn = pl->block_n;
     const int64_t j0 = ktile * bn;
     const int cols = (int)(seq.sk - j0 < bn ? seq.sk - j0 : bn);
     uint16_t *kp = (uint16_t *)slot_panels + ktile * b16_k_elems(D, bn);
     uint16_t *vp =
-        (uint16_t *)slot_panels + pl->tiles_k * b16_k_elems(D, bn) + ktile * b16_v_elems(D, bn);
+        (uint16_t *)slot_panels + pl->tiles_k * b16_k_elems(D, bn) + ktile * b16_v_elems(Dv, bn);
     if (cols <= 0) return;
     if (p->dtype == FMSA_DTYPE_BF16) { /* the values are the panel's: copy, do not convert */
         fmsa_cpu_pack_b16_keys_as_cols(pl->kern, p, &p->k, &seq, b, hk, j0, cols, kp);
@@ -81,7 +83,7 @@ void fmsa_cpu_b16_pack(const fmsa_problem *p, const fmsa_cpu_plan *pl, int64_t s
     fmsa_cpu_pack_rows(p, &p->k, &seq, b, hk, 1, j0, cols, 1.0f, stage);
     fmsa_cpu_pack_b16((int)D, cols, stage, 1, D, kp); /* B(d, key) = K[key][d] */
     fmsa_cpu_pack_rows(p, &p->v, &seq, b, hk, 1, j0, cols, 1.0f, stage);
-    fmsa_cpu_pack_b16(cols, (int)D, stage, D, 1, vp); /* B(key, d) = V[key][d] */
+    fmsa_cpu_pack_b16(cols, (int)Dv, stage, Dv, 1, vp); /* B(key, d) = V[key][d] */
 }
 
 /// t->q rows [0, mp) = bf16 query rows i0.. of head h (zero beyond rows and D).
@@ -104,7 +106,7 @@ static void b16_load_q(const fmsa_problem *p, const fmsa_seq *seq, int64_t h, in
 typedef struct b16_tile {
     const fmsa_cpu_kernels *kern;
     fmsa_cpu_b16_tiles *t;
-    int64_t D, dn;           ///< head dim, acc row length
+    int64_t Dv, dn;          ///< value head dim, acc row length
     int ld, rows, cols, kp;  ///< P's row stride, valid rows, visible keys, k of P·V
     float exp_scale;         ///< see fmsa_cpu_b16_rows
     const uint16_t *next_k;  ///< the next key tile's panels (NULL: none)
@@ -148,7 +150,7 @@ static void b16_softmax_row(const b16_tile *x, int r) {
     c = fmsa_softmax_update(&t->m[r], tile_max);
     if (c != 1.0f && t->l[r] != 0.0f) {
         t->l[r] *= c;
-        kern->row_scale(t->acc + (int64_t)r * x->dn, (int)x->D, c);
+        kern->row_scale(t->acc + (int64_t)r * x->dn, (int)x->Dv, c);
     }
     t->l[r] += kern->row_exp2_b16(sr, x->cols, x->exp_scale, t->m[r], pr, x->kp, NULL);
 }
@@ -157,9 +159,9 @@ void fmsa_cpu_b16_rows(const fmsa_problem *p, const fmsa_cpu_plan *pl, const fms
                        int64_t b, int64_t h, int64_t i0, int rows, int64_t k_begin,
                        int64_t k_end, const float *slot_panels, fmsa_cpu_b16_tiles *t) {
     const fmsa_cpu_kernels *kern = pl->kern;
-    const int64_t D = p->head_dim, dk = b16_round(D, 32), dn = t->acc_ld;
+    const int64_t D = p->head_dim, Dv = p->head_dim_v, dk = b16_round(D, 32), dn = t->acc_ld;
     const int mp = (int)b16_round(rows, 16), ld = pl->block_n;
-    const int64_t k_elems = b16_k_elems(D, ld), v_elems = b16_v_elems(D, ld);
+    const int64_t k_elems = b16_k_elems(D, ld), v_elems = b16_v_elems(Dv, ld);
     const uint16_t *kpan = (const uint16_t *)slot_panels;
     const uint16_t *vpan = kpan + pl->tiles_k * k_elems;
     /* S holds exact products q·k: scale (and log2 e without softcap) applied in
@@ -173,12 +175,16 @@ void fmsa_cpu_b16_rows(const fmsa_problem *p, const fmsa_cpu_plan *pl, const fms
     const float exp_scale = fused ? dot_scale : 1.0f;
     fmsa_cpu_score sc;
     /* acc is not zeroed up front: the first P·V overwrites it (a row with
-     * l = 0 has had only zero probabilities, so rescaling it is skipped) */
-    int written = 0;
+     * l = 0 has had only zero probabilities, so rescaling it is skipped);
+     * rows that start from a sink (l = 1) may be rescaled before any P·V, so
+     * there acc starts at zeros (the same sums: 0 + x = x) */
+    int written = p->has_sinks && pl->num_splits == 1;
 
     fmsa_cpu_score_init(&sc, p, seq, b, h, fused ? 1.0f : dot_scale);
-    for (int r = 0; r < rows; ++r) fmsa_softmax_init(&t->m[r], &t->l[r]);
+    for (int r = 0; r < rows; ++r)
+        fmsa_cpu_softmax_start(p, pl->num_splits == 1, h, &t->m[r], &t->l[r]);
     b16_load_q(p, seq, h, i0, rows, mp, t);
+    if (written) fmsa_cpu_zero(t->acc, (int64_t)mp * dn);
     /* padding rows of P stay 0 (their acc rows are never stored) */
     memset(t->p + (int64_t)rows * ld, 0, (size_t)(mp - rows) * ld * 2);
     if (kern->b16_begin) kern->b16_begin();
@@ -197,7 +203,7 @@ void fmsa_cpu_b16_rows(const fmsa_problem *p, const fmsa_cpu_plan *pl, const fms
          * shared by every thread and come from L3, and the tile loads of the
          * products do not train the hardware prefetchers */
         const int next = j0 + ld < k_end;
-        const b16_tile x = {kern, t, D, dn, ld, rows, cols, kp, exp_scale,
+        const b16_tile x = {kern, t, Dv, dn, ld, rows, cols, kp, exp_scale,
                             next ? kpan + (tile + 1) * k_elems : NULL,
                             next ? vpan + (tile + 1) * v_elems : NULL, k_elems, v_elems};
         double t0;

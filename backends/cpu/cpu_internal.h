@@ -13,6 +13,7 @@
 #ifndef FMSA_CPU_INTERNAL_H
 #define FMSA_CPU_INTERNAL_H
 
+#include <math.h>
 #include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -87,6 +88,8 @@ typedef struct fmsa_cpu_plan {
     int64_t num_splits;     ///< forward: key splits merged in fixed order (1 = none)
     int64_t split_keys;     ///< forward with splits: keys per split, a multiple of block_n
     size_t workspace_bytes; ///< caller-owned workspace the pass uses (see cpu_plan.c)
+    size_t dsink_offset;    ///< backward with dsink: bytes into the workspace of the
+                            ///< per-(b, h, query tile) fp64 partials of dsink
     size_t scratch_bytes;   ///< per-thread fp32 tiles, malloc'ed inside the call
     int64_t slot_floats;    ///< packed panels of one (sequence, kv head) slot (cpu_pack.h)
     int64_t slots;          ///< batch * heads_kv
@@ -98,6 +101,7 @@ typedef struct fmsa_cpu_plan {
     int b16;                ///< the planner chose a bf16-product row (FMSA_PLAN_DTYPES_BF16_MMA):
                             ///< bf16 inputs on kern->gemm_b16 (cpu_forward_b16.c, cpu_backward_b16.c)
     struct fmsa_cpu_trace *trace; ///< the pass's FLASHMSA_CPU_TRACE (cpu_trace.h), or NULL
+    double *dsink_parts;    ///< backward with dsink: the workspace's partials (set by the pass)
 } fmsa_cpu_plan;
 
 /// One thread's tiles of the bf16-product forward.
@@ -108,8 +112,8 @@ typedef struct fmsa_cpu_b16_tiles {
     float *s;       ///< [BM][s_ld] scores
     float *acc;     ///< [BM][acc_ld] unnormalised output rows
     float *m, *l;   ///< [BM] running maxima and sums
-    float *stage;   ///< [BN][D] fp32 staging of K or V rows while packing
-    int64_t acc_ld; ///< D rounded up to 16 (the n of P·V)
+    float *stage;   ///< [BN][max(D, Dv)] fp32 staging of K or V rows while packing
+    int64_t acc_ld; ///< Dv rounded up to 16 (the n of P·V)
     int64_t s_ld;   ///< BN + FMSA_CPU_B16_S_PAD
 } fmsa_cpu_b16_tiles;
 
@@ -119,12 +123,14 @@ typedef struct fmsa_cpu_b16_tiles {
 /// bench/RESULTS.md).
 #define FMSA_CPU_B16_S_PAD 16
 
-/// Carves the tiles of a bm x bn plan from base (NULL: only counts); returns the bytes used.
-size_t fmsa_cpu_b16_carve(char *base, int bm, int bn, int64_t D, fmsa_cpu_b16_tiles *t);
+/// Carves the tiles of a bm x bn plan (head dims D of Q/K, Dv of V/O) from
+/// base (NULL: only counts); returns the bytes used.
+size_t fmsa_cpu_b16_carve(char *base, int bm, int bn, int64_t D, int64_t Dv,
+                          fmsa_cpu_b16_tiles *t);
 
 /// Floats (uint16 pairs, 64-byte multiples) of one slot's bf16 K and V panels
-/// (tiles_k key tiles of bn keys).
-int64_t fmsa_cpu_b16_slot_floats(int64_t D, int bn, int64_t tiles_k);
+/// (tiles_k key tiles of bn keys; K rows of D, V rows of Dv).
+int64_t fmsa_cpu_b16_slot_floats(int64_t D, int64_t Dv, int bn, int64_t tiles_k);
 
 /// Packs key tile ktile of slot `slot` into that slot's panels (cpu_forward_b16.c).
 void fmsa_cpu_b16_pack(const fmsa_problem *p, const fmsa_cpu_plan *pl, int64_t slot,
@@ -151,6 +157,13 @@ void fmsa_cpu_b16_bwd_dkdv(const fmsa_problem *p, const fmsa_cpu_plan *pl, int64
                            char *scratch);
 void fmsa_cpu_b16_bwd_dq(const fmsa_problem *p, const fmsa_cpu_plan *pl, int64_t slot,
                          float *slot_panels, int64_t sub, int64_t qt, char *scratch);
+
+/// Backward with dsink (either product variant, from the pack job of query
+/// tile qt of head h of sequence b): records the tile's share of dsink_h,
+/// -sum_r exp(t_h - lse_r) * delta[r] over its rows (delta: D_r - dlse_r).
+void fmsa_cpu_bwd_dsink_tile(const fmsa_problem *p, const fmsa_cpu_plan *pl,
+                             const fmsa_seq *seq, int64_t b, int64_t h, int64_t qt, int rows,
+                             const float *delta);
 
 /// The dQ partials of one slot's panels (plan->dq_parts > 0, either product variant):
 /// rows [part][group][head_rows][ld] fp32 and, per (part, group head, query
@@ -243,6 +256,30 @@ fmsa_status fmsa_cpu_backward(void *state, const fmsa_problem *p, void *workspac
 
 /// fmsa_merge_states on host memory (cpu_merge.c).
 fmsa_status fmsa_cpu_merge(void *state, const fmsa_merge_problem *mp, void *stream);
+
+/// Head dim of the rows of view v of p: Dv (head_dim_v) for V, O, dO and dV,
+/// D for Q, K, dQ and dK, so packing and row I/O follow the view they read.
+static inline int64_t fmsa_cpu_view_dim(const fmsa_problem *p, const fmsa_view4 *v) {
+    return (v == &p->v || v == &p->o || v == &p->dout || v == &p->dv) ? p->head_dim_v
+                                                                          : p->head_dim;
+}
+
+/// Sink logit t_h of query head h in base 2 (t_h * log2 e), -inf without sinks.
+static inline float fmsa_cpu_sink2(const fmsa_problem *p, int64_t h) {
+    if (!p->has_sinks) return -INFINITY;
+    return ((const float *)fmsa_viewn_host(&p->sinks))[h * p->sinks.s0] * 1.4426950408889634f;
+}
+
+/// The state a query row of head h starts from: the sink's (m = t_h log2 e,
+/// l = 1, acc = 0: one value-less softmax term) when with_sink, else empty
+/// (m = -inf, l = 0).  Split-KV items start empty and the merge starts from
+/// the sink, so the sink is counted once per row.
+static inline void fmsa_cpu_softmax_start(const fmsa_problem *p, int with_sink, int64_t h,
+                                          float *m, float *l) {
+    const float t2 = with_sink ? fmsa_cpu_sink2(p, h) : -INFINITY;
+    *m = t2;
+    *l = t2 == -INFINITY ? 0.0f : 1.0f;
+}
 
 /// Threads a parallel region started now may use (1 without OpenMP).
 static inline int fmsa_cpu_max_threads(void) {

@@ -65,7 +65,8 @@ static inline void fmsa_cpu_prefetch_slice(const void *base, int64_t bytes, int 
 /// fetch.
 typedef struct fmsa_cpu_prefetch {
     const void *k, *v; ///< the next tile's K and V panels
-    int64_t bytes;     ///< bytes of each panel
+    int64_t bytes;     ///< bytes of the K panel
+    int64_t vbytes;    ///< bytes of the V panel (Dv may differ from D)
     int part0, parts;  ///< the call's first row within the tile, the tile's rows
 } fmsa_cpu_prefetch;
 
@@ -211,7 +212,7 @@ void fmsa_cpu_pack_b16(int k, int n, const float *b, int64_t rs, int64_t cs, uin
                 float *x = s + (int64_t)(r0 + r) * ld;                                         \
                 if (pf && pf->k) {                                                             \
                     fmsa_cpu_prefetch_slice(pf->k, pf->bytes, pf->part0 + r0 + r, pf->parts);  \
-                    fmsa_cpu_prefetch_slice(pf->v, pf->bytes, pf->part0 + r0 + r, pf->parts);  \
+                    fmsa_cpu_prefetch_slice(pf->v, pf->vbytes, pf->part0 + r0 + r, pf->parts); \
                 }                                                                              \
                 if (mx[r] == FMSA_NEG_INF) {                                                   \
                     for (int j = 0; j < cols; ++j) x[j] = 0.0f;                                \

@@ -13,7 +13,7 @@
 void fmsa_cpu_pack_rows(const fmsa_problem *p, const fmsa_view4 *v, const fmsa_seq *seq,
                         int64_t b, int64_t h, int is_key, int64_t row0, int n, float scale,
                         float *dst) {
-    const int64_t D = p->head_dim;
+    const int64_t D = fmsa_cpu_view_dim(p, v);
     const char *base = fmsa_view4_host(v);
     for (int r = 0; r < n; ++r) {
         const int64_t off = is_key ? fmsa_problem_k_offset(p, v, seq, b, row0 + r, h)
@@ -25,9 +25,9 @@ void fmsa_cpu_pack_rows(const fmsa_problem *p, const fmsa_view4 *v, const fmsa_s
 void fmsa_cpu_pack_keys_t(const fmsa_cpu_kernels *kern, const fmsa_problem *p,
                           const fmsa_view4 *v, const fmsa_seq *seq, int64_t b, int64_t hk,
                           int64_t row0, int n, int ld, float *dst) {
-    const int64_t D = p->head_dim;
+    const int64_t D = fmsa_cpu_view_dim(p, v);
     const char *base = fmsa_view4_host(v);
-    float rowbuf[8][FMSA_HEAD_DIM_SMALL_MAX];
+    float rowbuf[8][FMSA_HEAD_DIM_MAX];
     if (p->dtype == FMSA_DTYPE_F32 && kern->words_t16 && ld % 16 == 0) {
         /* fp32 rows are the words themselves: 16 keys per vector transpose,
          * the key columns past n (to ld) come out as zeros */
@@ -122,7 +122,7 @@ void fmsa_cpu_pack_b16_cols16(const fmsa_cpu_kernels *kern, const uint16_t *cons
 void fmsa_cpu_pack_b16_keys_as_cols(const fmsa_cpu_kernels *kern, const fmsa_problem *p,
                                     const fmsa_view4 *v, const fmsa_seq *seq, int64_t b,
                                     int64_t hk, int64_t row0, int n, uint16_t *dst) {
-    const int D = (int)p->head_dim, kp = (D + 31) / 32 * 32, np = (n + 15) / 16 * 16;
+    const int D = (int)fmsa_cpu_view_dim(p, v), kp = (D + 31) / 32 * 32, np = (n + 15) / 16 * 16;
     /* B(d, j) = row j's element d: the (d, d+1) pair of a key is one 32-bit
      * word of its source row, so a 16-key block is a transpose of words */
     for (int jb = 0; jb < np / 16; ++jb) {
@@ -136,7 +136,7 @@ void fmsa_cpu_pack_b16_keys_as_cols(const fmsa_cpu_kernels *kern, const fmsa_pro
 void fmsa_cpu_pack_b16_keys_as_rows(const fmsa_cpu_kernels *kern, const fmsa_problem *p,
                                     const fmsa_view4 *v, const fmsa_seq *seq, int64_t b,
                                     int64_t hk, int64_t row0, int n, uint16_t *dst) {
-    const int D = (int)p->head_dim, kp = (n + 31) / 32 * 32, np = (D + 15) / 16 * 16;
+    const int D = (int)fmsa_cpu_view_dim(p, v), kp = (n + 31) / 32 * 32, np = (D + 15) / 16 * 16;
     /* B(r, d) = row r's element d: pair row r / 2 interleaves rows r and r + 1.
      * 16 pair rows (32 source rows, in L1) per step, one 16-column block at a
      * time: 1 KiB of consecutive writes per call, where one pair row at a

@@ -8,20 +8,23 @@
  *
  * Workspace (caller-owned, fp32):
  *   forward, num_splits == 1 : nothing (0 bytes)
- *   forward, num_splits  > 1 : partial states, one record of (m, l, acc[D]) per
+ *   forward, num_splits  > 1 : partial states, one record of (m, l, acc[Dv]) per
  *                              (sequence b, query head h, row i < seqlen_q, split s),
  *                              record index ((b * Hq + h) * seqlen_q + i) * splits + s
- *   backward                 : D_i = rowsum(dO_i * O_i), one float per q row, indexed
- *                              like lse: (q_batch * Hq + h) * total_q + q_row;
- *                              nothing on bf16 products (their D is in the panels)
+ *   backward                 : D_i = rowsum(dO_i * O_i) - dlse_i, one float per q row,
+ *                              indexed like lse: (q_batch * Hq + h) * total_q + q_row;
+ *                              nothing on bf16 products (their D is in the panels);
+ *                              with dsink then (64-byte aligned, at dsink_offset) one
+ *                              double per (b, h, query tile): that tile's share of dsink_h
  * Per-thread scratch tiles (Q, S, accumulators) and the packed K/V panels
  * (cpu_pack.h) are not in the workspace: they are malloc'ed at the start of
  * each call, so the workspace size does not depend on OMP_NUM_THREADS.
  *
  * Packed panels of one (sequence, kv head) slot, fp32, tiles_k key tiles:
- *   forward  : Kᵀ tiles [tiles_k][D][Bc] | V rows [tiles_k * Bc][D]
- *   backward : Kᵀ tiles | Vᵀ tiles | K rows, then per query head of the group
- *              Q rows, dO rows [tiles_q * Br][D] and lse2, delta [tiles_q * Br]
+ *   forward  : Kᵀ tiles [tiles_k][D][Bc] | V rows [tiles_k * Bc][Dv]
+ *   backward : Kᵀ tiles | Vᵀ tiles ([Dv][Bc]) | K rows, then per query head of the
+ *              group Q rows [tiles_q * Br][D], dO rows [tiles_q * Br][Dv] and lse2,
+ *              delta [tiles_q * Br]
  *              (K, Q and dO rows only where fmsa_cpu_bwd_packs_rows: fp32
  *              inputs are read in place);
  *              with dq_parts > 0 then dQ partials [parts][group][tiles_q * Br][D]
@@ -110,27 +113,30 @@ static fmsa_status cpu_bwd_dq_owner(const fmsa_problem *p, const fmsa_cpu_option
     return FMSA_SUCCESS;
 }
 
-/// Bytes of one thread's fp32 tiles for block sizes (bm, bn) and head dim D,
-/// each tile rounded to a cache line (K and V live in the shared panels).
-static size_t cpu_scratch_bytes(fmsa_pass pass, int bm, int bn, int64_t D) {
+/// Bytes of one thread's fp32 tiles for block sizes (bm, bn) and head dims D
+/// (Q, K) and Dv (V, O), each tile rounded to a cache line (K and V live in
+/// the shared panels).  cpu_forward.c and cpu_backward.c carve the same.
+static size_t cpu_scratch_bytes(fmsa_pass pass, int bm, int bn, int64_t D, int64_t Dv) {
     const size_t row_tile = fmsa_cpu_round64((size_t)bm * (size_t)D * sizeof(float));
+    const size_t acc_tile = fmsa_cpu_round64((size_t)bm * (size_t)Dv * sizeof(float));
     const size_t key_tile = fmsa_cpu_round64((size_t)bn * (size_t)D * sizeof(float));
+    const size_t val_tile = fmsa_cpu_round64((size_t)bn * (size_t)Dv * sizeof(float));
     const size_t score = fmsa_cpu_round64((size_t)bm * (size_t)bn * sizeof(float));
     const size_t vec = fmsa_cpu_round64((size_t)bm * sizeof(float));
     if (pass == FMSA_PASS_FORWARD) /* q, acc | s | m, l */
-        return 2 * row_tile + score + 2 * vec;
+        return row_tile + acc_tile + score + 2 * vec;
     /* dK/dV stage: dk, dv | s, dp, g;  dQ stage: dq | s, dp, g  (the larger wins) */
-    return (2 * key_tile > row_tile ? 2 * key_tile : row_tile) + 3 * score;
+    return (key_tile + val_tile > row_tile ? key_tile + val_tile : row_tile) + 3 * score;
 }
 
 /// Floats of one slot's packed panels (layout in the header comment).
 static int64_t cpu_slot_floats(const fmsa_problem *p, int bm, int bn, int64_t tiles_q,
                                int64_t tiles_k) {
-    const int64_t D = p->head_dim, keys = tiles_k * bn, rows = tiles_q * bm;
+    const int64_t D = p->head_dim, Dv = p->head_dim_v, keys = tiles_k * bn, rows = tiles_q * bm;
     const int64_t copies = fmsa_cpu_bwd_packs_rows(p); /* K, Q and dO rows (else in place) */
-    if (p->pass == FMSA_PASS_FORWARD) return 2 * keys * D;
-    return (2 + copies) * keys * D +
-           (p->heads_q / p->heads_kv) * (2 * copies * rows * D + 2 * rows);
+    if (p->pass == FMSA_PASS_FORWARD) return keys * (D + Dv);
+    return keys * ((1 + copies) * D + Dv) +
+           (p->heads_q / p->heads_kv) * (copies * rows * (D + Dv) + 2 * rows);
 }
 
 /// Per-thread scratch and slot panel sizes of the plan's product variant:
@@ -139,11 +145,12 @@ static int64_t cpu_slot_floats(const fmsa_problem *p, int bm, int bn, int64_t ti
 static void cpu_plan_sizes(const fmsa_problem *p, fmsa_cpu_plan *plan) {
     const int bm = plan->block_m, bn = plan->block_n;
     if (!plan->b16) {
-        plan->scratch_bytes = cpu_scratch_bytes(p->pass, bm, bn, p->head_dim);
+        plan->scratch_bytes = cpu_scratch_bytes(p->pass, bm, bn, p->head_dim, p->head_dim_v);
         plan->slot_floats = cpu_slot_floats(p, bm, bn, plan->tiles_q, plan->tiles_k);
     } else if (p->pass == FMSA_PASS_FORWARD) {
-        plan->scratch_bytes = fmsa_cpu_b16_carve(NULL, bm, bn, p->head_dim, NULL);
-        plan->slot_floats = fmsa_cpu_b16_slot_floats(p->head_dim, bn, plan->tiles_k);
+        plan->scratch_bytes = fmsa_cpu_b16_carve(NULL, bm, bn, p->head_dim, p->head_dim_v, NULL);
+        plan->slot_floats =
+            fmsa_cpu_b16_slot_floats(p->head_dim, p->head_dim_v, bn, plan->tiles_k);
     } else {
         plan->scratch_bytes = fmsa_cpu_b16_bwd_scratch_bytes(p, bm, bn);
         plan->slot_floats = fmsa_cpu_b16_bwd_slot_floats(p, bm, bn, plan->tiles_q, plan->tiles_k);
@@ -183,6 +190,8 @@ static fmsa_status cpu_plan_tiles(const fmsa_device_info *dev, const fmsa_cpu_op
      * staged ones.  fp16 never asks (the rows serve bf16 only): rounding fp16
      * Q/K to bf16 would lose bits the naive fp16 implementation keeps. */
     fmsa_plan_request_from_problem(p, opt->kern->gemm_b16 ? FMSA_PLAN_CAP_BF16_MMA : 0u, &req);
+    /* the rows cost one head dim: the larger of D and Dv bounds every tile */
+    if (p->head_dim_v > req.head_dim) req.head_dim = p->head_dim_v;
     FMSA_TRY(fmsa_plan_tiles(dev, &req, &tiles));
     if (tiles.block_m <= 0 || tiles.block_n <= 0 || tiles.block_m > FMSA_CPU_MAX_BLOCK_M)
         return fmsa_fail(FMSA_ERR_INTERNAL, "cpu: planner row %s gave tiles %d x %d",
@@ -226,7 +235,7 @@ static fmsa_status cpu_fwd_splits(const fmsa_device_info *dev, const fmsa_proble
     if (__builtin_mul_overflow(p->batch, p->heads_q, &n) ||
         __builtin_mul_overflow(n, p->seqlen_q, &n) ||
         __builtin_mul_overflow(n, plan->num_splits, &n) ||
-        __builtin_mul_overflow(n, p->head_dim + 2, &n) ||
+        __builtin_mul_overflow(n, p->head_dim_v + 2, &n) ||
         __builtin_mul_overflow(n, (int64_t)sizeof(float), &n) || (uint64_t)n > SIZE_MAX)
         return fmsa_fail(FMSA_ERR_INVALID_ARGUMENT,
                          "cpu: split-KV workspace of batch %lld x heads %lld x seqlen_q "
@@ -240,16 +249,17 @@ static fmsa_status cpu_fwd_splits(const fmsa_device_info *dev, const fmsa_proble
 fmsa_status fmsa_cpu_plan_make(const fmsa_device_info *dev, const fmsa_cpu_options *opt,
                                const fmsa_problem *p, fmsa_cpu_plan *plan) {
     fmsa_device_info nominal = *dev;
-    const int64_t D = p->head_dim;
+    const int64_t D = p->head_dim, Dv = p->head_dim_v;
 
     if (p->is_paged && p->pass == FMSA_PASS_BACKWARD)
         return fmsa_fail(FMSA_ERR_NOT_SUPPORTED,
                          "cpu: paged KV (block_table) in the backward pass is not supported by "
                          "the CPU backend");
-    if (D < 1 || D > FMSA_HEAD_DIM_SMALL_MAX) /* validation's limit; row buffers rely on it */
+    if (D < 1 || D > FMSA_HEAD_DIM_MAX || Dv < 1 || Dv > FMSA_HEAD_DIM_MAX)
+        /* validation's limit; row buffers are sized by it */
         return fmsa_fail(FMSA_ERR_NOT_SUPPORTED,
-                         "cpu: head_dim %lld outside [1, %d] is not supported by the CPU backend",
-                         (long long)D, FMSA_HEAD_DIM_SMALL_MAX);
+                         "cpu: head dims D %lld, Dv %lld outside [1, %d] are not supported by "
+                         "the CPU backend", (long long)D, (long long)Dv, FMSA_HEAD_DIM_MAX);
     memset(plan, 0, sizeof *plan);
     plan->kern = opt->kern;
     nominal.multiprocessors = FMSA_CPU_PLAN_CORES;
@@ -277,6 +287,15 @@ fmsa_status fmsa_cpu_plan_make(const fmsa_device_info *dev, const fmsa_cpu_optio
     if (!plan->b16) {
         const int64_t q_batches = p->is_varlen ? 1 : p->batch;
         plan->workspace_bytes = (size_t)(q_batches * p->heads_q * p->total_q) * sizeof(float);
+    }
+    /* dsink: one fp64 partial per (sequence, query head, query tile), written
+     * by the tile's pack job and summed in a fixed order after the pass; kept
+     * for every backward with sinks, since the size may not depend on dsink
+     * (fmsa_workspace_size does not see it) */
+    if (p->has_sinks) {
+        plan->dsink_offset = fmsa_cpu_round64(plan->workspace_bytes);
+        plan->workspace_bytes = plan->dsink_offset + (size_t)(p->batch * p->heads_q *
+                                                              plan->tiles_q) * sizeof(double);
     }
     return FMSA_SUCCESS;
 }
