@@ -95,7 +95,8 @@ torch.set_num_threads(ARGS.threads)
 # ---------------------------------------------------------------- ctypes API
 # The ctypes mirror of the C API is the Python package's (python/flashmsa/_capi.py).
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
-from flashmsa._capi import BackwardTensors as BwdTensors, Tensor, prototype  # noqa: E402
+from flashmsa._capi import (AttentionDesc as Desc, BackwardTensors as BwdTensors,  # noqa: E402
+                            Tensor, prototype)
 
 FMSA_BACKEND_CPU = 1
 TORCH_DTYPE = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
