@@ -127,7 +127,8 @@ if ARGS.c_program:
                        ([] if dev.type == "cuda" else ["cpu"]), capture_output=True, text=True)
     c_lines = (r.stdout + r.stderr).strip().splitlines()
 
-print(f"python_overhead: device {dev} ({torch.cuda.get_device_name(dev) if dev.type == 'cuda' else 'host'}), "
+name = torch.cuda.get_device_name(dev) if dev.type == "cuda" else "host"
+print(f"python_overhead: device {dev} ({name}), "
       f"torch {torch.__version__}, bf16 causal b={b} s={s} h={h} d={d}, {ARGS.calls} calls x "
       f"{ARGS.reps} rounds, library {flashmsa.library_path()}")
 for name, us in rows:

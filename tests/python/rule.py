@@ -125,8 +125,9 @@ def _seq_sum(terms, n):
 def naive(seqs, dout=None, *, scale, causal=False, window=(-1, -1), softcap=0.0, sinks=None,
           dlse=None):
     """The same-precision naive O, LSE (and dq, dk, dv, dsink with dout), as
-    fp64 tensors holding the naive's values.  A sink enters each row's sums
-    first, as the state machine's initial state (m = t_h, l = 1)."""
+    fp64 tensors holding the naive's values.  A sink is one more column of S
+    without a value, and dsink is what autograd of that column gives: its dS
+    rounded to the dtype, summed in fp32 (common/naive.c, fmsa_naive_dsink)."""
     out = []
     dsink = None if sinks is None else torch.zeros(sinks.shape[0])
     for n, sqn in enumerate(seqs):
@@ -166,6 +167,8 @@ def naive(seqs, dout=None, *, scale, causal=False, window=(-1, -1), softcap=0.0,
         l = l0 + _seq_sum(lambda j: e[:, :, j:j + 1], sk) if sk else l0
         p = _rnd(e / torch.where(empty, torch.ones_like(l), l), dt)
         p = torch.where(empty, torch.zeros_like(p), p)
+        if sinks is not None:  # the sink's column of P, rounded like the others
+            psink = _rnd(l0 / l, dt)
         lse = torch.where(empty, m, m + torch.log(l)).squeeze(-1)
         o = _rnd(_seq_sum(lambda j: p[:, :, j, None] * v[:, None, j, :], sk), dt) if sk else \
             torch.zeros(hq, sq, dv_dim)
@@ -192,9 +195,10 @@ def naive(seqs, dout=None, *, scale, causal=False, window=(-1, -1), softcap=0.0,
             for h in range(hq):  # each query head adds into its kv head, in order
                 dk[h // group] += hk[h] * scale32
                 dv[h // group] += hv[h]
-            if sinks is not None:  # -sum_i exp(t_h - lse_i) (D_i - dlse_i), in order
-                w = torch.exp(sinks.float()[:, None] - lse) * di.squeeze(-1)   # [Hq, sq]
-                dsink -= _seq_sum(lambda i: w[:, i], sq)
+            if sinks is not None:  # the sink column's dS = P_sink (0 - D_i), rounded,
+                ds_sink = _rnd(psink * (0.0 - di), dt).squeeze(-1)   # [Hq, sq]
+                for i in range(sq):  # summed in fp32 over the batch, then the rows
+                    dsink = dsink + ds_sink[:, i]
             res.update(dq=dq.transpose(0, 1).double(), dk=_rnd(dk, dt).transpose(0, 1).double(),
                        dv=_rnd(dv, dt).transpose(0, 1).double())
         out.append(res)

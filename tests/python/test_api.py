@@ -139,8 +139,8 @@ def test_numpy_path_without_torch_matches():
     with pytest.raises(flashmsa.InvalidArgumentError, match="heads"):
         _array.attention(qn, k.numpy()[:, :, :3], v.numpy()[:, :, :3], causal=False,
                          window=(-1, -1), softcap=0.0, alibi_slopes=None, sinks=None,
-                         scale=None, cu_seqlens_q=None, cu_seqlens_k=None, max_seqlen_q=0, max_seqlen_k=0,
-                         block_table=None, seqused_k=None, return_lse=False)
+                         scale=None, cu_seqlens_q=None, cu_seqlens_k=None, max_seqlen_q=0,
+                         max_seqlen_k=0, block_table=None, seqused_k=None, return_lse=False)
 
 
 class _DLPackOnly:

@@ -312,8 +312,9 @@ def test_opcheck():
     o, lse = torch.ops.flashmsa.fwd(*args)
     dout = torch.randn_like(o)
     torch.library.opcheck(torch.ops.flashmsa.bwd.default,
-                          (dout, q.detach(), k.detach(), v.detach(), o.detach(), lse.detach(), None, None,
-                           None, None, None, True, -1, -1, 0.0, 0.25, 0, 0, False, False))
+                          (dout, q.detach(), k.detach(), v.detach(), o.detach(), lse.detach(),
+                           None, None, None, None, None, True, -1, -1, 0.0, 0.25, 0, 0, False,
+                           False))
     with backend_feature("dlse"):  # its autograd check differentiates the lse output too
         torch.library.opcheck(torch.ops.flashmsa.fwd.default, args)
 
@@ -329,8 +330,8 @@ def test_opcheck_v02():
         o, lse = torch.ops.flashmsa.fwd(*args)
         torch.library.opcheck(torch.ops.flashmsa.bwd.default,
                               (torch.randn_like(o), q.detach(), k.detach(), v.detach(),
-                               o.detach(), lse.detach(), torch.randn_like(lse), None, t.detach(), None,
-                               None, True, -1, -1, 0.0, 0.25, 0, 0, False, True))
+                               o.detach(), lse.detach(), torch.randn_like(lse), None, t.detach(),
+                               None, None, True, -1, -1, 0.0, 0.25, 0, 0, False, True))
         torch.library.opcheck(torch.ops.flashmsa.fwd.default, args)
 
 

@@ -76,7 +76,7 @@ class RingAttention(torch.nn.Module):
                                     return_lse=True)
         o2, l2 = flashmsa.attention(q, k[:, cut:], v[:, cut:], return_lse=True)
         o, lse = flashmsa.merge_states(o1, l1, o2, l2)
-        return o.transpose(1, 2) * torch.sigmoid(lse).transpose(1, 2).unsqueeze(-1)
+        return o.transpose(1, 2) * torch.sigmoid(lse).unsqueeze(-1)   # [b, h, s, d] * [b, h, s, 1]
 
 
 def test_compile_sinks_lse_and_merge_in_one_graph():

@@ -30,8 +30,24 @@ SINK_CASES = {
 }
 
 
-@pytest.mark.parametrize("dtype", DTYPES, ids=lambda t: DT_ID[t])
-@pytest.mark.parametrize("case", list(SINK_CASES))
+# A known failure, reported (2026-12-02): the CPU backend's bf16 dsink takes
+# D_i = rowsum(dO_i * O_i) from the stored bf16 O, as flashmsa.h words it; here
+# that is 5.7x the naive's error (whose D_i is rowsum(P dP) in fp32 from the
+# rounded P and dP, common/naive.c), over the rule's 3x.  D_i from O in fp32
+# would pass.  strict: the test fails once the library meets the rule.
+DSINK_BF16_KNOWN = pytest.mark.xfail(
+    DEVICE == "cpu", strict=True, raises=AssertionError,
+    reason="CPU bf16 dsink from the bf16-rounded O: 5.7x the naive's error (rule: 3x)")
+
+
+def _sink_params():
+    for case in SINK_CASES:
+        for dtype in DTYPES:
+            marks = DSINK_BF16_KNOWN if (case, dtype) == ("causal_gqa", torch.bfloat16) else ()
+            yield pytest.param(case, dtype, marks=marks, id=f"{case}-{DT_ID[dtype]}")
+
+
+@pytest.mark.parametrize("case, dtype", list(_sink_params()))
 def test_sinks(case, dtype):
     """O, lse, dq, dk, dv and dsink (summed over the batch) with sink logits."""
     with backend_feature("sinks"):
