@@ -10,7 +10,7 @@ import torch
 
 import flashmsa
 from flashmsa import _array
-from conftest import make
+from conftest import backend_feature, make
 
 
 def qkv(shape=(1, 16, 2, 16), dtype=torch.float32):
@@ -224,3 +224,18 @@ def test_merge_states_as_the_first_call():
                        cwd=os.path.dirname(__file__))
     assert r.returncode == 0, r.stderr
     assert abs(float(r.stdout) - 8 * math.log(2)) < 1e-5
+
+
+def test_numpy_forward_with_sinks_and_value_dim():
+    """The torch-free path takes sinks and a v of its own head dim too."""
+    q, k = qkv((1, 12, 2, 16))[:2]
+    v = make((1, 12, 2, 8), torch.float32, 5)
+    t = torch.tensor([0.5, -1.0])
+    with backend_feature("sinks", "dim_v"):
+        ref, ref_lse = flashmsa.attention(q, k, v, sinks=t, causal=True, return_lse=True)
+    o, lse = _array.attention(q.numpy(), k.numpy(), v.numpy(), causal=True, window=(-1, -1),
+                              softcap=0.0, alibi_slopes=None, sinks=t.numpy(), scale=None,
+                              cu_seqlens_q=None, cu_seqlens_k=None, max_seqlen_q=0,
+                              max_seqlen_k=0, block_table=None, seqused_k=None, return_lse=True)
+    assert o.shape == (1, 12, 2, 8)
+    assert np.array_equal(o, ref.numpy()) and np.array_equal(lse, ref_lse.numpy())

@@ -1,7 +1,13 @@
 """flashmsa as a Hugging Face transformers attention implementation.
 
-    import flashmsa.integrations.transformers  # registers "flashmsa"
+    import flashmsa.integrations.transformers  # registers "flashmsa" and "fmsa"
     model = AutoModelForCausalLM.from_config(cfg, attn_implementation="flashmsa")
+
+transformers takes any name containing "flash" for a FlashAttention build, and
+a model that lists the FlashAttention builds it can run (gpt-oss, whose sinks
+plain FlashAttention lacks) replaces such a name with one of its own list; the
+same implementation is therefore registered as "fmsa" too, the name for those
+models.
 
 Importing this module registers the attention function under the name
 "flashmsa" in transformers' AttentionInterface, and beside it a mask function
@@ -19,6 +25,7 @@ from transformers.masking_utils import AttentionMaskInterface
 import flashmsa
 
 NAME = "flashmsa"
+ALIAS = "fmsa"  # without "flash": for models that substitute their own FlashAttention builds
 
 
 def padding_mask(batch_size, q_length, kv_length, q_offset=0, kv_offset=0, mask_function=None,
@@ -150,3 +157,4 @@ def register(name=NAME):
 
 
 register()
+register(ALIAS)
