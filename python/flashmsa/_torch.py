@@ -190,6 +190,24 @@ def _backward(ctx, dout, dlse):
 torch.library.register_autograd("flashmsa::fwd", _backward, setup_context=_setup_context)
 
 
+class _Attention(torch.autograd.Function):
+    """The same autograd as flashmsa::fwd's registration, for attention()'s
+    eager calls: torch's generic wrapper of a custom op's autograd costs far
+    more host time a call than an autograd.Function around the op
+    (bench/RESULTS.md, 2026-12-02).  Under torch.compile the op's own
+    registration is used, so the graph holds flashmsa::fwd itself."""
+
+    @staticmethod
+    def forward(ctx, *inputs):
+        output = torch.ops.flashmsa.fwd(*inputs)
+        _setup_context(ctx, inputs, output)
+        return output
+
+    @staticmethod
+    def backward(ctx, dout, dlse):
+        return _backward(ctx, dout, dlse)
+
+
 # ---------------------------------------------------------------- merge_states
 def _merge_tensors(o_a, lse_a, o_b, lse_b, o, lse):
     return [_desc_tensor(t, n) for t, n in ((o_a, "o_a"), (lse_a, "lse_a"), (o_b, "o_b"),
@@ -353,11 +371,14 @@ def attention(q, k, v, *, causal, window, softcap, alibi_slopes, sinks, scale, c
                          "-1 for unlimited")
     if scale is None:
         scale = q.shape[-1] ** -0.5
-    o, lse = torch.ops.flashmsa.fwd(
-        q, k, v, alibi_slopes, sinks, cu_seqlens_q, cu_seqlens_k, block_table, seqused_k,
-        bool(causal),
-        int(window[0]), int(window[1]), float(softcap), float(scale), int(max_seqlen_q or 0),
-        int(max_seqlen_k or 0), bool(deterministic))
+    args = (q, k, v, alibi_slopes, sinks, cu_seqlens_q, cu_seqlens_k, block_table, seqused_k,
+            bool(causal), int(window[0]), int(window[1]), float(softcap), float(scale),
+            int(max_seqlen_q or 0), int(max_seqlen_k or 0), bool(deterministic))
+    if (torch.is_grad_enabled() and not torch.compiler.is_compiling() and
+            any(t is not None and t.requires_grad for t in args[:5])):
+        o, lse = _Attention.apply(*args)  # eager autograd: the cheaper wrapper
+    else:
+        o, lse = torch.ops.flashmsa.fwd(*args)
     if packed:
         o, lse = o.squeeze(0), lse.squeeze(0)
     return (o, lse) if return_lse else o
