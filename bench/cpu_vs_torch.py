@@ -93,45 +93,21 @@ import torch.nn.functional as F  # noqa: E402
 torch.set_num_threads(ARGS.threads)
 
 # ---------------------------------------------------------------- ctypes API
+# The ctypes mirror of the C API is the Python package's (python/flashmsa/_capi.py).
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
+from flashmsa._capi import (AttentionDesc as Desc, BackwardTensors as BwdTensors,  # noqa: E402
+                            Tensor, prototype)
+
 FMSA_BACKEND_CPU = 1
 TORCH_DTYPE = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
 UNIT_ROUNDOFF = {"fp32": 2.0 ** -24, "fp16": 2.0 ** -11, "bf16": 2.0 ** -8}
-
-
-class Tensor(C.Structure):
-    _fields_ = [("data", C.c_void_p), ("byte_offset", C.c_int64), ("dtype", C.c_int),
-                ("ndim", C.c_int32), ("shape", C.c_int64 * 4), ("strides", C.c_int64 * 4)]
-
-
-class Desc(C.Structure):
-    _fields_ = [("softmax_scale", C.c_float), ("causal", C.c_int), ("window_left", C.c_int64),
-                ("window_right", C.c_int64), ("softcap", C.c_float), ("alibi_slopes", Tensor),
-                ("mask", Tensor), ("cu_seqlens_q", Tensor), ("cu_seqlens_k", Tensor),
-                ("max_seqlen_q", C.c_int64), ("max_seqlen_k", C.c_int64),
-                ("block_table", Tensor), ("page_size", C.c_int64), ("seqused_k", Tensor),
-                ("deterministic", C.c_int), ("sinks", Tensor)]
-
-
-class BwdTensors(C.Structure):
-    _fields_ = [(n, Tensor) for n in ("q", "k", "v", "o", "dout", "lse", "dlse", "dq", "dk",
-                                      "dv", "dsink")]
 
 
 def open_lib(path, env=None):
     """One build of the library (ctypes loads each path with RTLD_LOCAL, so two
     builds' symbols do not collide) and a CPU context of it (created under the
     variables of env, which the library reads at context creation)."""
-    lib = C.CDLL(os.path.abspath(path))
-    lib.fmsa_attention_desc_init.restype = Desc
-    lib.fmsa_attention_desc_init.argtypes = [C.c_int64]
-    lib.fmsa_last_error.restype = C.c_char_p
-    lib.fmsa_context_create.argtypes = [C.c_int, C.c_int, C.POINTER(C.c_void_p)]
-    lib.fmsa_workspace_size.argtypes = [C.c_void_p, C.c_int, C.POINTER(Desc)] + \
-        [C.POINTER(Tensor)] * 3 + [C.POINTER(C.c_size_t)]
-    lib.fmsa_forward.argtypes = [C.c_void_p, C.POINTER(Desc)] + [C.POINTER(Tensor)] * 5 + \
-        [C.c_void_p, C.c_size_t, C.c_void_p]
-    lib.fmsa_backward.argtypes = [C.c_void_p, C.POINTER(Desc), C.POINTER(BwdTensors)] + \
-        [C.c_void_p, C.c_size_t, C.c_void_p]
+    lib = prototype(C.CDLL(os.path.abspath(path)))
     return lib, context_under(lib, path, env or {})
 
 
@@ -172,8 +148,6 @@ def as_tensor(t):
         d.shape[i] = t.shape[i]
         d.strides[i] = t.stride(i)
     return d
-
-
 
 
 # ---------------------------------------------------------------- helpers

@@ -27,6 +27,10 @@ import torch
 import torch.nn.functional as F
 from triton.testing import do_bench
 
+# The ctypes mirror of the C API is the Python package's (python/flashmsa/_capi.py).
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
+from flashmsa._capi import BackwardTensors as BwdTensors, Tensor, prototype  # noqa: E402
+
 ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
 ap.add_argument("--lib", default="build/libflashmsa.so")
 ap.add_argument("--dims", default="64,128,256",
@@ -54,37 +58,7 @@ DTYPE = {torch.float32: 1, torch.float16: 2, torch.bfloat16: 3, torch.int32: 4}
 U = {torch.float32: 2.0 ** -24, torch.float16: 2.0 ** -11, torch.bfloat16: 2.0 ** -8}
 
 
-class Tensor(C.Structure):
-    _fields_ = [("data", C.c_void_p), ("byte_offset", C.c_int64), ("dtype", C.c_int),
-                ("ndim", C.c_int32), ("shape", C.c_int64 * 4), ("strides", C.c_int64 * 4)]
-
-
-class Desc(C.Structure):
-    _fields_ = [("softmax_scale", C.c_float), ("causal", C.c_int), ("window_left", C.c_int64),
-                ("window_right", C.c_int64), ("softcap", C.c_float), ("alibi_slopes", Tensor),
-                ("mask", Tensor), ("cu_seqlens_q", Tensor), ("cu_seqlens_k", Tensor),
-                ("max_seqlen_q", C.c_int64), ("max_seqlen_k", C.c_int64),
-                ("block_table", Tensor), ("page_size", C.c_int64), ("seqused_k", Tensor),
-                ("deterministic", C.c_int), ("sinks", Tensor)]
-
-
-class BwdTensors(C.Structure):
-    _fields_ = [(n, Tensor) for n in ("q", "k", "v", "o", "dout", "lse", "dlse", "dq", "dk",
-                                      "dv", "dsink")]
-
-
-LIB = C.CDLL(os.path.abspath(ARGS.lib))
-LIB.fmsa_attention_desc_init.restype = Desc
-LIB.fmsa_attention_desc_init.argtypes = [C.c_int64]
-LIB.fmsa_last_error.restype = C.c_char_p
-LIB.fmsa_context_create.argtypes = [C.c_int, C.c_int, C.POINTER(C.c_void_p)]
-LIB.fmsa_workspace_size.argtypes = [C.c_void_p, C.c_int, C.POINTER(Desc)] + \
-    [C.POINTER(Tensor)] * 3 + [C.POINTER(C.c_size_t)]
-LIB.fmsa_forward.argtypes = [C.c_void_p, C.POINTER(Desc)] + [C.POINTER(Tensor)] * 5 + \
-    [C.c_void_p, C.c_size_t, C.c_void_p]
-LIB.fmsa_backward.argtypes = [C.c_void_p, C.POINTER(Desc), C.POINTER(BwdTensors)] + \
-    [C.c_void_p, C.c_size_t, C.c_void_p]
-LIB.fmsa_synchronize.argtypes = [C.c_void_p, C.c_void_p]
+LIB = prototype(C.CDLL(os.path.abspath(ARGS.lib)))
 
 
 def check(st, what):

@@ -46,16 +46,20 @@ def attention(q, k, v, *, causal=False, window=(-1, -1), softcap=0.0, alibi_slop
               deterministic=False):
     """Exact attention softmax(scale * q k^T + masks) v, without the score matrix.
 
-    q: [batch, seqlen_q, heads_q, head_dim]; k, v: [batch, seqlen_k, heads_kv,
-    head_dim], heads_q a multiple of heads_kv (GQA/MQA); float32, float16 or
-    bfloat16, all one dtype; any strides (a head_dim stride other than 1 is
-    copied).  Arithmetic is fp32.  flashmsa.h defines each option exactly:
+    q: [batch, seqlen_q, heads_q, head_dim]; k: [batch, seqlen_k, heads_kv,
+    head_dim]; v: [batch, seqlen_k, heads_kv, head_dim_v] (head_dim_v = head_dim
+    usually; the output is [batch, seqlen_q, heads_q, head_dim_v]); heads_q a
+    multiple of heads_kv (GQA/MQA); float32, float16 or bfloat16, all one dtype;
+    any strides (a head_dim stride other than 1 is copied).  Arithmetic is fp32.
+    flashmsa.h defines each option exactly:
 
     causal        bottom-right aligned causal mask (as FlashAttention >= 2.1)
     window        (left, right) sliding window, -1 = unlimited
     softcap       > 0: scores become softcap * tanh(score / softcap)
     alibi_slopes  float32 [heads_q] or [batch, heads_q]
-    sinks         per-head sink logits (not in the C library yet: raises)
+    sinks         float32 [heads_q]: per-head sink logits t_h, one more softmax
+                  term per row that has no value (lse = log(exp(t_h) + sum_j
+                  exp(s_ij))); differentiable
     scale         default 1/sqrt(head_dim)
     cu_seqlens_q/k  varlen: int32 [batch + 1]; q/k/v are [total, heads, head_dim]
                   (or [1, total, heads, head_dim]); max_seqlen_q/k optional bounds
@@ -63,7 +67,8 @@ def attention(q, k, v, *, causal=False, window=(-1, -1), softcap=0.0, alibi_slop
                   head_dim], block_table int32 [batch, max_pages]; seqused_k
                   int32 [batch] the keys used per sequence
     return_lse    also return the log-sum-exp, float32 [batch, heads_q, seqlen_q]
-                  ([heads_q, total] for 3-D varlen); not differentiable
+                  ([heads_q, total] for 3-D varlen); differentiable: a loss
+                  that uses it passes its gradient to the backward (dlse)
     deterministic bit-identical backward run to run
 
     torch tensors (CPU; CUDA with the CUDA backend) run through the custom op
@@ -73,10 +78,8 @@ def attention(q, k, v, *, causal=False, window=(-1, -1), softcap=0.0, alibi_slop
     raises FlashmsaError (InvalidArgumentError, a ValueError, for bad input)
     with the library's status and message.
     """
-    if sinks is not None:
-        raise _capi.missing("sinks")
     options = dict(causal=causal, window=window, softcap=softcap, alibi_slopes=alibi_slopes,
-                   scale=scale, cu_seqlens_q=cu_seqlens_q, cu_seqlens_k=cu_seqlens_k,
+                   sinks=sinks, scale=scale, cu_seqlens_q=cu_seqlens_q, cu_seqlens_k=cu_seqlens_k,
                    max_seqlen_q=max_seqlen_q, max_seqlen_k=max_seqlen_k,
                    block_table=block_table, seqused_k=seqused_k, return_lse=return_lse)
     if _torch_module is not None:
@@ -104,7 +107,8 @@ def _foreign(q, k, v, options):
         raise TypeError(f"flashmsa.attention: a {type(x).__name__} is neither a torch tensor, "
                         "a numpy array nor a DLPack producer")
 
-    for key in ("alibi_slopes", "cu_seqlens_q", "cu_seqlens_k", "block_table", "seqused_k"):
+    for key in ("alibi_slopes", "sinks", "cu_seqlens_q", "cu_seqlens_k", "block_table",
+                "seqused_k"):
         options[key] = view(options[key])
     with torch.no_grad():
         out = _torch.attention(view(q), view(k), view(v), deterministic=False, **options)
@@ -113,10 +117,26 @@ def _foreign(q, k, v, options):
     return out
 
 
-def merge_states(o_a, lse_a, o_b, lse_b):
-    """Combines two partial attention results over disjoint key sets into
-    (o, lse).  Needs fmsa_merge_states, which the C library does not have yet."""
-    raise _capi.missing("merge_states")
+def merge_states(o_a, lse_a, o_b, lse_b, out=None):
+    """Merges two partial attention results of the same queries over disjoint
+    key sets into (o, lse), as the online softmax merges its states (ring
+    attention, split-KV decode, a shared prefix):
+
+        lse = log(exp(lse_a) + exp(lse_b))
+        o   = exp(lse_a - lse) o_a + exp(lse_b - lse) o_b
+
+    A side with lse = -inf (no visible key) contributes nothing; both -inf give
+    o = 0, lse = -inf.  o_a, o_b: [batch, seqlen, heads, head_dim_v] (float32,
+    float16 or bfloat16, may differ), lse_a, lse_b: float32 [batch, heads,
+    seqlen] -- attention()'s (o, lse) with return_lse=True; 3-D varlen results
+    ([total, heads, head_dim_v], [heads, total]) work too.  Returns new tensors
+    (o in the promoted dtype of o_a and o_b), differentiable in all four inputs;
+    out=(o, lse) writes into given tensors instead (o may be o_a or o_b, lse may
+    be lse_a or lse_b: in place), not differentiable.  torch tensors only.
+    """
+    if _torch_module is None:
+        raise ImportError("flashmsa.merge_states takes torch tensors; torch is not installed")
+    return _torch.merge_states(o_a, lse_a, o_b, lse_b, out=out)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -34,12 +34,12 @@ def _host_array(x, name):
                     "torch tensor, a numpy array nor a DLPack producer")
 
 
-def attention(q, k, v, *, causal, window, softcap, alibi_slopes, scale, cu_seqlens_q,
+def attention(q, k, v, *, causal, window, softcap, alibi_slopes, sinks, scale, cu_seqlens_q,
               cu_seqlens_k, max_seqlen_q, max_seqlen_k, block_table, seqused_k, return_lse):
     import numpy as np
     q, k, v = (_host_array(x, n) for x, n in ((q, "q"), (k, "k"), (v, "v")))
-    alibi_slopes, cu_seqlens_q, cu_seqlens_k, block_table, seqused_k = (
-        _host_array(x, n) for x, n in ((alibi_slopes, "alibi_slopes"),
+    alibi_slopes, sinks, cu_seqlens_q, cu_seqlens_k, block_table, seqused_k = (
+        _host_array(x, n) for x, n in ((alibi_slopes, "alibi_slopes"), (sinks, "sinks"),
                                        (cu_seqlens_q, "cu_seqlens_q"),
                                        (cu_seqlens_k, "cu_seqlens_k"),
                                        (block_table, "block_table"), (seqused_k, "seqused_k")))
@@ -52,12 +52,13 @@ def attention(q, k, v, *, causal, window, softcap, alibi_slopes, scale, cu_seqle
                              "[batch, seqlen, heads, head_dim]")
     q, k, v = (a if a.strides[-1] == a.itemsize else np.ascontiguousarray(a) for a in (q, k, v))
     b, s, h, d = q.shape
-    o = np.empty(q.shape, dtype=q.dtype)
+    o = np.empty((b, s, h, v.shape[-1]), dtype=q.dtype)
     lse = np.empty((b, h, s), dtype=np.float32)
     if o.size:
         desc = _capi.attention_desc(
             d, scale=scale, causal=causal, window=window, softcap=softcap,
             alibi_slopes=_desc_tensor(alibi_slopes, "alibi_slopes"),
+            sinks=_desc_tensor(sinks, "sinks"),
             cu_seqlens_q=_desc_tensor(cu_seqlens_q, "cu_seqlens_q"),
             cu_seqlens_k=_desc_tensor(cu_seqlens_k, "cu_seqlens_k"), max_seqlen_q=max_seqlen_q,
             max_seqlen_k=max_seqlen_k, block_table=_desc_tensor(block_table, "block_table"),

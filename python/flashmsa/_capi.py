@@ -95,22 +95,6 @@ class BackwardTensors(C.Structure):
                                       "dv", "dsink")]
 
 
-# C features of the Python API that the library does not have yet: the
-# keyword, and the C feature it waits for.  attention()/merge_states() raise
-# NotImplementedError naming it; when the header gains the feature, its field
-# goes into AttentionDesc above and its entry leaves this table.
-MISSING_C_FEATURES = {
-    "sinks": "the sink logits of fmsa_attention_desc (issue 13)",
-    "merge_states": "fmsa_merge_states (issue 13)",
-}
-
-
-def missing(feature):
-    return NotImplementedError(
-        f"flashmsa: {feature} needs {MISSING_C_FEATURES[feature]}, which this version of the "
-        f"C library (API {API_VERSION_MAJOR}.{API_VERSION_MINOR}) does not have yet")
-
-
 # ---------------------------------------------------------------- errors
 class FlashmsaError(RuntimeError):
     """A flashmsa call failed: .status (Status), .message (fmsa_last_error()), .call."""
@@ -166,7 +150,9 @@ def _candidates():
     return out, False
 
 
-def _prototype(lib):
+def prototype(lib):
+    """Declares the C API's prototypes on a ctypes.CDLL of libflashmsa (the
+    benchmarks load builds of their own with it) and returns it."""
     P = C.POINTER
     T = P(Tensor)
     protos = {
@@ -186,16 +172,19 @@ def _prototype(lib):
                          [C.c_void_p, C.c_size_t, C.c_void_p]),
         "fmsa_backward": (C.c_int, [C.c_void_p, P(AttentionDesc), P(BackwardTensors),
                                     C.c_void_p, C.c_size_t, C.c_void_p]),
+        "fmsa_merge_states": (C.c_int, [C.c_void_p] + [T] * 6 + [C.c_void_p]),
+        "fmsa_synchronize": (C.c_int, [C.c_void_p, C.c_void_p]),
     }
     for name, (res, args) in protos.items():
         f = getattr(lib, name)
         f.restype = res
         f.argtypes = args
+    return lib
 
 
 _lib = None
 _lib_path = None
-_lock = threading.Lock()
+_lock = threading.RLock()  # context() loads the library while holding it
 
 
 def library():
@@ -216,7 +205,7 @@ def library():
                 if explicit:
                     break
                 continue
-            _prototype(lib)
+            prototype(lib)
             v = lib.fmsa_version()
             if (v // 10000, v // 100 % 100) != (API_VERSION_MAJOR, API_VERSION_MINOR):
                 errors.append(f"{path}: library version {v // 10000}.{v // 100 % 100}."
@@ -307,8 +296,8 @@ ABSENT = Tensor()  # an optional tensor left out (data == NULL)
 
 
 def attention_desc(head_dim, *, scale=None, causal=False, window=(-1, -1), softcap=0.0,
-                   alibi_slopes=None, cu_seqlens_q=None, cu_seqlens_k=None, max_seqlen_q=0,
-                   max_seqlen_k=0, block_table=None, page_size=0, seqused_k=None,
+                   alibi_slopes=None, sinks=None, cu_seqlens_q=None, cu_seqlens_k=None,
+                   max_seqlen_q=0, max_seqlen_k=0, block_table=None, page_size=0, seqused_k=None,
                    deterministic=False):
     """fmsa_attention_desc from the library's defaults and these settings
     (tensors are Tensor descriptors or None)."""
@@ -318,7 +307,8 @@ def attention_desc(head_dim, *, scale=None, causal=False, window=(-1, -1), softc
     d.causal = 1 if causal else 0
     d.window_left, d.window_right = int(window[0]), int(window[1])
     d.softcap = float(softcap)
-    for name, t in (("alibi_slopes", alibi_slopes), ("cu_seqlens_q", cu_seqlens_q),
+    for name, t in (("alibi_slopes", alibi_slopes), ("sinks", sinks),
+                    ("cu_seqlens_q", cu_seqlens_q),
                     ("cu_seqlens_k", cu_seqlens_k), ("block_table", block_table),
                     ("seqused_k", seqused_k)):
         if t is not None:
@@ -362,6 +352,13 @@ def backward(ctx, desc, q, k, v, o, dout, lse, dq, dk, dv, alloc, stream=None, d
     check(library().fmsa_backward(ctx, C.byref(desc), C.byref(t), ws, nbytes, stream),
           "fmsa_backward")
     del keep
+
+
+def merge_states(ctx, o_a, lse_a, o_b, lse_b, o, lse, stream=None):
+    """fmsa_merge_states.  Queues the merge on stream and returns."""
+    check(library().fmsa_merge_states(ctx, C.byref(o_a), C.byref(lse_a), C.byref(o_b),
+                                      C.byref(lse_b), C.byref(o), C.byref(lse), stream),
+          "fmsa_merge_states")
 
 
 def default_scale(head_dim):

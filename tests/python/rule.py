@@ -12,8 +12,9 @@ check() then asserts max|x - ref| <= factor * max|naive - ref| + floor, the
 floor as fmsa_rule_floor() derives it, and no NaN.
 
 A problem is a list of sequences, each a dict of its q [sq, Hq, D],
-k/v [sk, Hkv, D] (input dtype) and alibi slopes [Hq] (or None), so plain
-batches, varlen batches and paged caches all reduce to it.
+k [sk, Hkv, D], v [sk, Hkv, Dv] (input dtype) and alibi slopes [Hq] (or
+None), so plain batches, varlen batches and paged caches all reduce to it;
+sink logits and the lse gradient are options of the whole problem.
 """
 import math
 
@@ -52,10 +53,15 @@ def _expand_kv(x, hq):
     return x.repeat_interleave(hq // x.shape[1], dim=1)
 
 
-def reference(seqs, dout=None, *, scale, causal=False, window=(-1, -1), softcap=0.0):
-    """fp64 O [sq, Hq, D], LSE [Hq, sq] per sequence, and with dout (a list of
-    [sq, Hq, D]) the fp64 dq, dk, dv per sequence."""
+def reference(seqs, dout=None, *, scale, causal=False, window=(-1, -1), softcap=0.0,
+              sinks=None, dlse=None):
+    """fp64 O [sq, Hq, Dv], LSE [Hq, sq] per sequence, and with dout (a list of
+    [sq, Hq, Dv]) the fp64 dq, dk, dv per sequence, through autograd of the
+    loss <o, dout> + <lse, dlse> (dlse: a list of [Hq, sq], or None).  sinks
+    (fp32 [Hq]): the extra softmax term of flashmsa.h; its gradient dsink,
+    summed over the sequences, is in every sequence's dict."""
     out = []
+    t = None if sinks is None else sinks.double().requires_grad_()
     for n, sqn in enumerate(seqs):
         q = sqn["q"].double().requires_grad_()
         k = sqn["k"].double().requires_grad_()
@@ -69,20 +75,37 @@ def reference(seqs, dout=None, *, scale, causal=False, window=(-1, -1), softcap=
             s = s + _alibi_bias(sqn["alibi"], sq, sk)
         vis = visible(sq, sk, causal, window)
         s = s.masked_fill(~vis, -math.inf)
-        m = s.detach().amax(-1, keepdim=True) if sk else torch.full((hq, sq, 1), -math.inf,
-                                                                     dtype=torch.float64)
+        if t is not None:  # the sink is one more column of scores, without a value
+            s = torch.cat([t[:, None, None].expand(hq, sq, 1), s], dim=-1)
+        m = s.detach().amax(-1, keepdim=True) if s.shape[-1] else \
+            torch.full((hq, sq, 1), -math.inf, dtype=torch.float64)
         m = torch.where(torch.isfinite(m), m, torch.zeros_like(m))
         e = torch.exp(s - m)
         l = e.sum(-1, keepdim=True)
         p = e / torch.where(l > 0, l, torch.ones_like(l))
         lse = (m + torch.log(l)).squeeze(-1)
+        if t is not None:
+            p = p[..., 1:]
         o = torch.einsum("hij,jhd->ihd", p, _expand_kv(v, hq))
         res = {"o": o.detach(), "lse": lse.detach()}
         if dout is not None:
-            dq, dk, dv = torch.autograd.grad(o, (q, k, v), dout[n].double(), allow_unused=True)
-            res.update(dq=dq, dk=torch.zeros_like(k) if dk is None else dk,
+            outs, grads = [o], [dout[n].double()]
+            if dlse is not None:
+                outs.append(lse)
+                grads.append(dlse[n].double())
+            inputs = (q, k, v) + ((t,) if t is not None else ())
+            g = torch.autograd.grad(outs, inputs, grads, allow_unused=True)
+            dq, dk, dv = g[:3]
+            res.update(dq=torch.zeros_like(q) if dq is None else dq,
+                       dk=torch.zeros_like(k) if dk is None else dk,
                        dv=torch.zeros_like(v) if dv is None else dv)
+            if t is not None:
+                res["dsink_part"] = torch.zeros_like(t) if g[3] is None else g[3]
         out.append(res)
+    if t is not None and dout is not None:
+        total = sum(r["dsink_part"] for r in out)
+        for r in out:
+            r["dsink"] = total
     return out
 
 
@@ -99,22 +122,27 @@ def _seq_sum(terms, n):
     return acc
 
 
-def naive(seqs, dout=None, *, scale, causal=False, window=(-1, -1), softcap=0.0):
-    """The same-precision naive O, LSE (and dq, dk, dv with dout), as fp64
-    tensors holding the naive's values."""
+def naive(seqs, dout=None, *, scale, causal=False, window=(-1, -1), softcap=0.0, sinks=None,
+          dlse=None):
+    """The same-precision naive O, LSE (and dq, dk, dv, dsink with dout), as
+    fp64 tensors holding the naive's values.  A sink is one more column of S
+    without a value, and dsink is what autograd of that column gives: its dS
+    rounded to the dtype, summed in fp32 (common/naive.c, fmsa_naive_dsink)."""
     out = []
+    dsink = None if sinks is None else torch.zeros(sinks.shape[0])
     for n, sqn in enumerate(seqs):
         dt = sqn["q"].dtype
         q = sqn["q"].float().transpose(0, 1)                    # [Hq, sq, D]
         hq, sq, d = q.shape
         k = _expand_kv(sqn["k"].float(), hq).transpose(0, 1)    # [Hq, sk, D]
-        v = _expand_kv(sqn["v"].float(), hq).transpose(0, 1)
-        sk = k.shape[1]
+        v = _expand_kv(sqn["v"].float(), hq).transpose(0, 1)    # [Hq, sk, Dv]
+        sk, dv_dim = k.shape[1], sqn["v"].shape[-1]
         if sq == 0:  # an empty sequence: nothing to compute, its keys get zero gradients
             kz = torch.zeros(sqn["k"].shape, dtype=torch.float64)
-            out.append({"o": torch.zeros(0, hq, d, dtype=torch.float64),
+            out.append({"o": torch.zeros(0, hq, dv_dim, dtype=torch.float64),
                         "lse": torch.zeros(hq, 0, dtype=torch.float64), "dq":
-                        torch.zeros(0, hq, d, dtype=torch.float64), "dk": kz, "dv": kz.clone()})
+                        torch.zeros(0, hq, d, dtype=torch.float64), "dk": kz,
+                        "dv": torch.zeros(sqn["v"].shape, dtype=torch.float64)})
             continue
         scale32 = torch.tensor(scale, dtype=torch.float32)
         acc = _seq_sum(lambda c: q[:, :, None, c] * k[:, None, :, c], d) if sk else \
@@ -129,35 +157,54 @@ def naive(seqs, dout=None, *, scale, causal=False, window=(-1, -1), softcap=0.0)
         vis = visible(sq, sk, causal, window).expand(hq, sq, sk)
         s = _rnd(x, dt).masked_fill(~vis, -math.inf)
         m = s.amax(-1, keepdim=True) if sk else torch.full((hq, sq, 1), -math.inf)
+        if sinks is not None:
+            t = sinks.float()[:, None, None].expand(hq, sq, 1)
+            m = torch.maximum(m, t)
         empty = ~torch.isfinite(m)
-        e = torch.exp(s - torch.where(empty, torch.zeros_like(m), m))
-        l = _seq_sum(lambda j: e[:, :, j:j + 1], sk) if sk else torch.zeros(hq, sq, 1)
+        m0 = torch.where(empty, torch.zeros_like(m), m)
+        e = torch.exp(s - m0)
+        l0 = torch.zeros(hq, sq, 1) if sinks is None else torch.exp(t - m0)
+        l = l0 + _seq_sum(lambda j: e[:, :, j:j + 1], sk) if sk else l0
         p = _rnd(e / torch.where(empty, torch.ones_like(l), l), dt)
         p = torch.where(empty, torch.zeros_like(p), p)
+        if sinks is not None:  # the sink's column of P, rounded like the others
+            psink = _rnd(l0 / l, dt)
         lse = torch.where(empty, m, m + torch.log(l)).squeeze(-1)
         o = _rnd(_seq_sum(lambda j: p[:, :, j, None] * v[:, None, j, :], sk), dt) if sk else \
-            torch.zeros(hq, sq, d)
+            torch.zeros(hq, sq, dv_dim)
         res = {"o": o.transpose(0, 1).double(), "lse": lse.double()}
         if dout is not None:
-            g = dout[n].float().transpose(0, 1)                 # [Hq, sq, D]
-            dp = _rnd(_seq_sum(lambda c: g[:, :, None, c] * v[:, None, :, c], d), dt)
-            di = _seq_sum(lambda j: p[:, :, j:j + 1] * dp[:, :, j:j + 1], sk)
+            g = dout[n].float().transpose(0, 1)                 # [Hq, sq, Dv]
+            dp = _rnd(_seq_sum(lambda c: g[:, :, None, c] * v[:, None, :, c], dv_dim), dt) \
+                if sk else torch.zeros(hq, sq, 0)
+            di = _seq_sum(lambda j: p[:, :, j:j + 1] * dp[:, :, j:j + 1], sk) if sk else \
+                torch.zeros(hq, sq, 1)
+            if dlse is not None:
+                di = di - dlse[n].float()[:, :, None]
             ds = _rnd(p * (dp - di), dt)
             if softcap > 0:
                 ds = _rnd(ds * (1.0 - (capped / cap) * (capped / cap)), dt)
-            dq = _rnd(_seq_sum(lambda j: ds[:, :, j, None] * k[:, None, j, :], sk) * scale32, dt)
+            dq = _rnd(_seq_sum(lambda j: ds[:, :, j, None] * k[:, None, j, :], sk) * scale32,
+                      dt) if sk else torch.zeros(hq, sq, d)
             hk = _seq_sum(lambda i: ds[:, i, :, None] * q[:, i, None, :], sq)  # [Hq, sk, D]
             hv = _seq_sum(lambda i: p[:, i, :, None] * g[:, i, None, :], sq)
             hkv = sqn["k"].shape[1]
             group = hq // hkv
             dk = torch.zeros(hkv, sk, d)
-            dv = torch.zeros(hkv, sk, d)
+            dv = torch.zeros(hkv, sk, dv_dim)
             for h in range(hq):  # each query head adds into its kv head, in order
                 dk[h // group] += hk[h] * scale32
                 dv[h // group] += hv[h]
+            if sinks is not None:  # the sink column's dS = P_sink (0 - D_i), rounded,
+                ds_sink = _rnd(psink * (0.0 - di), dt).squeeze(-1)   # [Hq, sq]
+                for i in range(sq):  # summed in fp32 over the batch, then the rows
+                    dsink = dsink + ds_sink[:, i]
             res.update(dq=dq.transpose(0, 1).double(), dk=_rnd(dk, dt).transpose(0, 1).double(),
                        dv=_rnd(dv, dt).transpose(0, 1).double())
         out.append(res)
+    if dsink is not None and dout is not None:
+        for r in out:
+            r["dsink"] = dsink.double()
     return out
 
 

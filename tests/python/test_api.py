@@ -1,4 +1,5 @@
 """Errors, devices, the numpy/DLPack forward, the library's discovery."""
+import math
 import os
 import subprocess
 import sys
@@ -9,7 +10,7 @@ import torch
 
 import flashmsa
 from flashmsa import _array
-from conftest import make
+from conftest import backend_feature, make
 
 
 def qkv(shape=(1, 16, 2, 16), dtype=torch.float32):
@@ -101,14 +102,6 @@ def test_mixed_frameworks_rejected():
         flashmsa.attention(q, k.numpy(), v)
 
 
-def test_sinks_and_merge_states_name_the_missing_c_feature():
-    q, k, v = qkv()
-    with pytest.raises(NotImplementedError, match="sink logits of fmsa_attention_desc"):
-        flashmsa.attention(q, k, v, sinks=torch.zeros(2))
-    with pytest.raises(NotImplementedError, match="fmsa_merge_states"):
-        flashmsa.merge_states(q, None, q, None)
-
-
 # ---------------------------------------------------------------- devices
 def test_devices():
     devs = flashmsa.devices()
@@ -119,7 +112,8 @@ def test_devices():
 
 
 def test_version():
-    assert flashmsa._capi.version()[:2] == (0, 1)
+    assert flashmsa._capi.version()[:2] == (flashmsa._capi.API_VERSION_MAJOR,
+                                           flashmsa._capi.API_VERSION_MINOR) == (0, 2)
 
 
 # ---------------------------------------------------------------- numpy / DLPack
@@ -138,15 +132,15 @@ def test_numpy_path_without_torch_matches():
     ref = flashmsa.attention(q, k, v, window=(5, 3))
     qn = np.ascontiguousarray(q.numpy().transpose(0, 2, 1, 3)).transpose(0, 2, 1, 3)
     o = _array.attention(qn, k.numpy(), v.numpy(), causal=False, window=(5, 3), softcap=0.0,
-                         alibi_slopes=None, scale=None, cu_seqlens_q=None, cu_seqlens_k=None,
-                         max_seqlen_q=0, max_seqlen_k=0, block_table=None, seqused_k=None,
-                         return_lse=False)
+                         alibi_slopes=None, sinks=None, scale=None, cu_seqlens_q=None,
+                         cu_seqlens_k=None, max_seqlen_q=0, max_seqlen_k=0, block_table=None,
+                         seqused_k=None, return_lse=False)
     assert np.array_equal(o, ref.numpy())
     with pytest.raises(flashmsa.InvalidArgumentError, match="heads"):
         _array.attention(qn, k.numpy()[:, :, :3], v.numpy()[:, :, :3], causal=False,
-                         window=(-1, -1), softcap=0.0, alibi_slopes=None, scale=None,
-                         cu_seqlens_q=None, cu_seqlens_k=None, max_seqlen_q=0, max_seqlen_k=0,
-                         block_table=None, seqused_k=None, return_lse=False)
+                         window=(-1, -1), softcap=0.0, alibi_slopes=None, sinks=None,
+                         scale=None, cu_seqlens_q=None, cu_seqlens_k=None, max_seqlen_q=0,
+                         max_seqlen_k=0, block_table=None, seqused_k=None, return_lse=False)
 
 
 class _DLPackOnly:
@@ -219,3 +213,29 @@ def test_cmake_prefix_discovery(tmp_path):
                        cwd=str(tmp_path))
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip() == str(lib / "libflashmsa.so")
+
+
+def test_merge_states_as_the_first_call():
+    """merge_states before any attention() loads the library from inside the
+    context lock (it once deadlocked there)."""
+    code = ("import torch, flashmsa; o = torch.zeros(1, 4, 2, 8); l = torch.zeros(1, 2, 4); "
+            "print(flashmsa.merge_states(o, l, o, l)[1].sum().item())")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                       cwd=os.path.dirname(__file__))
+    assert r.returncode == 0, r.stderr
+    assert abs(float(r.stdout) - 8 * math.log(2)) < 1e-5
+
+
+def test_numpy_forward_with_sinks_and_value_dim():
+    """The torch-free path takes sinks and a v of its own head dim too."""
+    q, k = qkv((1, 12, 2, 16))[:2]
+    v = make((1, 12, 2, 8), torch.float32, 5)
+    t = torch.tensor([0.5, -1.0])
+    with backend_feature("sinks", "dim_v"):
+        ref, ref_lse = flashmsa.attention(q, k, v, sinks=t, causal=True, return_lse=True)
+    o, lse = _array.attention(q.numpy(), k.numpy(), v.numpy(), causal=True, window=(-1, -1),
+                              softcap=0.0, alibi_slopes=None, sinks=t.numpy(), scale=None,
+                              cu_seqlens_q=None, cu_seqlens_k=None, max_seqlen_q=0,
+                              max_seqlen_k=0, block_table=None, seqused_k=None, return_lse=True)
+    assert o.shape == (1, 12, 2, 8)
+    assert np.array_equal(o, ref.numpy()) and np.array_equal(lse, ref_lse.numpy())

@@ -7,19 +7,21 @@ import pytest
 import torch
 
 import flashmsa
-from conftest import make
+from conftest import backend_feature, make
 import rule
 
 DTYPES = [torch.float32, torch.float16, torch.bfloat16]
 DT_ID = {torch.float32: "f32", torch.float16: "f16", torch.bfloat16: "bf16"}
 
 
-def check_all(got, seqs, *, options, backward, dtype):
-    """got: per sequence dicts of o, lse (and dq, dk, dv); seqs: the rule's
-    sequences (with their dout when backward)."""
+def check_all(got, seqs, *, options, backward, dtype, sinks=None, dlse=None):
+    """got: per sequence dicts of o, lse (and dq, dk, dv; dsink in the first
+    with sinks); seqs: the rule's sequences (with their dout when backward);
+    sinks, dlse: the rule's options (reference() documents them)."""
     dout = [s["dout"] for s in seqs] if backward else None
     rule_opts = dict(scale=options["scale"], causal=options.get("causal", False),
-                     window=options.get("window", (-1, -1)), softcap=options.get("softcap", 0.0))
+                     window=options.get("window", (-1, -1)), softcap=options.get("softcap", 0.0),
+                     sinks=sinks, dlse=dlse)
     refs = rule.reference(seqs, dout, **rule_opts)
     nvs = rule.naive(seqs, dout, **rule_opts)
     a = rule.lse_max(refs)
@@ -35,36 +37,59 @@ def check_all(got, seqs, *, options, backward, dtype):
         for key in ("dq", "dk", "dv"):
             rule.check(key, cat(got, key), cat(refs, key), cat(nvs, key), dtype=dtype,
                        factor=rule.FACTOR_BWD, softmax_units=rule.SOFTMAX_UNITS_BWD, a=a)
+        if sinks is not None and got[0].get("dsink") is not None:
+            rule.check("dsink", got[0]["dsink"], refs[0]["dsink"], nvs[0]["dsink"],
+                       dtype=torch.float32, factor=rule.FACTOR_BWD,
+                       softmax_units=rule.SOFTMAX_UNITS_BWD, a=a)
 
 
 def run_batched(dtype, b, sq, sk, hq, hkv, d, *, seed=0, backward=True, alibi_shape=None,
-                **options):
+                d_v=None, sinks=False, with_dlse=False, device="cpu", **options):
     """One batched problem: flashmsa forward (+ backward through autograd)
-    checked against the rule."""
-    q = make((b, sq, hq, d), dtype, seed, backward)
-    k = make((b, sk, hkv, d), dtype, seed + 1, backward)
-    v = make((b, sk, hkv, d), dtype, seed + 2, backward)
-    dout = make((b, sq, hq, d), dtype, seed + 3)
-    alibi = None
+    checked against the rule.  d_v: v's head dim (default d); sinks: random
+    sink logits, differentiable; with_dlse: the loss also takes <lse, dlse>,
+    so autograd hands the backward a dlse.  device: where flashmsa runs (the
+    yardsticks run on the CPU)."""
+    d_v = d_v or d
+    q = make((b, sq, hq, d), dtype, seed).to(device).requires_grad_(backward)
+    k = make((b, sk, hkv, d), dtype, seed + 1).to(device).requires_grad_(backward)
+    v = make((b, sk, hkv, d_v), dtype, seed + 2).to(device).requires_grad_(backward)
+    dout = make((b, sq, hq, d_v), dtype, seed + 3)
+    dlse = make((b, hq, sq), torch.float32, seed + 5) if with_dlse else None
+    alibi = t = None
     if alibi_shape is not None:
         alibi = (torch.rand(alibi_shape, generator=torch.Generator().manual_seed(seed + 4)) *
                  0.5).float()
+    if sinks:  # around the scores' range, so the sink takes a real share of some rows
+        t = (make((hq,), torch.float32, seed + 6) * 1.5).to(device).requires_grad_(backward)
     options.setdefault("scale", 1.0 / math.sqrt(d))
-    o, lse = flashmsa.attention(q, k, v, alibi_slopes=alibi, return_lse=True, **options)
-    assert o.shape == q.shape and o.dtype == dtype
+    o, lse = flashmsa.attention(q, k, v, alibi_slopes=None if alibi is None else alibi.to(device),
+                                sinks=t, return_lse=True, **options)
+    assert o.shape == (b, sq, hq, d_v) and o.dtype == dtype and o.device == q.device
     assert lse.shape == (b, hq, sq) and lse.dtype == torch.float32
     if backward:
-        o.backward(dout)
+        if with_dlse:
+            torch.autograd.backward([o, lse], [dout.to(device), dlse.to(device)])
+        else:
+            o.backward(dout.to(device))
+    def cpu(x):
+        return None if x is None else x.detach().cpu()
+
     got, seqs = [], []
     for i in range(b):
-        row = {"o": o[i].detach(), "lse": lse[i]}
+        row = {"o": cpu(o[i]), "lse": cpu(lse[i])}
         if backward:
-            row.update(dq=q.grad[i], dk=k.grad[i], dv=v.grad[i])
+            row.update(dq=cpu(q.grad[i]), dk=cpu(k.grad[i]), dv=cpu(v.grad[i]))
+            if t is not None:
+                row["dsink"] = cpu(t.grad)
         got.append(row)
         slopes = None if alibi is None else (alibi if alibi.dim() == 1 else alibi[i])
-        seqs.append({"q": q[i].detach(), "k": k[i].detach(), "v": v[i].detach(),
-                     "alibi": slopes, "dout": dout[i]})
-    check_all(got, seqs, options=options, backward=backward, dtype=dtype)
+        seqs.append({"q": cpu(q[i]), "k": cpu(k[i]), "v": cpu(v[i]), "alibi": slopes,
+                     "dout": dout[i]})
+    check_all(got, seqs, options=options, backward=backward, dtype=dtype, sinks=cpu(t),
+              dlse=None if dlse is None else [dlse[i] for i in range(b)])
+    if backward and t is not None:
+        assert t.grad is not None and torch.isfinite(t.grad).all()
     return o, lse
 
 
@@ -122,11 +147,19 @@ def test_deterministic_backward_is_bit_identical():
         assert torch.equal(a, b)
 
 
-def test_lse_is_not_differentiable():
-    """fmsa_backward has no dLSE yet: the LSE output is a constant for autograd."""
-    q, k, v = (make((1, 8, 1, 8), torch.float32, s, True) for s in range(3))
-    o, lse = flashmsa.attention(q, k, v, return_lse=True)
-    assert o.requires_grad and not lse.requires_grad
+def test_lse_unused_passes_no_dlse():
+    """A loss that ignores the returned lse gives the same bits as one that
+    never asked for it: autograd hands the backward None, not zeros."""
+    grads = []
+    for return_lse in (False, True):
+        q, k, v = (make((1, 24, 2, 16), torch.float32, s, True) for s in range(3))
+        out = flashmsa.attention(q, k, v, causal=True, return_lse=return_lse)
+        o = out[0] if return_lse else out
+        assert not return_lse or out[1].requires_grad
+        o.square().sum().backward()
+        grads.append([t.grad for t in (q, k, v)])
+    for a, b in zip(*grads):
+        assert torch.equal(a, b)
 
 
 # ---------------------------------------------------------------- against SDPA
@@ -275,10 +308,37 @@ def test_opcheck():
     q = make((1, 16, 2, 16), torch.float32, 1, True)
     k = make((1, 24, 1, 16), torch.float32, 2, True)
     v = make((1, 24, 1, 16), torch.float32, 3, True)
-    args = (q, k, v, None, None, None, None, None, True, -1, -1, 0.0, 0.25, 0, 0, False)
-    torch.library.opcheck(torch.ops.flashmsa.fwd.default, args)
+    args = (q, k, v, None, None, None, None, None, None, True, -1, -1, 0.0, 0.25, 0, 0, False)
     o, lse = torch.ops.flashmsa.fwd(*args)
     dout = torch.randn_like(o)
     torch.library.opcheck(torch.ops.flashmsa.bwd.default,
-                          (dout, q.detach(), k.detach(), v.detach(), o.detach(), lse, None, None,
-                           None, True, -1, -1, 0.0, 0.25, 0, 0, False))
+                          (dout, q.detach(), k.detach(), v.detach(), o.detach(), lse.detach(),
+                           None, None, None, None, None, True, -1, -1, 0.0, 0.25, 0, 0, False,
+                           False))
+    with backend_feature("dlse"):  # its autograd check differentiates the lse output too
+        torch.library.opcheck(torch.ops.flashmsa.fwd.default, args)
+
+
+def test_opcheck_v02():
+    """The same with sinks, a value head dim of its own, dlse and dsink."""
+    q = make((1, 12, 2, 16), torch.float32, 1, True)
+    k = make((1, 20, 1, 16), torch.float32, 2, True)
+    v = make((1, 20, 1, 8), torch.float32, 3, True)
+    t = make((2,), torch.float32, 4, True)
+    args = (q, k, v, None, t, None, None, None, None, True, -1, -1, 0.0, 0.25, 0, 0, False)
+    with backend_feature("sinks", "dim_v", "dlse"):
+        o, lse = torch.ops.flashmsa.fwd(*args)
+        torch.library.opcheck(torch.ops.flashmsa.bwd.default,
+                              (torch.randn_like(o), q.detach(), k.detach(), v.detach(),
+                               o.detach(), lse.detach(), torch.randn_like(lse), None, t.detach(),
+                               None, None, True, -1, -1, 0.0, 0.25, 0, 0, False, True))
+        torch.library.opcheck(torch.ops.flashmsa.fwd.default, args)
+
+
+def test_opcheck_merge():
+    o_a, o_b = (make((2, 8, 2, 16), torch.float32, s, True) for s in (1, 2))
+    lse_a, lse_b = (make((2, 2, 8), torch.float32, s, True) for s in (3, 4))
+    torch.library.opcheck(torch.ops.flashmsa.merge.default, (o_a, lse_a, o_b, lse_b))
+    outs = (torch.empty_like(o_a), torch.empty_like(lse_a))
+    torch.library.opcheck(torch.ops.flashmsa.merge_out.default,
+                          tuple(x.detach() for x in (o_a, lse_a, o_b, lse_b)) + outs)

@@ -5,7 +5,7 @@ import torch
 import torch._dynamo.testing
 
 import flashmsa
-from conftest import make
+from conftest import backend_feature, make
 
 
 class Attention(torch.nn.Module):
@@ -58,3 +58,49 @@ def test_compiled_graph_holds_the_custom_ops():
     compiled = torch.compile(module, fullgraph=True, backend=backend)
     _run(module, compiled, 0)
     assert len(graphs) == 1 and graphs[0].count("flashmsa.fwd") == 2
+
+
+class RingAttention(torch.nn.Module):
+    """Sinks, the lse returned and used, merge_states: the v0.2 surface in one
+    graph.  Two key halves attended separately and merged, as ring attention
+    does, so the backward passes a dlse."""
+
+    def __init__(self, heads):
+        super().__init__()
+        self.sinks = torch.nn.Parameter(torch.linspace(-1.0, 1.0, heads))
+
+    def forward(self, q, k, v):
+        q, k, v = (t.transpose(1, 2) for t in (q, k, v))
+        cut = k.shape[1] // 2
+        o1, l1 = flashmsa.attention(q, k[:, :cut], v[:, :cut], sinks=self.sinks,
+                                    return_lse=True)
+        o2, l2 = flashmsa.attention(q, k[:, cut:], v[:, cut:], return_lse=True)
+        o, lse = flashmsa.merge_states(o1, l1, o2, l2)
+        return o.transpose(1, 2) * torch.sigmoid(lse).unsqueeze(-1)   # [b, h, s, d] * [b, h, s, 1]
+
+
+def test_compile_sinks_lse_and_merge_in_one_graph():
+    """Dynamo's graph holds both attention calls and the merge; under
+    AOTAutograd (aot_eager), which traces the backward too, the values and
+    the gradients (the sinks' included) are eager's bits."""
+    torch._dynamo.reset()
+    graphs = []
+
+    def backend(gm, example_inputs):
+        graphs.append(str(gm.graph))
+        return gm
+
+    module = RingAttention(4)
+    with backend_feature("sinks", "dlse"):
+        eager = _run(module, module, 0) + [module.sinks.grad]
+        module.sinks.grad = None
+        _run(module, torch.compile(module, fullgraph=True, backend=backend), 0)
+        module.sinks.grad = None
+        torch._dynamo.reset()
+        counter = torch._dynamo.testing.CompileCounterWithBackend("aot_eager")
+        got = _run(module, torch.compile(module, fullgraph=True, backend=counter), 0) + \
+            [module.sinks.grad]
+    assert len(graphs) == 1 and counter.frame_count == 1
+    assert graphs[0].count("flashmsa.fwd") == 2 and graphs[0].count("flashmsa.merge") == 1
+    for a, b in zip(got, eager):
+        assert torch.equal(a, b)

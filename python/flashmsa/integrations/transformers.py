@@ -1,7 +1,13 @@
 """flashmsa as a Hugging Face transformers attention implementation.
 
-    import flashmsa.integrations.transformers  # registers "flashmsa"
+    import flashmsa.integrations.transformers  # registers "flashmsa" and "fmsa"
     model = AutoModelForCausalLM.from_config(cfg, attn_implementation="flashmsa")
+
+transformers takes any name containing "flash" for a FlashAttention build, and
+a model that lists the FlashAttention builds it can run (gpt-oss, whose sinks
+plain FlashAttention lacks) replaces such a name with one of its own list; the
+same implementation is therefore registered as "fmsa" too, the name for those
+models.
 
 Importing this module registers the attention function under the name
 "flashmsa" in transformers' AttentionInterface, and beside it a mask function
@@ -19,6 +25,7 @@ from transformers.masking_utils import AttentionMaskInterface
 import flashmsa
 
 NAME = "flashmsa"
+ALIAS = "fmsa"  # without "flash": for models that substitute their own FlashAttention builds
 
 
 def padding_mask(batch_size, q_length, kv_length, q_offset=0, kv_offset=0, mask_function=None,
@@ -62,8 +69,11 @@ def flashmsa_attention_forward(module, query, key, value, attention_mask, dropou
     window = (-1, -1)
     if sliding_window is not None:
         window = (sliding_window - 1, 0 if causal else sliding_window - 1)
+    # s_aux: the sink logits of models such as gpt-oss, a parameter in the
+    # model's dtype; flashmsa takes them in fp32 (the gradient flows back through .float())
+    sinks = None if s_aux is None else s_aux.float()
     options = dict(causal=bool(causal), window=window, softcap=softcap or 0.0, scale=scaling,
-                   sinks=s_aux)
+                   sinks=sinks)
     q, k, v = (t.transpose(1, 2) for t in (query, key, value))  # [b, s, h, d] views
     if attention_mask is None:
         return flashmsa.attention(q, k, v, **options), None
@@ -147,3 +157,4 @@ def register(name=NAME):
 
 
 register()
+register(ALIAS)
