@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backends/opencl/ocl_aux.h"
 #include "backends/opencl/ocl_internal.h"
 #include "common/backend.h"
 #include "common/error.h"
@@ -134,7 +135,11 @@ static fmsa_status fmsa_ocl_check_offset(const char *name, const void *data, int
 static fmsa_status fmsa_ocl_supports(void *state, const fmsa_problem *p) {
     fmsa_ocl_config cfg;
     size_t e = fmsa_problem_elem_size(p);
-    FMSA_TRY(fmsa_problem_require(p, "opencl", 0));
+    /* Both kernel families run every feature; shapes that a device's local
+     * memory cannot hold are refused by fmsa_ocl_config_make, naming the dims. */
+    FMSA_TRY(fmsa_problem_require(p, "opencl",
+                                  FMSA_FEATURE_SINKS | FMSA_FEATURE_DLSE |
+                                      FMSA_FEATURE_VALUE_DIM | FMSA_FEATURE_LARGE_DIM));
     FMSA_TRY(fmsa_ocl_check_offset("q", p->q.data, p->q.byte_offset, e));
     FMSA_TRY(fmsa_ocl_check_offset("k", p->k.data, p->k.byte_offset, e));
     FMSA_TRY(fmsa_ocl_check_offset("v", p->v.data, p->v.byte_offset, e));
@@ -154,6 +159,11 @@ static fmsa_status fmsa_ocl_supports(void *state, const fmsa_problem *p) {
     FMSA_TRY(fmsa_ocl_check_offset("block_table", p->block_table.data,
                                    p->block_table.byte_offset, 4));
     FMSA_TRY(fmsa_ocl_check_offset("seqused_k", p->seqused_k.data, p->seqused_k.byte_offset, 4));
+    FMSA_TRY(fmsa_ocl_check_offset("desc.sinks", p->sinks.data, p->sinks.byte_offset, 4));
+    if (p->pass == FMSA_PASS_BACKWARD) {
+        FMSA_TRY(fmsa_ocl_check_offset("dlse", p->dlse.data, p->dlse.byte_offset, 4));
+        FMSA_TRY(fmsa_ocl_check_offset("dsink", p->dsink.data, p->dsink.byte_offset, 4));
+    }
     return fmsa_ocl_config_make((const fmsa_ocl_state *)state, p, &cfg);
 }
 
@@ -205,6 +215,7 @@ static const fmsa_backend_vtable fmsa_ocl_vtable = {
     .workspace_size = fmsa_ocl_workspace_size,
     .forward = fmsa_ocl_forward,
     .backward = fmsa_ocl_backward,
+    .merge = fmsa_ocl_merge,
 };
 
 const fmsa_backend_vtable *fmsa_backend_opencl_vtable(void) { return &fmsa_ocl_vtable; }

@@ -78,9 +78,11 @@ typedef struct fmsa_ocl_config {
     fmsa_ocl_cpu_tiles cpu; ///< the CPU-device kernels' tiles (variant CPU only)
 } fmsa_ocl_config;
 
-/// __local bytes of one kernel for a launch shape (mirrors the .cl
-/// declarations; reads block_m, block_n, s_nx, qs16, ks16, qdo2, kv1 of kc).
-size_t fmsa_ocl_local_bytes(int kernel, const fmsa_ocl_kernel_config *kc, int64_t head_dim);
+/// __local bytes of one kernel for a launch shape and head dims D (q/k) and
+/// Dv (v/o) (mirrors the .cl declarations; reads block_m, block_n, s_nx,
+/// qs16, ks16, qdo2, kv1 of kc).
+size_t fmsa_ocl_local_bytes(int kernel, const fmsa_ocl_kernel_config *kc, int64_t head_dim,
+                            int64_t head_dim_v);
 
 
 /// Enumerates once; returns the device list (count may be 0).
