@@ -234,6 +234,7 @@ static void prob_host_scalars(fmsa_test_problem *tp) {
     p->heads_q = s->hq;
     p->heads_kv = s->hkv;
     p->head_dim = s->d;
+    p->head_dim_v = s->d;
     p->softmax_scale = s->scale != 0.0f ? s->scale : 1.0f / sqrtf((float)s->d);
     p->softcap = s->softcap;
     p->window_left = s->wl;
