@@ -72,7 +72,9 @@ static int64_t fmsa_ocl_dsink_chunks(const fmsa_problem *p) {
 }
 
 size_t fmsa_ocl_dsink_floats(const fmsa_problem *p) {
-    if (!p->has_dsink || p->pass != FMSA_PASS_BACKWARD) return 0;
+    /* sized by desc.sinks, not by dsink: a workspace query has no outputs
+     * and its size must hold with and without dsink (flashmsa.h) */
+    if (!p->has_sinks || p->pass != FMSA_PASS_BACKWARD) return 0;
     return (size_t)(p->heads_q * p->batch * fmsa_ocl_dsink_chunks(p));
 }
 

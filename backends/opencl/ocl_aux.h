@@ -8,8 +8,9 @@
 
 #include "backends/opencl/ocl_internal.h"
 
-/// Floats of workspace the dsink partials need (0 without dsink); a
-/// family's backward workspace puts them after its own floats.
+/// Floats of workspace the dsink partials need (backward with sinks, whether
+/// or not dsink is asked for: the workspace query cannot know); a family's
+/// backward workspace puts them after its own floats.
 size_t fmsa_ocl_dsink_floats(const fmsa_problem *p);
 
 /// Enqueues dsink = -sum exp(t - lse) (D - dlse) from ws, whose first floats

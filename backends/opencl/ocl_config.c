@@ -15,6 +15,7 @@
 #include "backends/opencl/ocl_aux.h"
 #include "backends/opencl/ocl_internal.h"
 #include "common/error.h"
+#include "common/fmsa_limits.h"
 #include "common/planner.h"
 
 /* Must mirror the __local declarations of the kernels (fmsa_ocl_*.cl):
@@ -269,13 +270,20 @@ static fmsa_status fmsa_ocl_fit(const fmsa_ocl_device *dev, const fmsa_problem *
 
 /* Plans p for one of the device's kernel families: the generic kernels under
  * the device's own arch key, the CPU-device kernels under "opencl-cpu"
- * (common/plan_tables/opencl.c), so each family has its own rows. */
+ * (common/plan_tables/opencl.c), so each family has its own rows.  The rows
+ * are keyed by one head dim up to FMSA_HEAD_DIM_SMALL_MAX: a problem is
+ * planned by its wider head dim (D or Dv), and above that limit by the
+ * largest rows, which fmsa_ocl_fit then shrinks by the kernels' real
+ * local-memory formula (the CPU family's tiles are register tiles whose
+ * private arrays hold every head dim). */
 static fmsa_status fmsa_ocl_plan(const fmsa_ocl_state *st, const fmsa_problem *p,
                                  const char *family, fmsa_tile_plan *plan) {
     fmsa_device_info dev = st->dev->info;
     fmsa_plan_request req;
+    const int64_t wide = p->head_dim > p->head_dim_v ? p->head_dim : p->head_dim_v;
     if (family) snprintf(dev.arch, sizeof dev.arch, "%s", family);
     fmsa_plan_request_from_problem(p, 0u, &req);
+    req.head_dim = wide < FMSA_HEAD_DIM_SMALL_MAX ? wide : FMSA_HEAD_DIM_SMALL_MAX;
     memset(plan, 0, sizeof *plan);
     return fmsa_plan_tiles(&dev, &req, plan);
 }
