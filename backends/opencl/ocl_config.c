@@ -193,9 +193,18 @@ static int fmsa_ocl_shape(const fmsa_ocl_device *dev, const fmsa_problem *p, int
  * dtypes.  On the planner rows' target device (48 KiB, NVIDIA) the start
  * tile fits as planned (common/plan_tables/opencl.c lists each row's real bytes); the
  * halving serves devices with less local memory. */
+/* Developers: FLASHMSA_OCL_LOCAL_BYTES=<n> caps the local memory the fit may
+ * use below the device's, so a device with plenty (PoCL: 1 MiB) runs the
+ * tiles and the refusals of a smaller one (49152: the H200's). */
+static size_t fmsa_ocl_local_limit(const fmsa_ocl_device *dev) {
+    const char *env = getenv("FLASHMSA_OCL_LOCAL_BYTES");
+    const size_t cap = env ? (size_t)strtoull(env, NULL, 10) : 0;
+    return cap && cap < dev->info.sram_per_block ? cap : dev->info.sram_per_block;
+}
+
 static fmsa_status fmsa_ocl_fit(const fmsa_ocl_device *dev, const fmsa_problem *p, int kernel,
                                 int bm, int bn, fmsa_ocl_kernel_config *kc) {
-    const size_t limit = dev->info.sram_per_block;
+    const size_t limit = fmsa_ocl_local_limit(dev);
     const int half = p->dtype != FMSA_DTYPE_F32;
     const int bm0 = bm, bn0 = bn;
     int wg = 0, qs16, ks16, qdo2, pf, kv1;
