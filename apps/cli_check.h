@@ -22,7 +22,7 @@
 
 /// Error of one output tensor against the fp64 reference.
 typedef struct cli_err {
-    const char *name;  ///< "O", "LSE", "dQ", "dK", "dV"
+    const char *name;  ///< "O", "LSE", "dQ", "dK", "dV", "dsink"
     double err;        ///< max |backend - reference| over finite pairs (inf on mismatched infinities)
     double naive;      ///< max |naive same-precision - reference|
     double ref_max;    ///< max |reference| over finite values
@@ -33,18 +33,18 @@ typedef struct cli_err {
 } cli_err;
 
 /// Indices into the cli_err arrays the checks fill.
-enum { CLI_ERR_O, CLI_ERR_LSE, CLI_ERR_DQ, CLI_ERR_DK, CLI_ERR_DV, CLI_ERR_COUNT };
+enum { CLI_ERR_O, CLI_ERR_LSE, CLI_ERR_DQ, CLI_ERR_DK, CLI_ERR_DV, CLI_ERR_DSINK, CLI_ERR_COUNT };
 
 /// Full check of every element: O and LSE from pf (a forward host problem
 /// whose o/lse hold the backend's results); with pb != NULL also dQ, dK, dV
-/// (a backward host problem whose dq/dk/dv hold the backend's results).
-/// Fills err[CLI_ERR_COUNT]; entries of passes not checked have checked = 0.
+/// (a backward host problem whose dq/dk/dv hold the backend's results), and
+/// dsink when pb has one (up to 1024 heads).  Fills err[CLI_ERR_COUNT]; entries of passes not checked have checked = 0.
 fmsa_status cli_check_full(const fmsa_problem *pf, const fmsa_problem *pb,
                            cli_err err[CLI_ERR_COUNT]);
 
 /// Spot check of rows sampled across batch, heads and positions (always
 /// including the first and last row): O and LSE, and dQ when pb != NULL
-/// (dK/dV need every row, so sampled checks cannot see them).
+/// (dK/dV and dsink need every row, so sampled checks cannot see them).
 fmsa_status cli_check_rows(const fmsa_problem *pf, const fmsa_problem *pb, int rows,
                            uint64_t seed, cli_err err[CLI_ERR_COUNT]);
 

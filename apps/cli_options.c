@@ -79,6 +79,26 @@ int cli_parse_float(const char *opt, const char *s, float lo, float hi, float *o
     return 0;
 }
 
+int cli_parse_sinks(const char *opt, const char *s, int *mode, float *value) {
+    char *end = NULL;
+    double v;
+    if (strcmp(s, "random") == 0) {
+        *mode = 1;
+        return 0;
+    }
+    errno = 0;
+    v = strtod(s, &end);
+    if (errno != 0 || end == s || *end != '\0' || !isfinite(v) || fabs(v) > 1e4) {
+        fprintf(stderr,
+                "flashmsa: %s: '%s' is neither 'random' nor a finite sink logit in [-1e4, 1e4]\n",
+                opt, s);
+        return -1;
+    }
+    *mode = 2;
+    *value = (float)v;
+    return 0;
+}
+
 int cli_parse_i64_list(const char *opt, const char *s, int64_t lo, int64_t hi, int64_t *out,
                        int max, int *count) {
     char buf[256];

@@ -54,6 +54,9 @@ int cli_parse_dtype(const char *opt, const char *s, fmsa_dtype *out);
 int cli_parse_backend(const char *opt, const char *s, fmsa_backend *out);
 /// "L,R" window sizes, each -1 (unlimited) or >= 0.
 int cli_parse_window(const char *opt, const char *s, int64_t *left, int64_t *right);
+/// --sinks: "random" (mode 1: a random logit per head) or one finite logit
+/// for every head (mode 2, *value).  0, or -1 after printing the problem.
+int cli_parse_sinks(const char *opt, const char *s, int *mode, float *value);
 
 /// Options every command that runs attention shares.
 typedef struct cli_device_opts {

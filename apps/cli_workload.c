@@ -140,13 +140,30 @@ static void cli_make_tensors(const cli_shape *s, void *q, void *k, void *v, void
                              void *dout, void *dq, void *dk, void *dv, fmsa_tensor *t) {
     t[0] = cli_tensor4(q, s->dtype, s->batch, s->seqlen_q, s->heads_q, s->head_dim);
     t[1] = cli_tensor4(k, s->dtype, s->batch, s->seqlen_k, s->heads_kv, s->head_dim);
-    t[2] = cli_tensor4(v, s->dtype, s->batch, s->seqlen_k, s->heads_kv, s->head_dim);
-    t[3] = cli_tensor4(o, s->dtype, s->batch, s->seqlen_q, s->heads_q, s->head_dim);
+    const int64_t dv_dim = cli_shape_dv(s);
+    t[2] = cli_tensor4(v, s->dtype, s->batch, s->seqlen_k, s->heads_kv, dv_dim);
+    t[3] = cli_tensor4(o, s->dtype, s->batch, s->seqlen_q, s->heads_q, dv_dim);
     t[4] = cli_tensor_lse(lse, s);
-    t[5] = cli_tensor4(dout, s->dtype, s->batch, s->seqlen_q, s->heads_q, s->head_dim);
+    t[5] = cli_tensor4(dout, s->dtype, s->batch, s->seqlen_q, s->heads_q, dv_dim);
     t[6] = cli_tensor4(dq, s->dtype, s->batch, s->seqlen_q, s->heads_q, s->head_dim);
     t[7] = cli_tensor4(dk, s->dtype, s->batch, s->seqlen_k, s->heads_kv, s->head_dim);
-    t[8] = cli_tensor4(dv, s->dtype, s->batch, s->seqlen_k, s->heads_kv, s->head_dim);
+    t[8] = cli_tensor4(dv, s->dtype, s->batch, s->seqlen_k, s->heads_kv, dv_dim);
+}
+
+/* fp32 [Hq] (sinks, dsink). */
+static fmsa_tensor cli_tensor_heads(void *data, const cli_shape *s) {
+    int64_t n = s->heads_q;
+    return fmsa_tensor_contiguous(data, FMSA_DTYPE_F32, 1, &n);
+}
+
+/* Sink logits: every head sink_value, or uniform in [-2, 4] per head from the
+ * seed (from negligible next to the keys to a visible share of each row). */
+static void cli_fill_sinks(float *t, const cli_shape *s, uint64_t seed) {
+    int64_t h;
+    for (h = 0; h < s->heads_q; h++) {
+        uint64_t r = cli_mix64(seed ^ (5ull << 56) ^ (uint64_t)h * 0xd1342543de82ef95ull);
+        t[h] = s->sinks == 2 ? s->sink_value : -2.0f + 6.0f * (float)(r >> 40) / 16777216.0f;
+    }
 }
 
 fmsa_status cli_workload_create(fmsa_context *ctx, const cli_shape *shape, uint64_t seed,
@@ -165,6 +182,8 @@ fmsa_status cli_workload_create(fmsa_context *ctx, const cli_shape *shape, uint6
      * wrong allocation. */
     if (!cli_bytes(es, s->batch, s->seqlen_q, s->heads_q, s->head_dim, &w->q_bytes) ||
         !cli_bytes(es, s->batch, s->seqlen_k, s->heads_kv, s->head_dim, &w->kv_bytes) ||
+        !cli_bytes(es, s->batch, s->seqlen_q, s->heads_q, cli_shape_dv(s), &w->o_bytes) ||
+        !cli_bytes(es, s->batch, s->seqlen_k, s->heads_kv, cli_shape_dv(s), &w->v_bytes) ||
         !cli_bytes(sizeof(float), s->batch, s->heads_q, s->seqlen_q, 1, &w->lse_bytes)) {
         fprintf(stderr, "flashmsa: the problem's tensors do not fit in memory (size overflows)\n");
         return FMSA_ERR_INVALID_ARGUMENT;
@@ -178,16 +197,31 @@ fmsa_status cli_workload_create(fmsa_context *ctx, const cli_shape *shape, uint6
 
     if ((st = cli_alloc_pair(w, w->q_bytes, &w->h_q, &w->d_q)) != FMSA_SUCCESS ||
         (st = cli_alloc_pair(w, w->kv_bytes, &w->h_k, &w->d_k)) != FMSA_SUCCESS ||
-        (st = cli_alloc_pair(w, w->kv_bytes, &w->h_v, &w->d_v)) != FMSA_SUCCESS ||
-        (st = cli_alloc_pair(w, w->q_bytes, &w->h_o, &w->d_o)) != FMSA_SUCCESS ||
+        (st = cli_alloc_pair(w, w->v_bytes, &w->h_v, &w->d_v)) != FMSA_SUCCESS ||
+        (st = cli_alloc_pair(w, w->o_bytes, &w->h_o, &w->d_o)) != FMSA_SUCCESS ||
         (st = cli_alloc_pair(w, w->lse_bytes, (void **)&w->h_lse, &w->d_lse)) != FMSA_SUCCESS)
         goto fail;
     if (s->backward &&
-        ((st = cli_alloc_pair(w, w->q_bytes, &w->h_dout, &w->d_dout)) != FMSA_SUCCESS ||
+        ((st = cli_alloc_pair(w, w->o_bytes, &w->h_dout, &w->d_dout)) != FMSA_SUCCESS ||
          (st = cli_alloc_pair(w, w->q_bytes, &w->h_dq, &w->d_dq)) != FMSA_SUCCESS ||
          (st = cli_alloc_pair(w, w->kv_bytes, &w->h_dk, &w->d_dk)) != FMSA_SUCCESS ||
-         (st = cli_alloc_pair(w, w->kv_bytes, &w->h_dv, &w->d_dv)) != FMSA_SUCCESS))
+         (st = cli_alloc_pair(w, w->v_bytes, &w->h_dv, &w->d_dv)) != FMSA_SUCCESS))
         goto fail;
+    if (s->sinks) {
+        /* the backward of a problem with sinks also writes dsink, checked too */
+        w->sink_bytes = sizeof(float) * (size_t)s->heads_q;
+        if ((st = cli_alloc_pair(w, w->sink_bytes, (void **)&w->h_sinks, &w->d_sinks)) !=
+                FMSA_SUCCESS ||
+            (s->backward && (st = cli_alloc_pair(w, w->sink_bytes, (void **)&w->h_dsink,
+                                                 &w->d_dsink)) != FMSA_SUCCESS))
+            goto fail;
+        cli_fill_sinks(w->h_sinks, s, seed);
+        w->desc.sinks = cli_tensor_heads(w->d_sinks, s);
+        if (s->backward) w->dsink = cli_tensor_heads(w->d_dsink, s);
+        st = cli_report(fmsa_copy_to_device(ctx, w->d_sinks, 0, w->h_sinks, w->sink_bytes),
+                        "copy sinks");
+        if (st != FMSA_SUCCESS) goto fail;
+    }
 
     cli_make_tensors(s, w->d_q, w->d_k, w->d_v, w->d_o, w->d_lse, w->d_dout, w->d_dq, w->d_dk,
                      w->d_dv, t);
@@ -196,18 +230,18 @@ fmsa_status cli_workload_create(fmsa_context *ctx, const cli_shape *shape, uint6
 
     cli_fill(w->h_q, s->dtype, (int64_t)(w->q_bytes / es), seed, 1);
     cli_fill(w->h_k, s->dtype, (int64_t)(w->kv_bytes / es), seed, 2);
-    cli_fill(w->h_v, s->dtype, (int64_t)(w->kv_bytes / es), seed, 3);
-    if (s->backward) cli_fill(w->h_dout, s->dtype, (int64_t)(w->q_bytes / es), seed, 4);
+    cli_fill(w->h_v, s->dtype, (int64_t)(w->v_bytes / es), seed, 3);
+    if (s->backward) cli_fill(w->h_dout, s->dtype, (int64_t)(w->o_bytes / es), seed, 4);
 
     if ((st = cli_report(fmsa_copy_to_device(ctx, w->d_q, 0, w->h_q, w->q_bytes),
                          "copy q")) != FMSA_SUCCESS ||
         (st = cli_report(fmsa_copy_to_device(ctx, w->d_k, 0, w->h_k, w->kv_bytes),
                          "copy k")) != FMSA_SUCCESS ||
-        (st = cli_report(fmsa_copy_to_device(ctx, w->d_v, 0, w->h_v, w->kv_bytes),
+        (st = cli_report(fmsa_copy_to_device(ctx, w->d_v, 0, w->h_v, w->v_bytes),
                          "copy v")) != FMSA_SUCCESS)
         goto fail;
     if (s->backward &&
-        (st = cli_report(fmsa_copy_to_device(ctx, w->d_dout, 0, w->h_dout, w->q_bytes),
+        (st = cli_report(fmsa_copy_to_device(ctx, w->d_dout, 0, w->h_dout, w->o_bytes),
                          "copy dout")) != FMSA_SUCCESS)
         goto fail;
 
@@ -231,10 +265,10 @@ fail:
 }
 
 void cli_workload_destroy(cli_workload *w) {
-    void *dev[] = {w->d_q, w->d_k, w->d_v, w->d_o, w->d_lse,
-                   w->d_dout, w->d_dq, w->d_dk, w->d_dv, w->d_ws};
-    void *host[] = {w->h_q, w->h_k, w->h_v, w->h_o, w->h_lse,
-                    w->h_dout, w->h_dq, w->h_dk, w->h_dv};
+    void *dev[] = {w->d_q,  w->d_k,  w->d_v,  w->d_o,  w->d_lse,   w->d_dout,
+                   w->d_dq, w->d_dk, w->d_dv, w->d_ws, w->d_sinks, w->d_dsink};
+    void *host[] = {w->h_q,  w->h_k,  w->h_v,  w->h_o,     w->h_lse,
+                    w->h_dout, w->h_dq, w->h_dk, w->h_dv, w->h_sinks, w->h_dsink};
     size_t i;
     for (i = 0; i < sizeof dev / sizeof dev[0]; i++)
         if (dev[i] != NULL) fmsa_free(w->ctx, dev[i]);
@@ -250,14 +284,16 @@ static fmsa_status cli_poison_one(cli_workload *w, void *host, void *dev, size_t
 
 fmsa_status cli_workload_poison(cli_workload *w, fmsa_pass pass) {
     if (pass == FMSA_PASS_FORWARD) {
-        if (cli_poison_one(w, w->h_o, w->d_o, w->q_bytes) != FMSA_SUCCESS ||
+        if (cli_poison_one(w, w->h_o, w->d_o, w->o_bytes) != FMSA_SUCCESS ||
             cli_poison_one(w, w->h_lse, w->d_lse, w->lse_bytes) != FMSA_SUCCESS)
             return FMSA_ERR_DEVICE;
         return FMSA_SUCCESS;
     }
     if (cli_poison_one(w, w->h_dq, w->d_dq, w->q_bytes) != FMSA_SUCCESS ||
         cli_poison_one(w, w->h_dk, w->d_dk, w->kv_bytes) != FMSA_SUCCESS ||
-        cli_poison_one(w, w->h_dv, w->d_dv, w->kv_bytes) != FMSA_SUCCESS)
+        cli_poison_one(w, w->h_dv, w->d_dv, w->v_bytes) != FMSA_SUCCESS ||
+        (w->d_dsink != NULL &&
+         cli_poison_one(w, w->h_dsink, w->d_dsink, w->sink_bytes) != FMSA_SUCCESS))
         return FMSA_ERR_DEVICE;
     return FMSA_SUCCESS;
 }
@@ -279,6 +315,7 @@ fmsa_status cli_workload_run(cli_workload *w, fmsa_pass pass) {
         bt.dq = w->dq;
         bt.dk = w->dk;
         bt.dv = w->dv;
+        bt.dsink = w->dsink;
         st = fmsa_backward(w->ctx, &w->desc, &bt, w->d_ws, w->ws_bytes, NULL);
         if (cli_report(st, "fmsa_backward") != FMSA_SUCCESS) return st;
     }
@@ -288,23 +325,32 @@ fmsa_status cli_workload_run(cli_workload *w, fmsa_pass pass) {
 fmsa_status cli_workload_fetch(cli_workload *w, fmsa_pass pass) {
     fmsa_context *c = w->ctx;
     if (pass == FMSA_PASS_FORWARD) {
-        FMSA_TRY(cli_report(fmsa_copy_to_host(c, w->h_o, w->d_o, 0, w->q_bytes), "copy o"));
+        FMSA_TRY(cli_report(fmsa_copy_to_host(c, w->h_o, w->d_o, 0, w->o_bytes), "copy o"));
         return cli_report(fmsa_copy_to_host(c, w->h_lse, w->d_lse, 0, w->lse_bytes), "copy lse");
     }
     FMSA_TRY(cli_report(fmsa_copy_to_host(c, w->h_dq, w->d_dq, 0, w->q_bytes), "copy dq"));
     FMSA_TRY(cli_report(fmsa_copy_to_host(c, w->h_dk, w->d_dk, 0, w->kv_bytes), "copy dk"));
-    return cli_report(fmsa_copy_to_host(c, w->h_dv, w->d_dv, 0, w->kv_bytes), "copy dv");
+    FMSA_TRY(cli_report(fmsa_copy_to_host(c, w->h_dv, w->d_dv, 0, w->v_bytes), "copy dv"));
+    if (w->d_dsink == NULL) return FMSA_SUCCESS;
+    return cli_report(fmsa_copy_to_host(c, w->h_dsink, w->d_dsink, 0, w->sink_bytes),
+                      "copy dsink");
 }
 
 fmsa_status cli_workload_host_problem(const cli_workload *w, fmsa_pass pass, fmsa_problem *p) {
-    fmsa_tensor t[9];
+    fmsa_tensor t[9], dsink;
     fmsa_call_tensors ct;
+    fmsa_attention_desc desc = w->desc;
     memset(&ct, 0, sizeof ct);
     cli_make_tensors(&w->shape, w->h_q, w->h_k, w->h_v, w->h_o, w->h_lse, w->h_dout, w->h_dq,
                      w->h_dk, w->h_dv, t);
     ct.q = &t[0], ct.k = &t[1], ct.v = &t[2], ct.o = &t[3], ct.lse = &t[4];
     if (pass == FMSA_PASS_BACKWARD) ct.dout = &t[5], ct.dq = &t[6], ct.dk = &t[7], ct.dv = &t[8];
-    return cli_report(fmsa_problem_build(p, pass, &w->desc, &ct, 0, NULL, NULL),
+    if (w->h_sinks != NULL) desc.sinks = cli_tensor_heads(w->h_sinks, &w->shape);
+    if (pass == FMSA_PASS_BACKWARD && w->h_dsink != NULL) {
+        dsink = cli_tensor_heads(w->h_dsink, &w->shape);
+        ct.dsink = &dsink;
+    }
+    return cli_report(fmsa_problem_build(p, pass, &desc, &ct, 0, NULL, NULL),
                       "fmsa_problem_build(host copy)");
 }
 
@@ -324,7 +370,8 @@ double cli_shape_pairs(const cli_shape *s) {
 }
 
 double cli_shape_flops(const cli_shape *s, fmsa_pass pass) {
-    double fwd = 4.0 * (double)s->heads_q * (double)s->head_dim * cli_shape_pairs(s);
+    double fwd = 2.0 * (double)s->heads_q * (double)(s->head_dim + cli_shape_dv(s)) *
+                 cli_shape_pairs(s);
     return pass == FMSA_PASS_FORWARD ? fwd : 2.5 * fwd;
 }
 
@@ -333,6 +380,12 @@ void cli_shape_describe(const cli_shape *s, char *buf, size_t n) {
                        cli_dtype_name(s->dtype), (long long)s->batch, (long long)s->seqlen_q,
                        (long long)s->seqlen_k, (long long)s->heads_q, (long long)s->heads_kv,
                        (long long)s->head_dim, s->causal ? " causal" : "");
+    if (len < 0 || (size_t)len >= n) return;
+    if (cli_shape_dv(s) != s->head_dim)
+        len += snprintf(buf + len, n - (size_t)len, " dv%lld", (long long)cli_shape_dv(s));
+    if (len < 0 || (size_t)len >= n) return;
+    if (s->sinks == 1) len += snprintf(buf + len, n - (size_t)len, " sinks random");
+    if (s->sinks == 2) len += snprintf(buf + len, n - (size_t)len, " sinks %g", s->sink_value);
     if (len < 0 || (size_t)len >= n) return;
     if (s->window_left >= 0 || s->window_right >= 0)
         len += snprintf(buf + len, n - (size_t)len, " window %lld,%lld",

@@ -19,6 +19,7 @@
 #include "apps/cli_check.h"
 #include "apps/cli_options.h"
 #include "apps/cli_workload.h"
+#include "common/fmsa_limits.h"
 #include "common/error.h"
 
 #define CLI_BENCH_MAX_LIST 16
@@ -37,6 +38,9 @@ typedef struct cli_bench_opts {
     int64_t tokens;
     int64_t hidden;
     int causal_modes; /* bit 0: non-causal, bit 1: causal */
+    int64_t dim_v;    /* value head dim of every shape; 0 = each shape's dim */
+    int sinks;        /* cli_shape.sinks */
+    float sink_value;
     int fwd_only;
     int json;
     int full;
@@ -62,7 +66,8 @@ static void cli_bench_help(void) {
         "Sweeps the standard flash-attention benchmark (bench/RESULTS.md, BENCHMARKING.md):\n"
         "batch*seqlen = 16384 tokens, heads = 2048/dim, dim in {64,128,256}, seqlen in\n"
         "{512,...,16384}, causal and not, forward and backward.  FLOPs: forward\n"
-        "4*b*h*s*s*d (halved for causal), backward 2.5x forward.  Each shape is checked\n"
+        "4*b*h*s*s*d (2*b*h*s*s*(d + dim-v) with --dim-v; halved for causal), backward\n"
+        "2.5x forward.  Each shape is checked\n"
         "on sampled rows against the fp64 reference (O and LSE forward, dQ backward).\n"
         "\n"
         "On a device that is not a GPU (the CPU backend, OpenCL on a CPU) the default is\n"
@@ -77,6 +82,9 @@ static void cli_bench_help(void) {
         "  --threads N       OpenMP threads for the CPU backend, N >= 1 (default: all)\n"
         "  --dtype T         fp32|fp16|bf16 (default bf16, as the standard sweep)\n"
         "  --dims LIST       comma-separated head dims (default 64,128,256)\n"
+        "  --dim-v N         value head dim of every shape, multiple of 8 in [8, 576]\n"
+        "                    (default: each shape's dim; FLOPs 2*b*h*s*s*(dim + dim-v))\n"
+        "  --sinks S         attention sinks: 'random' (a logit per head) or one logit X\n"
         "  --seqlens LIST    comma-separated sequence lengths\n"
         "  --tokens N        batch*seqlen (batch = tokens/seqlen; seqlens above are skipped)\n"
         "  --hidden N        heads*dim (default 2048)\n"
@@ -152,6 +160,20 @@ static int cli_bench_parse(int argc, char **argv, cli_bench_opts *o) {
                                               CLI_BENCH_MAX_LIST, &o->n_dims))
                 return -1;
             o->set_dims = 1;
+        } else if (cli_value(&a, "--dim-v")) {
+            if (a.error || cli_parse_i64("--dim-v", a.value, 1, 4096, &o->dim_v)) return -1;
+            if (o->dim_v < FMSA_HEAD_DIM_MIN || o->dim_v > FMSA_HEAD_DIM_MAX ||
+                o->dim_v % FMSA_HEAD_DIM_MULTIPLE != 0) {
+                fprintf(stderr,
+                        "flashmsa bench: --dim-v %lld: the value head dim must be a multiple of "
+                        "%d in [%d, %d]\n",
+                        (long long)o->dim_v, FMSA_HEAD_DIM_MULTIPLE, FMSA_HEAD_DIM_MIN,
+                        FMSA_HEAD_DIM_MAX);
+                return -1;
+            }
+        } else if (cli_value(&a, "--sinks")) {
+            if (a.error || cli_parse_sinks("--sinks", a.value, &o->sinks, &o->sink_value))
+                return -1;
         } else if (cli_value(&a, "--seqlens")) {
             if (a.error || cli_parse_i64_list("--seqlens", a.value, 1, 1 << 26, o->seqlens,
                                               CLI_BENCH_MAX_LIST, &o->n_seqlens))
@@ -427,6 +449,9 @@ int cmd_bench(int argc, char **argv) {
                 memset(&s, 0, sizeof s);
                 s.dtype = o.dtype;
                 s.head_dim = o.dims[di];
+                s.head_dim_v = o.dim_v;
+                s.sinks = o.sinks;
+                s.sink_value = o.sink_value;
                 s.seqlen_q = s.seqlen_k = o.seqlens[si];
                 s.batch = o.tokens / o.seqlens[si];
                 s.heads_q = s.heads_kv = o.hidden / o.dims[di] > 0 ? o.hidden / o.dims[di] : 1;

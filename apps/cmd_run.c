@@ -28,7 +28,8 @@ static void cli_run_help(void) {
     printf(
         "usage: flashmsa run [options]\n"
         "\n"
-        "Runs one attention problem, times it, and checks O, LSE, dQ, dK, dV against\n"
+        "Runs one attention problem, times it, and checks O, LSE, dQ, dK, dV (and dsink\n"
+        "with --sinks) against\n"
         "the fp64 reference: each must satisfy  max|out - ref| <= m * max|naive - ref|\n"
         "+ floor  with no NaN, where naive is a plain attention in the same\n"
         "precision, m = 2 for O/LSE and 3 for gradients, and floor =\n"
@@ -49,7 +50,12 @@ static void cli_run_help(void) {
         "  --seqlen-q N, --seqlen-k N\n"
         "  --heads N         query heads\n"
         "  --heads-kv N      key/value heads, divides --heads (GQA/MQA; default = heads)\n"
-        "  --dim N           head dim, multiple of 8 in [8, 576]\n"
+        "  --dim N           head dim of q and k (D), multiple of 8 in [8, 576]\n"
+        "  --dim-v N         head dim of v, o, dout, dv (Dv), multiple of 8 in [8, 576]\n"
+        "                    (default = --dim; MLA uses 192/128 and 576/512)\n"
+        "  --sinks S         attention sinks: 'random' (one logit per head, uniform in\n"
+        "                    [-2, 4], from the seed) or one logit X for every head; the\n"
+        "                    backward then also writes and checks dsink\n"
         "  --causal          causal mask, bottom-right aligned (default unless --window)\n"
         "  --no-causal       no causal mask\n"
         "  --window L,R      sliding window, -1 = unlimited on that side; replaces the\n"
@@ -82,6 +88,16 @@ typedef struct cli_run_opts {
  * reported in the options' words before anything is printed or allocated
  * (the library would name desc/tensor fields, after the device line). */
 static int cli_run_check_problem(const cli_shape *s, int window_given) {
+    if (s->head_dim_v != 0 &&
+        (s->head_dim_v < FMSA_HEAD_DIM_MIN || s->head_dim_v > FMSA_HEAD_DIM_MAX ||
+         s->head_dim_v % FMSA_HEAD_DIM_MULTIPLE != 0)) {
+        fprintf(stderr,
+                "flashmsa run: --dim-v %lld: the value head dim must be a multiple of %d in "
+                "[%d, %d]\n",
+                (long long)s->head_dim_v, FMSA_HEAD_DIM_MULTIPLE, FMSA_HEAD_DIM_MIN,
+                FMSA_HEAD_DIM_MAX);
+        return -1;
+    }
     if (s->head_dim < FMSA_HEAD_DIM_MIN || s->head_dim > FMSA_HEAD_DIM_MAX ||
         s->head_dim % FMSA_HEAD_DIM_MULTIPLE != 0) {
         fprintf(stderr, "flashmsa run: --dim %lld: the head dim must be a multiple of %d in [%d, %d]\n",
@@ -161,6 +177,11 @@ static int cli_run_parse(int argc, char **argv, cli_run_opts *o) {
             if (a.error || cli_parse_i64("--heads-kv", a.value, 1, 1 << 16, &hkv)) return -1;
         } else if (cli_value(&a, "--dim")) {
             if (a.error || cli_parse_i64("--dim", a.value, 1, 4096, &s->head_dim)) return -1;
+        } else if (cli_value(&a, "--dim-v")) {
+            if (a.error || cli_parse_i64("--dim-v", a.value, 1, 4096, &s->head_dim_v)) return -1;
+        } else if (cli_value(&a, "--sinks")) {
+            if (a.error || cli_parse_sinks("--sinks", a.value, &s->sinks, &s->sink_value))
+                return -1;
         } else if (cli_value(&a, "--window")) {
             if (a.error ||
                 cli_parse_window("--window", a.value, &s->window_left, &s->window_right))
@@ -290,11 +311,11 @@ int cmd_run(int argc, char **argv) {
         if (cli_check_full(&pf, o.shape.backward ? &pb : NULL, err)) goto out;
         printf("check     every element vs fp64 reference\n");
     }
-    printf("          %-4s %11s %11s %11s  %s\n", "", "max err", "naive err", "tolerance",
+    printf("          %-5s %11s %11s %11s  %s\n", "", "max err", "naive err", "tolerance",
            "");
     for (i = 0; i < CLI_ERR_COUNT; i++) {
         if (err[i].checked == 0) continue;
-        printf("          %-4s %11.3e %11.3e %11.3e  %s", err[i].name, err[i].err, err[i].naive,
+        printf("          %-5s %11.3e %11.3e %11.3e  %s", err[i].name, err[i].err, err[i].naive,
                err[i].tol, err[i].ok ? "ok" : "FAIL");
         if (err[i].nan_count > 0) printf(" (%lld NaN or unwritten)", (long long)err[i].nan_count);
         printf("\n");

@@ -19,3 +19,6 @@ get_property(_fmsa_built_backends GLOBAL PROPERTY FMSA_BACKENDS)
 string(REPLACE ";" "\\;" _fmsa_built_backends_def "${_fmsa_built_backends}")
 target_compile_definitions(test_core_backends PRIVATE
                            "FMSA_TEST_BUILT_BACKENDS=\"${_fmsa_built_backends_def}\"")
+# The fp64 reference on issue 13's features (finite differences of dsink and
+# dlse, sinks of -inf, Dv != D, the merge); no backend.
+fmsa_add_test(test_oracle_features LABELS core cpu SOURCES test_oracle_features.c)

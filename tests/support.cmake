@@ -11,6 +11,7 @@ add_library(fmsa_testsupport STATIC
   support/fmsa_test_problem.c
   support/fmsa_test_check.c
   support/fmsa_test_runner.c
+  support/fmsa_test_oracle.c
 )
 target_include_directories(fmsa_testsupport PUBLIC ${CMAKE_CURRENT_SOURCE_DIR} ${CMOCKA_INCLUDE_DIR})
 target_link_libraries(fmsa_testsupport PUBLIC flashmsa_static ${CMOCKA_LIBRARIES})

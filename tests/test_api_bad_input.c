@@ -415,6 +415,254 @@ static void context_errors(void **state) {
     unsetenv("FLASHMSA_BACKEND");
 }
 
+/* ------------------------------------------------------------------------ */
+/* API v0.2 (issue 13): sinks, dlse, dsink, the value head dim, the merge   */
+/* ------------------------------------------------------------------------ */
+
+/* Extra device buffers of these cases (made per test, so the block leaves the
+ * fixture above alone): sink logits, dlse, dsink, a merged lse, and v/o large
+ * enough for Dv = 584. */
+enum { XSINKS, XDLSE, XDSINK, XLSE, XVBIG, XOBIG, NX, DV_BIG = 584 };
+static void *X[NX];
+static size_t x_bytes[NX];
+static unsigned char *x_snap[NX], *x_now[NX];
+
+static int feat_setup(void **state) {
+    const size_t n[NX] = {HQ, (size_t)B * HQ * SQ, HQ, (size_t)B * HQ * SQ,
+                          (size_t)B * SK * HKV * DV_BIG, (size_t)B * SQ * HQ * DV_BIG};
+    unsigned seed = 11;
+    (void)state;
+    for (int i = 0; i < NX; ++i) {
+        x_bytes[i] = n[i] * sizeof(float);
+        x_snap[i] = malloc(x_bytes[i]);
+        x_now[i] = malloc(x_bytes[i]);
+        assert_non_null(x_snap[i]);
+        assert_non_null(x_now[i]);
+        for (size_t j = 0; j < n[i]; ++j) ((float *)x_snap[i])[j] = frand(&seed);
+        assert_int_equal(fmsa_malloc(F.ctx, x_bytes[i], &X[i]), FMSA_SUCCESS);
+        assert_int_equal(fmsa_copy_to_device(F.ctx, X[i], 0, x_snap[i], x_bytes[i]), FMSA_SUCCESS);
+    }
+    return 0;
+}
+
+static int feat_teardown(void **state) {
+    (void)state;
+    for (int i = 0; i < NX; ++i) {
+        fmsa_free(F.ctx, X[i]);
+        free(x_snap[i]);
+        free(x_now[i]);
+        X[i] = NULL;
+    }
+    return 0;
+}
+
+/* A valid call of the fixture with the v0.2 tensors: sinks, dlse, dsink. */
+typedef struct feat_call {
+    call c;
+    fmsa_tensor dlse, dsink;
+    int use_dlse, use_dsink;
+} feat_call;
+
+static feat_call feat_valid(void) {
+    feat_call f;
+    int64_t h = HQ, ls[3] = {B, HQ, SQ};
+    memset(&f, 0, sizeof f);
+    f.c = valid_call();
+    f.c.desc.sinks = fmsa_tensor_contiguous(X[XSINKS], FMSA_DTYPE_F32, 1, &h);
+    f.dlse = fmsa_tensor_contiguous(X[XDLSE], FMSA_DTYPE_F32, 3, ls);
+    f.dsink = fmsa_tensor_contiguous(X[XDSINK], FMSA_DTYPE_F32, 1, &h);
+    f.use_dlse = f.use_dsink = 1;
+    return f;
+}
+
+/* v, o, dout, dv of f given value head dim dv (the big buffers for v and o). */
+static void feat_value_dim(feat_call *f, int64_t dv) {
+    int64_t vs[4] = {B, SK, HKV, dv}, os[4] = {B, SQ, HQ, dv};
+    f->c.v = fmsa_tensor_contiguous(X[XVBIG], FMSA_DTYPE_F32, 4, vs);
+    f->c.o = fmsa_tensor_contiguous(X[XOBIG], FMSA_DTYPE_F32, 4, os);
+    f->c.dv = fmsa_tensor_contiguous(F.buf[8], FMSA_DTYPE_F32, 4, vs);
+    f->c.dout = fmsa_tensor_contiguous(F.buf[5], FMSA_DTYPE_F32, 4, os);
+    if (dv > D) { /* dv and dout would not fit the fixture's buffers: only shapes are read */
+        f->c.dv.data = X[XVBIG];
+        f->c.dout.data = X[XOBIG];
+    }
+}
+
+static fmsa_status feat_run(which w, const feat_call *f) {
+    const call *c = &f->c;
+    if (w == FWD)
+        return fmsa_forward(c->ctx, &c->desc, &c->q, &c->k, &c->v, &c->o, &c->lse, c->ws,
+                            c->ws_bytes, NULL);
+    {
+        fmsa_backward_tensors bt;
+        memset(&bt, 0, sizeof bt);
+        bt.q = c->q;
+        bt.k = c->k;
+        bt.v = c->v;
+        bt.o = c->o;
+        bt.dout = c->dout;
+        bt.lse = c->lse;
+        bt.dq = c->dq;
+        bt.dk = c->dk;
+        bt.dv = c->dv;
+        if (f->use_dlse) bt.dlse = f->dlse;
+        if (f->use_dsink) bt.dsink = f->dsink;
+        return fmsa_backward(c->ctx, &c->desc, &bt, c->ws, c->ws_bytes, NULL);
+    }
+}
+
+static int feat_unchanged(void) {
+    int same = unchanged();
+    for (int i = 0; i < NX; ++i) {
+        assert_int_equal(fmsa_copy_to_host(F.ctx, x_now[i], X[i], 0, x_bytes[i]), FMSA_SUCCESS);
+        if (memcmp(x_snap[i], x_now[i], x_bytes[i])) same = 0;
+    }
+    return same;
+}
+
+static void feat_check(fmsa_status st, fmsa_status want, const char *field) {
+    if (st != want || !strstr(fmsa_last_error(), field))
+        print_error("status %d (want %d), message \"%s\" (want it to name \"%s\")\n", (int)st,
+                    (int)want, fmsa_last_error(), field);
+    assert_int_equal(st, want);
+    assert_non_null(strstr(fmsa_last_error(), field));
+    assert_true(feat_unchanged());
+}
+
+static void feat_rejected(which w, feat_call f, fmsa_status want, const char *field) {
+    snapshot();
+    for (int i = 0; i < NX; ++i)
+        assert_int_equal(fmsa_copy_to_host(F.ctx, x_snap[i], X[i], 0, x_bytes[i]), FMSA_SUCCESS);
+    feat_check(feat_run(w, &f), want, field);
+}
+
+#define FCASE(name, ...)                                                        \
+    static void name(void **state) {                                            \
+        feat_call f = feat_valid();                                             \
+        (void)state;                                                            \
+        __VA_ARGS__;                                                            \
+    }
+
+FCASE(sinks_wrong_dtype, f.c.desc.sinks.dtype = FMSA_DTYPE_F16;
+      feat_rejected(FWD, f, FMSA_ERR_INVALID_ARGUMENT, "desc.sinks.dtype"))
+FCASE(sinks_wrong_shape, f.c.desc.sinks.shape[0] = HQ / 2;
+      feat_rejected(FWD, f, FMSA_ERR_INVALID_ARGUMENT, "desc.sinks.shape[0]"))
+FCASE(sinks_wrong_ndim, int64_t s2[2] = {1, HQ};
+      f.c.desc.sinks = fmsa_tensor_contiguous(X[XSINKS], FMSA_DTYPE_F32, 2, s2);
+      feat_rejected(BWD, f, FMSA_ERR_INVALID_ARGUMENT, "desc.sinks.ndim"))
+FCASE(dsink_without_sinks, f.c.desc.sinks.data = NULL; f.use_dlse = 0;
+      feat_rejected(BWD, f, FMSA_ERR_INVALID_ARGUMENT, "dsink"))
+FCASE(dsink_wrong_shape, f.dsink.shape[0] = HQ + 1;
+      feat_rejected(BWD, f, FMSA_ERR_INVALID_ARGUMENT, "dsink.shape[0]"))
+FCASE(dsink_broadcast, f.dsink.strides[0] = 0;
+      feat_rejected(BWD, f, FMSA_ERR_INVALID_ARGUMENT, "dsink.strides[0]"))
+FCASE(dlse_wrong_shape, f.dlse.shape[2] = SQ - 1;
+      feat_rejected(BWD, f, FMSA_ERR_INVALID_ARGUMENT, "dlse.shape[2]"))
+FCASE(dlse_wrong_dtype, f.dlse.dtype = FMSA_DTYPE_BF16;
+      feat_rejected(BWD, f, FMSA_ERR_INVALID_ARGUMENT, "dlse.dtype"))
+FCASE(dlse_wrong_ndim, f.dlse.ndim = 2;
+      feat_rejected(BWD, f, FMSA_ERR_INVALID_ARGUMENT, "dlse.ndim"))
+FCASE(value_dim_not_multiple_of_8, feat_value_dim(&f, 12);
+      feat_rejected(FWD, f, FMSA_ERR_NOT_SUPPORTED, "v.shape[3] (head_dim_v)"))
+FCASE(value_dim_above_576, feat_value_dim(&f, DV_BIG);
+      feat_rejected(FWD, f, FMSA_ERR_NOT_SUPPORTED, "v.shape[3] (head_dim_v)"))
+/* k follows q (D), not v (Dv) */
+FCASE(k_head_dim_follows_v, feat_value_dim(&f, 8); f.c.k.shape[3] = 8;
+      f.c.k = fmsa_tensor_contiguous(f.c.k.data, FMSA_DTYPE_F32, 4, f.c.k.shape);
+      feat_rejected(FWD, f, FMSA_ERR_INVALID_ARGUMENT, "k.shape[3]"))
+FCASE(o_with_head_dim_not_dv, feat_value_dim(&f, 8); int64_t os[4] = {B, SQ, HQ, D};
+      f.c.o = fmsa_tensor_contiguous(F.buf[3], FMSA_DTYPE_F32, 4, os);
+      feat_rejected(FWD, f, FMSA_ERR_INVALID_ARGUMENT, "o.shape[3]"))
+FCASE(dout_with_head_dim_not_dv, feat_value_dim(&f, 8); int64_t os[4] = {B, SQ, HQ, D};
+      f.c.dout = fmsa_tensor_contiguous(F.buf[5], FMSA_DTYPE_F32, 4, os);
+      feat_rejected(BWD, f, FMSA_ERR_INVALID_ARGUMENT, "dout.shape[3]"))
+FCASE(dv_with_head_dim_not_dv, feat_value_dim(&f, 8); int64_t ks[4] = {B, SK, HKV, D};
+      f.c.dv = fmsa_tensor_contiguous(F.buf[8], FMSA_DTYPE_F32, 4, ks);
+      feat_rejected(BWD, f, FMSA_ERR_INVALID_ARGUMENT, "dv.shape[3]"))
+
+/* The merge over the fixture's buffers: o_a = q's, o_b = dout's, o = o's
+ * ([B, SQ, HQ, D] f32), lse_a = lse's, lse_b = dlse's, lse = the extra one. */
+typedef struct merge_call {
+    fmsa_context *ctx;
+    fmsa_tensor o_a, lse_a, o_b, lse_b, o, lse;
+} merge_call;
+
+static merge_call merge_valid(void) {
+    merge_call m;
+    int64_t os[4] = {B, SQ, HQ, D}, ls[3] = {B, HQ, SQ};
+    m.ctx = F.ctx;
+    m.o_a = fmsa_tensor_contiguous(F.buf[0], FMSA_DTYPE_F32, 4, os);
+    m.o_b = fmsa_tensor_contiguous(F.buf[5], FMSA_DTYPE_F32, 4, os);
+    m.o = fmsa_tensor_contiguous(F.buf[3], FMSA_DTYPE_F32, 4, os);
+    m.lse_a = fmsa_tensor_contiguous(F.buf[4], FMSA_DTYPE_F32, 3, ls);
+    m.lse_b = fmsa_tensor_contiguous(X[XDLSE], FMSA_DTYPE_F32, 3, ls);
+    m.lse = fmsa_tensor_contiguous(X[XLSE], FMSA_DTYPE_F32, 3, ls);
+    return m;
+}
+
+static void merge_rejected(merge_call m, fmsa_status want, const char *field) {
+    snapshot();
+    for (int i = 0; i < NX; ++i)
+        assert_int_equal(fmsa_copy_to_host(F.ctx, x_snap[i], X[i], 0, x_bytes[i]), FMSA_SUCCESS);
+    feat_check(fmsa_merge_states(m.ctx, &m.o_a, &m.lse_a, &m.o_b, &m.lse_b, &m.o, &m.lse, NULL),
+               want, field);
+}
+
+#define MCASE(name, ...)                                                        \
+    static void name(void **state) {                                            \
+        merge_call m = merge_valid();                                           \
+        (void)state;                                                            \
+        __VA_ARGS__;                                                            \
+    }
+
+MCASE(merge_o_b_shape_mismatch, m.o_b.shape[1] = SQ - 1;
+      merge_rejected(m, FMSA_ERR_INVALID_ARGUMENT, "o_b.shape[1]"))
+MCASE(merge_o_shape_mismatch, m.o.shape[2] = HQ / 2;
+      merge_rejected(m, FMSA_ERR_INVALID_ARGUMENT, "o.shape[2]"))
+MCASE(merge_lse_a_dtype, m.lse_a.dtype = FMSA_DTYPE_F16;
+      merge_rejected(m, FMSA_ERR_INVALID_ARGUMENT, "lse_a.dtype"))
+MCASE(merge_lse_shape_mismatch, m.lse.shape[2] = SQ + 1;
+      merge_rejected(m, FMSA_ERR_INVALID_ARGUMENT, "lse.shape[2]"))
+MCASE(merge_o_b_dtype_i32, m.o_b.dtype = FMSA_DTYPE_I32;
+      merge_rejected(m, FMSA_ERR_INVALID_ARGUMENT, "o_b.dtype"))
+MCASE(merge_o_ndim, m.o.ndim = 3; merge_rejected(m, FMSA_ERR_INVALID_ARGUMENT, "o.ndim"))
+MCASE(merge_lse_b_missing, m.lse_b.data = NULL;
+      merge_rejected(m, FMSA_ERR_INVALID_ARGUMENT, "lse_b.data"))
+MCASE(merge_head_dim_v_12, m.o_a.shape[3] = m.o_b.shape[3] = m.o.shape[3] = 12;
+      merge_rejected(m, FMSA_ERR_NOT_SUPPORTED, "o_a.shape[3] (head_dim_v)"))
+MCASE(merge_output_broadcast, m.lse.strides[1] = 0;
+      merge_rejected(m, FMSA_ERR_INVALID_ARGUMENT, "lse.strides[1]"))
+MCASE(merge_null_ctx, m.ctx = NULL; merge_rejected(m, FMSA_ERR_INVALID_ARGUMENT, "ctx"))
+
+/* The control of this block: the unbroken merge succeeds and writes o and
+ * lse (so "nothing written" above is not vacuous); the v0.2 forward and
+ * backward either run or are refused by the backend's gate, outputs intact. */
+static void feat_valid_calls(void **state) {
+    merge_call m = merge_valid();
+    feat_call f = feat_valid();
+    fmsa_status st;
+    (void)state;
+    snapshot();
+    assert_int_equal(fmsa_merge_states(m.ctx, &m.o_a, &m.lse_a, &m.o_b, &m.lse_b, &m.o, &m.lse,
+                                       NULL),
+                     FMSA_SUCCESS);
+    assert_false(feat_unchanged());
+    for (int w = FWD; w <= BWD; ++w) {
+        snapshot();
+        for (int i = 0; i < NX; ++i)
+            assert_int_equal(fmsa_copy_to_host(F.ctx, x_snap[i], X[i], 0, x_bytes[i]),
+                             FMSA_SUCCESS);
+        st = feat_run((which)w, &f);
+        if (st == FMSA_ERR_NOT_SUPPORTED) {
+            assert_non_null(strstr(fmsa_last_error(), "not supported by this backend"));
+            assert_true(feat_unchanged());
+        } else {
+            assert_int_equal(st, FMSA_SUCCESS);
+            assert_false(feat_unchanged());
+        }
+    }
+}
+
 int main(int argc, char **argv) {
     fmsa_context *probe = NULL;
     if (fmsa_test_options_parse(argc, argv, &opts) != 0) return 2;
@@ -477,6 +725,33 @@ int main(int argc, char **argv) {
         cmocka_unit_test(workspace_query_bad_heads),
         cmocka_unit_test(workspace_too_small),
         cmocka_unit_test(context_errors),
+        /* API v0.2 (issue 13) */
+        cmocka_unit_test_setup_teardown(feat_valid_calls, feat_setup, feat_teardown),
+        cmocka_unit_test_setup_teardown(sinks_wrong_dtype, feat_setup, feat_teardown),
+        cmocka_unit_test_setup_teardown(sinks_wrong_shape, feat_setup, feat_teardown),
+        cmocka_unit_test_setup_teardown(sinks_wrong_ndim, feat_setup, feat_teardown),
+        cmocka_unit_test_setup_teardown(dsink_without_sinks, feat_setup, feat_teardown),
+        cmocka_unit_test_setup_teardown(dsink_wrong_shape, feat_setup, feat_teardown),
+        cmocka_unit_test_setup_teardown(dsink_broadcast, feat_setup, feat_teardown),
+        cmocka_unit_test_setup_teardown(dlse_wrong_shape, feat_setup, feat_teardown),
+        cmocka_unit_test_setup_teardown(dlse_wrong_dtype, feat_setup, feat_teardown),
+        cmocka_unit_test_setup_teardown(dlse_wrong_ndim, feat_setup, feat_teardown),
+        cmocka_unit_test_setup_teardown(value_dim_not_multiple_of_8, feat_setup, feat_teardown),
+        cmocka_unit_test_setup_teardown(value_dim_above_576, feat_setup, feat_teardown),
+        cmocka_unit_test_setup_teardown(k_head_dim_follows_v, feat_setup, feat_teardown),
+        cmocka_unit_test_setup_teardown(o_with_head_dim_not_dv, feat_setup, feat_teardown),
+        cmocka_unit_test_setup_teardown(dout_with_head_dim_not_dv, feat_setup, feat_teardown),
+        cmocka_unit_test_setup_teardown(dv_with_head_dim_not_dv, feat_setup, feat_teardown),
+        cmocka_unit_test_setup_teardown(merge_o_b_shape_mismatch, feat_setup, feat_teardown),
+        cmocka_unit_test_setup_teardown(merge_o_shape_mismatch, feat_setup, feat_teardown),
+        cmocka_unit_test_setup_teardown(merge_lse_a_dtype, feat_setup, feat_teardown),
+        cmocka_unit_test_setup_teardown(merge_lse_shape_mismatch, feat_setup, feat_teardown),
+        cmocka_unit_test_setup_teardown(merge_o_b_dtype_i32, feat_setup, feat_teardown),
+        cmocka_unit_test_setup_teardown(merge_o_ndim, feat_setup, feat_teardown),
+        cmocka_unit_test_setup_teardown(merge_lse_b_missing, feat_setup, feat_teardown),
+        cmocka_unit_test_setup_teardown(merge_head_dim_v_12, feat_setup, feat_teardown),
+        cmocka_unit_test_setup_teardown(merge_output_broadcast, feat_setup, feat_teardown),
+        cmocka_unit_test_setup_teardown(merge_null_ctx, feat_setup, feat_teardown),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

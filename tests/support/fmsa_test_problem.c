@@ -224,6 +224,31 @@ static int prob_paged(fmsa_test_problem *tp, fmsa_test_rng *r, int64_t *num_page
     return rc;
 }
 
+/*
+ * Sink logits [Hq] (strided layouts: element stride 3), drawn uniformly in
+ * [-2, 4]: the row LSEs of these inputs are mostly 1..6, so the sink's share
+ * ranges from negligible to most of the row.  EXTREME adds -inf (no sink)
+ * and +12 (nearly all weight on the sink, O small and mostly cancellation).
+ */
+static int prob_sinks(fmsa_test_problem *tp, fmsa_test_rng *r) {
+    const fmsa_test_spec *s = &tp->spec;
+    int64_t shape[1] = {s->hq}, st[1] = {s->strided ? 3 : 1};
+    double *dense;
+    if (fmsa_test_buf_init(&tp->sinks, "sinks", FMSA_DTYPE_F32, FMSA_TEST_INPUT, 1, shape, st))
+        return -1;
+    dense = (double *)malloc(((size_t)s->hq + 1) * sizeof(double));
+    if (!dense) return -1;
+    for (int64_t h = 0; h < s->hq; ++h) {
+        dense[h] = -2.0 + 6.0 * fmsa_test_rng_uniform(r);
+        if (s->sinks == FMSA_TEST_SINKS_EXTREME && h == 0) dense[h] = -INFINITY;
+        if (s->sinks == FMSA_TEST_SINKS_EXTREME && h == 1) dense[h] = 12.0;
+    }
+    fmsa_test_buf_store(&tp->sinks, dense);
+    free(dense);
+    tp->has_sinks = 1;
+    return 0;
+}
+
 /// The host fmsa_problem's scalar fields, as flashmsa.h defines them.
 static void prob_host_scalars(fmsa_test_problem *tp) {
     const fmsa_test_spec *s = &tp->spec;
@@ -234,7 +259,7 @@ static void prob_host_scalars(fmsa_test_problem *tp) {
     p->heads_q = s->hq;
     p->heads_kv = s->hkv;
     p->head_dim = s->d;
-    p->head_dim_v = s->d;
+    p->head_dim_v = fmsa_test_spec_dv(s);
     p->softmax_scale = s->scale != 0.0f ? s->scale : 1.0f / sqrtf((float)s->d);
     p->softcap = s->softcap;
     p->window_left = s->wl;
@@ -248,7 +273,7 @@ int fmsa_test_problem_create(fmsa_test_problem *tp, const fmsa_test_spec *spec) 
     const fmsa_test_spec *s;
     fmsa_test_rng r;
     fmsa_problem *p = &tp->host;
-    int64_t bq, rows_q, bk, rows_k, keys;
+    int64_t bq, rows_q, bk, rows_k, keys, dv = fmsa_test_spec_dv(spec);
     fmsa_dtype dt = spec->dtype;
     int bwd = spec->pass == FMSA_PASS_BACKWARD;
     fmsa_test_role out = FMSA_TEST_OUTPUT, in = FMSA_TEST_INPUT;
@@ -278,26 +303,37 @@ int fmsa_test_problem_create(fmsa_test_problem *tp, const fmsa_test_spec *spec) 
 
     rc |= prob_buf4(&tp->q, "q", dt, in, bq, rows_q, s->hq, s->d, s->strided, FMSA_TEST_PAD);
     rc |= prob_buf4(&tp->k, "k", dt, in, bk, rows_k, s->hkv, s->d, s->strided, FMSA_TEST_PAD);
-    rc |= prob_buf4(&tp->v, "v", dt, in, bk, rows_k, s->hkv, s->d, s->strided, 2 * FMSA_TEST_PAD);
-    rc |= prob_buf4(&tp->o, "o", dt, bwd ? in : out, bq, rows_q, s->hq, s->d, s->strided,
+    rc |= prob_buf4(&tp->v, "v", dt, in, bk, rows_k, s->hkv, dv, s->strided, 2 * FMSA_TEST_PAD);
+    rc |= prob_buf4(&tp->o, "o", dt, bwd ? in : out, bq, rows_q, s->hq, dv, s->strided,
                     2 * FMSA_TEST_PAD);
     {
         /* lse [Bq, Hq, rows]; non-contiguous: stored row-major as [Bq, rows, Hq+1]
-         * (transposed, padded heads) plus a padded batch. */
+         * (transposed, padded heads) plus a padded batch.  dlse is laid out alike. */
         int64_t shape[3] = {bq, s->hq, rows_q};
         int64_t st[3] = {(rows_q > 0 ? rows_q : 1) * (s->hq + 1) + 2, 1, s->hq + 1};
         rc |= fmsa_test_buf_init(&tp->lse, "lse", FMSA_DTYPE_F32, bwd ? in : out, 3, shape,
                                  s->strided ? st : NULL);
+        if (bwd && s->dlse) {
+            rc |= fmsa_test_buf_init(&tp->dlse, "dlse", FMSA_DTYPE_F32, in, 3, shape,
+                                     s->strided ? st : NULL);
+            tp->has_dlse = 1;
+        }
     }
     if (bwd) {
-        rc |= prob_buf4(&tp->dout, "dout", dt, in, bq, rows_q, s->hq, s->d, s->strided,
+        rc |= prob_buf4(&tp->dout, "dout", dt, in, bq, rows_q, s->hq, dv, s->strided,
                         3 * FMSA_TEST_PAD);
         rc |= prob_buf4(&tp->dq, "dq", dt, out, bq, rows_q, s->hq, s->d, s->strided,
                         FMSA_TEST_PAD);
         rc |= prob_buf4(&tp->dk, "dk", dt, out, bk, rows_k, s->hkv, s->d, s->strided,
                         3 * FMSA_TEST_PAD);
-        rc |= prob_buf4(&tp->dv, "dv", dt, out, bk, rows_k, s->hkv, s->d, s->strided,
+        rc |= prob_buf4(&tp->dv, "dv", dt, out, bk, rows_k, s->hkv, dv, s->strided,
                         FMSA_TEST_PAD);
+    }
+    if (bwd && s->sinks && s->dsink) {
+        /* an output: poisoned like every other; strided: element stride 2 (holes checked) */
+        int64_t shape[1] = {s->hq}, st[1] = {s->strided ? 2 : 1};
+        rc |= fmsa_test_buf_init(&tp->dsink, "dsink", FMSA_DTYPE_F32, out, 1, shape, st);
+        tp->has_dsink = 1;
     }
     if (rc) return -1;
 
@@ -307,6 +343,9 @@ int fmsa_test_problem_create(fmsa_test_problem *tp, const fmsa_test_spec *spec) 
     if (bwd) rc |= prob_fill_normal(&tp->dout, &r, 1.0);
     if (s->alibi) rc |= prob_alibi(tp);
     if (s->mask) rc |= prob_mask(tp, &r);
+    /* drawn after every older input so that old specs keep their data */
+    if (s->sinks) rc |= prob_sinks(tp, &r);
+    if (tp->has_dlse) rc |= prob_fill_normal(&tp->dlse, &r, 1.0);
     if (rc) return -1;
 
     p->has_alibi = tp->has_alibi;
@@ -331,6 +370,23 @@ int fmsa_test_problem_create(fmsa_test_problem *tp, const fmsa_test_spec *spec) 
         p->alibi.s1 = tp->alibi.strides[tp->alibi.ndim - 1];
     }
     if (tp->has_mask) p->mask = prob_viewn(&tp->mask);
+    if (tp->has_sinks) {
+        p->has_sinks = 1;
+        p->sinks = prob_viewn(&tp->sinks);
+        p->sinks.s0 = tp->sinks.strides[0];
+    }
+    if (tp->has_dlse) {
+        p->has_dlse = 1;
+        p->dlse = prob_viewn(&tp->dlse);
+        p->dlse.s0 = tp->dlse.strides[0];
+        p->dlse.s1 = tp->dlse.strides[1];
+        p->dlse.s2 = tp->dlse.strides[2];
+    }
+    if (tp->has_dsink) {
+        p->has_dsink = 1;
+        p->dsink = prob_viewn(&tp->dsink);
+        p->dsink.s0 = tp->dsink.strides[0];
+    }
     if (tp->has_varlen) {
         p->cu_seqlens_q = prob_viewn(&tp->cu_q);
         p->cu_seqlens_k = prob_viewn(&tp->cu_k);
@@ -347,6 +403,8 @@ int fmsa_test_problem_create(fmsa_test_problem *tp, const fmsa_test_spec *spec) 
     }
     tp->n_q = bq * rows_q * s->hq * s->d;
     tp->n_k = bk * rows_k * s->hkv * s->d;
+    tp->n_o = bq * rows_q * s->hq * dv;
+    tp->n_v = bk * rows_k * s->hkv * dv;
     tp->n_lse = bq * s->hq * rows_q;
     return 0;
 }
@@ -373,6 +431,9 @@ void fmsa_test_problem_each(fmsa_test_problem *tp, void (*fn)(fmsa_test_buf *, v
     }
     if (tp->has_paged) fn(&tp->block_table, user);
     if (tp->has_seqused) fn(&tp->seqused, user);
+    if (tp->has_sinks) fn(&tp->sinks, user);
+    if (tp->has_dlse) fn(&tp->dlse, user);
+    if (tp->has_dsink) fn(&tp->dsink, user);
 }
 
 typedef struct prob_upload_state {
@@ -402,6 +463,7 @@ fmsa_attention_desc fmsa_test_problem_desc(const fmsa_test_problem *tp) {
     d.deterministic = s->det;
     if (tp->has_alibi) d.alibi_slopes = fmsa_test_buf_tensor(&tp->alibi);
     if (tp->has_mask) d.mask = fmsa_test_buf_tensor(&tp->mask);
+    if (tp->has_sinks) d.sinks = fmsa_test_buf_tensor(&tp->sinks);
     if (tp->has_varlen) {
         d.cu_seqlens_q = fmsa_test_buf_tensor(&tp->cu_q);
         d.cu_seqlens_k = fmsa_test_buf_tensor(&tp->cu_k);
@@ -420,6 +482,7 @@ void fmsa_test_problem_destroy(fmsa_context *ctx, fmsa_test_problem *tp) {
     /* every buffer, including ones the pass did not use (freeing those is a no-op) */
     fmsa_test_buf *all[] = {&tp->q,     &tp->k,    &tp->v,    &tp->o,           &tp->lse,
                             &tp->dout,  &tp->dq,   &tp->dk,   &tp->dv,          &tp->alibi,
-                            &tp->mask,  &tp->cu_q, &tp->cu_k, &tp->block_table, &tp->seqused};
+                            &tp->mask,  &tp->cu_q, &tp->cu_k, &tp->block_table, &tp->seqused,
+                            &tp->sinks, &tp->dlse, &tp->dsink};
     for (size_t n = 0; n < sizeof all / sizeof all[0]; ++n) fmsa_test_buf_free(ctx, all[n]);
 }

@@ -22,9 +22,13 @@ typedef struct fmsa_test_problem {
     fmsa_test_buf q, k, v, o, lse, dout, dq, dk, dv;
     /* metadata (only those the spec uses are initialised: count > 0 or dev) */
     fmsa_test_buf alibi, mask, cu_q, cu_k, block_table, seqused;
+    /* issue-13 features: sink logits (input), dlse (backward input), dsink (backward output) */
+    fmsa_test_buf sinks, dlse, dsink;
     int has_alibi, has_mask, has_varlen, has_paged, has_seqused;
+    int has_sinks, has_dlse, has_dsink;
     fmsa_problem host;         ///< views onto the host images (for reference/naive)
     int64_t n_q, n_k, n_lse;   ///< elements of dense q-shaped, k-shaped and lse arrays
+    int64_t n_o, n_v;          ///< elements of dense o-shaped and v-shaped arrays (Dv)
     int64_t max_seqlen_q;      ///< desc value (0 = let the library compute it)
     int64_t max_seqlen_k;      ///< desc value
 } fmsa_test_problem;

@@ -13,6 +13,7 @@
 #include "common/reference.h"
 #include "support/fmsa_test_check.h"
 #include "support/fmsa_test_options.h"
+#include "support/fmsa_test_oracle.h"
 #include "support/fmsa_test_problem.h"
 
 /* ------------------------------------------------------------------------ */
@@ -38,13 +39,15 @@ static void run_note(char *msg, size_t len, const char *fmt, ...) {
 typedef struct run_arrays {
     double *ref_o, *ref_lse, *nv_o, *nv_lse;
     double *ref_dq, *ref_dk, *ref_dv, *nv_dq, *nv_dk, *nv_dv;
+    double *ref_dsink, *nv_dsink; ///< [Hq] when the case checks dsink
     double *got;           ///< backend result of the tensor being compared
     unsigned char *image;  ///< a downloaded allocation
 } run_arrays;
 
 static void run_arrays_free(run_arrays *a) {
     double **all[] = {&a->ref_o, &a->ref_lse, &a->nv_o,  &a->nv_lse, &a->ref_dq, &a->ref_dk,
-                      &a->ref_dv, &a->nv_dq,  &a->nv_dk, &a->nv_dv,  &a->got};
+                      &a->ref_dv, &a->nv_dq,  &a->nv_dk, &a->nv_dv,  &a->got,
+                      &a->ref_dsink, &a->nv_dsink};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; ++i) {
         free(*all[i]);
         *all[i] = NULL;
@@ -59,9 +62,9 @@ static double *run_dense(int64_t n) { return (double *)malloc(((size_t)n + 1) * 
 static int run_oracles(fmsa_test_problem *tp, run_arrays *a, char *msg, size_t len) {
     const fmsa_problem *p = &tp->host;
     int bwd = tp->spec.pass == FMSA_PASS_BACKWARD;
-    a->ref_o = run_dense(tp->n_q);
+    a->ref_o = run_dense(tp->n_o);
     a->ref_lse = run_dense(tp->n_lse);
-    a->nv_o = run_dense(tp->n_q);
+    a->nv_o = run_dense(tp->n_o);
     a->nv_lse = run_dense(tp->n_lse);
     if (!a->ref_o || !a->ref_lse || !a->nv_o || !a->nv_lse) return -1;
     if (fmsa_reference_forward(p, a->ref_o, a->ref_lse) != FMSA_SUCCESS) {
@@ -77,13 +80,20 @@ static int run_oracles(fmsa_test_problem *tp, run_arrays *a, char *msg, size_t l
     a->ref_dq = run_dense(tp->n_q);
     a->nv_dq = run_dense(tp->n_q);
     a->ref_dk = run_dense(tp->n_k);
-    a->ref_dv = run_dense(tp->n_k);
+    a->ref_dv = run_dense(tp->n_v);
     a->nv_dk = run_dense(tp->n_k);
-    a->nv_dv = run_dense(tp->n_k);
+    a->nv_dv = run_dense(tp->n_v);
     if (!a->ref_dq || !a->nv_dq || !a->ref_dk || !a->ref_dv || !a->nv_dk || !a->nv_dv) return -1;
     if (fmsa_reference_backward(p, a->ref_dq, a->ref_dk, a->ref_dv) != FMSA_SUCCESS) {
         run_note(msg, len, "reference backward failed: %s", fmsa_last_error());
         return -1;
+    }
+    if (tp->has_dsink) {
+        a->ref_dsink = run_dense(tp->spec.hq);
+        a->nv_dsink = run_dense(tp->spec.hq);
+        if (!a->ref_dsink || !a->nv_dsink || fmsa_reference_dsink(p, a->ref_dsink) != FMSA_SUCCESS ||
+            fmsa_naive_dsink(p, a->nv_dsink) != 0)
+            return -1;
     }
     return fmsa_naive_backward(p, a->nv_dq, a->nv_dk, a->nv_dv);
 }
@@ -207,6 +217,8 @@ static fmsa_status run_call(fmsa_context *ctx, fmsa_test_problem *tp, const run_
         bt.dq = dq;
         bt.dk = dk;
         bt.dv = dv;
+        if (tp->has_dlse) bt.dlse = fmsa_test_buf_tensor(&tp->dlse);
+        if (tp->has_dsink) bt.dsink = fmsa_test_buf_tensor(&tp->dsink);
         st = fmsa_backward(ctx, &desc, &bt, w->dev, w->bytes, NULL);
     }
     if (st == FMSA_SUCCESS) st = fmsa_synchronize(ctx, NULL);
@@ -216,17 +228,18 @@ static fmsa_status run_call(fmsa_context *ctx, fmsa_test_problem *tp, const run_
 /// Deterministic backward: a second run on re-poisoned outputs must give the same bits.
 static int run_determinism(fmsa_context *ctx, fmsa_test_problem *tp, const run_workspace *w,
                            char *msg, size_t len) {
-    fmsa_test_buf *outs[3] = {&tp->dq, &tp->dk, &tp->dv};
-    unsigned char *first[3] = {NULL, NULL, NULL}, *second = NULL;
+    fmsa_test_buf *outs[4] = {&tp->dq, &tp->dk, &tp->dv, &tp->dsink};
+    unsigned char *first[4] = {NULL, NULL, NULL, NULL}, *second = NULL;
+    const int nout = tp->has_dsink ? 4 : 3; /* dsink too: it must repeat bit for bit */
     int rc = 0;
-    for (int n = 0; n < 3 && !rc; ++n) {
+    for (int n = 0; n < nout && !rc; ++n) {
         first[n] = (unsigned char *)malloc(outs[n]->total);
         if (!first[n] || fmsa_test_buf_download(ctx, outs[n], first[n]) != FMSA_SUCCESS ||
             fmsa_test_buf_upload(ctx, outs[n]) != FMSA_SUCCESS)
             rc = -1;
     }
     if (!rc && run_call(ctx, tp, w) != FMSA_SUCCESS) rc = -1;
-    for (int n = 0; n < 3 && !rc; ++n) {
+    for (int n = 0; n < nout && !rc; ++n) {
         second = (unsigned char *)malloc(outs[n]->total);
         if (!second || fmsa_test_buf_download(ctx, outs[n], second) != FMSA_SUCCESS) rc = -1;
         else if (memcmp(first[n], second, outs[n]->total) != 0) {
@@ -237,7 +250,7 @@ static int run_determinism(fmsa_context *ctx, fmsa_test_problem *tp, const run_w
         free(second);
         second = NULL;
     }
-    for (int n = 0; n < 3; ++n) free(first[n]);
+    for (int n = 0; n < 4; ++n) free(first[n]);
     return rc;
 }
 
@@ -267,8 +280,12 @@ fmsa_test_result fmsa_test_case_run(fmsa_context *ctx, const fmsa_test_spec *spe
     }
     fmsa_test_problem_each(&tp, run_max_total, &max_total);
     a.image = (unsigned char *)malloc(max_total);
-    a.got = run_dense(tp.n_q > tp.n_k ? (tp.n_q > tp.n_lse ? tp.n_q : tp.n_lse)
-                                      : (tp.n_k > tp.n_lse ? tp.n_k : tp.n_lse));
+    {
+        int64_t most = tp.n_q;
+        const int64_t sizes[5] = {tp.n_k, tp.n_lse, tp.n_o, tp.n_v, tp.spec.hq};
+        for (int n = 0; n < 5; ++n) most = sizes[n] > most ? sizes[n] : most;
+        a.got = run_dense(most);
+    }
     if (!a.image || !a.got) goto done;
 
     st = fmsa_test_problem_upload(ctx, &tp);
@@ -292,7 +309,8 @@ fmsa_test_result fmsa_test_case_run(fmsa_context *ctx, const fmsa_test_spec *spe
     chk.bad = 0;
     if (st == FMSA_ERR_NOT_SUPPORTED) {
         /* Validation comes before any write: outputs must still be poison. */
-        run_note(msg, len, "not supported by this backend: %s", fmsa_last_error());
+        /* the library's words only: the features suite tells gate refusals by them */
+        run_note(msg, len, "refused (FMSA_ERR_NOT_SUPPORTED): %s", fmsa_last_error());
         fmsa_test_problem_each(&tp, run_untouched_buf, &chk);
         res = chk.bad ? FMSA_TEST_FAIL : FMSA_TEST_SKIP;
         goto done;
@@ -316,6 +334,9 @@ fmsa_test_result fmsa_test_case_run(fmsa_context *ctx, const fmsa_test_spec *spe
         bad |= run_compare(ctx, &tp, &tp.dq, &a, a.nv_dq, a.ref_dq, msg, len) != 0;
         bad |= run_compare(ctx, &tp, &tp.dk, &a, a.nv_dk, a.ref_dk, msg, len) != 0;
         bad |= run_compare(ctx, &tp, &tp.dv, &a, a.nv_dv, a.ref_dv, msg, len) != 0;
+        /* dsink is a gradient (factor 3, the backward's units) stored in fp32 */
+        if (tp.has_dsink)
+            bad |= run_compare(ctx, &tp, &tp.dsink, &a, a.nv_dsink, a.ref_dsink, msg, len) != 0;
         if (!bad && spec->det) bad |= run_determinism(ctx, &tp, &w, msg, len) != 0;
     }
     res = bad ? FMSA_TEST_FAIL : FMSA_TEST_PASS;
@@ -333,14 +354,20 @@ done:
 /* ------------------------------------------------------------------------ */
 
 void fmsa_test_spec_summary(const fmsa_test_spec *s, char *buf, size_t len) {
-    snprintf(buf, len, "%s %s %lldx%lldx%lld h%lld:%lld d%lld%s%s%s%s%s%s%s%s%s%s",
+    char feat[64] = "";
+    if (fmsa_test_spec_dv(s) != s->d)
+        snprintf(feat, sizeof feat, " dv%lld", (long long)fmsa_test_spec_dv(s));
+    if (s->sinks) strcat(feat, s->sinks == FMSA_TEST_SINKS_EXTREME ? " sinks-extreme" : " sinks");
+    if (s->pass == FMSA_PASS_BACKWARD && s->dsink) strcat(feat, " dsink");
+    if (s->pass == FMSA_PASS_BACKWARD && s->dlse) strcat(feat, " dlse");
+    snprintf(buf, len, "%s %s %lldx%lldx%lld h%lld:%lld d%lld%s%s%s%s%s%s%s%s%s%s%s",
              s->pass == FMSA_PASS_BACKWARD ? "bwd" : "fwd", fmsa_test_dtype_name(s->dtype),
              (long long)s->batch, (long long)s->sq, (long long)s->sk, (long long)s->hq,
              (long long)s->hkv, (long long)s->d, s->causal ? " causal" : "",
              (s->wl >= 0 || s->wr >= 0) ? " window" : "", s->softcap > 0 ? " softcap" : "",
              s->alibi ? " alibi" : "", s->mask ? " mask" : "", s->varlen ? " varlen" : "",
              s->page ? " paged" : "", s->strided ? " strided" : "",
-             s->pass == FMSA_PASS_FORWARD && !s->lse ? " no-lse" : "", s->det ? " det" : "");
+             s->pass == FMSA_PASS_FORWARD && !s->lse ? " no-lse" : "", s->det ? " det" : "", feat);
 }
 
 int fmsa_test_specs_parse(const char *const *rows, size_t count, fmsa_pass default_pass,
@@ -361,20 +388,55 @@ int fmsa_test_specs_parse(const char *const *rows, size_t count, fmsa_pass defau
 typedef struct suite_entry {
     long index;          ///< position in the table (-1: from --shape)
     fmsa_test_spec spec; ///< the case
-    char name[192];      ///< cmocka test name
+    char name[256];      ///< cmocka test name
 } suite_entry;
 
 static fmsa_context *suite_ctx;
 static fmsa_test_options suite_opts;
+static int suite_features; ///< fmsa_test_suite_main_features: gate refusals, oracle check
+
+int fmsa_test_is_gate_refusal(const char *msg) {
+    return strstr(msg, "not supported by this backend") != NULL ||
+           strstr(msg, "runs head dims up to") != NULL;
+}
+
+/// FLASHMSA_TEST_REQUIRE_ALL: "1" (every backend) or a comma list of backend
+/// names that must run every case of the features suite (no refusal allowed).
+static int suite_require_all(const char *backend) {
+    const char *v = getenv("FLASHMSA_TEST_REQUIRE_ALL");
+    size_t n = strlen(backend);
+    if (!v || !*v || !strcmp(v, "0")) return 0;
+    if (!strcmp(v, "1")) return 1;
+    for (const char *at = v; (at = strstr(at, backend)) != NULL; at += n)
+        if ((at == v || at[-1] == ',') && (at[n] == '\0' || at[n] == ',')) return 1;
+    return 0;
+}
 
 static void suite_case(void **state) {
     const suite_entry *e = (const suite_entry *)*state;
     char msg[8192], spec_str[512];
-    fmsa_test_result r = fmsa_test_case_run(suite_ctx, &e->spec, msg, sizeof msg);
+    fmsa_test_result r;
+    if (suite_features) {
+        /* the oracles against each other first: runs whatever the backend does */
+        double ratio = 0.0;
+        if (fmsa_test_oracle_check(&e->spec, msg, sizeof msg, &ratio)) {
+            print_error("%s", msg);
+            fail();
+        }
+        if (suite_opts.verbose) print_message("  oracle check: worst error / bound %.3f\n", ratio);
+    }
+    r = fmsa_test_case_run(suite_ctx, &e->spec, msg, sizeof msg);
     if (r == FMSA_TEST_PASS && suite_opts.verbose) print_message("%s", msg);
-    /* The CPU backend supports every feature (it is the fallback everywhere),
-     * so a refusal there is a defect, not a skip. */
-    if (r == FMSA_TEST_SKIP && suite_opts.backend == FMSA_BACKEND_CPU) r = FMSA_TEST_FAIL;
+    if (r == FMSA_TEST_SKIP && suite_features) {
+        /* features a backend's kernels lack: 'not supported' when its gate
+         * says so, unless FLASHMSA_TEST_REQUIRE_ALL names the backend */
+        if (!fmsa_test_is_gate_refusal(msg) || suite_require_all(suite_opts.backend_name))
+            r = FMSA_TEST_FAIL;
+    } else if (r == FMSA_TEST_SKIP && suite_opts.backend == FMSA_BACKEND_CPU) {
+        /* The CPU backend supports every feature (it is the fallback
+         * everywhere), so a refusal there is a defect, not a skip. */
+        r = FMSA_TEST_FAIL;
+    }
     if (r == FMSA_TEST_SKIP) {
         print_message("%s", msg);
         skip();
@@ -433,7 +495,7 @@ int fmsa_test_suite_main(int argc, char **argv, const char *suite, const fmsa_te
         }
     }
     for (size_t i = 0; i < n; ++i) {
-        char summary[160];
+        char summary[224];
         fmsa_test_spec_summary(&entries[i].spec, summary, sizeof summary);
         if (entries[i].index >= 0)
             snprintf(entries[i].name, sizeof entries[i].name, "case %ld: %s", entries[i].index,
@@ -458,4 +520,10 @@ int fmsa_test_suite_main(int argc, char **argv, const char *suite, const fmsa_te
     free(entries);
     free(tests);
     return rc;
+}
+
+int fmsa_test_suite_main_features(int argc, char **argv, const char *suite,
+                                  const fmsa_test_spec *cases, size_t count) {
+    suite_features = 1;
+    return fmsa_test_suite_main(argc, argv, suite, cases, count);
 }

@@ -44,4 +44,19 @@ int fmsa_test_specs_parse(const char *const *rows, size_t count, fmsa_pass defau
 int fmsa_test_suite_main(int argc, char **argv, const char *suite, const fmsa_test_spec *cases,
                          size_t count);
 
+/// The same for a suite of features some backends' kernels lack (sinks,
+/// dlse, Dv != D, large head dims): each case first checks the oracles
+/// against each other (fmsa_test_oracle.h), whatever the backend does; a
+/// refusal (FMSA_ERR_NOT_SUPPORTED, outputs untouched) counts as 'not
+/// supported' -- printed, skipped -- only when its message is the feature
+/// gate's (common/feature_gate.c) and the environment variable
+/// FLASHMSA_TEST_REQUIRE_ALL ("1", or a comma list such as "cpu,opencl")
+/// does not name the backend; any other refusal fails, on the CPU too.
+int fmsa_test_suite_main_features(int argc, char **argv, const char *suite,
+                                  const fmsa_test_spec *cases, size_t count);
+
+/// 1 when msg (a case's message) holds a refusal of common/feature_gate.c
+/// (a feature or head dims a backend's kernels lack), 0 for any other.
+int fmsa_test_is_gate_refusal(const char *msg);
+
 #endif /* FMSA_TEST_RUNNER_H */

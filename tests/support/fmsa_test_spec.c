@@ -37,12 +37,13 @@ void fmsa_test_spec_format(const fmsa_test_spec *s, char *buf, size_t len) {
     snprintf(buf, len,
              "pass=%s dtype=%s b=%lld sq=%lld sk=%lld hq=%lld hkv=%lld d=%lld causal=%d wl=%lld "
              "wr=%lld softcap=%.9g alibi=%d mask=%d varlen=%d page=%lld seqused=%d strided=%d "
-             "lse=%d det=%d scale=%.9g seed=%llu",
+             "lse=%d det=%d scale=%.9g seed=%llu dv=%lld sinks=%d dlse=%d dsink=%d",
              s->pass == FMSA_PASS_BACKWARD ? "bwd" : "fwd", fmsa_test_dtype_name(s->dtype),
              (long long)s->batch, (long long)s->sq, (long long)s->sk, (long long)s->hq,
              (long long)s->hkv, (long long)s->d, s->causal, (long long)s->wl, (long long)s->wr,
              (double)s->softcap, s->alibi, s->mask, s->varlen, (long long)s->page, s->seqused,
-             s->strided, s->lse, s->det, (double)s->scale, (unsigned long long)s->seed);
+             s->strided, s->lse, s->det, (double)s->scale, (unsigned long long)s->seed,
+             (long long)s->dv, s->sinks, s->dlse, s->dsink);
 }
 
 /// Applies one "key=value" token; -1 for an unknown key or bad value.
@@ -94,6 +95,10 @@ static int spec_set(fmsa_test_spec *s, const char *key, const char *val) {
     else if (!strcmp(key, "strided")) s->strided = (int)iv;
     else if (!strcmp(key, "lse")) s->lse = (int)iv;
     else if (!strcmp(key, "det")) s->det = (int)iv;
+    else if (!strcmp(key, "dv")) s->dv = iv;
+    else if (!strcmp(key, "sinks")) s->sinks = (int)iv;
+    else if (!strcmp(key, "dlse")) s->dlse = (int)iv;
+    else if (!strcmp(key, "dsink")) s->dsink = (int)iv;
     else return -1;
     return 0;
 }

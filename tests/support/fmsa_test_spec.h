@@ -47,7 +47,22 @@ typedef struct fmsa_test_spec {
     int det;              ///< backward: deterministic, run twice and require identical bits
     float scale;          ///< softmax scale; 0 = 1/sqrt(d)
     uint64_t seed;        ///< inputs' seed
+    int64_t dv;           ///< value head dim (v, o, dout, dv); 0 = d
+    int sinks;            ///< FMSA_TEST_SINKS_*
+    int dlse;             ///< backward: give a random dlse
+    int dsink;            ///< backward with sinks: request and check dsink
 } fmsa_test_spec;
+
+/// How the optional sink logits are drawn (one per query head).
+enum {
+    FMSA_TEST_SINKS_NONE = 0,    ///< no desc.sinks
+    FMSA_TEST_SINKS_RANDOM = 1,  ///< uniform in [-2, 4]: from negligible to a dominant share
+    FMSA_TEST_SINKS_EXTREME = 2, ///< head 0 -inf (no sink), head 1 +12 (the sink takes nearly
+                                 ///< all weight), the rest as RANDOM
+};
+
+/// The value head dim of a spec (dv, or d when dv = 0).
+static inline int64_t fmsa_test_spec_dv(const fmsa_test_spec *s) { return s->dv > 0 ? s->dv : s->d; }
 
 /// A forward f32 case of the given shape with every feature off and lse on.
 fmsa_test_spec fmsa_test_spec_make(fmsa_pass pass, fmsa_dtype dtype, int64_t batch, int64_t sq,
