@@ -67,6 +67,7 @@ typedef struct fmsa_ocl_cpu_tiles {
     int rows;  ///< rows one work-item owns (query rows; keys in dK/dV): FC_L = 8 * FC_RB
     int step;  ///< streamed rows per step (keys; query rows in dK/dV): FC_KC
     int block; ///< streamed rows per register block: FC_KB (step is a multiple of it)
+    int dmax;  ///< head dim the private tiles hold: FC_DMAX (FMSA_HEAD_DIM_SMALL_MAX or _MAX)
 } fmsa_ocl_cpu_tiles;
 
 /// Everything one pass runs, indexed by FMSA_OCL_K_*.

@@ -17,10 +17,11 @@
  * program per dtype x head dim x tile x feature set, minutes of PoCL compile
  * time for a test grid).
  *
- * Private rows and tiles are sized for the API's largest head dim
- * (FC_DMAX = FMSA_HEAD_DIM_MAX, fmsa_limits.h); a work-item touches only the
- * first D (or Dv) rows of each, so smaller head dims cost no more memory
- * traffic.  Q, K (and dQ, dK) rows are D wide, V, O, dO (and dV) Dv wide.  The transposed tiles are float8
+ * Private rows and tiles are sized FC_DMAX, the host's -D: 256
+ * (FMSA_HEAD_DIM_SMALL_MAX) when D and Dv are at most that, else the API's
+ * largest head dim, 576 (FMSA_HEAD_DIM_MAX; fmsa_limits.h); a work-item
+ * touches only the first D (or Dv) rows of each.  Q, K (and dQ, dK) rows are
+ * D wide, V, O, dO (and dV) Dv wide.  The transposed tiles are float8
  * arrays (32-byte aligned: whole-vector loads and stores); the row <-> lane
  * transposes at the start and end go through a float view of them (clang
  * gives vector types char aliasing).
@@ -31,11 +32,10 @@
  *   FC_RB  float8 vectors per work-item, so FC_L = 8 * FC_RB rows (lanes)
  *   FC_KC  streamed rows per step (keys, or query rows in dK/dV), a multiple of FC_KB
  *   FC_KB  streamed rows per register block */
-#if !defined(FC_RB) || !defined(FC_KC) || !defined(FC_KB)
-#error "the host passes the tile shape: -DFC_RB, -DFC_KC and -DFC_KB"
+#if !defined(FC_RB) || !defined(FC_KC) || !defined(FC_KB) || !defined(FC_DMAX)
+#error "the host passes the tile shape: -DFC_RB, -DFC_KC, -DFC_KB and -DFC_DMAX"
 #endif /* tile shape */
 #define FC_L (8 * FC_RB)
-#define FC_DMAX FMSA_HEAD_DIM_MAX
 
 /* cfg.z flag bits (the feature switches of the generic kernels). */
 #define FC_WINDOW 1

@@ -118,6 +118,9 @@ fmsa_status fmsa_ocl_cpu_tiles_check(const fmsa_ocl_cpu_tiles *t) {
                          "opencl: CPU tiles: step = %d must be a multiple of block = %d in "
                          "[block, 128]",
                          t->step, t->block);
+    if (t->dmax != FMSA_HEAD_DIM_SMALL_MAX && t->dmax != FMSA_HEAD_DIM_MAX)
+        return fmsa_fail(FMSA_ERR_INTERNAL, "opencl: CPU tiles: dmax = %d must be %d or %d",
+                         t->dmax, FMSA_HEAD_DIM_SMALL_MAX, FMSA_HEAD_DIM_MAX);
     return FMSA_SUCCESS;
 }
 
@@ -135,6 +138,12 @@ fmsa_status fmsa_ocl_cpu_config_make(const fmsa_ocl_state *st, const fmsa_proble
     cfg->cpu.rows = own;
     cfg->cpu.step = step;
     cfg->cpu.block = FMSA_OCL_CPU_BLOCK;
+    /* Private tiles for head dims up to 256, or up to 576: two programs, so
+     * the common dims keep the stack frames they were measured with. */
+    cfg->cpu.dmax =
+        p->head_dim <= FMSA_HEAD_DIM_SMALL_MAX && p->head_dim_v <= FMSA_HEAD_DIM_SMALL_MAX
+            ? FMSA_HEAD_DIM_SMALL_MAX
+            : FMSA_HEAD_DIM_MAX;
     FMSA_TRY(fmsa_ocl_cpu_tiles_check(&cfg->cpu));
     for (int k = 0; k < FMSA_OCL_K_COUNT; ++k) {
         /* the dQ kernel takes the backward pair the other way round */
@@ -152,8 +161,10 @@ fmsa_status fmsa_ocl_cpu_config_make(const fmsa_ocl_state *st, const fmsa_proble
 
 /* Build options of the CPU program: the tile shape and nothing else. */
 static void fmsa_ocl_cpu_options(const fmsa_ocl_cpu_tiles *t, char *buf, size_t size) {
-    snprintf(buf, size, "-cl-std=CL1.2 -DFMSA_OCL_VARIANT_CPU=1 -DFC_RB=%d -DFC_KC=%d -DFC_KB=%d",
-             t->rows / 8, t->step, t->block);
+    snprintf(buf, size,
+             "-cl-std=CL1.2 -DFMSA_OCL_VARIANT_CPU=1 -DFC_RB=%d -DFC_KC=%d -DFC_KB=%d "
+             "-DFC_DMAX=%d",
+             t->rows / 8, t->step, t->block, t->dmax);
 }
 
 /* The kernel `which`, from the one CPU program of tiles t.  Each kernel is
