@@ -207,6 +207,11 @@ static fmsa_status fmsa_ocl_fit(const fmsa_ocl_device *dev, const fmsa_problem *
     const size_t limit = fmsa_ocl_local_limit(dev);
     const int half = p->dtype != FMSA_DTYPE_F32;
     const int bm0 = bm, bn0 = bn;
+    /* Head dims past the planner's rows may shrink a tile side to 4 rows
+     * (the fp32 backward of D = Dv = 512 fits 48 KiB so); the others stop at
+     * 8, as measured. */
+    const int min_tile =
+        p->head_dim > FMSA_HEAD_DIM_SMALL_MAX || p->head_dim_v > FMSA_HEAD_DIM_SMALL_MAX ? 4 : 8;
     int wg = 0, qs16, ks16, qdo2, pf, kv1;
     memset(kc, 0, sizeof *kc);
     if (fmsa_ocl_override(kernel, &bm, &bn, &wg, &qs16, &ks16, &qdo2, &pf, &kv1)) {
@@ -242,7 +247,11 @@ static fmsa_status fmsa_ocl_fit(const fmsa_ocl_device *dev, const fmsa_problem *
         const int n = kernel == FMSA_OCL_K_FORWARD ? 2 : 4;
         for (int c = 0; c < n; ++c) {
             if (order[c][0] && !half) continue;
-            if (kernel == FMSA_OCL_K_BWD_DQ && order[c][1] && !planned) continue;
+            /* KV1 on a shrunk tile only where nothing else fits: head dims
+             * past the planner's rows (measured so on the planned tiles) */
+            if (kernel == FMSA_OCL_K_BWD_DQ && order[c][1] && !planned &&
+                p->head_dim <= FMSA_HEAD_DIM_SMALL_MAX && p->head_dim_v <= FMSA_HEAD_DIM_SMALL_MAX)
+                continue;
             memset(kc, 0, sizeof *kc);
             kc->block_m = bm;
             kc->block_n = bn;
@@ -261,8 +270,8 @@ static fmsa_status fmsa_ocl_fit(const fmsa_ocl_device *dev, const fmsa_problem *
                 return FMSA_SUCCESS;
             }
         }
-        if (bn > 8 && bn >= bm) bn /= 2;
-        else if (bm > 8) bm /= 2;
+        if (bn > min_tile && bn >= bm) bn /= 2;
+        else if (bm > min_tile) bm /= 2;
         else
             return fmsa_fail(FMSA_ERR_NOT_SUPPORTED,
                              "opencl: %s: head_dim %lld / head_dim_v %lld (%s) needs %zu bytes "
