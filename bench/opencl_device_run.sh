@@ -17,9 +17,10 @@
 # (it holds usr/lib/x86_64-linux-gnu/...; ../shared/TOOLCHAINS.md).  The device has
 # no cmocka: without it the build has no tests and the test stage fails.
 # Logs go to $OUT (default /tmp/fmsa-ocl-out): configure.log, build.log,
-# devices.txt, ctest_opencl.log (and the last 60 lines of it are printed on a
-# failure).  CTEST_J (default 4) parallel tests; the exit status is the first
-# failing stage's.
+# devices.txt, ctest_opencl.log, skips.txt (and the last 60 lines of the ctest
+# log are printed on a failure).  CTEST_J (default 4) parallel tests, at most
+# CTEST_TIMEOUT (default 420) s, so build + tests stay inside one 600 s call;
+# the exit status is the first failing stage's.
 set -uo pipefail
 top=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$top"
@@ -70,7 +71,7 @@ if has test; then
   else
     t=$SECONDS
     export POCL_CACHE_DIR=$top/$B/pocl-cache
-    if timeout 480 ctest --test-dir $B -L opencl -j "${CTEST_J:-4}" --output-on-failure \
+    if timeout "${CTEST_TIMEOUT:-420}" ctest --test-dir $B -L opencl -j "${CTEST_J:-4}" --output-on-failure \
          > "$OUT/ctest_opencl.log" 2>&1; then
       note test ok "$(grep -E 'tests passed' "$OUT/ctest_opencl.log") ($((SECONDS - t)) s)"
     else
@@ -84,7 +85,10 @@ if has test; then
   fi
 fi
 
-echo "---- summary ($(git rev-parse --short HEAD 2>/dev/null || echo "${FMSA_COMMIT:-tree}"))"
+# the tree's commit: FMSA_COMMIT, else a COMMIT file beside the sources (an
+# extracted archive inside another checkout would report that one's HEAD)
+commit=${FMSA_COMMIT:-$(cat COMMIT 2>/dev/null || git rev-parse --short HEAD 2>/dev/null || echo tree)}
+echo "---- summary (commit $commit)"
 printf '%s\n' "${summary[@]}"
 [[ -s "$OUT/skips.txt" ]] && { echo "---- skipped (count, reason)"; cat "$OUT/skips.txt"; }
 exit $rc_all
