@@ -18,7 +18,8 @@
 option(FLASHMSA_TEST_OPENCL_GENERIC
        "Also run the OpenCL suites with the generic (GPU-shaped) kernels on CPU devices" OFF)
 if(FLASHMSA_TEST_OPENCL_GENERIC)
-  foreach(suite test_grid_forward test_grid_backward test_grid_edges test_grid_large)
+  foreach(suite test_grid_forward test_grid_backward test_grid_edges test_grid_large
+                test_grid_features test_merge_states)
     add_test(NAME ${suite}_opencl_generic COMMAND ${suite} --backend opencl)
     set_tests_properties(${suite}_opencl_generic PROPERTIES
       LABELS opencl_generic

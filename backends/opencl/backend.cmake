@@ -56,7 +56,12 @@ function(fmsa_opencl_embed)
     ${_fmsa_ocl_dir}/cpu/fmsa_ocl_cpu_common.cl
     ${_fmsa_ocl_dir}/cpu/fmsa_ocl_cpu_forward.cl
     ${_fmsa_ocl_dir}/cpu/fmsa_ocl_cpu_backward.cl)
-  set(FMSA_EMBEDDED ${generic} ${cpu} PARENT_SCOPE)
+  # The kernels both families share (dsink's sums, fmsa_merge_states).
+  set(aux ${PROJECT_BINARY_DIR}/generated/fmsa_ocl_aux_source.c)
+  fmsa_embed_ocl_program(${aux} fmsa_ocl_aux_source
+    "Embedding the OpenCL shared-kernel source"
+    ${_fmsa_ocl_dir}/kernels/fmsa_ocl_aux.cl)
+  set(FMSA_EMBEDDED ${generic} ${cpu} ${aux} PARENT_SCOPE)
 endfunction()
 
 # Threads: the backend's program cache lock (found even when the backend is
@@ -75,6 +80,7 @@ fmsa_add_backend(opencl
     ocl_program.c
     ocl_launch.c
     ocl_args.c
+    ocl_aux.c
     cpu/ocl_cpu.c
   DEFINITIONS CL_TARGET_OPENCL_VERSION=120
   LIBRARY_DEPS Threads::Threads ${CMAKE_DL_LIBS}

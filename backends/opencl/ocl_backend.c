@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backends/opencl/ocl_aux.h"
 #include "backends/opencl/ocl_internal.h"
 #include "common/backend.h"
 #include "common/error.h"
@@ -144,7 +145,11 @@ static fmsa_status fmsa_ocl_check_offset(const char *name, const void *data, int
 static fmsa_status fmsa_ocl_supports(void *state, const fmsa_problem *p) {
     fmsa_ocl_config cfg;
     size_t e = fmsa_problem_elem_size(p);
-    FMSA_TRY(fmsa_problem_require(p, "opencl", 0));
+    /* Both kernel families run every feature; shapes that a device's local
+     * memory cannot hold are refused by fmsa_ocl_config_make, naming the dims. */
+    FMSA_TRY(fmsa_problem_require(p, "opencl",
+                                  FMSA_FEATURE_SINKS | FMSA_FEATURE_DLSE |
+                                      FMSA_FEATURE_VALUE_DIM | FMSA_FEATURE_LARGE_DIM));
     FMSA_TRY(fmsa_ocl_check_offset("q", p->q.data, p->q.byte_offset, e));
     FMSA_TRY(fmsa_ocl_check_offset("k", p->k.data, p->k.byte_offset, e));
     FMSA_TRY(fmsa_ocl_check_offset("v", p->v.data, p->v.byte_offset, e));
@@ -164,6 +169,11 @@ static fmsa_status fmsa_ocl_supports(void *state, const fmsa_problem *p) {
     FMSA_TRY(fmsa_ocl_check_offset("block_table", p->block_table.data,
                                    p->block_table.byte_offset, 4));
     FMSA_TRY(fmsa_ocl_check_offset("seqused_k", p->seqused_k.data, p->seqused_k.byte_offset, 4));
+    FMSA_TRY(fmsa_ocl_check_offset("desc.sinks", p->sinks.data, p->sinks.byte_offset, 4));
+    if (p->pass == FMSA_PASS_BACKWARD) {
+        FMSA_TRY(fmsa_ocl_check_offset("dlse", p->dlse.data, p->dlse.byte_offset, 4));
+        FMSA_TRY(fmsa_ocl_check_offset("dsink", p->dsink.data, p->dsink.byte_offset, 4));
+    }
     return fmsa_ocl_config_make((const fmsa_ocl_state *)state, p, &cfg);
 }
 
@@ -217,6 +227,7 @@ static const fmsa_backend_vtable fmsa_ocl_vtable = {
     .backward = fmsa_ocl_backward,
     .data_handles = 1,
     .mem_size = fmsa_ocl_mem_size,
+    .merge = fmsa_ocl_merge,
 };
 
 const fmsa_backend_vtable *fmsa_backend_opencl_vtable(void) { return &fmsa_ocl_vtable; }

@@ -12,24 +12,31 @@
 #include <string.h>
 
 #include "backends/opencl/cpu/ocl_cpu.h"
+#include "backends/opencl/ocl_aux.h"
 #include "backends/opencl/ocl_internal.h"
 #include "common/error.h"
+#include "common/fmsa_limits.h"
 #include "common/planner.h"
 
 /* Must mirror the __local declarations of the kernels (fmsa_ocl_*.cl):
- * head_dim tiles are rows of D/4 vectors padded by one vector (float4, or
- * uint2 = four raw 16-bit values when staged as 16-bit), score tiles have
- * BN + 4 floats per row. */
-size_t fmsa_ocl_local_bytes(int kernel, const fmsa_ocl_kernel_config *kc, int64_t head_dim) {
+ * head-dim tiles are rows of D/4 (Q, K) or Dv/4 (V, dO) vectors padded by
+ * one vector (float4, or uint2 = four raw 16-bit values when staged as
+ * 16-bit), a tile holding both kinds in turn is sized for the wider; score
+ * tiles have BN + 4 floats per row. */
+size_t fmsa_ocl_local_bytes(int kernel, const fmsa_ocl_kernel_config *kc, int64_t head_dim,
+                            int64_t head_dim_v) {
     const size_t bm = (size_t)kc->block_m, bn = (size_t)kc->block_n;
-    const size_t ldq = (size_t)(head_dim / 4 + 1) * (kc->qs16 ? 8 : 16);
-    const size_t ldk = (size_t)(head_dim / 4 + 1) * (kc->ks16 ? 8 : 16);
+    const size_t eq = kc->qs16 ? 8 : 16, ek = kc->ks16 ? 8 : 16;
+    const size_t w = (size_t)(head_dim / 4 + 1), wv = (size_t)(head_dim_v / 4 + 1);
+    const size_t wm = w > wv ? w : wv;
     const size_t ps = (bn + 4) * 4;
     switch (kernel) {
     case FMSA_OCL_K_FORWARD:
-        return bm * ldq + bn * ldk + bm * ps + 2 * bm * (size_t)kc->s_nx * 4 + bm * 8;
-    case FMSA_OCL_K_BWD_DKDV: return 2 * bn * ldk + (kc->qdo2 ? 2 : 1) * bm * ldq + 2 * bm * ps;
-    case FMSA_OCL_K_BWD_DQ: return 2 * bm * ldq + (kc->kv1 ? 1 : 2) * bn * ldk + bm * ps;
+        return bm * w * eq + bn * wm * ek + bm * ps + 2 * bm * (size_t)kc->s_nx * 4 + bm * 8;
+    case FMSA_OCL_K_BWD_DKDV:
+        return bn * (w + wv) * ek + (kc->qdo2 ? bm * (w + wv) : bm * wm) * eq + 2 * bm * ps;
+    case FMSA_OCL_K_BWD_DQ:
+        return bm * (w + wv) * eq + (kc->kv1 ? bn * wm : bn * (w + wv)) * ek + bm * ps;
     default: return 0;
     }
 }
@@ -83,6 +90,7 @@ static int fmsa_ocl_split(int wg, int rows, int cols, int exact_cols) {
  * history: bench/RESULTS.md */
 static int fmsa_ocl_pick_wg(const fmsa_ocl_device *dev, int kernel,
                             const fmsa_ocl_kernel_config *kc, int64_t head_dim) {
+    /* head_dim: the output tile's width (fmsa_ocl_out_dim) */
     const int bm = kc->block_m, bn = kc->block_n;
     int64_t want = (int64_t)bm * bn / 16;
     int64_t out = (int64_t)(kernel == FMSA_OCL_K_BWD_DKDV ? bn : bm) * head_dim / 32;
@@ -108,9 +116,10 @@ static int fmsa_ocl_pick_wg(const fmsa_ocl_device *dev, int kernel,
  * H200 (elsewhere it crossed an occupancy step); CPU runtimes keep private
  * arrays in per-item memory, where the copies only cost.  history:
  * bench/RESULTS.md */
-static int fmsa_ocl_pick_pf(const fmsa_ocl_device *dev, int kernel,
+static int fmsa_ocl_pick_pf(const fmsa_ocl_device *dev, const fmsa_problem *p, int kernel,
                             const fmsa_ocl_kernel_config *kc) {
-    if (dev->info.kind != FMSA_DEVICE_KIND_GPU) return 0;
+    /* its register stages are one head dim wide */
+    if (dev->info.kind != FMSA_DEVICE_KIND_GPU || p->head_dim != p->head_dim_v) return 0;
     return kernel == FMSA_OCL_K_BWD_DKDV && !kc->ks16 && !kc->qdo2;
 }
 
@@ -145,12 +154,21 @@ static int fmsa_ocl_override(int kernel, int *bm, int *bn, int *wg, int *qs16, i
     return 1;
 }
 
+/* Width of a kernel's output tile: O (forward) is Dv wide, dQ D wide, and
+ * dK/dV hold one of each, split over work-items as the wider. */
+static int64_t fmsa_ocl_out_dim(const fmsa_problem *p, int kernel) {
+    const int64_t wide = p->head_dim > p->head_dim_v ? p->head_dim : p->head_dim_v;
+    return kernel == FMSA_OCL_K_FORWARD ? p->head_dim_v
+           : kernel == FMSA_OCL_K_BWD_DQ ? p->head_dim : wide;
+}
+
 /* Shapes the work-group for one tile and staging choice; 0 if impossible. */
-static int fmsa_ocl_shape(const fmsa_ocl_device *dev, int kernel, int64_t head_dim, int wg_want,
-                          fmsa_ocl_kernel_config *kc) {
-    const int d4 = (int)(head_dim / 4);
+static int fmsa_ocl_shape(const fmsa_ocl_device *dev, const fmsa_problem *p, int kernel,
+                          int wg_want, fmsa_ocl_kernel_config *kc) {
+    const int64_t out_dim = fmsa_ocl_out_dim(p, kernel);
+    const int d4 = (int)(out_dim / 4);
     const int out_rows = kernel == FMSA_OCL_K_BWD_DKDV ? kc->block_n : kc->block_m;
-    int wg = wg_want > 0 ? wg_want : fmsa_ocl_pick_wg(dev, kernel, kc, head_dim);
+    int wg = wg_want > 0 ? wg_want : fmsa_ocl_pick_wg(dev, kernel, kc, out_dim);
     for (; wg >= 1; wg /= 2) {
         kc->s_nx = fmsa_ocl_split(wg, kc->block_m, kc->block_n, 1);
         kc->o_nx = fmsa_ocl_split(wg, out_rows, d4, 0);
@@ -159,7 +177,7 @@ static int fmsa_ocl_shape(const fmsa_ocl_device *dev, int kernel, int64_t head_d
     }
     if (wg < 1 || (size_t)wg > dev->max_work_group) return 0;
     kc->wg = wg;
-    kc->local_bytes = fmsa_ocl_local_bytes(kernel, kc, head_dim);
+    kc->local_bytes = fmsa_ocl_local_bytes(kernel, kc, p->head_dim, p->head_dim_v);
     return 1;
 }
 
@@ -175,12 +193,25 @@ static int fmsa_ocl_shape(const fmsa_ocl_device *dev, int kernel, int64_t head_d
  * dtypes.  On the planner rows' target device (48 KiB, NVIDIA) the start
  * tile fits as planned (common/plan_tables/opencl.c lists each row's real bytes); the
  * halving serves devices with less local memory. */
+/* Developers: FLASHMSA_OCL_LOCAL_BYTES=<n> caps the local memory the fit may
+ * use below the device's, so a device with plenty (PoCL: 1 MiB) runs the
+ * tiles and the refusals of a smaller one (49152: the H200's). */
+static size_t fmsa_ocl_local_limit(const fmsa_ocl_device *dev) {
+    const char *env = getenv("FLASHMSA_OCL_LOCAL_BYTES");
+    const size_t cap = env ? (size_t)strtoull(env, NULL, 10) : 0;
+    return cap && cap < dev->info.sram_per_block ? cap : dev->info.sram_per_block;
+}
+
 static fmsa_status fmsa_ocl_fit(const fmsa_ocl_device *dev, const fmsa_problem *p, int kernel,
                                 int bm, int bn, fmsa_ocl_kernel_config *kc) {
-    const int64_t head_dim = p->head_dim;
-    const size_t limit = dev->info.sram_per_block;
+    const size_t limit = fmsa_ocl_local_limit(dev);
     const int half = p->dtype != FMSA_DTYPE_F32;
     const int bm0 = bm, bn0 = bn;
+    /* Head dims past the planner's rows may shrink a tile side to 4 rows
+     * (the fp32 backward of D = Dv = 512 fits 48 KiB so); the others stop at
+     * 8, as measured. */
+    const int min_tile =
+        p->head_dim > FMSA_HEAD_DIM_SMALL_MAX || p->head_dim_v > FMSA_HEAD_DIM_SMALL_MAX ? 4 : 8;
     int wg = 0, qs16, ks16, qdo2, pf, kv1;
     memset(kc, 0, sizeof *kc);
     if (fmsa_ocl_override(kernel, &bm, &bn, &wg, &qs16, &ks16, &qdo2, &pf, &kv1)) {
@@ -191,8 +222,13 @@ static fmsa_status fmsa_ocl_fit(const fmsa_ocl_device *dev, const fmsa_problem *
         kc->qdo2 = qdo2 && kernel == FMSA_OCL_K_BWD_DKDV;
         kc->pf = pf && kernel != FMSA_OCL_K_FORWARD;
         kc->kv1 = kv1 && kernel == FMSA_OCL_K_BWD_DQ;
+        if (kc->pf && p->head_dim != p->head_dim_v)
+            return fmsa_fail(FMSA_ERR_NOT_SUPPORTED,
+                             "opencl: FLASHMSA_OCL_TILES flag p (PF) needs head_dim == "
+                             "head_dim_v (got %lld and %lld)",
+                             (long long)p->head_dim, (long long)p->head_dim_v);
         if (bm >= 8 && bn >= 8 && !(bm & (bm - 1)) && !(bn & (bn - 1)) &&
-            fmsa_ocl_shape(dev, kernel, head_dim, wg, kc) && kc->local_bytes <= limit)
+            fmsa_ocl_shape(dev, p, kernel, wg, kc) && kc->local_bytes <= limit)
             return FMSA_SUCCESS;
         return fmsa_fail(FMSA_ERR_NOT_SUPPORTED,
                          "opencl: FLASHMSA_OCL_TILES shape %dx%d/%d does not fit (%zu bytes "
@@ -211,15 +247,19 @@ static fmsa_status fmsa_ocl_fit(const fmsa_ocl_device *dev, const fmsa_problem *
         const int n = kernel == FMSA_OCL_K_FORWARD ? 2 : 4;
         for (int c = 0; c < n; ++c) {
             if (order[c][0] && !half) continue;
-            if (kernel == FMSA_OCL_K_BWD_DQ && order[c][1] && !planned) continue;
+            /* KV1 on a shrunk tile only where nothing else fits: head dims
+             * past the planner's rows (measured so on the planned tiles) */
+            if (kernel == FMSA_OCL_K_BWD_DQ && order[c][1] && !planned &&
+                p->head_dim <= FMSA_HEAD_DIM_SMALL_MAX && p->head_dim_v <= FMSA_HEAD_DIM_SMALL_MAX)
+                continue;
             memset(kc, 0, sizeof *kc);
             kc->block_m = bm;
             kc->block_n = bn;
             kc->ks16 = order[c][0];
             kc->qdo2 = kernel == FMSA_OCL_K_BWD_DKDV && order[c][1];
             kc->kv1 = kernel == FMSA_OCL_K_BWD_DQ && order[c][1];
-            kc->pf = fmsa_ocl_pick_pf(dev, kernel, kc);
-            if (fmsa_ocl_shape(dev, kernel, head_dim, 0, kc) && kc->local_bytes <= limit) {
+            kc->pf = fmsa_ocl_pick_pf(dev, p, kernel, kc);
+            if (fmsa_ocl_shape(dev, p, kernel, 0, kc) && kc->local_bytes <= limit) {
                 /* The planner costs rows in its generic formula; say when the
                  * kernels' real one made the planned tile smaller. */
                 if (!planned)
@@ -230,25 +270,38 @@ static fmsa_status fmsa_ocl_fit(const fmsa_ocl_device *dev, const fmsa_problem *
                 return FMSA_SUCCESS;
             }
         }
-        if (bn > 8 && bn >= bm) bn /= 2;
-        else if (bm > 8) bm /= 2;
+        if (bn > min_tile && bn >= bm) bn /= 2;
+        else if (bm > min_tile) bm /= 2;
         else
             return fmsa_fail(FMSA_ERR_NOT_SUPPORTED,
-                             "opencl: head_dim %lld needs %zu bytes of local memory per "
-                             "work-group; the device has %zu",
-                             (long long)head_dim, kc->local_bytes, limit);
+                             "opencl: %s: head_dim %lld / head_dim_v %lld (%s) needs %zu bytes "
+                             "of local memory per work-group at the smallest tile; the device "
+                             "has %zu",
+                             kernel == FMSA_OCL_K_FORWARD   ? "forward"
+                             : kernel == FMSA_OCL_K_BWD_DKDV ? "backward dK/dV"
+                                                             : "backward dQ",
+                             (long long)p->head_dim, (long long)p->head_dim_v,
+                             p->dtype == FMSA_DTYPE_F32 ? "f32" : "f16/bf16", kc->local_bytes,
+                             limit);
     }
 }
 
 /* Plans p for one of the device's kernel families: the generic kernels under
  * the device's own arch key, the CPU-device kernels under "opencl-cpu"
- * (common/plan_tables/opencl.c), so each family has its own rows. */
+ * (common/plan_tables/opencl.c), so each family has its own rows.  The rows
+ * are keyed by one head dim up to FMSA_HEAD_DIM_SMALL_MAX: a problem is
+ * planned by its wider head dim (D or Dv), and above that limit by the
+ * largest rows, which fmsa_ocl_fit then shrinks by the kernels' real
+ * local-memory formula (the CPU family's tiles are register tiles whose
+ * private arrays hold every head dim). */
 static fmsa_status fmsa_ocl_plan(const fmsa_ocl_state *st, const fmsa_problem *p,
                                  const char *family, fmsa_tile_plan *plan) {
     fmsa_device_info dev = st->dev->info;
     fmsa_plan_request req;
+    const int64_t wide = p->head_dim > p->head_dim_v ? p->head_dim : p->head_dim_v;
     if (family) snprintf(dev.arch, sizeof dev.arch, "%s", family);
     fmsa_plan_request_from_problem(p, 0u, &req);
+    req.head_dim = wide < FMSA_HEAD_DIM_SMALL_MAX ? wide : FMSA_HEAD_DIM_SMALL_MAX;
     memset(plan, 0, sizeof *plan);
     return fmsa_plan_tiles(&dev, &req, plan);
 }
@@ -282,8 +335,10 @@ fmsa_status fmsa_ocl_config_make(const fmsa_ocl_state *st, const fmsa_problem *p
          * the same pair the other way round: Bc query rows, Br streamed keys. */
         FMSA_TRY(fmsa_ocl_fit(st->dev, p, FMSA_OCL_K_BWD_DQ, plan.block_n, plan.block_m,
                               &cfg->kernel[FMSA_OCL_K_BWD_DQ]));
-        /* D = rowsum(dO * O), one fp32 per (query row, head). */
-        cfg->workspace_bytes = (size_t)(bq * p->heads_q * p->total_q) * sizeof(float);
+        /* D = rowsum(dO * O) (- dlse), one fp32 per (query row, head), then
+         * the dsink partials. */
+        cfg->workspace_bytes =
+            ((size_t)(bq * p->heads_q * p->total_q) + fmsa_ocl_dsink_floats(p)) * sizeof(float);
     }
     return FMSA_SUCCESS;
 }

@@ -67,6 +67,7 @@ typedef struct fmsa_ocl_cpu_tiles {
     int rows;  ///< rows one work-item owns (query rows; keys in dK/dV): FC_L = 8 * FC_RB
     int step;  ///< streamed rows per step (keys; query rows in dK/dV): FC_KC
     int block; ///< streamed rows per register block: FC_KB (step is a multiple of it)
+    int dmax;  ///< head dim the private tiles hold: FC_DMAX (FMSA_HEAD_DIM_SMALL_MAX or _MAX)
 } fmsa_ocl_cpu_tiles;
 
 /// Everything one pass runs, indexed by FMSA_OCL_K_*.
@@ -78,9 +79,11 @@ typedef struct fmsa_ocl_config {
     fmsa_ocl_cpu_tiles cpu; ///< the CPU-device kernels' tiles (variant CPU only)
 } fmsa_ocl_config;
 
-/// __local bytes of one kernel for a launch shape (mirrors the .cl
-/// declarations; reads block_m, block_n, s_nx, qs16, ks16, qdo2, kv1 of kc).
-size_t fmsa_ocl_local_bytes(int kernel, const fmsa_ocl_kernel_config *kc, int64_t head_dim);
+/// __local bytes of one kernel for a launch shape and head dims D (q/k) and
+/// Dv (v/o) (mirrors the .cl declarations; reads block_m, block_n, s_nx,
+/// qs16, ks16, qdo2, kv1 of kc).
+size_t fmsa_ocl_local_bytes(int kernel, const fmsa_ocl_kernel_config *kc, int64_t head_dim,
+                            int64_t head_dim_v);
 
 
 /// Enumerates once; returns the device list (count may be 0).

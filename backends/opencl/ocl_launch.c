@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "backends/opencl/ocl_args.h"
+#include "backends/opencl/ocl_aux.h"
 #include "backends/opencl/cpu/ocl_cpu.h"
 #include "backends/opencl/ocl_internal.h"
 #include "common/error.h"
@@ -37,6 +38,7 @@ fmsa_status fmsa_ocl_run_forward(fmsa_ocl_state *st, const fmsa_problem *p, cl_m
     fmsa_ocl_arg_cu(&a, p);
     fmsa_ocl_arg_paged(&a, p);
     fmsa_ocl_arg_dims(&a, p);
+    fmsa_ocl_arg_viewn(&a, &p->sinks, 4);
     return fmsa_ocl_enqueue(st, queue, &a, "fmsa_ocl_forward",
                             fmsa_ocl_groups(p->seqlen_q, kc->block_m), (size_t)p->heads_q,
                             (size_t)p->batch, (size_t)kc->wg);
@@ -82,10 +84,13 @@ fmsa_status fmsa_ocl_run_backward(fmsa_ocl_state *st, const fmsa_problem *p, cl_
         fmsa_ocl_arg_mem(&a, workspace);
         fmsa_ocl_arg_long(&a, p->total_q);
         fmsa_ocl_arg_long(&a, p->heads_q);
+        fmsa_ocl_arg_viewn(&a, &p->dlse, 4);
         FMSA_TRY(fmsa_ocl_enqueue(st, queue, &a, "fmsa_ocl_bwd_preprocess",
                                   fmsa_ocl_groups(p->total_q, (int)wg), (size_t)p->heads_q,
                                   (size_t)bq, wg));
     }
+    /* dsink from the preprocess's D - dlse, its partials after them */
+    FMSA_TRY(fmsa_ocl_run_dsink(st, p, workspace, bq * p->heads_q * p->total_q, queue));
     {
         fmsa_ocl_args a = {st->cl, NULL, 0, CL_SUCCESS};
         FMSA_TRY(fmsa_ocl_kernel_get(st, p, FMSA_OCL_K_BWD_DKDV, kkv, &a.kernel));

@@ -28,16 +28,20 @@ static void fmsa_ocl_options(const fmsa_problem *p, int which, const fmsa_ocl_ke
     snprintf(buf, size,
              "-cl-std=CL1.2 -DFMSA_KERNEL_FORWARD=%d -DFMSA_KERNEL_BWD_PRE=%d "
              "-DFMSA_KERNEL_BWD_DKDV=%d -DFMSA_KERNEL_BWD_DQ=%d -DFMSA_DTYPE=%d -DHEAD_DIM=%lld "
-             "-DBM=%d -DBN=%d -DWG=%d -DS_NX=%d -DO_NX=%d -DO_ROWS=%d -DFMSA_WINDOW=%d "
-             "-DFMSA_SOFTCAP=%d -DFMSA_ALIBI=%d -DFMSA_MASK=%d -DFMSA_VARLEN=%d -DFMSA_PAGED=%d "
-             "-DFMSA_SEQUSED=%d -DFMSA_LSE=%d -DQS16=%d -DKS16=%d -DQDO2=%d -DPF=%d -DKV1=%d%s%s",
+             "-DHEAD_DIM_V=%lld -DBM=%d -DBN=%d -DWG=%d -DS_NX=%d -DO_NX=%d -DO_ROWS=%d "
+             "-DFMSA_WINDOW=%d -DFMSA_SOFTCAP=%d -DFMSA_ALIBI=%d -DFMSA_MASK=%d -DFMSA_VARLEN=%d "
+             "-DFMSA_PAGED=%d -DFMSA_SEQUSED=%d -DFMSA_LSE=%d -DFMSA_SINKS=%d -DFMSA_DLSE=%d "
+             "-DQS16=%d -DKS16=%d -DQDO2=%d -DPF=%d -DKV1=%d%s%s",
              which == FMSA_OCL_K_FORWARD, which == FMSA_OCL_K_BWD_PRE,
              which == FMSA_OCL_K_BWD_DKDV, which == FMSA_OCL_K_BWD_DQ, (int)p->dtype,
-             (long long)p->head_dim, c->block_m, c->block_n, c->wg, c->s_nx, c->o_nx,
-             which == FMSA_OCL_K_BWD_DKDV ? c->block_n : c->block_m, windowed,
+             (long long)p->head_dim, (long long)p->head_dim_v, c->block_m, c->block_n, c->wg,
+             c->s_nx, c->o_nx, which == FMSA_OCL_K_BWD_DKDV ? c->block_n : c->block_m, windowed,
              p->softcap > 0.0f, p->has_alibi, p->has_mask, p->is_varlen, p->is_paged,
-             p->is_paged && p->has_seqused_k, p->has_lse, c->qs16, c->ks16, c->qdo2, c->pf, c->kv1,
-             extra ? " " : "", extra ? extra : "");
+             p->is_paged && p->has_seqused_k, p->has_lse,
+             /* sinks change only the forward, dlse only the preprocess: the
+              * other kernels' programs stay shared */
+             which == FMSA_OCL_K_FORWARD && p->has_sinks, which == FMSA_OCL_K_BWD_PRE && p->has_dlse,
+             c->qs16, c->ks16, c->qdo2, c->pf, c->kv1, extra ? " " : "", extra ? extra : "");
 }
 
 static fmsa_status fmsa_ocl_build_failed(fmsa_ocl_state *st, cl_program prog, cl_int rc,

@@ -14,7 +14,10 @@
  * slots at a time; the host runs pack, dK/dV and dQ per chunk.
  * P = exp2(s2 - lse2) from the forward's LSE (lse2 = -inf: a fully masked
  * row, P = 0).  dP chains its fmas over d in order, as the preprocess does
- * for D, so dP - D is exactly 0 where O equals V.
+ * for D, so dP - D is exactly 0 where O equals V.  With dlse (FC_DLSE) the
+ * preprocess stores D_i - dlse_i, which every later use of D_i reads (and
+ * fmsa_ocl_aux.cl's dsink).  Q, K, dQ, dK rows are D wide, V, dO, dV Dv wide
+ * (cfg.w); each panel slot holds the D-wide panel, then the Dv-wide one.
  */
 
 /* Workspace row of query row i: ws[(q_batch * Hq + h) * ws_rows + row]. */
@@ -42,19 +45,21 @@ inline int fc_row_stats(__private float *lse2, __private float *dd, int n, int v
     return any;
 }
 
-/* ws[(b * heads + h) * rows + row] = sum_d dO * O; global size (ceil(rows / 64), Hq, Bq). */
+/* ws[(b * heads + h) * rows + row] = sum_d dO * O (- dlse[dlv.x + b dlv.y +
+ * h dlv.z + row dlv.w] with FC_DLSE); global size (ceil(rows / 64), Hq, Bq). */
 __kernel __attribute__((reqd_work_group_size(1, 1, 1))) void fmsa_ocl_cpu_bwd_preprocess(
     __global const uchar *o, long4 ov, __global const uchar *dout, long4 dv, __global float *ws,
-    long rows, long heads, int4 cfg) {
-    const int dtype = cfg.x, D = cfg.y;
+    long rows, long heads, int4 cfg, __global const float *dlse, long4 dlv) {
+    const int dtype = cfg.x, Dv = cfg.w, flags = cfg.z;
     const long h = get_group_id(1), b = get_group_id(2);
-    float a[FMSA_HEAD_DIM_SMALL_MAX], x[FMSA_HEAD_DIM_SMALL_MAX];
+    float a[FC_DMAX], x[FC_DMAX];
     const long row0 = (long)get_group_id(0) * 64, row_end = min(rows, row0 + 64);
     for (long row = row0; row < row_end; ++row) {
-        fc_row_load(a, dout, dv.x + b * dv.y + row * dv.z + h * dv.w, dtype, D, 1.0f);
-        fc_row_load(x, o, ov.x + b * ov.y + row * ov.z + h * ov.w, dtype, D, 1.0f);
+        fc_row_load(a, dout, dv.x + b * dv.y + row * dv.z + h * dv.w, dtype, Dv, 1.0f);
+        fc_row_load(x, o, ov.x + b * ov.y + row * ov.z + h * ov.w, dtype, Dv, 1.0f);
         float sum = 0.0f;
-        for (int d = 0; d < D; ++d) sum = fma(a[d], x[d], sum);
+        for (int d = 0; d < Dv; ++d) sum = fma(a[d], x[d], sum);
+        if (flags & FC_DLSE) sum -= dlse[dlv.x + b * dlv.y + h * dlv.z + row * dlv.w];
         ws[(b * heads + h) * rows + row] = sum;
     }
 }
@@ -67,7 +72,7 @@ __kernel __attribute__((reqd_work_group_size(1, 1, 1))) void fmsa_ocl_cpu_bwd_dk
     /* pk = (first kv slot, Q/dO panel rows, Hkv, Q/dO panel float offset in ws),
      * pk2 = (K/V panel float offset, K/V panel rows, -, -): this work-item's
      * keys are read from the K/V panels too (contiguous, unlike the tensors) */
-    const int dtype = cfg.x, D = cfg.y, flags = cfg.z & ~(FC_PAGED | FC_SEQUSED);
+    const int dtype = cfg.x, D = cfg.y, flags = cfg.z & ~(FC_PAGED | FC_SEQUSED), Dv = cfg.w;
     const long group = dims.w, local_slot = get_group_id(1), slot = pk.x + local_slot;
     const long b = slot / pk.z, hk = slot - (slot / pk.z) * pk.z;
     const long j0 = (long)get_group_id(0) * FC_L;
@@ -85,24 +90,25 @@ __kernel __attribute__((reqd_work_group_size(1, 1, 1))) void fmsa_ocl_cpu_bwd_dk
         qe = fmsa_window_query_end(j_last + 1, s.sq, s.sk, win.x);
     }
 
-    float8 kT8[FMSA_HEAD_DIM_SMALL_MAX * FC_RB], vT8[FMSA_HEAD_DIM_SMALL_MAX * FC_RB];
-    float8 dkT8[FMSA_HEAD_DIM_SMALL_MAX * FC_RB], dvT8[FMSA_HEAD_DIM_SMALL_MAX * FC_RB];
+    float8 kT8[FC_DMAX * FC_RB], vT8[FC_DMAX * FC_RB];
+    float8 dkT8[FC_DMAX * FC_RB], dvT8[FC_DMAX * FC_RB];
     __private float *kT = (__private float *)kT8, *vT = (__private float *)vT8;
     __private float *dkT = (__private float *)dkT8, *dvT = (__private float *)dvT8;
-    float row[FMSA_HEAD_DIM_SMALL_MAX], pr[FC_KC * FC_L], dsr[FC_KC * FC_L];
+    float row[FC_DMAX], pr[FC_KC * FC_L], dsr[FC_KC * FC_L];
     float lse2[FC_KC], dd[FC_KC];
 
     {
-        __global const float *kpan = ws + pk2.x + local_slot * 2 * pk2.y * D;
+        __global const float *kpan = ws + pk2.x + local_slot * pk2.y * (D + Dv);
         fc_panel_transpose(kT, kpan, j0, nkeys, D, kmul);
-        fc_panel_transpose(vT, kpan + pk2.y * D, j0, nkeys, D, 1.0f);
+        fc_panel_transpose(vT, kpan + pk2.y * D, j0, nkeys, Dv, 1.0f);
     }
-    for (int x = 0; x < D * FC_RB; ++x) dkT8[x] = dvT8[x] = (float8)(0.0f);
+    for (int x = 0; x < D * FC_RB; ++x) dkT8[x] = (float8)(0.0f);
+    for (int x = 0; x < Dv * FC_RB; ++x) dvT8[x] = (float8)(0.0f);
 
     for (long g = 0; g < group; ++g) {
         const long h = hk * group + g;
         const float slope = (flags & FC_ALIBI) ? alibi[av.x + b * av.y + h * av.z] : 0.0f;
-        __global const float *qp = ws + pk.w + (local_slot * group + g) * 2 * pk.y * D;
+        __global const float *qp = ws + pk.w + (local_slot * group + g) * pk.y * (D + Dv);
         __global const float *dop = qp + pk.y * D;
         for (long m0 = qb; m0 < qe; m0 += FC_KC) {
             const int nq = (int)min((long)FC_KC, qe - m0);
@@ -118,7 +124,7 @@ __kernel __attribute__((reqd_work_group_size(1, 1, 1))) void fmsa_ocl_cpu_bwd_dk
             for (int r4 = 0; r4 < nq; r4 += FC_KB) {
                 float8 sa[FC_KB][FC_RB], pa[FC_KB][FC_RB];
                 fc_dot_block(sa, kT8, qp + (m0 + r4) * D, D);
-                fc_dot_block(pa, vT8, dop + (m0 + r4) * D, D);
+                fc_dot_block(pa, vT8, dop + (m0 + r4) * Dv, Dv);
 #pragma unroll
                 for (int j = 0; j < FC_KB; ++j) {
                     const int r = r4 + j;
@@ -162,7 +168,7 @@ __kernel __attribute__((reqd_work_group_size(1, 1, 1))) void fmsa_ocl_cpu_bwd_dk
                 for (int j = 0; j < FC_KB; ++j)
 #pragma unroll
                     for (int rb = 0; rb < FC_RB; ++rb) w[j][rb] = vload8((r4 + j) * FC_RB + rb, pr);
-                fc_axpy_block(dvT8, w, dop + (m0 + r4) * D, D, 0, w[0], 0);
+                fc_axpy_block(dvT8, w, dop + (m0 + r4) * Dv, Dv, 0, w[0], 0);
 #pragma unroll
                 for (int j = 0; j < FC_KB; ++j)
 #pragma unroll
@@ -180,8 +186,8 @@ __kernel __attribute__((reqd_work_group_size(1, 1, 1))) void fmsa_ocl_cpu_bwd_dk
         const long j = j0 + r;
         for (int d = 0; d < D; ++d) row[d] = dkT[d * FC_L + r];
         fc_row_store(row, dk, fmsa_ocl_kv_row(dkv, &s, 0, b, j, hk, bt0, bv0), dtype, D, fp.x);
-        for (int d = 0; d < D; ++d) row[d] = dvT[d * FC_L + r];
-        fc_row_store(row, dvo, fmsa_ocl_kv_row(dvv, &s, 0, b, j, hk, bt0, bv0), dtype, D,
+        for (int d = 0; d < Dv; ++d) row[d] = dvT[d * FC_L + r];
+        fc_row_store(row, dvo, fmsa_ocl_kv_row(dvv, &s, 0, b, j, hk, bt0, bv0), dtype, Dv,
                      1.0f);
     }
 }
@@ -194,7 +200,7 @@ __kernel __attribute__((reqd_work_group_size(1, 1, 1))) void fmsa_ocl_cpu_bwd_dq
     /* pk = (first kv slot, K/V panel rows, Hkv, K/V panel float offset in ws),
      * pk2 = (Q/dO panel float offset, Q/dO panel rows, -, -): this work-item's
      * rows are read from the Q/dO panels */
-    const int dtype = cfg.x, D = cfg.y, flags = cfg.z & ~(FC_PAGED | FC_SEQUSED);
+    const int dtype = cfg.x, D = cfg.y, flags = cfg.z & ~(FC_PAGED | FC_SEQUSED), Dv = cfg.w;
     const long group = dims.w, local_slot = get_group_id(1) / group;
     const long slot = pk.x + local_slot;
     const long b = slot / pk.z, hk = slot - (slot / pk.z) * pk.z;
@@ -208,7 +214,7 @@ __kernel __attribute__((reqd_work_group_size(1, 1, 1))) void fmsa_ocl_cpu_bwd_dq
     const long diag0 = fmsa_seq_diag(i0, s.sq, s.sk);
     const float qmul = (flags & FC_SOFTCAP) ? fp.x : fp.y;
     const float slope = (flags & FC_ALIBI) ? alibi[av.x + b * av.y + h * av.z] : 0.0f;
-    __global const float *kp = ws + pk.w + local_slot * 2 * pk.y * D;
+    __global const float *kp = ws + pk.w + local_slot * pk.y * (D + Dv);
     __global const float *vp = kp + pk.y * D;
     long kb = 0, ke = s.sk;
     if (flags & FC_WINDOW) {
@@ -216,19 +222,19 @@ __kernel __attribute__((reqd_work_group_size(1, 1, 1))) void fmsa_ocl_cpu_bwd_dq
         ke = fmsa_window_key_end(i_last + 1, s.sq, s.sk, win.y);
     }
 
-    float8 qT8[FMSA_HEAD_DIM_SMALL_MAX * FC_RB], dOT8[FMSA_HEAD_DIM_SMALL_MAX * FC_RB];
-    float8 dqT8[FMSA_HEAD_DIM_SMALL_MAX * FC_RB];
+    float8 qT8[FC_DMAX * FC_RB], dOT8[FC_DMAX * FC_RB];
+    float8 dqT8[FC_DMAX * FC_RB];
     __private float *qT = (__private float *)qT8, *dOT = (__private float *)dOT8;
     __private float *dqT = (__private float *)dqT8;
-    float row[FMSA_HEAD_DIM_SMALL_MAX], dsr[FC_KC * FC_L];
+    float row[FC_DMAX], dsr[FC_KC * FC_L];
     float lse2f[FC_L], ddf[FC_L];
 
     fc_row_stats(lse2f, ddf, FC_L, nrows, i0, &s, h, lse, lv, ws, dims, ws_rows);
     {
         __global const float *qpan =
-            ws + pk2.x + (local_slot * group + h - hk * group) * 2 * pk2.y * D;
+            ws + pk2.x + (local_slot * group + h - hk * group) * pk2.y * (D + Dv);
         fc_panel_transpose(qT, qpan, i0, nrows, D, qmul);
-        fc_panel_transpose(dOT, qpan + pk2.y * D, i0, nrows, D, 1.0f);
+        fc_panel_transpose(dOT, qpan + pk2.y * D, i0, nrows, Dv, 1.0f);
     }
     for (int x = 0; x < D * FC_RB; ++x) dqT8[x] = (float8)(0.0f);
     float8 lse2[FC_RB], ddv[FC_RB];
@@ -248,7 +254,7 @@ __kernel __attribute__((reqd_work_group_size(1, 1, 1))) void fmsa_ocl_cpu_bwd_dq
         for (int k4 = 0; k4 < nk; k4 += FC_KB) {
             float8 sa[FC_KB][FC_RB], pa[FC_KB][FC_RB];
             fc_dot_block(sa, qT8, kp + (n0 + k4) * D, D);
-            fc_dot_block(pa, dOT8, vp + (n0 + k4) * D, D);
+            fc_dot_block(pa, dOT8, vp + (n0 + k4) * Dv, Dv);
 #pragma unroll
             for (int jj = 0; jj < FC_KB; ++jj) {
                 const long j = n0 + k4 + jj;

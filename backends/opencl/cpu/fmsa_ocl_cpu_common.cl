@@ -17,8 +17,11 @@
  * program per dtype x head dim x tile x feature set, minutes of PoCL compile
  * time for a test grid).
  *
- * Private rows and tiles are sized for the API's largest head dim
- * (FMSA_HEAD_DIM_SMALL_MAX, fmsa_limits.h).  The transposed tiles are float8
+ * Private rows and tiles are sized FC_DMAX, the host's -D: 256
+ * (FMSA_HEAD_DIM_SMALL_MAX) when D and Dv are at most that, else the API's
+ * largest head dim, 576 (FMSA_HEAD_DIM_MAX; fmsa_limits.h); a work-item
+ * touches only the first D (or Dv) rows of each.  Q, K (and dQ, dK) rows are
+ * D wide, V, O, dO (and dV) Dv wide.  The transposed tiles are float8
  * arrays (32-byte aligned: whole-vector loads and stores); the row <-> lane
  * transposes at the start and end go through a float view of them (clang
  * gives vector types char aliasing).
@@ -29,8 +32,8 @@
  *   FC_RB  float8 vectors per work-item, so FC_L = 8 * FC_RB rows (lanes)
  *   FC_KC  streamed rows per step (keys, or query rows in dK/dV), a multiple of FC_KB
  *   FC_KB  streamed rows per register block */
-#if !defined(FC_RB) || !defined(FC_KC) || !defined(FC_KB)
-#error "the host passes the tile shape: -DFC_RB, -DFC_KC and -DFC_KB"
+#if !defined(FC_RB) || !defined(FC_KC) || !defined(FC_KB) || !defined(FC_DMAX)
+#error "the host passes the tile shape: -DFC_RB, -DFC_KC, -DFC_KB and -DFC_DMAX"
 #endif /* tile shape */
 #define FC_L (8 * FC_RB)
 
@@ -43,6 +46,9 @@
 #define FC_PAGED 32
 #define FC_SEQUSED 64
 #define FC_LSE 128
+#define FC_QSIDE 256 /* fmsa_ocl_cpu_pack: the query side (Q, dO) */
+#define FC_SINKS 512 /* forward: desc.sinks */
+#define FC_DLSE 1024 /* backward preprocess: dlse */
 
 /* dtype codes (fmsa_dtype): 1 f32, 2 f16 (storage only), 3 bf16. */
 #define FC_F32 1
@@ -266,28 +272,30 @@ inline void fc_panel_transpose(__private float *T, __global const float *P, long
 }
 
 /* Packs the rows of two [batch, seq, head, dim] tensors (K and V, or Q and
- * dO) of a range of slots into fp32 panels:
- *   ws[pk.w + ((slot - pk.x) * 2 + t) * pk.y * D + r * D + d]
+ * dO: D and Dv wide) of a range of slots into fp32 panels:
+ *   ws[pk.w + (slot - pk.x) * pk.y * (D + Dv) + r * D + d]           (K, Q)
+ *   ws[pk.w + (slot - pk.x) * pk.y * (D + Dv) + pk.y * D + r * Dv + d] (V, dO)
  * rows r >= the sequence's length up to pk.y (rows_pad) are zero, so the
  * kernels stream whole FC_KB-row blocks without bounds tests.  The streamed
  * side is then contiguous: a head's rows in the tensors are H * D elements
  * apart, a new page each at H * D * 4 >= 4 KiB, which neither the hardware
  * prefetchers nor the TLB follow (bench/RESULTS.md has the measurement).
  * pk = (first slot, rows_pad, heads of the side, float offset in ws);
- * slot = b * heads + head; cfg.w = 0: key side (paging, seqused_k),
- * 1: query side.  Global size (ceil(rows_pad / FC_L), slots, 1). */
+ * slot = b * heads + head; cfg = (dtype, D, flags, Dv): FC_QSIDE clear for
+ * the key side (paging, seqused_k), set for the query side.  Global size
+ * (ceil(rows_pad / FC_L), slots, 1). */
 __kernel __attribute__((reqd_work_group_size(1, 1, 1))) void fmsa_ocl_cpu_pack(
     __global const uchar *a, long4 av, __global const uchar *c, long4 cvw, __global float *ws,
     long4 pk, __global const int *cuq, __global const int *cuk, long4 cv,
     __global const int *bt, long4 bv, __global const int *sused, long2 uv, long4 dims,
     int4 cfg) {
-    const int dtype = cfg.x, D = cfg.y, flags = cfg.z, qside = cfg.w;
-    const int paged = (flags & FC_PAGED) != 0;
+    const int dtype = cfg.x, D = cfg.y, flags = cfg.z, Dv = cfg.w;
+    const int qside = (flags & FC_QSIDE) != 0, paged = (flags & FC_PAGED) != 0;
     const long local_slot = get_group_id(1), slot = pk.x + local_slot;
     const long b = slot / pk.z, hd = slot - (slot / pk.z) * pk.z;
     const fmsa_seq s = FC_SEQ(b, dims, flags, cuq, cuk, cv, sused, uv);
     const long len = qside ? s.sq : s.sk;
-    __global float *dst0 = ws + pk.w + local_slot * 2 * pk.y * D;
+    __global float *dst0 = ws + pk.w + local_slot * pk.y * (D + Dv);
     __global float *dst1 = dst0 + pk.y * D;
     const long r0 = (long)get_group_id(0) * FC_L;
     for (long r = r0; r < min(r0 + FC_L, pk.y); ++r) {
@@ -297,12 +305,10 @@ __kernel __attribute__((reqd_work_group_size(1, 1, 1))) void fmsa_ocl_cpu_pack(
             const long oc = qside ? fmsa_ocl_q_row(cvw, &s, r, hd)
                                   : fmsa_ocl_kv_row(cvw, &s, paged, b, r, hd, bt, bv);
             fc_row_pack(dst0 + r * D, a, oa, dtype, D);
-            fc_row_pack(dst1 + r * D, c, oc, dtype, D);
+            fc_row_pack(dst1 + r * Dv, c, oc, dtype, Dv);
         } else {
-            for (int x = 0; x < D / 8; ++x) {
-                vstore8((float8)(0.0f), x, dst0 + r * D);
-                vstore8((float8)(0.0f), x, dst1 + r * D);
-            }
+            for (int x = 0; x < D / 8; ++x) vstore8((float8)(0.0f), x, dst0 + r * D);
+            for (int x = 0; x < Dv / 8; ++x) vstore8((float8)(0.0f), x, dst1 + r * Dv);
         }
     }
 }

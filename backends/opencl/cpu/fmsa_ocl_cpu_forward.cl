@@ -12,15 +12,21 @@
  *
  * Global size (ceil(sq / FC_L), slots of the chunk * group, batch-chunk 1);
  * pk = (first kv slot, panel rows, Hkv, panel float offset in ws);
- * cfg = (dtype, head_dim, flags, 0); fp = (scale, scale * log2(e), softcap).
+ * cfg = (dtype, head_dim, flags, head_dim_v); fp = (scale, scale * log2(e),
+ * softcap); tv = (sinks offset, head stride, -, -).
+ *
+ * Sinks (FC_SINKS): every row's state starts at m = t_h * log2(e), l = 1 (the
+ * sink's value-less term), so a row that sees no key ends as O = 0,
+ * lse = t_h.
  */
 
 __kernel __attribute__((reqd_work_group_size(1, 1, 1))) void fmsa_ocl_cpu_forward(
     __global const uchar *q, long4 qv, __global uchar *o, long4 ov, __global float *lse,
     long4 lv, __global const float *alibi, long4 av, __global const uchar *mask, long4 mv,
     __global const int *cuq, __global const int *cuk, long4 cv, __global const int *sused,
-    long2 uv, __global const float *ws, long4 pk, long4 dims, long2 win, float4 fp, int4 cfg) {
-    const int dtype = cfg.x, D = cfg.y, flags = cfg.z;
+    long2 uv, __global const float *ws, long4 pk, long4 dims, long2 win, float4 fp, int4 cfg,
+    __global const float *sinks, long4 tv) {
+    const int dtype = cfg.x, D = cfg.y, flags = cfg.z, Dv = cfg.w;
     const long group = dims.w, local_slot = get_group_id(1) / group;
     const long slot = pk.x + local_slot;
     const long b = slot / pk.z, hk = slot - (slot / pk.z) * pk.z;
@@ -33,7 +39,7 @@ __kernel __attribute__((reqd_work_group_size(1, 1, 1))) void fmsa_ocl_cpu_forwar
     const long diag0 = fmsa_seq_diag(i0, s.sq, s.sk);
     const float qmul = (flags & FC_SOFTCAP) ? fp.x : fp.y;
     const float slope = (flags & FC_ALIBI) ? alibi[av.x + b * av.y + h * av.z] : 0.0f;
-    __global const float *kp = ws + pk.w + local_slot * 2 * pk.y * D;
+    __global const float *kp = ws + pk.w + local_slot * pk.y * (D + Dv);
     __global const float *vp = kp + pk.y * D;
     long kb = 0, ke = s.sk;
     if (flags & FC_WINDOW) {
@@ -41,20 +47,22 @@ __kernel __attribute__((reqd_work_group_size(1, 1, 1))) void fmsa_ocl_cpu_forwar
         ke = fmsa_window_key_end(i_last + 1, s.sq, s.sk, win.y);
     }
 
-    float8 qT8[FMSA_HEAD_DIM_SMALL_MAX * FC_RB], acc8[FMSA_HEAD_DIM_SMALL_MAX * FC_RB];
+    float8 qT8[FC_DMAX * FC_RB], acc8[FC_DMAX * FC_RB];
     __private float *qT = (__private float *)qT8, *acc = (__private float *)acc8;
-    float row[FMSA_HEAD_DIM_SMALL_MAX];
+    float row[FC_DMAX];
     float sc[FC_KC * FC_L];
 
     for (int r = 0; r < FC_L; ++r) {
         if (r < nrows) fc_row_load(row, q, fmsa_ocl_q_row(qv, &s, i0 + r, h), dtype, D, qmul);
         for (int d = 0; d < D; ++d) qT[d * FC_L + r] = r < nrows ? row[d] : 0.0f;
     }
-    for (int x = 0; x < D * FC_RB; ++x) acc8[x] = (float8)(0.0f);
+    for (int x = 0; x < Dv * FC_RB; ++x) acc8[x] = (float8)(0.0f);
+    const float m_init = (flags & FC_SINKS) ? sinks[tv.x + h * tv.y] * FMSA_LOG2E : -INFINITY;
+    const float l_init = (flags & FC_SINKS) ? 1.0f : 0.0f;
     float8 m[FC_RB], l[FC_RB];
     for (int rb = 0; rb < FC_RB; ++rb) {
-        m[rb] = (float8)(-INFINITY);
-        l[rb] = (float8)(0.0f);
+        m[rb] = (float8)(m_init);
+        l[rb] = (float8)(l_init);
     }
 
     for (long n0 = kb; n0 < ke; n0 += FC_KC) {
@@ -124,7 +132,7 @@ __kernel __attribute__((reqd_work_group_size(1, 1, 1))) void fmsa_ocl_cpu_forwar
             for (int j = 0; j < FC_KB; ++j)
 #pragma unroll
                 for (int rb = 0; rb < FC_RB; ++rb) p[j][rb] = vload8((k4 + j) * FC_RB + rb, sc);
-            fc_axpy_block(acc8, p, vp + (n0 + k4) * D, D, k4 == 0, c,
+            fc_axpy_block(acc8, p, vp + (n0 + k4) * Dv, Dv, k4 == 0, c,
                           flags & (FC_WINDOW | FC_MASK));
         }
     }
@@ -137,8 +145,8 @@ __kernel __attribute__((reqd_work_group_size(1, 1, 1))) void fmsa_ocl_cpu_forwar
         vstore8(lz, rb, row_lse);
     }
     for (int r = 0; r < nrows; ++r) {
-        for (int d = 0; d < D; ++d) row[d] = acc[d * FC_L + r];
-        fc_row_store(row, o, fmsa_ocl_q_row(ov, &s, i0 + r, h), dtype, D, inv[r]);
+        for (int d = 0; d < Dv; ++d) row[d] = acc[d * FC_L + r];
+        fc_row_store(row, o, fmsa_ocl_q_row(ov, &s, i0 + r, h), dtype, Dv, inv[r]);
         if (flags & FC_LSE)
             lse[fmsa_ocl_lse_row(lv, &s, i0 + r, h)] = row_lse[r];
     }

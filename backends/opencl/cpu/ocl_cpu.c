@@ -17,6 +17,7 @@
 
 #include "backends/opencl/cpu/ocl_cpu.h"
 #include "backends/opencl/ocl_args.h"
+#include "backends/opencl/ocl_aux.h"
 #include "common/error.h"
 #include "common/fmsa_limits.h"
 #include "common/planner.h"
@@ -48,6 +49,7 @@ typedef struct fmsa_ocl_cpu_layout {
     int64_t d_floats;   ///< backward: D = rowsum(dO * O) floats at the start
     int64_t k_off;      ///< K/V panels of the chunk
     int64_t q_off;      ///< Q/dO panels of the chunk (backward)
+    int64_t dsink_off;  ///< backward with dsink: the partials (fmsa_ocl_aux.c)
     int64_t floats;     ///< workspace floats
 } fmsa_ocl_cpu_layout;
 
@@ -55,7 +57,8 @@ static int64_t fmsa_ocl_cpu_round(int64_t x, int64_t m) { return (x + m - 1) / m
 
 /* A step's last register block (tiles.block rows) may read up to block - 1
  * rows past the sequence, so panels carry block zero rows (rounded up to 8)
- * past the longest sequence. */
+ * past the longest sequence.  A slot's panels are D + Dv floats per row (K
+ * then V, Q then dO). */
 static void fmsa_ocl_cpu_layout_make(const fmsa_problem *p, const fmsa_ocl_cpu_tiles *t,
                                      fmsa_ocl_cpu_layout *L) {
     const int bwd = p->pass == FMSA_PASS_BACKWARD;
@@ -67,14 +70,16 @@ static void fmsa_ocl_cpu_layout_make(const fmsa_problem *p, const fmsa_ocl_cpu_t
     L->rows_k = fmsa_ocl_cpu_round(p->seqlen_k + t->block, 8);
     L->rows_q = bwd ? fmsa_ocl_cpu_round(p->seqlen_q + t->block, 8) : 0;
     L->d_floats = bwd ? fmsa_ocl_cpu_round(bq * p->heads_q * p->total_q, 16) : 0;
-    per_slot = (2 * L->rows_k + 2 * L->group * L->rows_q) * p->head_dim;
+    const int64_t width = p->head_dim + p->head_dim_v;
+    per_slot = (L->rows_k + L->group * L->rows_q) * width;
     L->chunk = (int64_t)(FMSA_OCL_CPU_PANEL_BYTES / sizeof(float)) / (per_slot > 0 ? per_slot : 1);
     if (L->chunk > L->slots) L->chunk = L->slots;
     if (L->chunk < 1) L->chunk = 1;
     L->k_off = L->d_floats;
-    L->q_off = L->k_off + L->chunk * 2 * L->rows_k * p->head_dim;
-    L->floats = L->slots > 0 ? L->q_off + L->chunk * 2 * L->group * L->rows_q * p->head_dim
-                             : L->d_floats;
+    L->q_off = L->k_off + L->chunk * L->rows_k * width;
+    L->dsink_off = L->slots > 0 ? L->q_off + L->chunk * L->group * L->rows_q * width
+                                : L->d_floats;
+    L->floats = L->dsink_off + (int64_t)fmsa_ocl_dsink_floats(p);
 }
 
 /* Positions inside one sequence are int lanes in the kernels. */
@@ -83,11 +88,9 @@ static void fmsa_ocl_cpu_layout_make(const fmsa_problem *p, const fmsa_ocl_cpu_t
 int fmsa_ocl_cpu_selected(const fmsa_ocl_state *st, const fmsa_problem *p) {
     const char *env = getenv("FLASHMSA_OCL_VARIANT");
     cl_device_type type = 0;
-    /* Outside the kernels' private tiles (FMSA_HEAD_DIM_SMALL_MAX) or int lane
-     * positions: the generic kernels. */
-    if (p->seqlen_q >= FMSA_OCL_CPU_MAX_SEQ || p->seqlen_k >= FMSA_OCL_CPU_MAX_SEQ ||
-        p->head_dim > FMSA_HEAD_DIM_SMALL_MAX)
-        return 0;
+    /* Past int lane positions: the generic kernels (the private tiles hold
+     * every head dim the API allows, FMSA_HEAD_DIM_MAX). */
+    if (p->seqlen_q >= FMSA_OCL_CPU_MAX_SEQ || p->seqlen_k >= FMSA_OCL_CPU_MAX_SEQ) return 0;
     if (env && strcmp(env, "cpu") == 0) return 1;
     if (env && strcmp(env, "generic") == 0) return 0;
     if (getenv("FLASHMSA_OCL_TILES")) return 0; /* a tuning run of the generic kernels */
@@ -115,6 +118,9 @@ fmsa_status fmsa_ocl_cpu_tiles_check(const fmsa_ocl_cpu_tiles *t) {
                          "opencl: CPU tiles: step = %d must be a multiple of block = %d in "
                          "[block, 128]",
                          t->step, t->block);
+    if (t->dmax != FMSA_HEAD_DIM_SMALL_MAX && t->dmax != FMSA_HEAD_DIM_MAX)
+        return fmsa_fail(FMSA_ERR_INTERNAL, "opencl: CPU tiles: dmax = %d must be %d or %d",
+                         t->dmax, FMSA_HEAD_DIM_SMALL_MAX, FMSA_HEAD_DIM_MAX);
     return FMSA_SUCCESS;
 }
 
@@ -132,6 +138,12 @@ fmsa_status fmsa_ocl_cpu_config_make(const fmsa_ocl_state *st, const fmsa_proble
     cfg->cpu.rows = own;
     cfg->cpu.step = step;
     cfg->cpu.block = FMSA_OCL_CPU_BLOCK;
+    /* Private tiles for head dims up to 256, or up to 576: two programs, so
+     * the common dims keep the stack frames they were measured with. */
+    cfg->cpu.dmax =
+        p->head_dim <= FMSA_HEAD_DIM_SMALL_MAX && p->head_dim_v <= FMSA_HEAD_DIM_SMALL_MAX
+            ? FMSA_HEAD_DIM_SMALL_MAX
+            : FMSA_HEAD_DIM_MAX;
     FMSA_TRY(fmsa_ocl_cpu_tiles_check(&cfg->cpu));
     for (int k = 0; k < FMSA_OCL_K_COUNT; ++k) {
         /* the dQ kernel takes the backward pair the other way round */
@@ -149,8 +161,10 @@ fmsa_status fmsa_ocl_cpu_config_make(const fmsa_ocl_state *st, const fmsa_proble
 
 /* Build options of the CPU program: the tile shape and nothing else. */
 static void fmsa_ocl_cpu_options(const fmsa_ocl_cpu_tiles *t, char *buf, size_t size) {
-    snprintf(buf, size, "-cl-std=CL1.2 -DFMSA_OCL_VARIANT_CPU=1 -DFC_RB=%d -DFC_KC=%d -DFC_KB=%d",
-             t->rows / 8, t->step, t->block);
+    snprintf(buf, size,
+             "-cl-std=CL1.2 -DFMSA_OCL_VARIANT_CPU=1 -DFC_RB=%d -DFC_KC=%d -DFC_KB=%d "
+             "-DFC_DMAX=%d",
+             t->rows / 8, t->step, t->block, t->dmax);
 }
 
 /* The kernel `which`, from the one CPU program of tiles t.  Each kernel is
@@ -226,15 +240,18 @@ static int fmsa_ocl_cpu_flags(const fmsa_problem *p) {
     if (p->is_paged) f |= 32;
     if (p->is_paged && p->has_seqused_k) f |= 64;
     if (p->has_lse) f |= 128;
+    if (p->has_sinks) f |= 512;
+    if (p->has_dlse) f |= 1024;
     return f;
 }
 
-static void fmsa_ocl_cpu_arg_cfg(fmsa_ocl_args *a, const fmsa_problem *p, int w) {
+/* cfg = (dtype, D, flags | extra, Dv); extra: FC_QSIDE (256) for the pack. */
+static void fmsa_ocl_cpu_arg_cfg(fmsa_ocl_args *a, const fmsa_problem *p, int extra) {
     cl_int4 c;
     c.s[0] = (cl_int)p->dtype;
     c.s[1] = (cl_int)p->head_dim;
-    c.s[2] = fmsa_ocl_cpu_flags(p);
-    c.s[3] = w;
+    c.s[2] = fmsa_ocl_cpu_flags(p) | extra;
+    c.s[3] = (cl_int)p->head_dim_v;
     fmsa_ocl_arg(a, sizeof c, &c);
 }
 
@@ -266,7 +283,7 @@ static fmsa_status fmsa_ocl_cpu_pack(fmsa_ocl_state *st, cl_command_queue queue,
     fmsa_ocl_arg_cu(&a, p);
     fmsa_ocl_arg_paged(&a, p);
     fmsa_ocl_cpu_arg_dimsonly(&a, p);
-    fmsa_ocl_cpu_arg_cfg(&a, p, qside);
+    fmsa_ocl_cpu_arg_cfg(&a, p, qside ? 256 : 0);
     return fmsa_ocl_enqueue(st, queue, &a, fmsa_ocl_cpu_names[FMSA_OCL_CPU_K_PACK],
                             fmsa_ocl_groups(rows, (int64_t)cfg->cpu.rows), (size_t)n, 1, 1);
 }
@@ -299,6 +316,7 @@ fmsa_status fmsa_ocl_cpu_run_forward(fmsa_ocl_state *st, const fmsa_problem *p,
         fmsa_ocl_arg_mem(&a, workspace);
         fmsa_ocl_arg_long4(&a, slot0, L.rows_k, p->heads_kv, L.k_off);
         fmsa_ocl_cpu_arg_dims(&a, p);
+        fmsa_ocl_arg_viewn(&a, &p->sinks, 4);
         FMSA_TRY(fmsa_ocl_enqueue(st, queue, &a, fmsa_ocl_cpu_names[FMSA_OCL_K_FORWARD],
                                   fmsa_ocl_groups(p->seqlen_q, (int64_t)cfg->cpu.rows),
                                   (size_t)(n * L.group), 1, 1));
@@ -339,10 +357,13 @@ fmsa_status fmsa_ocl_cpu_run_backward(fmsa_ocl_state *st, const fmsa_problem *p,
         fmsa_ocl_arg_long(&a, p->total_q);
         fmsa_ocl_arg_long(&a, p->heads_q);
         fmsa_ocl_cpu_arg_cfg(&a, p, 0);
+        fmsa_ocl_arg_viewn(&a, &p->dlse, 4);
         FMSA_TRY(fmsa_ocl_enqueue(st, queue, &a, fmsa_ocl_cpu_names[FMSA_OCL_K_BWD_PRE],
                                   fmsa_ocl_groups(p->total_q, FMSA_OCL_CPU_PRE_ROWS),
                                   (size_t)p->heads_q, (size_t)bq, 1));
     }
+    /* dsink from the preprocess's D - dlse (the workspace's first floats) */
+    FMSA_TRY(fmsa_ocl_run_dsink(st, p, workspace, L.dsink_off, queue));
     for (int64_t slot0 = 0; slot0 < L.slots; slot0 += L.chunk) {
         const int64_t n = L.slots - slot0 < L.chunk ? L.slots - slot0 : L.chunk;
         FMSA_TRY(fmsa_ocl_cpu_pack(st, queue, p, cfg, 0, &p->k, &p->v, workspace, slot0, n,

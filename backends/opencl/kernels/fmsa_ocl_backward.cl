@@ -26,7 +26,17 @@
  * that ends its last use, so the global latency overlaps the tile products
  * instead of stalling every work-item at each barrier.  Same barriers, same
  * __local memory, same arithmetic in the same order: only the loads move.
+ * PF needs D == Dv (its register stages are D wide; the host never asks).
+ *
+ * Dv != D: Q, K, dQ, dK are D wide, V, O, dO, dV are Dv wide; a __local tile
+ * that holds both kinds in turn is sized for the wider.  The lse gradient
+ * (FMSA_DLSE) enters only through the preprocess, which stores D_i - dlse_i
+ * where the other kernels read D_i; sinks change nothing here (their term
+ * is in the forward's lse; dsink is fmsa_ocl_aux.cl's).
  */
+#if PF && HEAD_DIM != HEAD_DIM_V
+#error "PF needs HEAD_DIM == HEAD_DIM_V"
+#endif /* PF && HEAD_DIM != HEAD_DIM_V */
 
 /* Work-item lid's share of a rows x D4 tile in registers: element i is
  * (row, col) = ((lid + i*WG) / D4, (lid + i*WG) % D4); rows past `rows` are
@@ -92,10 +102,13 @@ inline void fmsa_put_kv(__local ktile_t *dst, const ktile_t r[PF_NK], int lid) {
 #endif /* PF */
 
 #if FMSA_KERNEL_BWD_PRE
-/* ws[(q_batch * Hq + h) * rows + row] = sum_d dO * O; global size (rows, Hq, Bq). */
+/* ws[(q_batch * Hq + h) * rows + row] = sum_d dO * O (- dlse with FMSA_DLSE:
+ * dlv = (offset, batch, head, row strides) as the lse); global size (rows,
+ * Hq, Bq). */
 __kernel void fmsa_ocl_bwd_preprocess(__global const elem_t *o, long4 ov,
                                       __global const elem_t *dout, long4 dv, __global float *ws,
-                                      long rows, long heads) {
+                                      long rows, long heads, __global const float *dlse,
+                                      long4 dlv) {
     const long row = get_global_id(0), h = get_global_id(1), b = get_global_id(2);
     if (row >= rows) return;
     const long oo = ov.x + b * ov.y + row * ov.z + h * ov.w;
@@ -104,13 +117,16 @@ __kernel void fmsa_ocl_bwd_preprocess(__global const elem_t *o, long4 ov,
      * where O equals V (a single visible key) dP - D is then exactly 0, as
      * it is mathematically, instead of a rounding residue. */
     float sum = 0.0f;
-    for (int c = 0; c < D4; ++c) {
+    for (int c = 0; c < DV4; ++c) {
         const float4 a = FMSA_LOAD4(dout, od + 4 * c), x = FMSA_LOAD4(o, oo + 4 * c);
         sum = fma(a.x, x.x, sum);
         sum = fma(a.y, x.y, sum);
         sum = fma(a.z, x.z, sum);
         sum = fma(a.w, x.w, sum);
     }
+#if FMSA_DLSE
+    sum -= dlse[dlv.x + b * dlv.y + h * dlv.z + row * dlv.w];
+#endif /* FMSA_DLSE */
     ws[(b * heads + h) * rows + row] = sum;
 }
 #endif /* FMSA_KERNEL_BWD_PRE */
@@ -125,12 +141,12 @@ __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void fmsa_ocl_bwd_dkdv(
     __global const int *cuq, __global const int *cuk, long4 cv, long4 dims, long2 win,
     float4 fp) {
     __local ktile_t Ks[BN * LD4];
-    __local ktile_t Vs[BN * LD4];
+    __local ktile_t Vs[BN * LDV4];
 #if QDO2
     __local qtile_t Bs[BM * LD4]; /* Q */
-    __local qtile_t dOs[BM * LD4];
+    __local qtile_t dOs[BM * LDV4];
 #else
-    __local qtile_t Bs[BM * LD4]; /* Q, then dO, then Q again */
+    __local qtile_t Bs[BM * LDM4]; /* Q, then dO, then Q again */
 #endif /* QDO2 */
     __local float Ps[BM * PS];
     __local float dSs[BM * PS];
@@ -157,14 +173,14 @@ __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void fmsa_ocl_bwd_dkdv(
 #endif /* FMSA_WINDOW */
     qb = (qb / BM) * BM; /* align so query tiles match the forward's */
 
-    fmsa_load_kv(Ks, BN, k, kv, &s, b, n0, s.sk, hk, (__global const int *)0, bv0, lid);
-    fmsa_load_kv(Vs, BN, v, vv, &s, b, n0, s.sk, hk, (__global const int *)0, bv0, lid);
+    fmsa_load_kv(Ks, BN, D4, k, kv, &s, b, n0, s.sk, hk, (__global const int *)0, bv0, lid);
+    fmsa_load_kv(Vs, BN, DV4, v, vv, &s, b, n0, s.sk, hk, (__global const int *)0, bv0, lid);
 
-    float4 adk[O_TM][O_TD], adv[O_TM][O_TD];
+    float4 adk[O_TM][O_TDM], adv[O_TM][O_TDM];
 #pragma unroll
     for (int i = 0; i < O_TM; ++i)
 #pragma unroll
-        for (int t = 0; t < O_TD; ++t) adk[i][t] = adv[i][t] = (float4)(0.0f);
+        for (int t = 0; t < O_TDM; ++t) adk[i][t] = adv[i][t] = (float4)(0.0f);
 
     for (long h = hk * dims.w; h < (hk + 1) * dims.w; ++h) {
         float slope = 0.0f;
@@ -204,9 +220,9 @@ __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void fmsa_ocl_bwd_dkdv(
             fmsa_put_q(dOs, rd, lid);
 #endif /* QDO2 */
 #else
-            fmsa_load_q(Bs, q, qv, &s, m0, h, lid);
+            fmsa_load_q(Bs, D4, q, qv, &s, m0, h, lid);
 #if QDO2
-            fmsa_load_q(dOs, dout, dov, &s, m0, h, lid);
+            fmsa_load_q(dOs, DV4, dout, dov, &s, m0, h, lid);
 #endif /* QDO2 */
 #endif /* PF */
             barrier(CLK_LOCAL_MEM_FENCE);
@@ -228,7 +244,7 @@ __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void fmsa_ocl_bwd_dkdv(
             for (int i = 0; i < S_TM; ++i)
 #pragma unroll
                 for (int j = 0; j < S_TN; ++j) sc[i][j] = 0.0f;
-            fmsa_mm_nt(sc, Bs, Ks, sy, sx);
+            fmsa_mm_nt(sc, Bs, Ks, sy, sx, D4);
 #pragma unroll
             for (int i = 0; i < S_TM; ++i)
 #pragma unroll
@@ -245,7 +261,7 @@ __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void fmsa_ocl_bwd_dkdv(
             for (int i = 0; i < S_TM; ++i)
 #pragma unroll
                 for (int j = 0; j < S_TN; ++j) dp[i][j] = 0.0f;
-            fmsa_mm_nt(dp, dOs, Vs, sy, sx);
+            fmsa_mm_nt(dp, dOs, Vs, sy, sx, DV4);
 #pragma unroll
             for (int i = 0; i < S_TM; ++i)
 #pragma unroll
@@ -253,8 +269,8 @@ __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void fmsa_ocl_bwd_dkdv(
                     dSs[(sy + i * S_NY) * PS + sx + j * S_NX] =
                         fmsa_ds(sc[i][j], dp[i][j], dd[i], g[i][j]);
             barrier(CLK_LOCAL_MEM_FENCE);
-            fmsa_mm_tn(adv, Ps, dOs, oy, ox);
-            fmsa_mm_tn(adk, dSs, Bs, oy, ox);
+            fmsa_mm_tn(adv, Ps, dOs, oy, ox, DV4);
+            fmsa_mm_tn(adk, dSs, Bs, oy, ox, D4);
             barrier(CLK_LOCAL_MEM_FENCE);
 #else
             barrier(CLK_LOCAL_MEM_FENCE);
@@ -264,17 +280,17 @@ __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void fmsa_ocl_bwd_dkdv(
             barrier(CLK_LOCAL_MEM_FENCE);
             fmsa_fetch_q(rq, q, qv, &s, m0, h, lid); /* Q again, for dK */
 #else
-            fmsa_load_q(Bs, dout, dov, &s, m0, h, lid);
+            fmsa_load_q(Bs, DV4, dout, dov, &s, m0, h, lid);
             barrier(CLK_LOCAL_MEM_FENCE);
 #endif /* PF */
 
-            fmsa_mm_tn(adv, Ps, Bs, oy, ox);
+            fmsa_mm_tn(adv, Ps, Bs, oy, ox, DV4);
             float dp[S_TM][S_TN];
 #pragma unroll
             for (int i = 0; i < S_TM; ++i)
 #pragma unroll
                 for (int j = 0; j < S_TN; ++j) dp[i][j] = 0.0f;
-            fmsa_mm_nt(dp, Bs, Vs, sy, sx);
+            fmsa_mm_nt(dp, Bs, Vs, sy, sx, DV4);
 #pragma unroll
             for (int i = 0; i < S_TM; ++i)
 #pragma unroll
@@ -288,10 +304,10 @@ __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void fmsa_ocl_bwd_dkdv(
             barrier(CLK_LOCAL_MEM_FENCE);
             if (m0 + BM < qe) fmsa_fetch_q(rq, q, qv, &s, m0 + BM, h, lid);
 #else
-            fmsa_load_q(Bs, q, qv, &s, m0, h, lid);
+            fmsa_load_q(Bs, D4, q, qv, &s, m0, h, lid);
             barrier(CLK_LOCAL_MEM_FENCE);
 #endif /* PF */
-            fmsa_mm_tn(adk, dSs, Bs, oy, ox);
+            fmsa_mm_tn(adk, dSs, Bs, oy, ox, D4);
             barrier(CLK_LOCAL_MEM_FENCE);
 #endif /* QDO2 */
         }
@@ -304,12 +320,14 @@ __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void fmsa_ocl_bwd_dkdv(
         const long bk = fmsa_ocl_kv_row(dkv, &s, 0, b, kj, hk, (__global const int *)0, bv0);
         const long bvv = fmsa_ocl_kv_row(dvv, &s, 0, b, kj, hk, (__global const int *)0, bv0);
 #pragma unroll
-        for (int t = 0; t < O_TD; ++t) {
+        for (int t = 0; t < FMSA_OTD(D4); ++t) {
             const int d4 = ox + t * O_NX;
-            if (d4 < D4) {
-                FMSA_STORE4(adk[i][t] * fp.x, dk, bk + 4 * d4);
-                FMSA_STORE4(adv[i][t], dvv_out, bvv + 4 * d4);
-            }
+            if (d4 < D4) FMSA_STORE4(adk[i][t] * fp.x, dk, bk + 4 * d4);
+        }
+#pragma unroll
+        for (int t = 0; t < FMSA_OTD(DV4); ++t) {
+            const int d4 = ox + t * O_NX;
+            if (d4 < DV4) FMSA_STORE4(adv[i][t], dvv_out, bvv + 4 * d4);
         }
     }
 }
@@ -324,11 +342,13 @@ __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void fmsa_ocl_bwd_dq(
     __global const uchar *mask, long4 mv, __global const int *cuq, __global const int *cuk,
     long4 cv, long4 dims, long2 win, float4 fp) {
     __local qtile_t Qs[BM * LD4];
-    __local qtile_t dOs[BM * LD4];
+    __local qtile_t dOs[BM * LDV4];
+#if KV1
+    __local ktile_t Ks[BN * LDM4]; /* V, then K */
+#else
     __local ktile_t Ks[BN * LD4];
-#if !KV1
-    __local ktile_t Vs[BN * LD4];
-#endif /* !KV1 */
+    __local ktile_t Vs[BN * LDV4];
+#endif /* KV1 */
     __local float dSs[BM * PS];
 
     const int lid = get_local_id(0);
@@ -368,14 +388,14 @@ __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void fmsa_ocl_bwd_dq(
         mrow[i] = mask;
 #endif /* FMSA_MASK */
     }
-    fmsa_load_q(Qs, q, qv, &s, m0, h, lid);
-    fmsa_load_q(dOs, dout, dov, &s, m0, h, lid);
+    fmsa_load_q(Qs, D4, q, qv, &s, m0, h, lid);
+    fmsa_load_q(dOs, DV4, dout, dov, &s, m0, h, lid);
 
-    float4 acc[O_TM][O_TD];
+    float4 acc[O_TM][O_TDM];
 #pragma unroll
     for (int i = 0; i < O_TM; ++i)
 #pragma unroll
-        for (int t = 0; t < O_TD; ++t) acc[i][t] = (float4)(0.0f);
+        for (int t = 0; t < O_TDM; ++t) acc[i][t] = (float4)(0.0f);
 
 #if KV1
     /* One __local tile holds V (for dP), then K (for S and dQ += dS K). */
@@ -408,20 +428,20 @@ __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void fmsa_ocl_bwd_dq(
         barrier(CLK_LOCAL_MEM_FENCE);
         fmsa_fetch_kv(rk, k, kv, &s, n0, ke, hk, lid);
 #else
-        fmsa_load_kv(Ks, BN, v, vv, &s, b, n0, ke, hk, (__global const int *)0, bv0, lid);
+        fmsa_load_kv(Ks, BN, DV4, v, vv, &s, b, n0, ke, hk, (__global const int *)0, bv0, lid);
         barrier(CLK_LOCAL_MEM_FENCE);
 #endif /* PF */
-        fmsa_mm_nt(dp, dOs, Vs, sy, sx);
+        fmsa_mm_nt(dp, dOs, Vs, sy, sx, DV4);
         barrier(CLK_LOCAL_MEM_FENCE);
 #if PF
         fmsa_put_kv(Ks, rk, lid); /* K */
         barrier(CLK_LOCAL_MEM_FENCE);
         if (n0 + BN < ke) fmsa_fetch_kv(rk, v, vv, &s, n0 + BN, ke, hk, lid);
 #else
-        fmsa_load_kv(Ks, BN, k, kv, &s, b, n0, ke, hk, (__global const int *)0, bv0, lid);
+        fmsa_load_kv(Ks, BN, D4, k, kv, &s, b, n0, ke, hk, (__global const int *)0, bv0, lid);
         barrier(CLK_LOCAL_MEM_FENCE);
 #endif /* PF */
-        fmsa_mm_nt(sc, Qs, Ks, sy, sx);
+        fmsa_mm_nt(sc, Qs, Ks, sy, sx, D4);
 #else /* !KV1 */
 #if PF
         fmsa_put_kv(Ks, rk, lid);
@@ -432,12 +452,12 @@ __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void fmsa_ocl_bwd_dq(
             fmsa_fetch_kv(rv, v, vv, &s, n0 + BN, ke, hk, lid);
         }
 #else
-        fmsa_load_kv(Ks, BN, k, kv, &s, b, n0, ke, hk, (__global const int *)0, bv0, lid);
-        fmsa_load_kv(Vs, BN, v, vv, &s, b, n0, ke, hk, (__global const int *)0, bv0, lid);
+        fmsa_load_kv(Ks, BN, D4, k, kv, &s, b, n0, ke, hk, (__global const int *)0, bv0, lid);
+        fmsa_load_kv(Vs, BN, DV4, v, vv, &s, b, n0, ke, hk, (__global const int *)0, bv0, lid);
         barrier(CLK_LOCAL_MEM_FENCE);
 #endif /* PF */
-        fmsa_mm_nt(sc, Qs, Ks, sy, sx);
-        fmsa_mm_nt(dp, dOs, Vs, sy, sx);
+        fmsa_mm_nt(sc, Qs, Ks, sy, sx, D4);
+        fmsa_mm_nt(dp, dOs, Vs, sy, sx, DV4);
 #endif /* KV1 */
 #pragma unroll
         for (int i = 0; i < S_TM; ++i)
@@ -450,7 +470,7 @@ __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void fmsa_ocl_bwd_dq(
                 dSs[(sy + i * S_NY) * PS + sx + j * S_NX] = fmsa_ds(pr, dp[i][j], dd[i], g);
             }
         barrier(CLK_LOCAL_MEM_FENCE);
-        fmsa_mm_nn(acc, dSs, Ks, oy, ox);
+        fmsa_mm_nn(acc, dSs, Ks, oy, ox, D4);
         barrier(CLK_LOCAL_MEM_FENCE);
     }
 #if KV1
@@ -463,7 +483,7 @@ __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void fmsa_ocl_bwd_dq(
         if (qi >= s.sq) continue;
         const long base = fmsa_ocl_q_row(dqv, &s, qi, h);
 #pragma unroll
-        for (int t = 0; t < O_TD; ++t) {
+        for (int t = 0; t < FMSA_OTD(D4); ++t) {
             const int d4 = ox + t * O_NX;
             if (d4 < D4) FMSA_STORE4(acc[i][t] * fp.x, dq, base + 4 * d4);
         }

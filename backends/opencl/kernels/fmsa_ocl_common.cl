@@ -4,14 +4,15 @@
  * loaders.  Everything is specialised at build time through -D options:
  *
  *   FMSA_DTYPE          1 f32, 2 f16 (vload_half, no cl_khr_fp16 needed), 3 bf16 (ushort)
- *   HEAD_DIM            D (a multiple of 8)
+ *   HEAD_DIM            D, the q/k head dim (a multiple of 8)
+ *   HEAD_DIM_V          Dv, the v/o/dout head dim (a multiple of 8; often == D)
  *   BM, BN              query rows and keys per tile (from the planner)
  *   WG                  work-items per work-group
  *   S_NX                work-items along the keys of the BM x BN score tile
- *   O_NX                work-items along D/4 of the output-shaped tile
+ *   O_NX                work-items along the head-dim/4 of the output-shaped tile
  *   O_ROWS              rows of the output-shaped tile (BM; BN for dK/dV)
  *   FMSA_WINDOW, FMSA_SOFTCAP, FMSA_ALIBI, FMSA_MASK, FMSA_VARLEN, FMSA_PAGED,
- *   FMSA_SEQUSED, FMSA_LSE   feature switches (0/1)
+ *   FMSA_SEQUSED, FMSA_LSE, FMSA_SINKS   feature switches (0/1)
  *   QS16, KS16          stage Q-shaped (Q, dO) / K-shaped (K, V) tiles in __local
  *                       as their raw 16-bit values instead of fp32 (16-bit dtypes
  *                       only): half the bytes, so bigger tiles fit, for one
@@ -20,13 +21,25 @@
  * Work-item (ty, tx) of the score tile owns rows ty + i*S_NY and keys
  * tx + j*S_NX: interleaving keeps the 16-byte __local reads of a warp on
  * distinct banks while every inner product is register-blocked S_TM x S_TN.
- * Tiles of head_dim width live in __local as rows of D4 four-element vectors
- * (float4, or uint2 holding four 16-bit values) padded by one vector
- * (LD4 = D4 + 1) against bank conflicts.
+ * Tiles of head-dim width live in __local as rows of w4 = D/4 (Q, K) or
+ * Dv/4 (V, dO) four-element vectors (float4, or uint2 holding four 16-bit
+ * values) padded by one vector (row stride w4 + 1) against bank conflicts.
+ * The tile helpers take w4 as an argument; every call passes D4 or DV4, a
+ * constant once inlined.  Output accumulators are declared O_TDM vectors
+ * wide (the wider of the two head dims) and a kernel touches only the
+ * FMSA_OTD(w4) of its output's width, so the rest is dead and never
+ * allocated.
  */
 
+#ifndef HEAD_DIM_V
+#define HEAD_DIM_V HEAD_DIM
+#endif /* HEAD_DIM_V */
 #define D4 (HEAD_DIM / 4)
 #define LD4 (D4 + 1)
+#define DV4 (HEAD_DIM_V / 4)
+#define LDV4 (DV4 + 1)
+#define DM4 (D4 > DV4 ? D4 : DV4)
+#define LDM4 (DM4 + 1)
 #define PS (BN + 4)
 #define PS4 (PS / 4)
 #define S_NY (WG / S_NX)
@@ -34,7 +47,8 @@
 #define S_TN (BN / S_NX)
 #define O_NY (WG / O_NX)
 #define O_TM (O_ROWS / O_NY)
-#define O_TD ((D4 + O_NX - 1) / O_NX)
+#define FMSA_OTD(w4) (((w4) + O_NX - 1) / O_NX)
+#define O_TDM FMSA_OTD(DM4)
 
 #if FMSA_DTYPE == 1
 typedef float elem_t;
@@ -101,15 +115,17 @@ typedef float4 ktile_t;
 #define KZERO ((float4)(0.0f))
 #endif /* KS16 */
 
-/* acc[i][j] += sum_k A[row_i][k] * B[col_j][k]: the S = Q K^T shape. */
+/* acc[i][j] += sum_k A[row_i][k] * B[col_j][k] over w4 vectors: the S = Q K^T
+ * (w4 = D4) and dP = dO V^T (w4 = DV4) shape. */
 inline void fmsa_mm_nt(float acc[S_TM][S_TN], __local const qtile_t *A, __local const ktile_t *B,
-                       int ty, int tx) {
-    for (int k = 0; k < D4; ++k) {
+                       int ty, int tx, int w4) {
+    const int ld = w4 + 1;
+    for (int k = 0; k < w4; ++k) {
         float4 a[S_TM], b[S_TN];
 #pragma unroll
-        for (int i = 0; i < S_TM; ++i) a[i] = QGET(A, (ty + i * S_NY) * LD4 + k);
+        for (int i = 0; i < S_TM; ++i) a[i] = QGET(A, (ty + i * S_NY) * ld + k);
 #pragma unroll
-        for (int j = 0; j < S_TN; ++j) b[j] = KGET(B, (tx + j * S_NX) * LD4 + k);
+        for (int j = 0; j < S_TN; ++j) b[j] = KGET(B, (tx + j * S_NX) * ld + k);
 #pragma unroll
         for (int i = 0; i < S_TM; ++i)
 #pragma unroll
@@ -144,22 +160,24 @@ inline float fmsa_ds(float p, float dp, float dd, float g) {
 #endif /* FMSA_MASK || FMSA_WINDOW */
 }
 
-/* acc[i][t] += sum_c P[row_i][c] * B[c][d4_t]: the O += P V and dQ += dS K
- * shape (P is BM x BN floats with row stride PS, B has BN rows). */
-inline void fmsa_mm_nn(float4 acc[O_TM][O_TD], __local const float *P, __local const ktile_t *B,
-                       int ty, int tx) {
+/* acc[i][t] += sum_c P[row_i][c] * B[c][d4_t]: the O += P V (w4 = DV4) and
+ * dQ += dS K (w4 = D4) shape (P is BM x BN floats with row stride PS, B has
+ * BN rows of w4 vectors). */
+inline void fmsa_mm_nn(float4 acc[O_TM][O_TDM], __local const float *P,
+                       __local const ktile_t *B, int ty, int tx, int w4) {
+    const int ld = w4 + 1;
     for (int c4 = 0; c4 < BN / 4; ++c4) {
         float4 p[O_TM];
 #pragma unroll
         for (int i = 0; i < O_TM; ++i)
             p[i] = ((__local const float4 *)P)[(ty + i * O_NY) * PS4 + c4];
 #pragma unroll
-        for (int t = 0; t < O_TD; ++t) {
-            int d4 = min(tx + t * O_NX, D4 - 1); /* clamped columns are never stored */
-            float4 b0 = KGET(B, (c4 * 4 + 0) * LD4 + d4);
-            float4 b1 = KGET(B, (c4 * 4 + 1) * LD4 + d4);
-            float4 b2 = KGET(B, (c4 * 4 + 2) * LD4 + d4);
-            float4 b3 = KGET(B, (c4 * 4 + 3) * LD4 + d4);
+        for (int t = 0; t < FMSA_OTD(w4); ++t) {
+            int d4 = min(tx + t * O_NX, w4 - 1); /* clamped columns are never stored */
+            float4 b0 = KGET(B, (c4 * 4 + 0) * ld + d4);
+            float4 b1 = KGET(B, (c4 * 4 + 1) * ld + d4);
+            float4 b2 = KGET(B, (c4 * 4 + 2) * ld + d4);
+            float4 b3 = KGET(B, (c4 * 4 + 3) * ld + d4);
 #pragma unroll
             for (int i = 0; i < O_TM; ++i) {
                 float4 s = acc[i][t];
@@ -173,40 +191,42 @@ inline void fmsa_mm_nn(float4 acc[O_TM][O_TD], __local const float *P, __local c
     }
 }
 
-/* acc[i][t] += sum_r P[r][key_i] * B[r][d4_t]: the dV += P^T dO and
- * dK += dS^T Q shape (P is BM x BN, B has BM rows, output rows are keys). */
-inline void fmsa_mm_tn(float4 acc[O_TM][O_TD], __local const float *P, __local const qtile_t *B,
-                       int ty, int tx) {
+/* acc[i][t] += sum_r P[r][key_i] * B[r][d4_t]: the dV += P^T dO (w4 = DV4)
+ * and dK += dS^T Q (w4 = D4) shape (P is BM x BN, B has BM rows of w4
+ * vectors, output rows are keys). */
+inline void fmsa_mm_tn(float4 acc[O_TM][O_TDM], __local const float *P,
+                       __local const qtile_t *B, int ty, int tx, int w4) {
+    const int ld = w4 + 1;
     for (int r = 0; r < BM; ++r) {
         float p[O_TM];
 #pragma unroll
         for (int i = 0; i < O_TM; ++i) p[i] = P[r * PS + ty + i * O_NY];
 #pragma unroll
-        for (int t = 0; t < O_TD; ++t) {
-            float4 b = QGET(B, r * LD4 + min(tx + t * O_NX, D4 - 1));
+        for (int t = 0; t < FMSA_OTD(w4); ++t) {
+            float4 b = QGET(B, r * ld + min(tx + t * O_NX, w4 - 1));
 #pragma unroll
             for (int i = 0; i < O_TM; ++i) acc[i][t] = fma((float4)(p[i]), b, acc[i][t]);
         }
     }
 }
 
-/* Copies `rows` head_dim rows starting at key n0 into a __local K-shaped
- * tile (fp32 or raw 16-bit, see KS16); rows past n_valid are zero.  When WG
- * is a multiple of D4 each work-item keeps one column and steps over rows,
- * so a row address is one multiply-add (this runs for every key tile). */
-inline void fmsa_load_kv(__local ktile_t *dst, int rows, __global const elem_t *src, long4 kv,
-                         const fmsa_seq *s, long b, long n0, long n_valid, long hk,
+/* Copies `rows` rows of w4 vectors (D4 for K, DV4 for V) starting at key n0
+ * into a __local K-shaped tile (fp32 or raw 16-bit, see KS16; row stride
+ * w4 + 1); rows past n_valid are zero.  When WG is a multiple of w4 each
+ * work-item keeps one column and steps over rows, so a row address is one
+ * multiply-add (this runs for every key tile). */
+inline void fmsa_load_kv(__local ktile_t *dst, int rows, int w4, __global const elem_t *src,
+                         long4 kv, const fmsa_seq *s, long b, long n0, long n_valid, long hk,
                          __global const int *bt, long4 bv, int lid) {
+    const int ld = w4 + 1;
 #if !FMSA_PAGED
     const long base = fmsa_ocl_kv_row(kv, s, 0, b, n0, hk, bt, bv);
 #endif /* !FMSA_PAGED */
-#if (WG % D4) == 0
-    const int c = lid % D4;
-    for (int r = lid / D4; r < rows; r += WG / D4) {
-#else
-    for (int idx = lid; idx < rows * D4; idx += WG) {
-        const int r = idx / D4, c = idx - (idx / D4) * D4;
-#endif /* (WG % D4) == 0 */
+    const int by_col = (WG % w4) == 0;
+    const int n = by_col ? rows : rows * w4;
+    for (int idx = by_col ? lid / w4 : lid; idx < n; idx += by_col ? WG / w4 : WG) {
+        const int r = by_col ? idx : idx / w4;
+        const int c = by_col ? lid % w4 : idx - (idx / w4) * w4;
         ktile_t x = KZERO;
         if (n0 + r < n_valid) {
 #if FMSA_PAGED
@@ -216,24 +236,23 @@ inline void fmsa_load_kv(__local ktile_t *dst, int rows, __global const elem_t *
 #endif /* FMSA_PAGED */
             x = KSTAGE(src, off + 4 * c);
         }
-        dst[r * LD4 + c] = x;
+        dst[r * ld + c] = x;
     }
 }
 
-/* Same for Q-shaped rows (q, o, dout) of head h starting at row m0. */
-inline void fmsa_load_q(__local qtile_t *dst, __global const elem_t *src, long4 qv,
+/* Same for Q-shaped rows (q: w4 = D4; o, dout: DV4) of head h from row m0. */
+inline void fmsa_load_q(__local qtile_t *dst, int w4, __global const elem_t *src, long4 qv,
                         const fmsa_seq *s, long m0, long h, int lid) {
+    const int ld = w4 + 1;
     const long base = fmsa_ocl_q_row(qv, s, m0, h);
-#if (WG % D4) == 0
-    const int c = lid % D4;
-    for (int r = lid / D4; r < BM; r += WG / D4) {
-#else
-    for (int idx = lid; idx < BM * D4; idx += WG) {
-        const int r = idx / D4, c = idx - (idx / D4) * D4;
-#endif /* (WG % D4) == 0 */
+    const int by_col = (WG % w4) == 0;
+    const int n = by_col ? BM : BM * w4;
+    for (int idx = by_col ? lid / w4 : lid; idx < n; idx += by_col ? WG / w4 : WG) {
+        const int r = by_col ? idx : idx / w4;
+        const int c = by_col ? lid % w4 : idx - (idx / w4) * w4;
         qtile_t x = QZERO;
         if (m0 + r < s->sq) x = QSTAGE(src, base + r * qv.z + 4 * c);
-        dst[r * LD4 + c] = x;
+        dst[r * ld + c] = x;
     }
 }
 

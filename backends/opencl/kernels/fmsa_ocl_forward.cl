@@ -13,6 +13,12 @@
  * of the row sum and the row maximum every tile, so after the loop they are
  * read without another barrier (a barrier right after the loop made PoCL 3.1
  * drop the row guard of the final stores).
+ *
+ * Sinks (FMSA_SINKS): the row state starts at m = t_h * log2(e), l = 1 (the
+ * sink's term, which has no value row), acc = 0; the first column of
+ * work-items carries that 1 in its share of l.  A row that sees no key then
+ * finalizes to O = 0, lse = t_h.  Q and K tiles are D wide, V and O Dv wide
+ * (one __local buffer holds K, then V, sized for the wider).
  */
 #if FMSA_KERNEL_FORWARD
 
@@ -21,9 +27,10 @@ __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void fmsa_ocl_forward(
     __global const elem_t *v, long4 vv, __global elem_t *o, long4 ov, __global float *lse,
     long4 lv, __global const float *alibi, long4 av, __global const uchar *mask, long4 mv,
     __global const int *cuq, __global const int *cuk, long4 cv, __global const int *bt, long4 bv,
-    __global const int *sused, long2 uv, long4 dims, long2 win, float4 fp) {
+    __global const int *sused, long2 uv, long4 dims, long2 win, float4 fp,
+    __global const float *sinks, long4 tv) {
     __local qtile_t Qs[BM * LD4];
-    __local ktile_t KVs[BN * LD4];
+    __local ktile_t KVs[BN * LDM4];
     __local float Ps[BM * PS];
     __local float pmax[BM * S_NX];
     __local float lsh[BM * S_NX]; /* per-item shares of the row sums */
@@ -60,19 +67,29 @@ __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void fmsa_ocl_forward(
 #endif /* FMSA_MASK */
     }
 
-    fmsa_load_q(Qs, q, qv, &s, m0, h, lid);
+    /* The state a row starts from (and ends in when it sees no key). */
+    float m_init = -INFINITY, l_init = 0.0f;
+#if FMSA_SINKS
+    m_init = sinks[tv.x + h * tv.y] * FMSA_LOG2E;
+    l_init = 1.0f;
+#endif /* FMSA_SINKS */
+
+    fmsa_load_q(Qs, D4, q, qv, &s, m0, h, lid);
     float rm[S_TM], lpart[S_TM]; /* running max of my rows (S layout), my share of l */
 #pragma unroll
-    for (int i = 0; i < S_TM; ++i) fmsa_softmax_init(&rm[i], &lpart[i]);
-    float4 acc[O_TM][O_TD];
+    for (int i = 0; i < S_TM; ++i) {
+        rm[i] = m_init;
+        lpart[i] = sx == 0 ? l_init : 0.0f;
+    }
+    float4 acc[O_TM][O_TDM];
 #pragma unroll
     for (int i = 0; i < O_TM; ++i)
 #pragma unroll
-        for (int t = 0; t < O_TD; ++t) acc[i][t] = (float4)(0.0f);
+        for (int t = 0; t < FMSA_OTD(DV4); ++t) acc[i][t] = (float4)(0.0f);
 
     for (long n0 = kb; n0 < ke; n0 += BN) {
         const int full = fmsa_tile_full(m0, n0, &s, win);
-        fmsa_load_kv(KVs, BN, k, kv, &s, b, n0, ke, hk, bt, bv, lid);
+        fmsa_load_kv(KVs, BN, D4, k, kv, &s, b, n0, ke, hk, bt, bv, lid);
         barrier(CLK_LOCAL_MEM_FENCE); /* (A) */
 
         float sc[S_TM][S_TN];
@@ -80,7 +97,7 @@ __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void fmsa_ocl_forward(
         for (int i = 0; i < S_TM; ++i)
 #pragma unroll
             for (int j = 0; j < S_TN; ++j) sc[i][j] = 0.0f;
-        fmsa_mm_nt(sc, Qs, KVs, sy, sx);
+        fmsa_mm_nt(sc, Qs, KVs, sy, sx, D4);
 #pragma unroll
         for (int i = 0; i < S_TM; ++i) {
             const long qi = m0 + sy + i * S_NY;
@@ -95,7 +112,7 @@ __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void fmsa_ocl_forward(
         }
         barrier(CLK_LOCAL_MEM_FENCE); /* (B) */
 
-        fmsa_load_kv(KVs, BN, v, vv, &s, b, n0, ke, hk, bt, bv, lid);
+        fmsa_load_kv(KVs, BN, DV4, v, vv, &s, b, n0, ke, hk, bt, bv, lid);
 #pragma unroll
         for (int i = 0; i < S_TM; ++i) {
             const int r = sy + i * S_NY;
@@ -121,20 +138,22 @@ __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void fmsa_ocl_forward(
         for (int i = 0; i < O_TM; ++i) {
             const float c = rowc[oy + i * O_NY];
 #pragma unroll
-            for (int t = 0; t < O_TD; ++t) acc[i][t] *= c;
+            for (int t = 0; t < FMSA_OTD(DV4); ++t) acc[i][t] *= c;
         }
-        fmsa_mm_nn(acc, Ps, KVs, oy, ox);
+        fmsa_mm_nn(acc, Ps, KVs, oy, ox, DV4);
         barrier(CLK_LOCAL_MEM_FENCE); /* (D) */
     }
 
     /* Row sums: the S_NX shares of a row in a fixed order.  No key tile at
-     * all (kb >= ke) leaves lsh/rowm unwritten: every row is empty. */
+     * all (kb >= ke) leaves lsh/rowm unwritten: every row is empty (its
+     * initial state). */
     float inv[O_TM], row_lse[O_TM];
 #pragma unroll
     for (int i = 0; i < O_TM; ++i) {
         const int r = oy + i * O_NY;
-        float l = 0.0f, m = -INFINITY;
+        float l = l_init, m = m_init;
         if (kb < ke) {
+            l = 0.0f;
             for (int x = 0; x < S_NX; ++x) l += lsh[r * S_NX + x];
             m = rowm[r];
         }
@@ -146,9 +165,9 @@ __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void fmsa_ocl_forward(
         if (qi >= m_end) continue;
         const long base = fmsa_ocl_q_row(ov, &s, qi, h);
 #pragma unroll
-        for (int t = 0; t < O_TD; ++t) {
+        for (int t = 0; t < FMSA_OTD(DV4); ++t) {
             const int d4 = ox + t * O_NX;
-            if (d4 < D4) FMSA_STORE4(acc[i][t] * inv[i], o, base + 4 * d4);
+            if (d4 < DV4) FMSA_STORE4(acc[i][t] * inv[i], o, base + 4 * d4);
         }
 #if FMSA_LSE
         if (ox == 0) lse[fmsa_ocl_lse_row(lv, &s, qi, h)] = row_lse[i];
