@@ -15,12 +15,28 @@ static fmsa_status fmsa_ctx_reader(void *state, void *dst, const void *src, size
 }
 
 /* Validation + support check, shared by the three entry points. */
+/* How the memory checks may look at this context's tensor data. */
+static fmsa_mem_policy fmsa_ctx_mem_policy(fmsa_context *ctx) {
+    fmsa_mem_policy pol;
+    pol.handles = ctx->vt->data_handles;
+    pol.mem_size = ctx->vt->mem_size;
+    pol.state = ctx->state;
+    return pol;
+}
+
 static fmsa_status fmsa_prepare(fmsa_context *ctx, fmsa_pass pass,
                                 const fmsa_attention_desc *desc, const fmsa_call_tensors *t,
                                 int shape_only, fmsa_problem *p) {
     if (!ctx) return fmsa_fail(FMSA_ERR_INVALID_ARGUMENT, "ctx is NULL");
     FMSA_TRY(fmsa_problem_build_meta(p, pass, desc, t, shape_only, fmsa_ctx_reader, ctx,
                                      ctx->vt->meta_access == FMSA_META_DEFERRED));
+    /* a malformed view (misaligned, past its buffer, overlapping) is the
+     * caller's error on every backend, before any backend's own limits: the
+     * tensors now, the workspace once its size is known (fmsa_check_memory) */
+    if (!shape_only) {
+        const fmsa_mem_policy pol = fmsa_ctx_mem_policy(ctx);
+        FMSA_TRY(fmsa_check_call_memory(pass, desc, t, NULL, 0, &pol));
+    }
     if (ctx->vt->supports) FMSA_TRY(ctx->vt->supports(ctx->state, p));
     return FMSA_SUCCESS;
 }
@@ -47,9 +63,7 @@ static fmsa_status fmsa_check_memory(fmsa_context *ctx, const fmsa_problem *p,
     size_t need = 0;
     fmsa_mem_policy pol;
     FMSA_TRY(ctx->vt->workspace_size(ctx->state, p, &need));
-    pol.handles = ctx->vt->data_handles;
-    pol.mem_size = ctx->vt->mem_size;
-    pol.state = ctx->state;
+    pol = fmsa_ctx_mem_policy(ctx);
     return fmsa_check_call_memory(p->pass, desc, t, ws, need, &pol);
 }
 
@@ -124,10 +138,7 @@ fmsa_status fmsa_merge_states(fmsa_context *ctx, const fmsa_tensor *o_a, const f
     if (!ctx) return fmsa_fail(FMSA_ERR_INVALID_ARGUMENT, "ctx is NULL");
     FMSA_TRY(fmsa_merge_problem_build(&mp, o_a, lse_a, o_b, lse_b, o, lse));
     {
-        fmsa_mem_policy pol;
-        pol.handles = ctx->vt->data_handles;
-        pol.mem_size = ctx->vt->mem_size;
-        pol.state = ctx->state;
+        const fmsa_mem_policy pol = fmsa_ctx_mem_policy(ctx);
         FMSA_TRY(fmsa_check_merge_memory(o_a, lse_a, o_b, lse_b, o, lse, &pol));
     }
     if (!ctx->vt->merge)

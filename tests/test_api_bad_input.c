@@ -451,7 +451,8 @@ static void misaligned_pointers(void **state) {
     call c = valid_call();
     (void)state;
     if (handle_backend()) skip();
-    c.q.data = (char *)c.q.data + 2;
+    /* half an element off: 2 bytes for f32, 1 for the 16-bit control of CUDA */
+    c.q.data = (char *)c.q.data + fmsa_dtype_size(c.q.dtype) / 2;
     expect_rejected(FWD, c, 0, 0, FMSA_ERR_INVALID_ARGUMENT, "q.data + q.byte_offset");
     c = valid_call();
     c.dk.data = (char *)c.dk.data + 1;
@@ -526,21 +527,22 @@ static void shared_inputs_accepted(void **state) {
  * the two halves of each row of a [B, SK, 2, HKV, D] gradient. */
 static void interleaved_outputs_accepted(void **state) {
     enum { KN = B * SK * HKV * D, ROW = HKV * D };
-    static float dk_ref[KN], dv_ref[KN], packed[2 * KN];
+    static unsigned char dk_ref[KN * 4], dv_ref[KN * 4], packed[2 * KN * 4];
     call c = valid_call();
+    const size_t es = fmsa_dtype_size(c.dk.dtype), row = ROW * es;
     (void)state;
     upload_meta();
     assert_int_equal(run_call(FWD, &c, 0, 0), FMSA_SUCCESS); /* a consistent o and lse */
-    run_and_read(BWD, &c, 7, dk_ref, sizeof dk_ref);
-    assert_int_equal(fmsa_copy_to_host(F.ctx, dv_ref, F.buf[8], 0, sizeof dv_ref), FMSA_SUCCESS);
+    run_and_read(BWD, &c, 7, dk_ref, KN * es);
+    assert_int_equal(fmsa_copy_to_host(F.ctx, dv_ref, F.buf[8], 0, KN * es), FMSA_SUCCESS);
     c.dk.data = c.dv.data = F.buf[ARENA];
     c.dk.strides[0] = c.dv.strides[0] = 2 * (int64_t)SK * ROW;
     c.dk.strides[1] = c.dv.strides[1] = 2 * ROW;
-    c.dv.byte_offset = ROW * (int64_t)sizeof(float);
-    run_and_read(BWD, &c, ARENA, packed, sizeof packed);
+    c.dv.byte_offset = (int64_t)row;
+    run_and_read(BWD, &c, ARENA, packed, 2 * KN * es);
     for (int64_t r = 0; r < B * SK; ++r) {
-        assert_memory_equal(&packed[2 * r * ROW], &dk_ref[r * ROW], ROW * sizeof(float));
-        assert_memory_equal(&packed[(2 * r + 1) * ROW], &dv_ref[r * ROW], ROW * sizeof(float));
+        assert_memory_equal(&packed[2 * r * row], &dk_ref[r * row], row);
+        assert_memory_equal(&packed[(2 * r + 1) * row], &dv_ref[r * row], row);
     }
 }
 
@@ -550,15 +552,16 @@ static void empty_tensors_without_data(void **state) {
     enum { QN = B * SQ * HQ * D, LN = B * HQ * SQ };
     static float o[QN], lse[LN], zeros[QN];
     call c = valid_call();
+    const size_t qbytes = QN * fmsa_dtype_size(c.q.dtype); /* f32, or CUDA's 16-bit control */
     (void)state;
     c.k.shape[1] = c.v.shape[1] = c.dk.shape[1] = c.dv.shape[1] = 0;
     c.k.data = c.v.data = c.dk.data = c.dv.data = NULL;
-    run_and_read(FWD, &c, 3, o, sizeof o);
-    assert_memory_equal(o, zeros, sizeof o);
+    run_and_read(FWD, &c, 3, o, qbytes);
+    assert_memory_equal(o, zeros, qbytes);
     assert_int_equal(fmsa_copy_to_host(F.ctx, lse, F.buf[4], 0, sizeof lse), FMSA_SUCCESS);
     for (int i = 0; i < LN; ++i) assert_true(isinf(lse[i]) && lse[i] < 0);
-    run_and_read(BWD, &c, 6, o, sizeof o);
-    assert_memory_equal(o, zeros, sizeof o);
+    run_and_read(BWD, &c, 6, o, qbytes);
+    assert_memory_equal(o, zeros, qbytes);
     c = valid_call();
     c.q.shape[1] = c.o.shape[1] = c.dout.shape[1] = c.dq.shape[1] = c.lse.shape[2] = 0;
     c.q.data = c.o.data = c.dout.data = c.dq.data = c.lse.data = NULL;
