@@ -36,8 +36,9 @@ SINK_CASES = {
 # rounded P and dP, common/naive.c), over the rule's 3x.  D_i from O in fp32
 # would pass.  strict: the test fails once the library meets the rule.
 DSINK_BF16_KNOWN = pytest.mark.xfail(
-    DEVICE == "cpu", strict=True, raises=AssertionError,
-    reason="CPU bf16 dsink from the bf16-rounded O: 5.7x the naive's error (rule: 3x)")
+    DEVICE in ("cpu", "cuda"), strict=True, raises=AssertionError,
+    reason="bf16 dsink from the bf16-rounded O (CPU and CUDA alike): 5.7x the naive's error "
+           "(rule: 3x); seen on the H200 too, 2026-12-02")
 
 
 def _sink_params():
