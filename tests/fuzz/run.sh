@@ -17,7 +17,9 @@
 #
 # Environment: FUZZ_CC (default: clang-14, else clang-15, else clang),
 # FMSA_FUZZ_OPEN_BUGS=1 decodes the cases issue 18 still has open
-# (misaligned pointers), FUZZ_JOBS (default 1) parallel workers.
+# (misaligned pointers), FUZZ_JOBS (default 1) parallel workers, FUZZ_AT_ONCE
+# (default 1 on two or more cores) 0 runs the two processes one after the
+# other (CI does when another stage still holds a core).
 set -euo pipefail
 
 top=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
@@ -68,7 +70,8 @@ run() { # run NAME SECONDS [ENV=VALUE...]
 }
 
 first=$((seconds * 2 / 3))
-if (($(nproc 2> /dev/null || echo 1) >= 2 && jobs == 1)); then
+at_once=${FUZZ_AT_ONCE:-$(($(nproc 2> /dev/null || echo 1) >= 2))}
+if ((at_once && jobs == 1)); then
   echo "fuzz: native for $first s and generic-bf16 for $((seconds - first)) s at once" \
        "(logs: build-fuzz/native.log, build-fuzz/generic-bf16.log)"
   # each prints its summary when it ends; the shorter one first
