@@ -5,6 +5,13 @@
 # tests/python against the installed package.  CI's stage 6 runs this.
 #
 #   scripts/python_test.sh [VENV_DIR]   (default: a temporary directory, removed after)
+#   scripts/python_test.sh --deps-only VENV_DIR
+#                                  only make the environment and install the
+#                                  dependencies (network and disk: torch's
+#                                  wheels with its CUDA libraries are ~3 GB);
+#                                  CI does this in the background during its
+#                                  C stages, then runs the test on VENV_DIR,
+#                                  where pip finds them installed
 #
 # Variables: PYTHON (default python3); FLASHMSA_TORCH_INDEX, when set, is the
 # index pip installs torch from (e.g. one serving CPU-only wheels); unset, torch
@@ -15,6 +22,12 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$here"
 python=${PYTHON:-python3}
 
+deps_only=0
+if [[ "${1:-}" == --deps-only ]]; then
+  [[ $# -eq 2 ]] || { echo "python_test: --deps-only needs the environment's folder" >&2; exit 2; }
+  deps_only=1
+  shift
+fi
 if [[ $# -ge 1 ]]; then
   venv=$1
 else
@@ -43,6 +56,7 @@ else
 fi
 "${pip[@]}" install numpy pytest transformers
 echo "python_test: torch $("$venv/bin/python" -c 'import torch; print(torch.__version__)'), transformers $("$venv/bin/python" -c 'import transformers; print(transformers.__version__)') installed in $((SECONDS - t)) s"
+if ((deps_only)); then exit 0; fi
 
 t=$SECONDS
 # The CUDA kernels do not depend on how the package is built: where CI's
