@@ -118,14 +118,20 @@ int fmsa_mem_views_overlap(const fmsa_mem_view *a, const fmsa_mem_view *b, int64
     return fmsa_mem_solve(&s, 0, delta, 0);
 }
 
-/* Bytes from the view's origin to one past its last byte; 0 when empty. */
+/* Bytes from the view's origin to one past its last byte; 0 when empty, -1
+ * when it does not fit int64 (validate.c refuses such a view: only tensors
+ * the call does not use can get here with one, and they are skipped). */
 static int64_t fmsa_mem_span(const fmsa_mem_view *v) {
-    int64_t last = 0;
-    for (int32_t i = 0; i < v->ndim; ++i) {
+    int64_t last = 0, step, bytes;
+    for (int32_t i = 0; i < v->ndim; ++i)
         if (v->shape[i] == 0) return 0;
-        last += (v->shape[i] - 1) * v->strides[i];
-    }
-    return (last + 1) * v->elem;
+    for (int32_t i = 0; i < v->ndim; ++i)
+        if (__builtin_mul_overflow(v->shape[i] - 1, v->strides[i], &step) ||
+            __builtin_add_overflow(last, step, &last))
+            return -1;
+    if (__builtin_add_overflow(last, 1, &last) || __builtin_mul_overflow(last, v->elem, &bytes))
+        return -1;
+    return bytes;
 }
 
 /* Origin of a view in the space where views are compared: the absolute
@@ -199,7 +205,7 @@ static void fmsa_mem_view_of(fmsa_mem_view *v, const char *name, const fmsa_tens
     v->name = name;
     v->data = NULL;
     v->is_output = is_output;
-    if (!t || !t->data) return;
+    if (!t || !t->data || t->ndim < 0 || t->ndim > FMSA_MAX_DIMS) return;
     v->byte_offset = t->byte_offset;
     v->elem = (int64_t)fmsa_dtype_size(t->dtype);
     v->ndim = t->ndim;
@@ -222,13 +228,11 @@ fmsa_status fmsa_check_call_memory(fmsa_pass pass, const fmsa_attention_desc *de
     fmsa_mem_view_of(&v[n++], "v", t->v, 0);
     fmsa_mem_view_of(&v[n++], "o", t->o, fwd);
     fmsa_mem_view_of(&v[n++], "lse", t->lse, fwd);
-    fmsa_mem_view_of(&v[n++], "dout", t->dout, 0);
-    fmsa_mem_view_of(&v[n++], "dq", t->dq, 0);
-    fmsa_mem_view_of(&v[n++], "dk", t->dk, 0);
-    fmsa_mem_view_of(&v[n++], "dv", t->dv, 0);
-    if (!fwd) v[n - 3].is_output = v[n - 2].is_output = v[n - 1].is_output = 1;
-    else v[n - 4].data = v[n - 3].data = v[n - 2].data = v[n - 1].data = NULL; /* not used */
-    if (!fwd) {
+    if (!fwd) { /* the forward never reads the backward's tensors (nor validates them) */
+        fmsa_mem_view_of(&v[n++], "dout", t->dout, 0);
+        fmsa_mem_view_of(&v[n++], "dq", t->dq, 1);
+        fmsa_mem_view_of(&v[n++], "dk", t->dk, 1);
+        fmsa_mem_view_of(&v[n++], "dv", t->dv, 1);
         fmsa_mem_view_of(&v[n++], "dlse", t->dlse, 0);
         fmsa_mem_view_of(&v[n++], "dsink", t->dsink, 1);
     }

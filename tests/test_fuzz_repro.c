@@ -18,6 +18,10 @@
  *    finding: fp16, D 64, amplitude 5).  common/validate_memory.c refuses it;
  *    the interleaved strides {H*Sq, Sq, 2}, whose rows share no element, are
  *    accepted and give the dense LSE's values.
+ * 4. softmax_scale = 0 (valid: any finite scale) gave NaN in every O on the
+ *    AVX512-BF16 forward of bf16 inputs: it folds the scale into the exponent
+ *    (P = exp2(s * scale - m)) assuming scale > 0, and 0 * -inf is NaN.  With
+ *    scale 0 every visible key weighs the same: O = the mean of V.
  * 3. The overlap search itself overflowed (UBSan: INT64_MAX * 2) on a view
  *    whose extent-1 dimension has stride INT64_MAX, which validation accepts
  *    (such a stride reaches nothing): the search now skips extent-1 dims.
@@ -160,6 +164,53 @@ static void huge_stride_of_extent_one(void **state) {
     assert_memory_equal(lse, dense, sizeof dense);
 }
 
+static uint16_t to_bf16(float x) {
+    uint32_t u;
+    memcpy(&u, &x, 4);
+    return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+}
+
+static float from_bf16(uint16_t h) {
+    uint32_t u = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+static void zero_scale_bf16(void **state) {
+    enum { S = 35, DD = 8 };
+    static uint16_t q[S * DD], k[S * DD], v[S * DD], o[S * DD];
+    const int64_t shape[4] = {1, S, 1, DD};
+    fmsa_context *ctx = NULL;
+    unsigned s = 3;
+    (void)state;
+    for (int i = 0; i < S * DD; ++i) {
+        s = s * 1664525u + 1013904223u;
+        q[i] = to_bf16((float)(s >> 8) / 8388608.0f - 1.0f);
+        k[i] = q[(i * 7) % (S * DD)];
+        v[i] = to_bf16((float)((i * 37) % 101) / 50.0f - 1.0f);
+    }
+    assert_int_equal(fmsa_context_create(FMSA_BACKEND_CPU, 0, &ctx), FMSA_SUCCESS);
+    fmsa_tensor tq = fmsa_tensor_contiguous(q, FMSA_DTYPE_BF16, 4, shape);
+    fmsa_tensor tk = fmsa_tensor_contiguous(k, FMSA_DTYPE_BF16, 4, shape);
+    fmsa_tensor tv = fmsa_tensor_contiguous(v, FMSA_DTYPE_BF16, 4, shape);
+    fmsa_tensor to = fmsa_tensor_contiguous(o, FMSA_DTYPE_BF16, 4, shape);
+    fmsa_attention_desc desc = fmsa_attention_desc_init(DD);
+    desc.softmax_scale = 0.0f;
+    assert_int_equal(fmsa_forward(ctx, &desc, &tq, &tk, &tv, &to, NULL, NULL, 0, NULL),
+                     FMSA_SUCCESS);
+    fmsa_context_destroy(ctx);
+    for (int d = 0; d < DD; ++d) {
+        double mean = 0.0;
+        for (int j = 0; j < S; ++j) mean += from_bf16(v[j * DD + d]);
+        mean /= S;
+        for (int i = 0; i < S; ++i) { /* bf16 storage: 2^-8 relative, and a little sum error */
+            const double got = from_bf16(o[i * DD + d]);
+            assert_true(fabs(got - mean) <= 0x1p-8 * fabs(mean) + 1e-5);
+        }
+    }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(window_left_int64_max),
@@ -167,6 +218,7 @@ int main(void) {
         cmocka_unit_test(lse_overlapping_itself),
         cmocka_unit_test(lse_interleaved_accepted),
         cmocka_unit_test(huge_stride_of_extent_one),
+        cmocka_unit_test(zero_scale_bf16),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

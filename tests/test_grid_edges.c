@@ -47,6 +47,12 @@ static const char *const fmsa_grid_edges[] = {
     "pass=fwd dtype=f32  b=1 sq=8  sk=700 hq=4 hkv=2 d=64 alibi=2 amp=5",
     "pass=bwd dtype=f32  b=1 sq=8  sk=700 hq=4 hkv=2 d=64 alibi=1",
     "pass=bwd dtype=f32  b=1 sq=8  sk=700 hq=4 hkv=2 d=64 alibi=2 amp=5",
+    /* a negative softmax scale (valid: any finite scale) flips which score is
+     * the maximum; the bf16-product forward folded scale into its exponent on
+     * the assumption scale > 0 */
+    "pass=fwd dtype=bf16 b=1 sq=35 sk=35 hq=1 hkv=1 d=8 scale=-0.3",
+    "pass=fwd dtype=bf16 b=2 sq=40 sk=300 hq=2 hkv=1 d=64 scale=-2 causal=1",
+    "pass=bwd dtype=bf16 b=2 sq=40 sk=300 hq=2 hkv=1 d=64 scale=-2 causal=1",
 };
 
 #define FMSA_GRID_COUNT (sizeof fmsa_grid_edges / sizeof fmsa_grid_edges[0])

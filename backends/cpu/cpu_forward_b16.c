@@ -174,10 +174,13 @@ void fmsa_cpu_b16_rows(const fmsa_problem *p, const fmsa_cpu_plan *pl, const fms
      * fp32.  Without softcap, ALiBi or a bit mask the transform is only that
      * scale (and the window's -inf), so it rides on the exponent instead:
      * max(scale * s) = scale * max(s) for scale > 0, and P = exp2(s * scale - m)
-     * in one fma (exp_scale), which saves a pass over S per key tile. */
+     * in one fma (exp_scale), which saves a pass over S per key tile.  Only
+     * for scale > 0: 0 would make the -inf of masked entries 0 * -inf = NaN
+     * (the fuzzer's finding: every O NaN), a negative one the maximum a minimum. */
     const float dot_scale =
         p->softcap > 0.0f ? p->softmax_scale : p->softmax_scale * FMSA_LOG2E;
-    const int fused = !(p->softcap > 0.0f) && !p->has_alibi && !p->has_mask;
+    const int fused =
+        p->softmax_scale > 0.0f && !(p->softcap > 0.0f) && !p->has_alibi && !p->has_mask;
     const float exp_scale = fused ? dot_scale : 1.0f;
     fmsa_cpu_score sc;
     /* acc is not zeroed up front: the first P·V overwrites it (a row with
