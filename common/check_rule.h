@@ -59,6 +59,14 @@
  *     (softcap's factor is <= 1).  CUDA's four grid excursions were of this
  *     kind: ~1e-7 in dQ against a bound of 0.
  *
+ * (d) dsink, per head (fmsa_reference_dsink_floor): the backward receives O
+ *     as stored, rounded to its dtype, so D_i = rowsum(dO_i * O_i) carries up
+ *     to u(dtype) sum_d |dO_id| |O_id| that the naive, whose D_i is
+ *     rowsum(P dP) of its own unrounded products, never sees; dsink_h =
+ *     -sum_i exp(t_h - lse_i) (D_i - dlse_i) sums it with the sink's weight:
+ *     u(dtype) sum_{b,i} exp(t_h - lse_i) sum_d |dO_id| |O_id|.  dQ/dK carry
+ *     the same D_i times P, within their factor; dsink is D_i's sum alone.
+ *
  * Exactly zero outputs (fully masked rows) have ref = naive = 0 and a zero
  * floor, so they must be exactly zero.
  */

@@ -470,6 +470,28 @@ fmsa_status fmsa_reference_dsink(const fmsa_problem *p, double *dsink) {
     return ref_backward(p, NULL, NULL, NULL, dsink);
 }
 
+fmsa_status fmsa_reference_dsink_floor(const fmsa_problem *p, double *dsink_x) {
+    const double u = fmsa_rule_unit_roundoff(p->dtype);
+    const float *lse = (const float *)fmsa_viewn_host(&p->lse);
+    for (int64_t h = 0; h < p->heads_q; ++h) dsink_x[h] = 0.0;
+    if (!p->has_sinks) return FMSA_SUCCESS;
+    for (int64_t b = 0; b < p->batch; ++b) {
+        const fmsa_seq s = fmsa_problem_seq(p, b);
+        for (int64_t h = 0; h < p->heads_q; ++h)
+            for (int64_t i = 0; i < s.sq; ++i) {
+                const double l = (double)lse[fmsa_problem_lse_offset(p, &s, i, h)];
+                const int64_t oo = fmsa_problem_q_offset(&p->o, &s, i, h);
+                const int64_t od = fmsa_problem_q_offset(&p->dout, &s, i, h);
+                double n = 0.0;
+                if (isnan(l)) continue; /* the check itself fails such a run */
+                for (int64_t d = 0; d < p->head_dim_v; ++d)
+                    n += fabs(ref_load(p, &p->dout, od + d)) * fabs(ref_load(p, &p->o, oo + d));
+                dsink_x[h] += u * exp(ref_sink(p, h) - l) * n;
+            }
+    }
+    return FMSA_SUCCESS;
+}
+
 fmsa_status fmsa_reference_backward_dq_row(const fmsa_problem *p, int64_t b, int64_t h,
                                            int64_t i, double *dq_row) {
     fmsa_seq s;

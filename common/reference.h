@@ -54,6 +54,12 @@ fmsa_status fmsa_reference_backward_dq_row(const fmsa_problem *p, int64_t b, int
 fmsa_status fmsa_reference_single_key_floor(const fmsa_problem *p, double *dq_x, double *dk_x,
                                             double *dv_x);
 
+/// Part (d) of the correctness rule (common/check_rule.h): per head, the
+/// extra floor of dsink from D_i = rowsum(dO * O) over the O the backward
+/// receives, rounded to its dtype; zeros without sinks.  Reads o, dout, lse
+/// and the sinks from p.
+fmsa_status fmsa_reference_dsink_floor(const fmsa_problem *p, double *dsink_x);
+
 /// fp64 fmsa_merge_states: o dense [B, S, H, Dv], lse [B, H, S] (a -inf
 /// side contributes nothing; both -inf give o = 0, lse = -inf).
 fmsa_status fmsa_reference_merge(const fmsa_merge_problem *mp, double *o, double *lse);

@@ -218,8 +218,24 @@ def lse_max(refs):
     return a
 
 
-def check(name, got, ref, nv, *, dtype, factor, softmax_units, a, is_lse=False):
-    """Asserts the rule for one tensor (got, ref, nv: fp64 tensors of one shape)."""
+def dsink_floor(outs, douts, lses, sinks, dtype):
+    """Part (d) of common/check_rule.h, per head: the backward gets O rounded to
+    its dtype, so D_i = rowsum(dO O) carries u(dtype) sum_d |dO||O|, which
+    dsink sums with the sink's weight exp(t_h - lse_i) (the naive's D_i =
+    rowsum(P dP) never reads the rounded O).  outs, douts: per sequence
+    [sq, Hq, Dv] as the backward saw them; lses: per sequence [Hq, sq]."""
+    t = sinks.double()
+    x = torch.zeros_like(t)
+    for o, do, lse in zip(outs, douts, lses):
+        n = (do.double().abs() * o.double().abs()).sum(-1)  # [sq, Hq]
+        w = torch.exp(t[:, None] - lse.double())           # [Hq, sq]
+        x += U[dtype] * (w * n.transpose(0, 1)).sum(-1)
+    return x
+
+
+def check(name, got, ref, nv, *, dtype, factor, softmax_units, a, is_lse=False, extra=None):
+    """Asserts the rule for one tensor (got, ref, nv: fp64 tensors of one shape;
+    extra: a per-element allowance of its own, part (d) for dsink)."""
     got, ref, nv = got.double(), ref.double(), nv.double()
     assert not torch.isnan(got).any(), f"{name}: NaN in the result"
     inf = torch.isinf(ref)
@@ -229,7 +245,7 @@ def check(name, got, ref, nv, *, dtype, factor, softmax_units, a, is_lse=False):
     if ref.numel() == 0:
         return
     ref_max = ref.abs().max().item()
-    err = (got - ref).abs().max().item()
+    err = ((got - ref).abs() - (0.0 if extra is None else extra.double())).max().item()
     naive_err = (nv - ref).abs().max().item()
     u32 = U[torch.float32]
     store = torch.float32 if is_lse else dtype

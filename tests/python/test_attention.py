@@ -38,9 +38,11 @@ def check_all(got, seqs, *, options, backward, dtype, sinks=None, dlse=None):
             rule.check(key, cat(got, key), cat(refs, key), cat(nvs, key), dtype=dtype,
                        factor=rule.FACTOR_BWD, softmax_units=rule.SOFTMAX_UNITS_BWD, a=a)
         if sinks is not None and got[0].get("dsink") is not None:
+            extra = rule.dsink_floor([g["o"] for g in got], dout, [g["lse"] for g in got],
+                                     sinks, dtype)
             rule.check("dsink", got[0]["dsink"], refs[0]["dsink"], nvs[0]["dsink"],
                        dtype=torch.float32, factor=rule.FACTOR_BWD,
-                       softmax_units=rule.SOFTMAX_UNITS_BWD, a=a)
+                       softmax_units=rule.SOFTMAX_UNITS_BWD, a=a, extra=extra)
 
 
 def run_batched(dtype, b, sq, sk, hq, hkv, d, *, seed=0, backward=True, alibi_shape=None,

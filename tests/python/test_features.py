@@ -30,22 +30,15 @@ SINK_CASES = {
 }
 
 
-# A known failure, reported (2026-12-02): the CPU backend's bf16 dsink takes
-# D_i = rowsum(dO_i * O_i) from the stored bf16 O, as flashmsa.h words it; here
-# that is 5.7x the naive's error (whose D_i is rowsum(P dP) in fp32 from the
-# rounded P and dP, common/naive.c), over the rule's 3x.  D_i from O in fp32
-# would pass.  strict: the test fails once the library meets the rule.
-DSINK_BF16_KNOWN = pytest.mark.xfail(
-    DEVICE in ("cpu", "cuda"), strict=True, raises=AssertionError,
-    reason="bf16 dsink from the bf16-rounded O (CPU and CUDA alike): 5.7x the naive's error "
-           "(rule: 3x); seen on the H200 too, 2026-12-02")
+# dsink takes D_i = rowsum(dO_i * O_i) from the O the backward receives, rounded
+# to its dtype (flashmsa.h), an error the naive's rowsum(P dP) never has: the
+# rule's part (d) (common/check_rule.h, rule.dsink_floor) allows exactly it.
 
 
 def _sink_params():
     for case in SINK_CASES:
         for dtype in DTYPES:
-            marks = DSINK_BF16_KNOWN if (case, dtype) == ("causal_gqa", torch.bfloat16) else ()
-            yield pytest.param(case, dtype, marks=marks, id=f"{case}-{DT_ID[dtype]}")
+            yield pytest.param(case, dtype, id=f"{case}-{DT_ID[dtype]}")
 
 
 @pytest.mark.parametrize("case, dtype", list(_sink_params()))
@@ -98,13 +91,17 @@ def test_sinks_against_torch_formula(dtype):
     refs = rule.reference(seqs, [dout[i].cpu() for i in range(b)], scale=scale,
                           sinks=t.detach().cpu())
     a = rule.lse_max(refs)
+    extra = rule.dsink_floor([ours[0][i].cpu() for i in range(b)],
+                             [dout[i].cpu() for i in range(b)], [r["lse"] for r in refs],
+                             t.detach().cpu(), dtype)
     for n, key in enumerate(("o", "dq", "dk", "dv", "dsink")):
         ref = refs[0]["dsink"] if key == "dsink" else torch.stack([r[key] for r in refs])
         fwd = key == "o"
         rule.check(key, ours[n].cpu(), ref, theirs[n].cpu(),
                    dtype=torch.float32 if key == "dsink" else dtype,
                    factor=rule.FACTOR_FWD if fwd else rule.FACTOR_BWD,
-                   softmax_units=rule.SOFTMAX_UNITS_FWD if fwd else rule.SOFTMAX_UNITS_BWD, a=a)
+                   softmax_units=rule.SOFTMAX_UNITS_FWD if fwd else rule.SOFTMAX_UNITS_BWD, a=a,
+                   extra=extra if key == "dsink" else None)
 
 
 def test_sinks_varlen():

@@ -41,6 +41,7 @@ typedef struct run_arrays {
     double *ref_dq, *ref_dk, *ref_dv, *nv_dq, *nv_dk, *nv_dv;
     double *x_dq, *x_dk, *x_dv; ///< part (c) of check_rule.h per element (single-key rows)
     double *ref_dsink, *nv_dsink; ///< [Hq] when the case checks dsink
+    double *x_dsink;              ///< part (d) of check_rule.h per head
     double *got;           ///< backend result of the tensor being compared
     unsigned char *image;  ///< a downloaded allocation
 } run_arrays;
@@ -48,7 +49,7 @@ typedef struct run_arrays {
 static void run_arrays_free(run_arrays *a) {
     double **all[] = {&a->ref_o, &a->ref_lse, &a->nv_o,  &a->nv_lse, &a->ref_dq, &a->ref_dk,
                       &a->ref_dv, &a->nv_dq,  &a->nv_dk, &a->nv_dv,  &a->got,
-                      &a->x_dq,   &a->x_dk,   &a->x_dv,   &a->ref_dsink, &a->nv_dsink};
+                      &a->x_dq,   &a->x_dk,   &a->x_dv,   &a->ref_dsink, &a->nv_dsink, &a->x_dsink};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; ++i) {
         free(*all[i]);
         *all[i] = NULL;
@@ -98,8 +99,11 @@ static int run_oracles(fmsa_test_problem *tp, run_arrays *a, char *msg, size_t l
     if (tp->has_dsink) {
         a->ref_dsink = run_dense(tp->spec.hq);
         a->nv_dsink = run_dense(tp->spec.hq);
-        if (!a->ref_dsink || !a->nv_dsink || fmsa_reference_dsink(p, a->ref_dsink) != FMSA_SUCCESS ||
-            fmsa_naive_dsink(p, a->nv_dsink) != 0)
+        a->x_dsink = run_dense(tp->spec.hq);
+        if (!a->ref_dsink || !a->nv_dsink || !a->x_dsink ||
+            fmsa_reference_dsink(p, a->ref_dsink) != FMSA_SUCCESS ||
+            fmsa_naive_dsink(p, a->nv_dsink) != 0 ||
+            fmsa_reference_dsink_floor(p, a->x_dsink) != FMSA_SUCCESS)
             return -1;
     }
     return fmsa_naive_backward(p, a->nv_dq, a->nv_dk, a->nv_dv);
@@ -347,7 +351,8 @@ fmsa_test_result fmsa_test_case_run(fmsa_context *ctx, const fmsa_test_spec *spe
         bad |= run_compare(ctx, &tp, &tp.dv, &a, a.nv_dv, a.ref_dv, a.x_dv, msg, len) != 0;
         /* dsink is a gradient (factor 3, the backward's units) stored in fp32 */
         if (tp.has_dsink)
-            bad |= run_compare(ctx, &tp, &tp.dsink, &a, a.nv_dsink, a.ref_dsink, NULL, msg, len) != 0;
+            bad |= run_compare(ctx, &tp, &tp.dsink, &a, a.nv_dsink, a.ref_dsink, a.x_dsink, msg,
+                               len) != 0;
         if (!bad && spec->det) bad |= run_determinism(ctx, &tp, &w, msg, len) != 0;
     }
     res = bad ? FMSA_TEST_FAIL : FMSA_TEST_PASS;
