@@ -79,7 +79,8 @@ if has test; then
       tail -60 "$OUT/ctest_opencl.log"
     fi
     # what the grids skipped (NOT_SUPPORTED: tiles that do not fit the local memory)
-    grep -hoE "not supported by this backend: [^\"]*" "$top/$B"/Testing/Temporary/LastTest.log \
+    grep -hoE "refused \(FMSA_ERR_NOT_SUPPORTED\): .*|not supported by this backend: .*" \
+      "$top/$B"/Testing/Temporary/LastTest.log \
       2>/dev/null | sort | uniq -c | sort -rn | head -20 > "$OUT/skips.txt"
     grep -E "Test +#|Passed|Failed|SKIP" "$OUT/ctest_opencl.log" | tail -20
   fi

@@ -274,9 +274,10 @@ static fmsa_status fmsa_ocl_fit(const fmsa_ocl_device *dev, const fmsa_problem *
         else if (bm > min_tile) bm /= 2;
         else
             return fmsa_fail(FMSA_ERR_NOT_SUPPORTED,
-                             "opencl: %s: head_dim %lld / head_dim_v %lld (%s) needs %zu bytes "
-                             "of local memory per work-group at the smallest tile; the device "
-                             "has %zu",
+                             "opencl: %s: head_dim %lld / head_dim_v %lld (%s) is not "
+                             "supported by this backend on this device: it needs %zu bytes of "
+                             "local memory per work-group at the smallest tile; the device has "
+                             "%zu",
                              kernel == FMSA_OCL_K_FORWARD   ? "forward"
                              : kernel == FMSA_OCL_K_BWD_DKDV ? "backward dK/dV"
                                                              : "backward dQ",
