@@ -3,7 +3,7 @@
 #
 #   DEV=<carried folder with fatbin/ and cmocka/> bash bench/device_session.sh
 #
-#   1. CUDA: bench/cuda_device_run.sh STAGES="build tests" (every ctest -L cuda suite,
+#   1. CUDA: bench/cuda_device_run.sh STAGES="build tests" (CUDA_STAGES overrides) (every ctest -L cuda suite,
 #      then the grids with FLASHMSA_CUDA_ARCH=sm80), fatbins embedded from $DEV/fatbin
 #   2. OpenCL on the H200 through NVIDIA's OpenCL: bench/opencl_device_run.sh
 #      (ctest -L opencl, the issue-13 features and merge suites included)
@@ -23,7 +23,7 @@ mkdir -p "$OUT/cuda" "$OUT/opencl" "$OUT/python"
 has() { [[ " $PARTS " == *" $1 "* ]]; }
 t=$SECONDS
 if has cuda && ! OUT=$OUT/cuda CMOCKA_PREFIX=$DEV/cmocka/usr FATBIN_DIR=$DEV/fatbin \
-     STAGES="build tests" timeout 300 bash bench/cuda_device_run.sh; then
+     STAGES="${CUDA_STAGES:-build tests}" timeout 300 bash bench/cuda_device_run.sh; then
   rc=1
 fi
 echo "=== device_session: CUDA part $((SECONDS - t)) s"
