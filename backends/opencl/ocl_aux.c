@@ -18,53 +18,10 @@ static const char *const fmsa_ocl_aux_names[3] = {"fmsa_ocl_dsink_partial",
 /* Kernel `which` of the shared program, cached per context under
  * "aux:<name>" (no -D string of the families starts so). */
 static fmsa_status fmsa_ocl_aux_kernel(fmsa_ocl_state *st, int which, cl_kernel *out) {
-    static const char options[] = "-cl-std=CL1.2";
     char key[64];
-    fmsa_ocl_program *e;
-    cl_int rc;
-    const char *src = fmsa_ocl_aux_source;
     snprintf(key, sizeof key, "aux:%s", fmsa_ocl_aux_names[which]);
-    for (e = st->programs; e; e = e->next)
-        if (strcmp(e->options, key) == 0) {
-            *out = e->kernel;
-            return FMSA_SUCCESS;
-        }
-    e = (fmsa_ocl_program *)calloc(1, sizeof *e);
-    if (!e || !(e->options = (char *)malloc(strlen(key) + 1))) {
-        free(e);
-        return fmsa_fail(FMSA_ERR_OUT_OF_MEMORY, "opencl: program cache allocation failed");
-    }
-    strcpy(e->options, key);
-    e->program = st->cl->clCreateProgramWithSource(st->context, 1, &src, NULL, &rc);
-    if (rc == CL_SUCCESS) {
-        rc = st->cl->clBuildProgram(e->program, 1, &st->dev->id, options, NULL, NULL);
-        if (rc != CL_SUCCESS) {
-            size_t n = 0;
-            char log[2048];
-            if (st->cl->clGetProgramBuildInfo(e->program, st->dev->id, CL_PROGRAM_BUILD_LOG,
-                                              sizeof log - 1, log, &n) != CL_SUCCESS)
-                n = 0;
-            log[n < sizeof log ? n : sizeof log - 1] = '\0';
-            st->cl->clReleaseProgram(e->program);
-            free(e->options);
-            free(e);
-            return fmsa_fail(FMSA_ERR_DEVICE,
-                             "opencl: clBuildProgram failed for the shared kernels: %s (%d); "
-                             "build log:\n%s",
-                             fmsa_ocl_error_name(rc), (int)rc, log);
-        }
-        e->kernel = st->cl->clCreateKernel(e->program, fmsa_ocl_aux_names[which], &rc);
-        if (rc != CL_SUCCESS) st->cl->clReleaseProgram(e->program);
-    }
-    if (rc != CL_SUCCESS) {
-        free(e->options);
-        free(e);
-        return fmsa_ocl_fail("clCreateProgramWithSource/clCreateKernel", rc);
-    }
-    e->next = st->programs;
-    st->programs = e;
-    *out = e->kernel;
-    return FMSA_SUCCESS;
+    return fmsa_ocl_cached_kernel(st, key, fmsa_ocl_aux_source, "-cl-std=CL1.2",
+                                  fmsa_ocl_aux_names[which], out);
 }
 
 static int64_t fmsa_ocl_dsink_chunks(const fmsa_problem *p) {

@@ -101,6 +101,11 @@ fmsa_status fmsa_ocl_kernel_get(fmsa_ocl_state *st, const fmsa_problem *p, int w
                                 const fmsa_ocl_kernel_config *kc, cl_kernel *out);
 
 /// Frees every cached program.
+/// Kernel `name` of program source src built with options, from the
+/// context's cache under key (built and cached on first use; a failed build
+/// returns FMSA_ERR_DEVICE with the build log).
+fmsa_status fmsa_ocl_cached_kernel(fmsa_ocl_state *st, const char *key, const char *src,
+                                   const char *options, const char *name, cl_kernel *out);
 void fmsa_ocl_program_cache_free(fmsa_ocl_state *st);
 
 /// Embedded OpenCL C source (generated at build time).

@@ -62,27 +62,21 @@ static fmsa_status fmsa_ocl_build_failed(fmsa_ocl_state *st, cl_program prog, cl
     return s;
 }
 
-fmsa_status fmsa_ocl_kernel_get(fmsa_ocl_state *st, const fmsa_problem *p, int which,
-                                const fmsa_ocl_kernel_config *kc, cl_kernel *out) {
-    char options[768];
+fmsa_status fmsa_ocl_cached_kernel(fmsa_ocl_state *st, const char *key, const char *src,
+                                   const char *options, const char *name, cl_kernel *out) {
     fmsa_ocl_program *e;
     cl_int rc;
-    const char *src = fmsa_ocl_kernel_source;
-    fmsa_ocl_options(p, which, kc, options, sizeof options);
-    for (e = st->programs; e; e = e->next) {
-        if (strcmp(e->options, options) == 0) {
+    for (e = st->programs; e; e = e->next)
+        if (strcmp(e->options, key) == 0) {
             *out = e->kernel;
             return FMSA_SUCCESS;
         }
-    }
     e = (fmsa_ocl_program *)calloc(1, sizeof *e);
-    if (!e) return fmsa_fail(FMSA_ERR_OUT_OF_MEMORY, "opencl: program cache allocation failed");
-    e->options = (char *)malloc(strlen(options) + 1);
-    if (!e->options) {
+    if (!e || !(e->options = (char *)malloc(strlen(key) + 1))) {
         free(e);
         return fmsa_fail(FMSA_ERR_OUT_OF_MEMORY, "opencl: program cache allocation failed");
     }
-    strcpy(e->options, options);
+    strcpy(e->options, key);
     e->program = st->cl->clCreateProgramWithSource(st->context, 1, &src, NULL, &rc);
     if (rc != CL_SUCCESS) {
         free(e->options);
@@ -97,15 +91,14 @@ fmsa_status fmsa_ocl_kernel_get(fmsa_ocl_state *st, const fmsa_problem *p, int w
         free(e);
         return s;
     }
-    e->kernel = st->cl->clCreateKernel(e->program, fmsa_ocl_kernel_names[which], &rc);
+    e->kernel = st->cl->clCreateKernel(e->program, name, &rc);
     if (rc != CL_SUCCESS) {
         st->cl->clReleaseProgram(e->program);
         free(e->options);
         free(e);
         return fmsa_ocl_fail("clCreateKernel", rc);
     }
-    fmsa_log(FMSA_LOG_DEBUG, "opencl: built %s on %s: %s", fmsa_ocl_kernel_names[which],
-             st->dev->info.name, options);
+    fmsa_log(FMSA_LOG_DEBUG, "opencl: built %s on %s: %s", name, st->dev->info.name, options);
     if (getenv("FLASHMSA_OCL_BUILD_FLAGS")) {
         char log[4096];
         size_t n = 0;
@@ -113,13 +106,20 @@ fmsa_status fmsa_ocl_kernel_get(fmsa_ocl_state *st, const fmsa_problem *p, int w
                                           sizeof log - 1, log, &n) != CL_SUCCESS)
             n = 0;
         log[n < sizeof log ? n : sizeof log - 1] = '\0';
-        fmsa_log(FMSA_LOG_INFO, "opencl: build log of %s: %s (options %s)",
-                 fmsa_ocl_kernel_names[which], log, options);
+        fmsa_log(FMSA_LOG_INFO, "opencl: build log of %s: %s (options %s)", name, log, options);
     }
     e->next = st->programs;
     st->programs = e;
     *out = e->kernel;
     return FMSA_SUCCESS;
+}
+
+fmsa_status fmsa_ocl_kernel_get(fmsa_ocl_state *st, const fmsa_problem *p, int which,
+                                const fmsa_ocl_kernel_config *kc, cl_kernel *out) {
+    char options[768];
+    fmsa_ocl_options(p, which, kc, options, sizeof options);
+    return fmsa_ocl_cached_kernel(st, options, fmsa_ocl_kernel_source, options,
+                                  fmsa_ocl_kernel_names[which], out);
 }
 
 void fmsa_ocl_program_cache_free(fmsa_ocl_state *st) {

@@ -175,54 +175,10 @@ static void fmsa_ocl_cpu_options(const fmsa_ocl_cpu_tiles *t, char *buf, size_t 
 static fmsa_status fmsa_ocl_cpu_kernel(fmsa_ocl_state *st, const fmsa_ocl_cpu_tiles *t,
                                        int which, cl_kernel *out) {
     char options[160], key[224];
-    fmsa_ocl_program *e;
-    cl_int rc;
-    const char *src = fmsa_ocl_cpu_kernel_source;
     fmsa_ocl_cpu_options(t, options, sizeof options);
     snprintf(key, sizeof key, "cpu:%s %s", fmsa_ocl_cpu_names[which], options);
-    for (e = st->programs; e; e = e->next)
-        if (strcmp(e->options, key) == 0) {
-            *out = e->kernel;
-            return FMSA_SUCCESS;
-        }
-    e = (fmsa_ocl_program *)calloc(1, sizeof *e);
-    if (!e || !(e->options = (char *)malloc(strlen(key) + 1))) {
-        free(e);
-        return fmsa_fail(FMSA_ERR_OUT_OF_MEMORY, "opencl: program cache allocation failed");
-    }
-    strcpy(e->options, key);
-    e->program = st->cl->clCreateProgramWithSource(st->context, 1, &src, NULL, &rc);
-    if (rc == CL_SUCCESS) {
-        rc = st->cl->clBuildProgram(e->program, 1, &st->dev->id, options, NULL, NULL);
-        if (rc != CL_SUCCESS) {
-            size_t n = 0;
-            char log[2048];
-            if (st->cl->clGetProgramBuildInfo(e->program, st->dev->id, CL_PROGRAM_BUILD_LOG,
-                                              sizeof log - 1, log, &n) != CL_SUCCESS)
-                n = 0;
-            log[n < sizeof log ? n : sizeof log - 1] = '\0';
-            st->cl->clReleaseProgram(e->program);
-            free(e->options);
-            free(e);
-            return fmsa_fail(FMSA_ERR_DEVICE,
-                             "opencl: clBuildProgram failed for the CPU variant: %s (%d) with "
-                             "options \"%s\"; build log:\n%s",
-                             fmsa_ocl_error_name(rc), (int)rc, options, log);
-        }
-        e->kernel = st->cl->clCreateKernel(e->program, fmsa_ocl_cpu_names[which], &rc);
-        if (rc != CL_SUCCESS) st->cl->clReleaseProgram(e->program);
-    }
-    if (rc != CL_SUCCESS) {
-        free(e->options);
-        free(e);
-        return fmsa_ocl_fail("clCreateProgramWithSource/clCreateKernel", rc);
-    }
-    fmsa_log(FMSA_LOG_INFO, "opencl: variant cpu on %s: built %s with \"%s\"",
-             st->dev->info.name, fmsa_ocl_cpu_names[which], options);
-    e->next = st->programs;
-    st->programs = e;
-    *out = e->kernel;
-    return FMSA_SUCCESS;
+    return fmsa_ocl_cached_kernel(st, key, fmsa_ocl_cpu_kernel_source, options,
+                                  fmsa_ocl_cpu_names[which], out);
 }
 
 /* ---- kernel arguments ---------------------------------------------------- */
