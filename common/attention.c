@@ -32,18 +32,22 @@ static fmsa_status fmsa_prepare(fmsa_context *ctx, fmsa_pass pass,
                                      ctx->vt->meta_access == FMSA_META_DEFERRED));
     /* a malformed view (misaligned, past its buffer, overlapping) is the
      * caller's error on every backend, before any backend's own limits: the
-     * tensors now, the workspace once its size is known (fmsa_check_memory) */
+     * tensors now, the workspace once its size is known (fmsa_check_workspace) */
     if (!shape_only) {
         const fmsa_mem_policy pol = fmsa_ctx_mem_policy(ctx);
-        FMSA_TRY(fmsa_check_call_memory(pass, desc, t, NULL, 0, &pol));
+        FMSA_TRY(fmsa_check_call_memory(pass, desc, t, &pol));
     }
     if (ctx->vt->supports) FMSA_TRY(ctx->vt->supports(ctx->state, p));
     return FMSA_SUCCESS;
 }
 
-static fmsa_status fmsa_check_workspace(fmsa_context *ctx, const fmsa_problem *p, void *ws,
-                                        size_t ws_bytes) {
+/* The workspace: large enough, present, and sharing no byte with the call's
+ * tensors (asked of the backend once per call). */
+static fmsa_status fmsa_check_workspace(fmsa_context *ctx, const fmsa_problem *p,
+                                        const fmsa_attention_desc *desc,
+                                        const fmsa_call_tensors *t, void *ws, size_t ws_bytes) {
     size_t need = 0;
+    fmsa_mem_policy pol;
     FMSA_TRY(ctx->vt->workspace_size(ctx->state, p, &need));
     if (ws_bytes < need)
         return fmsa_fail(FMSA_ERR_INSUFFICIENT_WORKSPACE,
@@ -52,19 +56,8 @@ static fmsa_status fmsa_check_workspace(fmsa_context *ctx, const fmsa_problem *p
     if (need > 0 && !ws)
         return fmsa_fail(FMSA_ERR_INVALID_ARGUMENT, "workspace is NULL but %zu bytes are needed",
                          need);
-    return FMSA_SUCCESS;
-}
-
-/* Alignment, allocation extents and overlaps of every view of the call, the
- * workspace's `need` bytes included (common/validate_memory.c). */
-static fmsa_status fmsa_check_memory(fmsa_context *ctx, const fmsa_problem *p,
-                                     const fmsa_attention_desc *desc, const fmsa_call_tensors *t,
-                                     void *ws) {
-    size_t need = 0;
-    fmsa_mem_policy pol;
-    FMSA_TRY(ctx->vt->workspace_size(ctx->state, p, &need));
     pol = fmsa_ctx_mem_policy(ctx);
-    return fmsa_check_call_memory(p->pass, desc, t, ws, need, &pol);
+    return fmsa_check_workspace_memory(p->pass, desc, t, ws, need, &pol);
 }
 
 fmsa_status fmsa_workspace_size(fmsa_context *ctx, fmsa_pass pass,
@@ -95,8 +88,7 @@ fmsa_status fmsa_forward(fmsa_context *ctx, const fmsa_attention_desc *desc, con
     t.o = o;
     t.lse = lse;
     FMSA_TRY(fmsa_prepare(ctx, FMSA_PASS_FORWARD, desc, &t, 0, &p));
-    FMSA_TRY(fmsa_check_workspace(ctx, &p, workspace, workspace_bytes));
-    FMSA_TRY(fmsa_check_memory(ctx, &p, desc, &t, workspace));
+    FMSA_TRY(fmsa_check_workspace(ctx, &p, desc, &t, workspace, workspace_bytes));
     if (p.batch == 0 || p.total_q == 0) return FMSA_SUCCESS; /* nothing to compute or write */
     return ctx->vt->forward(ctx->state, &p, workspace, workspace_bytes, stream);
 }
@@ -123,8 +115,7 @@ fmsa_status fmsa_backward(fmsa_context *ctx, const fmsa_attention_desc *desc,
     if (!bt) return fmsa_fail(FMSA_ERR_INVALID_ARGUMENT, "t (the backward's tensors) is NULL");
     t = fmsa_call_tensors_of_backward(bt);
     FMSA_TRY(fmsa_prepare(ctx, FMSA_PASS_BACKWARD, desc, &t, 0, &p));
-    FMSA_TRY(fmsa_check_workspace(ctx, &p, workspace, workspace_bytes));
-    FMSA_TRY(fmsa_check_memory(ctx, &p, desc, &t, workspace));
+    FMSA_TRY(fmsa_check_workspace(ctx, &p, desc, &t, workspace, workspace_bytes));
     /* nothing to compute, but dsink is still owed its value: the sum over no rows */
     if (p.batch == 0 || (p.total_q == 0 && p.total_k == 0)) return fmsa_zero_dsink(ctx, &p);
     return ctx->vt->backward(ctx->state, &p, workspace, workspace_bytes, stream);

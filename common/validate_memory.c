@@ -216,11 +216,11 @@ static void fmsa_mem_view_of(fmsa_mem_view *v, const char *name, const fmsa_tens
     if (fmsa_mem_span(v) > 0) v->data = t->data;
 }
 
-fmsa_status fmsa_check_call_memory(fmsa_pass pass, const fmsa_attention_desc *desc,
-                                   const fmsa_call_tensors *t, const void *workspace,
-                                   size_t workspace_need, const fmsa_mem_policy *policy) {
-    enum { N = 19 };
-    fmsa_mem_view v[N];
+enum { FMSA_CALL_VIEWS = 19 };
+
+/* The views of one call's tensors (inputs, outputs, the description's), into v. */
+static int fmsa_call_views(fmsa_pass pass, const fmsa_attention_desc *desc,
+                           const fmsa_call_tensors *t, fmsa_mem_view *v) {
     const int fwd = pass == FMSA_PASS_FORWARD;
     int n = 0;
     fmsa_mem_view_of(&v[n++], "q", t->q, 0);
@@ -228,11 +228,13 @@ fmsa_status fmsa_check_call_memory(fmsa_pass pass, const fmsa_attention_desc *de
     fmsa_mem_view_of(&v[n++], "v", t->v, 0);
     fmsa_mem_view_of(&v[n++], "o", t->o, fwd);
     fmsa_mem_view_of(&v[n++], "lse", t->lse, fwd);
-    if (!fwd) { /* the forward never reads the backward's tensors (nor validates them) */
-        fmsa_mem_view_of(&v[n++], "dout", t->dout, 0);
-        fmsa_mem_view_of(&v[n++], "dq", t->dq, 1);
-        fmsa_mem_view_of(&v[n++], "dk", t->dk, 1);
-        fmsa_mem_view_of(&v[n++], "dv", t->dv, 1);
+    fmsa_mem_view_of(&v[n++], "dout", t->dout, 0);
+    fmsa_mem_view_of(&v[n++], "dq", t->dq, 0);
+    fmsa_mem_view_of(&v[n++], "dk", t->dk, 0);
+    fmsa_mem_view_of(&v[n++], "dv", t->dv, 0);
+    if (!fwd) v[n - 3].is_output = v[n - 2].is_output = v[n - 1].is_output = 1;
+    else v[n - 4].data = v[n - 3].data = v[n - 2].data = v[n - 1].data = NULL; /* not used */
+    if (!fwd) {
         fmsa_mem_view_of(&v[n++], "dlse", t->dlse, 0);
         fmsa_mem_view_of(&v[n++], "dsink", t->dsink, 1);
     }
@@ -243,17 +245,40 @@ fmsa_status fmsa_check_call_memory(fmsa_pass pass, const fmsa_attention_desc *de
     fmsa_mem_view_of(&v[n++], "desc.cu_seqlens_k", &desc->cu_seqlens_k, 0);
     fmsa_mem_view_of(&v[n++], "desc.block_table", &desc->block_table, 0);
     fmsa_mem_view_of(&v[n++], "desc.seqused_k", &desc->seqused_k, 0);
-    /* the workspace: the bytes the backend may write */
-    v[n].name = "workspace";
-    v[n].data = workspace_need > 0 ? workspace : NULL;
-    v[n].byte_offset = 0;
-    v[n].elem = 1;
-    v[n].ndim = 1;
-    v[n].shape[0] = (int64_t)workspace_need;
-    v[n].strides[0] = 1;
-    v[n].is_output = 1;
-    ++n;
-    return fmsa_check_views_memory(v, n, policy);
+    return n;
+}
+
+fmsa_status fmsa_check_call_memory(fmsa_pass pass, const fmsa_attention_desc *desc,
+                                   const fmsa_call_tensors *t, const fmsa_mem_policy *policy) {
+    fmsa_mem_view v[FMSA_CALL_VIEWS];
+    return fmsa_check_views_memory(v, fmsa_call_views(pass, desc, t, v), policy);
+}
+
+fmsa_status fmsa_check_workspace_memory(fmsa_pass pass, const fmsa_attention_desc *desc,
+                                        const fmsa_call_tensors *t, const void *workspace,
+                                        size_t workspace_need, const fmsa_mem_policy *policy) {
+    fmsa_mem_view v[FMSA_CALL_VIEWS], *ws;
+    const int n = fmsa_call_views(pass, desc, t, v);
+    if (workspace_need == 0 || !workspace) return FMSA_SUCCESS;
+    /* the bytes the backend may write */
+    ws = &v[n];
+    ws->name = "workspace";
+    ws->data = workspace;
+    ws->byte_offset = 0;
+    ws->elem = 1;
+    ws->ndim = 1;
+    ws->shape[0] = (int64_t)workspace_need;
+    ws->strides[0] = 1;
+    ws->is_output = 1;
+    FMSA_TRY(fmsa_check_one_view(ws, policy));
+    for (int j = 0; j < n; ++j)
+        if (v[j].data && fmsa_mem_pair_overlaps(ws, &v[j], policy))
+            return fmsa_fail(FMSA_ERR_INVALID_ARGUMENT,
+                             "%s and %s overlap in memory: an output may share no byte "
+                             "with an input, another output or the workspace",
+                             v[j].is_output ? v[j].name : "workspace",
+                             v[j].is_output ? "workspace" : v[j].name);
+    return FMSA_SUCCESS;
 }
 
 /* Identical views (same allocation, offset, dtype, shape and strides): the

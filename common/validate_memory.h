@@ -49,11 +49,17 @@ int fmsa_mem_views_overlap(const fmsa_mem_view *a, const fmsa_mem_view *b, int64
 fmsa_status fmsa_check_views_memory(const fmsa_mem_view *views, int count,
                                     const fmsa_mem_policy *policy);
 
-/// The views of one call (inputs and outputs of the pass, the description's
-/// tensors and workspace_need bytes of workspace), checked as above.
+/// The tensors of one call (inputs and outputs of the pass, the description's
+/// tensors), checked as above; the workspace is checked on its own (below),
+/// once its size is known.
 fmsa_status fmsa_check_call_memory(fmsa_pass pass, const fmsa_attention_desc *desc,
-                                   const fmsa_call_tensors *t, const void *workspace,
-                                   size_t workspace_need, const fmsa_mem_policy *policy);
+                                   const fmsa_call_tensors *t, const fmsa_mem_policy *policy);
+
+/// workspace_need bytes of workspace against the call's tensors: inside its
+/// allocation, aligned, sharing no byte with any of them.
+fmsa_status fmsa_check_workspace_memory(fmsa_pass pass, const fmsa_attention_desc *desc,
+                                        const fmsa_call_tensors *t, const void *workspace,
+                                        size_t workspace_need, const fmsa_mem_policy *policy);
 
 /// The views of one fmsa_merge_states call: o may be exactly o_a or o_b (and
 /// lse exactly lse_a or lse_b), in place; any other sharing with an output is
