@@ -35,7 +35,7 @@ class Fwd(C.Structure):
         [(n, LL) for n in ("q_sb", "q_ss", "q_sh", "k_sb", "k_ss", "k_sh", "v_sb", "v_ss", "v_sh",
                            "o_sb", "o_ss", "o_sh", "lse_sb", "lse_sh", "lse_ss", "alibi_sb",
                            "alibi_sh", "mask_sb", "mask_sh", "mask_ss", "cu_q_s", "cu_k_s",
-                           "bt_sb", "bt_sp", "su_s")] + \
+                           "bt_sb", "bt_sp", "su_s", "sinks_s")] + \
         [(n, C.c_int) for n in ("batch", "seqlen_q", "seqlen_k", "heads_q", "heads_kv",
                                 "head_dim", "head_dim_v", "total_q", "total_k", "page_size",
                                 "max_pages", "num_pages", "num_splits")] + \
@@ -567,14 +567,15 @@ def main():
     variants = []
     if a.variants:
         # a third field marks timing-only ablations (wrong results): the grid skips them
-        # (o1: counted step indices, o2: lean dQ reductions, o64: dQ between dV and dK; "t":
+        # (the library's rows are o3 = o1 counted step indices + o2 lean dQ reductions; o0 the
+        # previous code, o64: dQ between dV and dK; "t":
         # timed only, not grid-checked; o8/o1024/o16 are wrong by design)
         d64, d128, d256 = ("fmsa_cuda_bwd_main_bf16_d64_m128_n128_k4_p2_o", "fmsa_cuda_bwd_main_bf16_d128_m64_n128_k4_p2_o",
                            "fmsa_cuda_bwd_main_bf16_d256_m64_n64_k2_p2_o")
-        variants = [(d64 + "3", 64), (d64 + "67", 64), (d128 + "3", 128), (d128 + "67", 128),
+        variants = [(d64 + "0", 64), (d64 + "67", 64), (d128 + "0", 128), (d128 + "67", 128),
                     (d128 + "1", 128, "t"), (d128 + "2", 128, "t"), (d128 + "320", 128, "t"),
                     (d128 + "8", 128, "t"), (d128 + "1024", 128, "t"), (d128 + "16", 128, "t"),
-                    (d256 + "3", 256), (d256 + "67", 256)]
+                    (d256 + "0", 256), (d256 + "67", 256)]
     t0 = time.time()
     ok = True
     if a.grid or a.quick_grid:
