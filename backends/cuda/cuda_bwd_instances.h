@@ -37,7 +37,8 @@
  * bit 9 keeps them off; timing-only ablations for the
  * development harness (wrong results): bit 3 computes dQ but adds none of
  * it, bit 4 leaves dQ out, bit 5 takes P = S without the exponential, bit 10
- * adds values at hand without dQ's products.  Rows of one D are listed preferred first; the
+ * adds values at hand without dQ's products; bit 11 (sm_90, D <= 128, atomic
+ * mode) defers a step's dQ reductions into the next step (staging tile).  Rows of one D are listed preferred first; the
  * pick takes the first whose shared memory fits the device (the 1-stage rows
  * are for the A100's 164 KiB, as is d64's 64-row tile).
  */
@@ -73,6 +74,8 @@
     X(bf16, 1, 128, 64, 128, 4, 2, 8)         \
     X(bf16, 1, 128, 64, 128, 4, 2, 1024)      \
     X(bf16, 1, 128, 64, 128, 4, 2, 16)        \
+    X(bf16, 1, 128, 64, 128, 4, 2, 2051)      \
+    X(bf16, 1, 64, 128, 128, 4, 2, 2051)      \
     X(bf16, 1, 256, 64, 64, 2, 2, 0)          \
     X(bf16, 1, 256, 64, 64, 2, 2, 67)
 
@@ -100,7 +103,7 @@
 /// What the staging tile adds where the kernels run their sm_90 code (compute capability >= 9).
 #define FMSA_CUDA_BWD_SMEM_STAGE_(D, BM) (FMSA_CUDA_BWD_STAGED(D) ? 4 * (BM) * ((D) + 8) : 0)
 #define FMSA_CUDA_BWD_SMEM_STAGE(D, BM, OPT)                                       \
-    ((((OPT) & 256) || FMSA_CUDA_BWD_BULK_DQ) && !((OPT) & 512) ? FMSA_CUDA_BWD_SMEM_STAGE_(D, BM) : 0)
+    ((((OPT) & 2304) || FMSA_CUDA_BWD_BULK_DQ) && !((OPT) & 512) ? FMSA_CUDA_BWD_SMEM_STAGE_(D, BM) : 0)
 
 #define FMSA_CUDA_BWD_AUX_WARPS 8 ///< warps per block of pre and post
 #define FMSA_CUDA_BWD_DSINK_THREADS 256 ///< threads of the dsink stage (a power of two)

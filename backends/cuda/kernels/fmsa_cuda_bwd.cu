@@ -137,6 +137,15 @@ FMSA_DEV void fmsa_bwd_main(const fmsa_cuda_bwd_params &P) {
     constexpr int BULK = 0;
 #endif /* __CUDA_ARCH__ */
     constexpr int LDQ = D + 8; /* staging pitch (floats): conflict-free float2 stores */
+    /* OPT bit 11 (sm_90, D <= 128, atomic mode): a step's dQ waits in the
+       staging tile, one float4 per lane and n8 tile in private slots, and
+       its reductions issue in the next step after the S^T / dP^T products,
+       so they drain behind that step's softmax instead of ending this one */
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    constexpr int DEFER = FMSA_CUDA_BWD_STAGED(D) && (OPT & 2048) && !BULK;
+#else
+    constexpr int DEFER = 0;
+#endif /* __CUDA_ARCH__ */
     const fmsa_cuda_fwd_params &F = P.fwd;
 
     extern __shared__ __align__(16) unsigned char fmsa_smem[];
@@ -301,6 +310,19 @@ FMSA_DEV void fmsa_bwd_main(const fmsa_cuda_bwd_params &P) {
     } while (0)
 
     int cur_h = hk * group, cur_m = mb; /* OPT bit 0: the head and tile of the next step */
+    float *pend = 0; /* DEFER: where the last step's dQ goes (row of mt 0), rows in range */
+    int pend_ok = 0;
+    const int defer = DEFER && !P.deterministic;
+    const long long dq_rstride = (long long)F.heads_q * P.accum_dim;
+#define FMSA_BWD_DQ_FLUSH()                                                                    \
+    do {                                                                                       \
+        _Pragma("unroll") for (int mt = 0; mt < MTQ; ++mt)                                     \
+            _Pragma("unroll") for (int nt = 0; nt < NTQ; ++nt) {                               \
+            const float4 v_ = *(const float4 *)(sDq + 4 * ((mt * NTQ + nt) * THREADS + tid));  \
+            if ((pend_ok >> mt) & 1)                                                           \
+                fmsa_red_add4(pend + 16 * mt * dq_rstride + nt * 8, v_.x, v_.y, v_.z, v_.w);  \
+        }                                                                                      \
+    } while (0)
     if (niter > 0) FMSA_BWD_LOAD_ANY(0, 0);
     fmsa_cp_async_commit();
 
@@ -379,6 +401,9 @@ FMSA_DEV void fmsa_bwd_main(const fmsa_cuda_bwd_params &P) {
                 }
             }
         }
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+        if (DEFER && defer && it > 0) FMSA_BWD_DQ_FLUSH(); /* the last step's dQ */
+#endif /* __CUDA_ARCH__ */
 
         /* P and dS in place of S and dP; element (mt, nt, e) is key
            jw + 16 mt + 8 (e / 2), query m0 + qw0 + 8 nt + 2 t4 + e % 2 */
@@ -593,6 +618,25 @@ FMSA_DEV void fmsa_bwd_main(const fmsa_cuda_bwd_params &P) {
                     fmsa_bulk_commit();
                 }
 #endif /* __CUDA_ARCH__ */
+            } else if (DEFER && defer) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+                /* the lane swap of fmsa_bwd_dq_red4 now, the reductions next step */
+                const int odd = t4 & 1;
+#pragma unroll
+                for (int mt = 0; mt < MTQ; ++mt)
+#pragma unroll
+                    for (int nt = 0; nt < NTQ; ++nt) {
+                        const float *x = dq[mt][nt];
+                        const float r0 = __shfl_xor_sync(0xffffffffu, odd ? x[0] : x[2], 1);
+                        const float r1 = __shfl_xor_sync(0xffffffffu, odd ? x[1] : x[3], 1);
+                        *(float4 *)(sDq + 4 * ((mt * NTQ + nt) * THREADS + tid)) =
+                            make_float4(odd ? r0 : x[0], odd ? r1 : x[1], odd ? x[2] : r0, odd ? x[3] : r1);
+                    }
+                pend = rowa0 + 8 * odd * rstride + cq0 + 2 * t4 - 2 * odd;
+                pend_ok = 0;
+#pragma unroll
+                for (int mt = 0; mt < MTQ; ++mt) pend_ok |= (ia0 + 16 * mt + 8 * odd < sq) << mt;
+#endif /* __CUDA_ARCH__ */
             } else if ((OPT & 8) && fmsa_bwd_sum(&dq[0][0][0], MTQ * NTQ * 4) != 1.0e-30f) {
                 /* timing-only ablation: dQ's products without their reductions */
             } else if (!P.deterministic && (OPT & 2) && !(OPT & 128) && FMSA_BWD_SM90) {
@@ -667,6 +711,10 @@ FMSA_DEV void fmsa_bwd_main(const fmsa_cuda_bwd_params &P) {
         }
     }
 #undef FMSA_BWD_DKDV
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    if (DEFER && defer && niter > 0) FMSA_BWD_DQ_FLUSH(); /* the last step's dQ */
+#endif /* __CUDA_ARCH__ */
+#undef FMSA_BWD_DQ_FLUSH
 #undef FMSA_BWD_LOAD_AT
 #undef FMSA_BWD_LOAD_ANY
     fmsa_cp_async_wait<0>();
