@@ -561,6 +561,7 @@ def main():
     ap.add_argument("--dims", default="64,128,256", help="sweep head dims")
     ap.add_argument("--seqlens", default="512,1024,2048,4096,8192,16384", help="sweep lengths")
     ap.add_argument("--profile", action="store_true", help="one d128 s4096 backward, ours and FA2, for ncu")
+    ap.add_argument("--profile-opts", default="", help="with --profile: also these d128 option rows, e.g. 0,8,1024")
     a = ap.parse_args()
     lib = load_lib(a.lib)
     print(torch.cuda.get_device_name(), torch.__version__, flush=True)
@@ -592,6 +593,9 @@ def main():
         c = Case(b=4, sq=4096, d=128, hq=16, fwd_f64=False)
         r = Runner(lib, c)
         r(); torch.cuda.synchronize()
+        for o in [x for x in a.profile_opts.split(",") if x]:
+            rv = Runner(lib, c, "fmsa_cuda_bwd_main_bf16_d128_m64_n128_k4_p2_o" + o)
+            rv(); torch.cuda.synchronize()
         qt, kt, vt = (t.transpose(1, 2).detach().requires_grad_(True) for t in (c.q, c.k, c.v))
         with sdpa_kernel(SDPBackend.FLASH_ATTENTION):
             Fn.scaled_dot_product_attention(qt, kt, vt).backward(c.do.transpose(1, 2))
