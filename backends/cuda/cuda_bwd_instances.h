@@ -38,7 +38,8 @@
  * development harness (wrong results): bit 3 computes dQ but adds none of
  * it, bit 4 leaves dQ out, bit 5 takes P = S without the exponential, bit 10
  * adds values at hand without dQ's products; bit 11 (sm_90, D <= 128, atomic
- * mode) defers a step's dQ reductions into the next step (staging tile).  Rows of one D are listed preferred first; the
+ * mode) defers a step's dQ reductions into the next step (staging tile); bit
+ * 12 (with bit 0) loads a tile whose rows all exist without per-row bounds.  Rows of one D are listed preferred first; the
  * pick takes the first whose shared memory fits the device (the 1-stage rows
  * are for the A100's 164 KiB, as is d64's 64-row tile).
  */
@@ -76,6 +77,10 @@
     X(bf16, 1, 128, 64, 128, 4, 2, 16)        \
     X(bf16, 1, 128, 64, 128, 4, 2, 2051)      \
     X(bf16, 1, 64, 128, 128, 4, 2, 2051)      \
+    X(bf16, 1, 64, 128, 128, 4, 2, 4099)      \
+    X(bf16, 1, 128, 64, 128, 4, 2, 4099)      \
+    X(bf16, 1, 128, 64, 128, 4, 2, 6147)      \
+    X(bf16, 1, 256, 64, 64, 2, 2, 4099)       \
     X(bf16, 1, 256, 64, 64, 2, 2, 0)          \
     X(bf16, 1, 256, 64, 64, 2, 2, 67)
 

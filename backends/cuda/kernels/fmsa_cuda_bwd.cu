@@ -300,12 +300,43 @@ FMSA_DEV void fmsa_bwd_main(const fmsa_cuda_bwd_params &P) {
         }                                                                                      \
     } while (0)
 
+    /* OPT bit 12: where every thread copies whole rows (EVEN) and a tile's
+       rows all exist with head_dim == D (a uniform test per step), the
+       copies take a uniform step base plus the thread's offset fixed once,
+       with no per-row bounds and no pointer selects */
+    constexpr int EVEN = THREADS % CH == 0 && BM % LRP == 0;
+    const long long q_toff = (long long)lr0 * F.q_ss + lch * 8;
+    const long long o_toff = (long long)lr0 * P.do_ss + lch * 8;
+#define FMSA_BWD_LOAD_LEAN(st, h, i0)                                                          \
+    do {                                                                                       \
+        if (EVEN && (i0) + BM <= sq && hd == D) {                                              \
+            const long long hq_ = (h), r0_ = q_row0 + (i0);                                    \
+            const unsigned short *qs_ = Qg + (qb * F.q_sb + r0_ * F.q_ss + hq_ * F.q_sh) + q_toff; \
+            const unsigned short *os_ = dOg + (qb * P.do_sb + r0_ * P.do_ss + hq_ * P.do_sh) + o_toff; \
+            const unsigned qd_ = fmsa_smem_addr(sQ + (st) * BM * LDS) + 2 * ls_t;              \
+            const unsigned od_ = fmsa_smem_addr(sdO + (st) * BM * LDS) + 2 * ls_t;             \
+            _Pragma("unroll") for (int r = 0; r < BM; r += LRP) {                              \
+                fmsa_cp_async16(qd_ + 2 * r * LDS, qs_ + r * F.q_ss, 16);                      \
+                fmsa_cp_async16(od_ + 2 * r * LDS, os_ + r * P.do_ss, 16);                     \
+            }                                                                                  \
+            if (tid < BM)                                                                      \
+                fmsa_cp_async4(fmsa_smem_addr(sLse + (st) * BM + tid),                         \
+                               F.lse + qb * F.lse_sb + hq_ * F.lse_sh + (r0_ + tid) * F.lse_ss, 4); \
+            else if (tid < 2 * BM)                                                             \
+                fmsa_cp_async4(fmsa_smem_addr(sDs + (st) * BM + tid - BM),                     \
+                               P.dsum + hq_ * rows_all + qb * F.total_q + r0_ + (tid - BM), 4); \
+        } else {                                                                               \
+            FMSA_BWD_LOAD_AT(st, h, i0);                                                       \
+        }                                                                                      \
+    } while (0)
+
     /* OPT bit 0: the step's head and query tile are counted (cur_h, cur_m
        below, advanced at the top of a step, so they name the next step
        there) instead of divided out of it, for the loads as for the step */
 #define FMSA_BWD_LOAD_ANY(st, it)                                                              \
     do {                                                                                       \
-        if (OPT & 1) FMSA_BWD_LOAD_AT(st, cur_h, cur_m * BM);                                  \
+        if ((OPT & 4096) && (OPT & 1)) FMSA_BWD_LOAD_LEAN(st, cur_h, cur_m * BM);              \
+        else if (OPT & 1) FMSA_BWD_LOAD_AT(st, cur_h, cur_m * BM);                             \
         else FMSA_BWD_LOAD_AT(st, hk * group + (it) / nm, (mb + (it) % nm) * BM);              \
     } while (0)
 
@@ -314,6 +345,7 @@ FMSA_DEV void fmsa_bwd_main(const fmsa_cuda_bwd_params &P) {
     int pend_ok = 0;
     const int defer = DEFER && !P.deterministic;
     const long long dq_rstride = (long long)F.heads_q * P.accum_dim;
+    (void)pend, (void)pend_ok, (void)dq_rstride; /* unused without DEFER (sm_80) */
 #define FMSA_BWD_DQ_FLUSH()                                                                    \
     do {                                                                                       \
         _Pragma("unroll") for (int mt = 0; mt < MTQ; ++mt)                                     \
@@ -716,6 +748,7 @@ FMSA_DEV void fmsa_bwd_main(const fmsa_cuda_bwd_params &P) {
 #endif /* __CUDA_ARCH__ */
 #undef FMSA_BWD_DQ_FLUSH
 #undef FMSA_BWD_LOAD_AT
+#undef FMSA_BWD_LOAD_LEAN
 #undef FMSA_BWD_LOAD_ANY
     fmsa_cp_async_wait<0>();
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
