@@ -41,7 +41,8 @@ ap.add_argument("--check-rows", type=int, default=16)
 ap.add_argument("--json", default="")
 ARGS = ap.parse_args()
 
-DT_BF16, BACKEND_CUDA, FWD = 3, 2, 0
+DTYPE = {torch.float32: 1, torch.bfloat16: 3}
+BACKEND_CUDA, FWD = 2, 0
 U_BF16, U_F32 = 2.0 ** -8, 2.0 ** -24
 torch.cuda.init()
 
@@ -81,7 +82,7 @@ class Build:
 
 
 def tdesc(t):
-    d = Tensor(t.data_ptr(), 0, DT_BF16, t.dim())
+    d = Tensor(t.data_ptr(), 0, DTYPE[t.dtype], t.dim())
     for i in range(t.dim()):
         d.shape[i], d.strides[i] = t.shape[i], t.stride(i)
     return d
