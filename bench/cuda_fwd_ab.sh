@@ -8,9 +8,9 @@
 # $T/fb/common/*.fatbin: the kernel files this branch does not touch (bwd, pre/post,
 # check, merge: main's build); $T/fb/fwd_<name>.fatbin: the forward of each build (nvcc on
 # the development machine, sm_90a).  Builds: main = the repository root's sources with
-# fwd_main; A = this branch (its defaults); B = this branch with FMSA_CUDA_FWD_EX2_FMA=0
-# and FMSA_CUDA_FWD_SPLIT_D128_STAGES=4 in both the host C and nvcc (main's speed settings,
-# this branch's NaN fix).  Then bench/cuda_fwd_ab.py (sweep + decode, every build checked
+# fwd_main; A = this branch (its defaults); B, when fwd_B.fatbin is there = this branch with
+# FMSA_CUDA_FWD_SPLIT_D128_STAGES=4 in both the host C and nvcc (and whatever -D its fatbin
+# was compiled with: the first A/B had FMSA_CUDA_FWD_EX2_FMA=1 in A, 0 in B).  Then bench/cuda_fwd_ab.py (sweep + decode, every build checked
 # against fp64, beside FA2 and cuDNN), then ctest -L cuda on A (the masked-key NaN grid
 # included) and the NaN grid on main (which has no fix: it shows what the test catches).
 set -uo pipefail
@@ -24,6 +24,7 @@ export LD_LIBRARY_PATH=$CM/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,power.draw,temperature.gpu \
     --format=csv | tee "$L/smi.txt"
 for v in A B main; do
+  [[ -f "$T/fb/fwd_$v.fatbin" ]] || continue
   mkdir -p /tmp/fb_$v
   cp "$T"/fb/common/*.fatbin /tmp/fb_$v/
   cp "$T/fb/fwd_$v.fatbin" /tmp/fb_$v/fmsa_cuda_fwd.fatbin
@@ -36,16 +37,20 @@ cfg() {  # source, build dir, fatbin dir, C flags, testing
 t=$SECONDS
 { cfg "$T" /tmp/bA /tmp/fb_A "" ON && ninja -C /tmp/bA -j16 > "$L/build_A.log" 2>&1; } ||
   echo "BUILD A FAILED: $(tail -5 "$L/build_A.log" "$L/cfg_bA.log")"
-{ cfg "$T" /tmp/bB /tmp/fb_B "-DFMSA_CUDA_FWD_SPLIT_D128_STAGES=4" OFF &&
-  ninja -C /tmp/bB -j16 flashmsa > "$L/build_B.log" 2>&1; } || echo "BUILD B FAILED"
+libs=(--lib main=/tmp/bM/libflashmsa.so)
+if [[ -d /tmp/fb_B ]]; then
+  { cfg "$T" /tmp/bB /tmp/fb_B "-DFMSA_CUDA_FWD_SPLIT_D128_STAGES=4" OFF &&
+    ninja -C /tmp/bB -j16 flashmsa > "$L/build_B.log" 2>&1; } || echo "BUILD B FAILED"
+  libs+=(--lib B=/tmp/bB/libflashmsa.so)
+fi
+libs+=(--lib A=/tmp/bA/libflashmsa.so)
 { cfg "$ROOT" /tmp/bM /tmp/fb_main "" ON &&
   ninja -C /tmp/bM -j16 flashmsa test_grid_masked_nan > "$L/build_M.log" 2>&1; } ||
   echo "BUILD main FAILED: $(tail -5 "$L/build_M.log")"
 echo "builds: $((SECONDS - t)) s"
 
 t=$SECONDS
-(cd "$T" && timeout 330 python3 bench/cuda_fwd_ab.py --lib main=/tmp/bM/libflashmsa.so \
-   --lib B=/tmp/bB/libflashmsa.so --lib A=/tmp/bA/libflashmsa.so ${AB_ARGS:-} \
+(cd "$T" && timeout 330 python3 bench/cuda_fwd_ab.py "${libs[@]}" ${AB_ARGS:-} \
    --json "$OUT/ab.jsonl" > "$L/ab.txt" 2>&1)
 echo "ab rc=$? $((SECONDS - t)) s"
 

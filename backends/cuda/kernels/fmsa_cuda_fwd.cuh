@@ -36,9 +36,10 @@ FMSA_DEV float fmsa_cuda_tanh(float x) {
 
 /// Which n8 tiles of every 4 take 2^x on the FMA pipe instead of the
 /// special-function unit (16/clk/SM, the softmax's narrowest pipe): 0 = none.
-/// The A/B builds set it with -D; the default is the measured one (NOTES_FWD.md).
+/// Measured on the H200 (NOTES_FWD.md, 2026-12-02 fwd): 1 of 4 ran 3-5%
+/// slower at d128 and ~1% at d64, so none; an A/B build sets it with -D.
 #ifndef FMSA_CUDA_FWD_EX2_FMA
-#define FMSA_CUDA_FWD_EX2_FMA 1
+#define FMSA_CUDA_FWD_EX2_FMA 0
 #endif
 
 /// 2^x with FMA-pipe instructions only (Cody-Waite: x = n + f, n rounded by
@@ -94,14 +95,14 @@ FMSA_DEV void fmsa_cuda_status(const fmsa_cuda_fwd_params &p, unsigned bit) {
 }
 
 /// One of K or V of key tile n0 into shared memory at base: rows outside
-/// [klo, khi) (past the sequence, or in the split kernel outside every row's
-/// window) and columns past head_dim are zero-filled, so 0 * V stays 0 where
+/// [klo, khi) (past the sequence, or with LO in the split kernel outside every
+/// row's window; without LO, klo is not checked) and columns past head_dim are zero-filled, so 0 * V stays 0 where
 /// P = 0 even when such a key holds NaN / Inf (issue 18; the main kernel
-/// zeroes window-hidden V rows after they land, fmsa_cuda_fwd_zero_outside:
-/// one more loader argument made its d128 kernel spill); paged rows go
-/// through the block table, and an entry outside the pool is reported and
-/// zero-filled instead of read.
-template <int D, int BN, int T, int FULL>
+/// passes [0, sk): one more live bound spilled its d64 / d128 kernels, so its
+/// FAST tiles start at the window's first key and FULL zeroes hidden keys' V
+/// in P V, fmsa_cuda_fwd_pv_any); paged rows go through the block table, and
+/// an entry outside the pool is reported and zero-filled instead of read.
+template <int D, int BN, int T, int FULL, int LO = 0>
 FMSA_DEV void fmsa_cuda_fwd_load_tile(const fmsa_cuda_fwd_params &p, unsigned base,
                                       const unsigned short *g, long long sb, long long ss,
                                       int n0, int klo, int khi, int b, int dim) {
@@ -115,7 +116,7 @@ FMSA_DEV void fmsa_cuda_fwd_load_tile(const fmsa_cuda_fwd_params &p, unsigned ba
         unsigned dst = base + fmsa_swizzle(r0, c, ROWB);
 #pragma unroll 1
         for (int it = 0, j = n0 + r0; it < N; ++it, j += RS, src += RS * ss, dst += RS * ROWB) {
-            int ok = cok && j >= klo && j < khi;
+            int ok = cok && (!LO || j >= klo) && j < khi;
             const unsigned short *from = src;
             if (FULL && p.is_paged && ok) {
                 const int pg = p.block_table[b * p.bt_sb + (long long)(j / p.page_size) * p.bt_sp];
@@ -132,7 +133,7 @@ FMSA_DEV void fmsa_cuda_fwd_load_tile(const fmsa_cuda_fwd_params &p, unsigned ba
     for (int it = 0; it < N; ++it) {
         const int idx = (int)threadIdx.x + it * T, r = idx / CPR, c = idx % CPR, j = n0 + r;
         if ((BN * CPR) % T != 0 && idx >= BN * CPR) break;
-        int ok = j >= klo && j < khi && c * 8 < dim;
+        int ok = (!LO || j >= klo) && j < khi && c * 8 < dim;
         long long off = (long long)j * ss;
         if (FULL && p.is_paged && ok) {
             const int pg = p.block_table[b * p.bt_sb + (long long)(j / p.page_size) * p.bt_sp];
@@ -145,21 +146,6 @@ FMSA_DEV void fmsa_cuda_fwd_load_tile(const fmsa_cuda_fwd_params &p, unsigned ba
         fmsa_cp_async16(base + fmsa_swizzle(r, c, ROWB), ok ? (const void *)(g + off + c * 8) : p.k,
                         ok ? 16 : 0);
     }
-    }
-}
-
-/// Zeroes the rows (keys n0 + r) outside [klo, khi) of a D-wide tile at
-/// tile that this thread's own cp.async wrote (fmsa_cuda_fwd_load_tile's
-/// thread mapping): after the thread's wait for the tile, before the barrier
-/// that publishes it, so no other thread's copy can land after the zero.
-template <int D, int BN, int T>
-FMSA_DEV void fmsa_cuda_fwd_zero_outside(unsigned char *tile, int n0, int klo, int khi) {
-    enum { CPR = D / 8, ROWB = FMSA_CUDA_FWD_PITCH(D) * 2 };
-#pragma unroll 1
-    for (int idx = (int)threadIdx.x; idx < BN * CPR; idx += T) {
-        const int r = idx / CPR, j = n0 + r;
-        if (j < klo || j >= khi)
-            *(uint4 *)(tile + fmsa_swizzle(r, idx % CPR, ROWB)) = make_uint4(0u, 0u, 0u, 0u);
     }
 }
 
@@ -542,13 +528,13 @@ FMSA_DEV void fmsa_cuda_fwd_pv_f32(float acc[][DA / 8][4], const float s[][BN / 
 }
 
 /// P V of one tile for any dtype, output columns [c0, c0 + DA); zap (warp
-/// uniform: a bit mask is given) takes the V of keys no row of the warp sees
-/// as 0 (issue 18: padding keys may hold NaN / Inf, and 0 * NaN is NaN in the
-/// tensor core too; keys a window or the sequence end hides from the whole
-/// block were zero-filled by the loader).  Their scores were masked by select
-/// in fmsa_cuda_fwd_softmax, so a NaN in K is gone already.  sZ: a zero row of
-/// ROWV bytes.  Without a mask (FAST kernels: zap = 0 at compile time) this is
-/// the plain P V.
+/// uniform: FULL with a bit mask, or a tile across a window edge or the
+/// sequence end) takes the V of keys no row of the warp sees as 0 (issue 18:
+/// padding keys may hold NaN / Inf, and 0 * NaN is NaN in the tensor core
+/// too).  Their scores were masked by select in fmsa_cuda_fwd_softmax, so a
+/// NaN in K is gone already.  sZ: a zero row of ROWV bytes.  FAST kernels
+/// (zap = 0 at compile time) run the plain P V: their tiles hold no key a
+/// window hides from the whole block, and keys past the sequence load as 0.
 template <int DTY, int DA, int BN, int MT, int ROWV>
 FMSA_DEV void fmsa_cuda_fwd_pv_any(float acc[][DA / 8][4], const float s[][BN / 8][4], unsigned sV,
                                    unsigned vRow, const unsigned offA[4], int c0, int zap,
@@ -645,21 +631,6 @@ FMSA_DEV void fmsa_cuda_fwd_state_init(const fmsa_cuda_fwd_params &p, int h, flo
     }
 }
 
-/// The window's share of issue 18 in the main kernel: V rows of keys a
-/// window hides from every row of the block (they sit in the first and the
-/// last tile a block walks) are zeroed in shared memory once they land.
-template <int DV16, int BM, int BN, int T, int ROWQ, int STAGE_B, int ROWK>
-FMSA_DEV void fmsa_cuda_fwd_hide_v(const fmsa_cuda_fwd_rows &w, int m0, int it, int ntiles, int stage,
-                                   int n0) {
-    extern __shared__ __align__(128) unsigned char fmsa_smem[];
-    if ((w.wl >= 0 || w.wr >= 0) && (it == 0 || it == ntiles - 1)) {
-        const int klo = (int)fmsa_window_key_begin(m0, w.sq, w.sk, w.wl);
-        const int khi = (int)fmsa_window_key_end(m0 + BM < w.sq ? m0 + BM : w.sq, w.sq, w.sk, w.wr);
-        fmsa_cuda_fwd_zero_outside<DV16, BN, T>(fmsa_smem + BM * ROWQ + stage * STAGE_B + BN * ROWK, n0,
-                                                klo, khi);
-    }
-}
-
 /*
  * SYNC, how a block's warps meet the K/V stages (each tile is two cp.async
  * groups, K then V):  0  wait for K, barrier, S and softmax; wait for V,
@@ -698,9 +669,16 @@ FMSA_DEV void fmsa_cuda_fwd_block(const fmsa_cuda_fwd_params &p) {
 
     const long long kbeg = fmsa_window_key_begin(m0, sq, sk, w.wl);
     const long long kend = fmsa_window_key_end(m0 + BM < sq ? m0 + BM : sq, sq, sk, w.wr);
-    const int t_beg = (int)(kbeg / BN);
-    const int t_end = kend > kbeg ? (int)((kend + BN - 1) / BN) : t_beg;
-    const int ntiles = t_end - t_beg;
+    /* FULL: tiles on multiples of BN (the bit mask is read by whole bytes);
+     * FAST: tiles from kbeg up, so no tile holds a key that a left window
+     * hides from the whole block (such a key's V may be NaN / Inf, issue 18;
+     * the top tile's keys past kend are either past the sequence, zero-filled,
+     * or seen by a later block's rows).  Tile t starts at key nb + t BN (this
+     * form of n0 below: top - it BN made ptxas spill 32 bytes at d128). */
+    const int t_beg = FULL ? (int)(kbeg / BN) : 0;
+    const int ntiles = kend <= kbeg ? 0
+                       : FULL ? (int)((kend + BN - 1) / BN) - t_beg : (int)((kend - kbeg + BN - 1) / BN);
+    const int t_end = t_beg + ntiles, nb = FULL ? 0 : (int)kbeg;
 
     const int hk = h / (p.heads_q / p.heads_kv);
     /* addresses and strides in 16-bit units (EU per element) */
@@ -724,16 +702,16 @@ FMSA_DEV void fmsa_cuda_fwd_block(const fmsa_cuda_fwd_params &p) {
         const unsigned sK = sKV + st * STAGE_B;
         if (st < ntiles)
             fmsa_cuda_fwd_load_tile<D16, BN, T, FULL>(p, sK, kg, p.k_sb * EU, p.k_ss * EU,
-                                                      (t_end - 1 - st) * BN, 0, sk, b, p.head_dim * EU);
+                                                      nb + (t_end - 1 - st) * BN, 0, sk, b, p.head_dim * EU);
         fmsa_cp_async_commit();
         if (st < ntiles)
             fmsa_cuda_fwd_load_tile<DV16, BN, T, FULL>(p, sK + BN * ROWK, vg, p.v_sb * EU, p.v_ss * EU,
-                                                       (t_end - 1 - st) * BN, 0, sk, b, p.head_dim_v * EU);
+                                                       nb + (t_end - 1 - st) * BN, 0, sk, b, p.head_dim_v * EU);
         fmsa_cp_async_commit();
     }
-    /* the zero row after the stages (pv_any's V for keys no row sees) */
+    /* the zero row after the stages (FULL's V for keys no row of a warp sees) */
     const unsigned sZ = sKV + STAGES * STAGE_B;
-    fmsa_cuda_fwd_zero_row<ROWV, T>(fmsa_smem + BM * ROWQ + STAGES * STAGE_B);
+    if (FULL) fmsa_cuda_fwd_zero_row<ROWV, T>(fmsa_smem + BM * ROWQ + STAGES * STAGE_B);
     fmsa_cp_async_wait<2 * (STAGES - 1)>(); /* Q landed */
     if (p.softmax_scale < 0.0f)
         fmsa_cuda_fwd_q_negate<BM, D16, T, ROWQ, F32 ? 0x80000000u : 0x80008000u>(fmsa_smem);
@@ -772,20 +750,19 @@ FMSA_DEV void fmsa_cuda_fwd_block(const fmsa_cuda_fwd_params &p) {
 
     int stage = 0, lstage = STAGES - 1;
     for (int it = 0; it < ntiles; ++it) {
-        const int n0 = (t_end - 1 - it) * BN;
+        const int n0 = nb + (t_end - 1 - it) * BN;
         fmsa_cp_async_wait<WAIT_K>();
-        if (SYNC == 1) fmsa_cuda_fwd_hide_v<DV16, BM, BN, T, ROWQ, STAGE_B, ROWK>(w, m0, it, ntiles, stage, n0);
         __syncthreads(); /* tile it visible; every warp is done with stage lstage */
         {
             const int nx = it + STAGES - 1;
             const unsigned sK = sKV + lstage * STAGE_B;
             if (nx < ntiles)
-                fmsa_cuda_fwd_load_tile<D16, BN, T, FULL>(p, sK, kg, p.k_sb * EU, p.k_ss * EU, (t_end - 1 - nx) * BN,
+                fmsa_cuda_fwd_load_tile<D16, BN, T, FULL>(p, sK, kg, p.k_sb * EU, p.k_ss * EU, nb + (t_end - 1 - nx) * BN,
                                                           0, sk, b, p.head_dim * EU);
             fmsa_cp_async_commit();
             if (nx < ntiles)
                 fmsa_cuda_fwd_load_tile<DV16, BN, T, FULL>(p, sK + BN * ROWK, vg, p.v_sb * EU, p.v_ss * EU,
-                                                           (t_end - 1 - nx) * BN, 0, sk, b, p.head_dim_v * EU);
+                                                           nb + (t_end - 1 - nx) * BN, 0, sk, b, p.head_dim_v * EU);
             fmsa_cp_async_commit();
             lstage = lstage + 1 == STAGES ? 0 : lstage + 1;
         }
@@ -811,11 +788,10 @@ FMSA_DEV void fmsa_cuda_fwd_block(const fmsa_cuda_fwd_params &p) {
                                                                                      m, l, acc);
         if (SYNC == 0) {
             fmsa_cp_async_wait<2 * STAGES - 2>();
-            fmsa_cuda_fwd_hide_v<DV16, BM, BN, T, ROWQ, STAGE_B, ROWK>(w, m0, it, ntiles, stage, n0);
             __syncthreads(); /* V of tile it visible */
         }
         fmsa_cuda_fwd_pv_any<DTY, DA, BN, MT, ROWV>(acc, s, sK + BN * ROWK, vRow, offA, cp * DA,
-                                                   FULL && p.mask, sZ);
+                                                   FULL && (edge || p.mask), sZ);
         stage = stage + 1 == STAGES ? 0 : stage + 1;
     }
     fmsa_cp_async_wait<0>(); /* no copy may land in shared memory after the block exits */

@@ -82,9 +82,9 @@ FMSA_DEV void fmsa_cuda_fwd_split_block(const fmsa_cuda_fwd_params &p) {
     for (int st = 0; st < STAGES - 1; ++st) {
         const unsigned sK = sKV + st * STAGE_B;
         if (st < ntiles) {
-            fmsa_cuda_fwd_load_tile<D16, BNT, T, FULL>(p, sK, kg, k_sb, k_ss, (t_beg + st) * BNT, klo, khi, b,
+            fmsa_cuda_fwd_load_tile<D16, BNT, T, FULL, 1>(p, sK, kg, k_sb, k_ss, (t_beg + st) * BNT, klo, khi, b,
                                                        dim_k);
-            fmsa_cuda_fwd_load_tile<D16, BNT, T, FULL>(p, sK + BNT * ROWB, vg, v_sb, v_ss,
+            fmsa_cuda_fwd_load_tile<D16, BNT, T, FULL, 1>(p, sK + BNT * ROWB, vg, v_sb, v_ss,
                                                        (t_beg + st) * BNT, klo, khi, b, dim_v);
         }
         fmsa_cp_async_commit();
@@ -127,8 +127,8 @@ FMSA_DEV void fmsa_cuda_fwd_split_block(const fmsa_cuda_fwd_params &p) {
         if (it + STAGES - 1 < ntiles) {
             const unsigned sK = sKV + lstage * STAGE_B;
             const int n1 = (t_beg + it + STAGES - 1) * BNT;
-            fmsa_cuda_fwd_load_tile<D16, BNT, T, FULL>(p, sK, kg, k_sb, k_ss, n1, klo, khi, b, dim_k);
-            fmsa_cuda_fwd_load_tile<D16, BNT, T, FULL>(p, sK + BNT * ROWB, vg, v_sb, v_ss, n1, klo, khi, b,
+            fmsa_cuda_fwd_load_tile<D16, BNT, T, FULL, 1>(p, sK, kg, k_sb, k_ss, n1, klo, khi, b, dim_k);
+            fmsa_cuda_fwd_load_tile<D16, BNT, T, FULL, 1>(p, sK + BNT * ROWB, vg, v_sb, v_ss, n1, klo, khi, b,
                                                        dim_v);
         }
         fmsa_cp_async_commit();
