@@ -26,11 +26,13 @@
 /// (reused for the O tile, so its pitch is the larger dim's) and STAGES stages
 /// of one K and one V tile.  The kernels count a row in 16-bit units (an fp32
 /// element is two), so the pitches are those of d * FMSA_CUDA_FWD_EU(dt).
+/// One zero V row follows (the V that keys no row sees are read from).
 #define FMSA_CUDA_FWD_SMEM(dt, d, dv, bm, bn, stages)                                    \
     (((bm) * FMSA_CUDA_FWD_PITCH(FMSA_CUDA_FWD_EU(dt) * ((d) > (dv) ? (d) : (dv))) +     \
       (stages) * (bn) *                                                                   \
           (FMSA_CUDA_FWD_PITCH(FMSA_CUDA_FWD_EU(dt) * (d)) +                              \
-           FMSA_CUDA_FWD_PITCH(FMSA_CUDA_FWD_EU(dt) * (dv)))) * 2)
+           FMSA_CUDA_FWD_PITCH(FMSA_CUDA_FWD_EU(dt) * (dv))) +                            \
+      FMSA_CUDA_FWD_PITCH(FMSA_CUDA_FWD_EU(dt) * (dv))) * 2)
 
 #define FMSA_CUDA_FWD_FAST 0 ///< no softcap, ALiBi, bit mask or paged KV; windows, varlen, GQA yes
 #define FMSA_CUDA_FWD_FULL 1 ///< every feature, each behind a run-time check
@@ -166,11 +168,18 @@ static inline void fmsa_cuda_fwd_grid(const fmsa_cuda_fwd_instance *inst,
  */
 #define FMSA_CUDA_FWD_SPLIT_KEYS_PER_WARP 16
 #define FMSA_CUDA_FWD_SPLIT_SMEM(dt, d, threads, stages)                                        \
-    ((16 + 2 * (stages) * ((threads) / 32) * FMSA_CUDA_FWD_SPLIT_KEYS_PER_WARP) *               \
+    ((16 + 2 * (stages) * ((threads) / 32) * FMSA_CUDA_FWD_SPLIT_KEYS_PER_WARP + 1) *           \
      FMSA_CUDA_FWD_PITCH(FMSA_CUDA_FWD_EU(dt) * (d)) * 2)
+/* d128: 3 stages (100 KB) let two blocks share an SM (the plan then takes 4
+ * splits of the standard decode: 256 blocks on 264 slots, no SM idle), 4
+ * stages (132 KB) keep one; the A/B build sets the count with -D (both the
+ * host C and nvcc: the plan's shared-memory size is this header's). */
+#ifndef FMSA_CUDA_FWD_SPLIT_D128_STAGES
+#define FMSA_CUDA_FWD_SPLIT_D128_STAGES 3
+#endif
 #define FMSA_CUDA_FWD_SPLIT_INSTANCES_DT(X, DT, dt, variant, vn)                                \
     X(fmsa_cuda_fwd_##dt##_d64_split_##vn, DT, 64, variant, 128, 16, 6)                         \
-    X(fmsa_cuda_fwd_##dt##_d128_split_##vn, DT, 128, variant, 128, 16, 4)                       \
+    X(fmsa_cuda_fwd_##dt##_d128_split_##vn, DT, 128, variant, 128, 16, FMSA_CUDA_FWD_SPLIT_D128_STAGES) \
     X(fmsa_cuda_fwd_##dt##_d256_split_##vn, DT, 256, variant, 128, 16, 3)
 #define FMSA_CUDA_FWD_SPLIT_INSTANCES(X)                                                        \
     FMSA_CUDA_FWD_SPLIT_INSTANCES_DT(X, FMSA_CUDA_DT_BF16, bf16, FMSA_CUDA_FWD_FAST, fast)      \

@@ -34,18 +34,78 @@ FMSA_DEV float fmsa_cuda_tanh(float x) {
     return 1.0f - __fdividef(2.0f, t + 1.0f);
 }
 
+/// Which n8 tiles of every 4 take 2^x on the FMA pipe instead of the
+/// special-function unit (16/clk/SM, the softmax's narrowest pipe): 0 = none.
+/// Measured on the H200 (NOTES_FWD.md, 2026-12-02 fwd): 1 of 4 ran 3-5%
+/// slower at d128 and ~1% at d64, so none; an A/B build sets it with -D.
+#ifndef FMSA_CUDA_FWD_EX2_FMA
+#define FMSA_CUDA_FWD_EX2_FMA 0
+#endif
+
+/// 2^x with FMA-pipe instructions only (Cody-Waite: x = n + f, n rounded by
+/// the 1.5 * 2^23 shift, |f| <= 1/2, 2^f by a degree-5 fit at the Chebyshev
+/// nodes, n added to the exponent): relative error 2.1e-7 (3.5 fp32 ulps; the
+/// MUFU's is ~2^-22), far under the bf16/fp16 rounding of P.  x < -125 gives
+/// +0 exactly, as the MUFU's ftz form does below -126, so 2^-inf = 0 and a
+/// masked key's P stays exactly 0; valid up to x = 127 (the lazy rescale keeps
+/// x <= FMSA_SOFTMAX_STALE_MAX).
+FMSA_DEV float fmsa_cuda_ex2_fma(float x) {
+    const float t = x + 12582912.0f, n = t - 12582912.0f, f = x - n;
+    float p = 1.339086331e-03f;
+    p = fmaf(p, f, 9.676031768e-03f);
+    p = fmaf(p, f, 5.550356954e-02f);
+    p = fmaf(p, f, 2.402210683e-01f);
+    p = fmaf(p, f, 6.931471825e-01f);
+    p = fmaf(p, f, 1.000000119e+00f);
+    const float y = __int_as_float(__float_as_int(p) + (__float_as_int(t) << 23));
+    return x < -125.0f ? 0.0f : y;
+}
+
+/// Bit 2 nt + e set when key nt * 8 + 2 (lane % 4) + e of the tile has a
+/// nonzero P in some row of the warp: the keys of this lane's P columns,
+/// which are exactly those of its V B-fragment halves in P V (m16n8k16 and
+/// the fp32 m16n8k8 alike).  OR over the 8 lanes that share lane % 4.
+template <int BN, int MT>
+FMSA_DEV unsigned fmsa_cuda_fwd_live_keys(const float s[][BN / 8][4]) {
+    unsigned b = 0;
+#pragma unroll
+    for (int nt = 0; nt < BN / 8; ++nt)
+#pragma unroll
+        for (int e = 0; e < 2; ++e)
+#pragma unroll
+            for (int mt = 0; mt < MT; ++mt)
+                if (s[mt][nt][e] != 0.0f || s[mt][nt][2 + e] != 0.0f) b |= 1u << (2 * nt + e);
+    b |= __shfl_xor_sync(0xffffffffu, b, 4);
+    b |= __shfl_xor_sync(0xffffffffu, b, 8);
+    b |= __shfl_xor_sync(0xffffffffu, b, 16);
+    return b;
+}
+
+/// The live keys of fmsa_cuda_fwd_live_keys as P V's V ldmatrix.trans
+/// addresses them: lane L supplies the row of key 16 kk + L % 16, so bit 4 kk
+/// of the result is that key's (taken from a lane of quad column (L % 8) / 2).
+FMSA_DEV unsigned fmsa_cuda_fwd_live_ldsm(unsigned live) {
+    const int lane = (int)threadIdx.x & 31;
+    live = __shfl_sync(0xffffffffu, live, (lane & 7) >> 1);
+    return live >> (2 * ((lane >> 3) & 1) + (lane & 1));
+}
+
 FMSA_DEV void fmsa_cuda_status(const fmsa_cuda_fwd_params &p, unsigned bit) {
     if (p.status) atomicOr(p.status, bit);
 }
 
-/// One of K or V of key tile n0 into shared memory at base: rows past the
-/// sequence and columns past head_dim are zero-filled (a zero V row keeps
-/// 0 * V finite where P = 0); paged rows go through the block table, and an
-/// entry outside the pool is reported and zero-filled instead of read.
-template <int D, int BN, int T, int FULL>
+/// One of K or V of key tile n0 into shared memory at base: rows outside
+/// [klo, khi) (past the sequence, or with LO in the split kernel outside every
+/// row's window; without LO, klo is not checked) and columns past head_dim are zero-filled, so 0 * V stays 0 where
+/// P = 0 even when such a key holds NaN / Inf (issue 18; the main kernel
+/// passes [0, sk): one more live bound spilled its d64 / d128 kernels, so its
+/// FAST tiles start at the window's first key and FULL zeroes hidden keys' V
+/// in P V, fmsa_cuda_fwd_pv_any); paged rows go through the block table, and
+/// an entry outside the pool is reported and zero-filled instead of read.
+template <int D, int BN, int T, int FULL, int LO = 0>
 FMSA_DEV void fmsa_cuda_fwd_load_tile(const fmsa_cuda_fwd_params &p, unsigned base,
                                       const unsigned short *g, long long sb, long long ss,
-                                      int n0, int sk, int b, int dim) {
+                                      int n0, int klo, int khi, int b, int dim) {
     enum { CPR = D / 8, ROWB = FMSA_CUDA_FWD_PITCH(D) * 2, N = (BN * CPR + T - 1) / T, RS = T / CPR };
     /* A rolled loop: unrolled, every copy's tile-invariant address stayed live
      * across the key loop and the d128 tiles spilled (148 bytes at 128 x 64). */
@@ -56,7 +116,7 @@ FMSA_DEV void fmsa_cuda_fwd_load_tile(const fmsa_cuda_fwd_params &p, unsigned ba
         unsigned dst = base + fmsa_swizzle(r0, c, ROWB);
 #pragma unroll 1
         for (int it = 0, j = n0 + r0; it < N; ++it, j += RS, src += RS * ss, dst += RS * ROWB) {
-            int ok = cok && j < sk;
+            int ok = cok && (!LO || j >= klo) && j < khi;
             const unsigned short *from = src;
             if (FULL && p.is_paged && ok) {
                 const int pg = p.block_table[b * p.bt_sb + (long long)(j / p.page_size) * p.bt_sp];
@@ -73,7 +133,7 @@ FMSA_DEV void fmsa_cuda_fwd_load_tile(const fmsa_cuda_fwd_params &p, unsigned ba
     for (int it = 0; it < N; ++it) {
         const int idx = (int)threadIdx.x + it * T, r = idx / CPR, c = idx % CPR, j = n0 + r;
         if ((BN * CPR) % T != 0 && idx >= BN * CPR) break;
-        int ok = j < sk && c * 8 < dim;
+        int ok = (!LO || j >= klo) && j < khi && c * 8 < dim;
         long long off = (long long)j * ss;
         if (FULL && p.is_paged && ok) {
             const int pg = p.block_table[b * p.bt_sb + (long long)(j / p.page_size) * p.bt_sp];
@@ -263,7 +323,7 @@ FMSA_DEV void fmsa_cuda_fwd_qk(float s[][BN / 8][4], const unsigned qf[][QREG ? 
 /// update of m, l and acc; edge: some key of the tile may be invisible to some
 /// row (per-element mask).  FULL's transforms leave base-2 scores (mult 1);
 /// otherwise the scale rides in the exponent's fma (mult = |scale| log2 e).
-template <int DA, int BN, int MT, int FULL, int F32 = 0>
+template <int DA, int BN, int MT, int FULL, int F32 = 0, int EMU = 0>
 FMSA_DEV void fmsa_cuda_fwd_softmax(const fmsa_cuda_fwd_params &p, const fmsa_cuda_fwd_rows &w,
                                     const fmsa_cuda_fwd_row rw[][2], int n0, int edge,
                                     float s[][BN / 8][4], float m[][2], float l[][2],
@@ -361,7 +421,8 @@ FMSA_DEV void fmsa_cuda_fwd_softmax(const fmsa_cuda_fwd_params &p, const fmsa_cu
             for (int nt = 0; nt < NT; ++nt)
 #pragma unroll
                 for (int e = 0; e < 2; ++e) {
-                    const float pv = fmsa_ex2(fmaf(s[mt][nt][2 * hr + e], mult, -mu));
+                    const float x = fmaf(s[mt][nt][2 * hr + e], mult, -mu);
+                    const float pv = (nt & 3) < EMU ? fmsa_cuda_ex2_fma(x) : fmsa_ex2(x);
                     l[mt][hr] += pv;
                     s[mt][nt][2 * hr + e] = pv;
                 }
@@ -370,12 +431,18 @@ FMSA_DEV void fmsa_cuda_fwd_softmax(const fmsa_cuda_fwd_params &p, const fmsa_cu
 
 /// acc += P V for one key tile at sV, output columns [16 c16, 16 c16 + DA);
 /// P leaves the S accumulators as the A operand (the C fragment of two
-/// adjacent n8 tiles is the A fragment of k16).
+/// adjacent n8 tiles is the A fragment of k16).  A lane whose bit 4 kk of
+/// live (fmsa_cuda_fwd_live_ldsm) is clear points its V row at the zero row
+/// sZ instead: that key's V enters the mma as 0, so a NaN / Inf in a key no
+/// row of the warp sees never meets its P = 0 (one select per 16 keys; a
+/// second, masked copy of this loop spilled the d64 / d128 kernels).
 template <int IS_BF16, int DA, int BN, int MT, int ROWV>
 FMSA_DEV void fmsa_cuda_fwd_pv(float acc[][DA / 8][4], const float s[][BN / 8][4], unsigned sV,
-                               unsigned vRow, const unsigned offA[4], int c16) {
+                               unsigned vRow, const unsigned offA[4], int c16, unsigned live,
+                               unsigned sZ) {
 #pragma unroll
     for (int kk = 0; kk < BN / 16; ++kk) {
+        const unsigned vb = (live >> (4 * kk)) & 1u ? sV + vRow + kk * 16 * ROWV : sZ;
         unsigned pa[MT][4];
 #pragma unroll
         for (int mt = 0; mt < MT; ++mt) {
@@ -393,7 +460,7 @@ FMSA_DEV void fmsa_cuda_fwd_pv(float acc[][DA / 8][4], const float s[][BN / 8][4
                                      ? (unsigned)((c16 >> 2) + (dp >> 2)) * 128u + offA[dp & 3]
                                      : (unsigned)(da >> 2) * 128u +
                                            (unsigned)(((2 * (da & 3) + (lane >> 4)) ^ (lane & 7)) << 4);
-            fmsa_ldmatrix_x4_trans(bv, sV + vRow + kk * 16 * ROWV + col);
+            fmsa_ldmatrix_x4_trans(bv, vb + col);
 #pragma unroll
             for (int mt = 0; mt < MT; ++mt) {
                 fmsa_mma16816<IS_BF16>(acc[mt][2 * dp], pa[mt], bv[0], bv[1]);
@@ -409,10 +476,11 @@ FMSA_DEV void fmsa_cuda_fwd_pv(float acc[][DA / 8][4], const float s[][BN / 8][4
 /// and V's B fragment (keys 2t, 2t + 1 of column g) is two 32-bit loads from
 /// the swizzled tile (4 rows x 2 chunks per load: no bank conflict).  Per
 /// output n8 tile the key tile accumulates apart (tb, ts) and is added to acc
-/// in fp32 (the truncating accumulation above).
+/// in fp32 (the truncating accumulation above).  V of a key whose bit in live
+/// is clear is taken as 0 (the 16-bit kernel's zero row, by select).
 template <int DA, int BN, int MT, int ROWV>
 FMSA_DEV void fmsa_cuda_fwd_pv_f32(float acc[][DA / 8][4], const float s[][BN / 8][4], unsigned sV,
-                                   int c0) {
+                                   int c0, unsigned live) {
     enum { NT = BN / 8 };
     const int lane = (int)threadIdx.x & 31, g = lane >> 2, t = lane & 3;
     unsigned ph[MT][NT][4], pl[MT][NT][4];
@@ -443,6 +511,9 @@ FMSA_DEV void fmsa_cuda_fwd_pv_f32(float acc[][DA / 8][4], const float s[][BN / 
             asm volatile("ld.shared.b32 %0, [%1];\n"
                          : "=r"(v1)
                          : "r"(sV + fmsa_swizzle(r + 1, c >> 2, ROWV) + (unsigned)(c & 3) * 4u));
+            /* keys no row of the warp sees enter as 0 (fmsa_cuda_fwd_live_keys) */
+            v0 = live >> (2 * nt) & 1u ? v0 : 0u;
+            v1 = live >> (2 * nt + 1) & 1u ? v1 : 0u;
             fmsa_tf32_split(v0, &vh0, &vl0);
             fmsa_tf32_split(v1, &vh1, &vl1);
 #pragma unroll
@@ -454,6 +525,31 @@ FMSA_DEV void fmsa_cuda_fwd_pv_f32(float acc[][DA / 8][4], const float s[][BN / 
 #pragma unroll
             for (int e = 0; e < 4; ++e) acc[mt][dt][e] += tb[mt][e] + ts[mt][e];
     }
+}
+
+/// P V of one tile for any dtype, output columns [c0, c0 + DA); zap (warp
+/// uniform: FULL with a bit mask, or a tile across a window edge or the
+/// sequence end) takes the V of keys no row of the warp sees as 0 (issue 18:
+/// padding keys may hold NaN / Inf, and 0 * NaN is NaN in the tensor core
+/// too).  Their scores were masked by select in fmsa_cuda_fwd_softmax, so a
+/// NaN in K is gone already.  sZ: a zero row of ROWV bytes.  FAST kernels
+/// (zap = 0 at compile time) run the plain P V: their tiles hold no key a
+/// window hides from the whole block, and keys past the sequence load as 0.
+template <int DTY, int DA, int BN, int MT, int ROWV>
+FMSA_DEV void fmsa_cuda_fwd_pv_any(float acc[][DA / 8][4], const float s[][BN / 8][4], unsigned sV,
+                                   unsigned vRow, const unsigned offA[4], int c0, int zap,
+                                   unsigned sZ) {
+    const unsigned live = zap ? fmsa_cuda_fwd_live_keys<BN, MT>(s) : ~0u;
+    if (DTY == FMSA_CUDA_DT_F32)
+        fmsa_cuda_fwd_pv_f32<DA, BN, MT, ROWV>(acc, s, sV, c0, live);
+    else
+        fmsa_cuda_fwd_pv<DTY == FMSA_CUDA_DT_BF16, DA, BN, MT, ROWV>(
+            acc, s, sV, vRow, offA, c0 / 16, zap ? fmsa_cuda_fwd_live_ldsm(live) : ~0u, sZ);
+}
+
+/// Zeroes the ROWB-byte row at sZ (before the block's first barrier).
+template <int ROWB, int T> FMSA_DEV void fmsa_cuda_fwd_zero_row(unsigned char *z) {
+    for (int i = (int)threadIdx.x; i < ROWB / 16; i += T) *(uint4 *)(z + 16 * i) = make_uint4(0u, 0u, 0u, 0u);
 }
 
 /// Resolves sequence b (varlen offsets, paged key count) into w and the row
@@ -573,9 +669,16 @@ FMSA_DEV void fmsa_cuda_fwd_block(const fmsa_cuda_fwd_params &p) {
 
     const long long kbeg = fmsa_window_key_begin(m0, sq, sk, w.wl);
     const long long kend = fmsa_window_key_end(m0 + BM < sq ? m0 + BM : sq, sq, sk, w.wr);
-    const int t_beg = (int)(kbeg / BN);
-    const int t_end = kend > kbeg ? (int)((kend + BN - 1) / BN) : t_beg;
-    const int ntiles = t_end - t_beg;
+    /* FULL: tiles on multiples of BN (the bit mask is read by whole bytes);
+     * FAST: tiles from kbeg up, so no tile holds a key that a left window
+     * hides from the whole block (such a key's V may be NaN / Inf, issue 18;
+     * the top tile's keys past kend are either past the sequence, zero-filled,
+     * or seen by a later block's rows).  Tile t starts at key nb + t BN (this
+     * form of n0 below: top - it BN made ptxas spill 32 bytes at d128). */
+    const int t_beg = FULL ? (int)(kbeg / BN) : 0;
+    const int ntiles = kend <= kbeg ? 0
+                       : FULL ? (int)((kend + BN - 1) / BN) - t_beg : (int)((kend - kbeg + BN - 1) / BN);
+    const int t_end = t_beg + ntiles, nb = FULL ? 0 : (int)kbeg;
 
     const int hk = h / (p.heads_q / p.heads_kv);
     /* addresses and strides in 16-bit units (EU per element) */
@@ -599,13 +702,16 @@ FMSA_DEV void fmsa_cuda_fwd_block(const fmsa_cuda_fwd_params &p) {
         const unsigned sK = sKV + st * STAGE_B;
         if (st < ntiles)
             fmsa_cuda_fwd_load_tile<D16, BN, T, FULL>(p, sK, kg, p.k_sb * EU, p.k_ss * EU,
-                                                      (t_end - 1 - st) * BN, sk, b, p.head_dim * EU);
+                                                      nb + (t_end - 1 - st) * BN, 0, sk, b, p.head_dim * EU);
         fmsa_cp_async_commit();
         if (st < ntiles)
             fmsa_cuda_fwd_load_tile<DV16, BN, T, FULL>(p, sK + BN * ROWK, vg, p.v_sb * EU, p.v_ss * EU,
-                                                       (t_end - 1 - st) * BN, sk, b, p.head_dim_v * EU);
+                                                       nb + (t_end - 1 - st) * BN, 0, sk, b, p.head_dim_v * EU);
         fmsa_cp_async_commit();
     }
+    /* the zero row after the stages (FULL's V for keys no row of a warp sees) */
+    const unsigned sZ = sKV + STAGES * STAGE_B;
+    if (FULL) fmsa_cuda_fwd_zero_row<ROWV, T>(fmsa_smem + BM * ROWQ + STAGES * STAGE_B);
     fmsa_cp_async_wait<2 * (STAGES - 1)>(); /* Q landed */
     if (p.softmax_scale < 0.0f)
         fmsa_cuda_fwd_q_negate<BM, D16, T, ROWQ, F32 ? 0x80000000u : 0x80008000u>(fmsa_smem);
@@ -644,19 +750,19 @@ FMSA_DEV void fmsa_cuda_fwd_block(const fmsa_cuda_fwd_params &p) {
 
     int stage = 0, lstage = STAGES - 1;
     for (int it = 0; it < ntiles; ++it) {
-        const int n0 = (t_end - 1 - it) * BN;
+        const int n0 = nb + (t_end - 1 - it) * BN;
         fmsa_cp_async_wait<WAIT_K>();
         __syncthreads(); /* tile it visible; every warp is done with stage lstage */
         {
             const int nx = it + STAGES - 1;
             const unsigned sK = sKV + lstage * STAGE_B;
             if (nx < ntiles)
-                fmsa_cuda_fwd_load_tile<D16, BN, T, FULL>(p, sK, kg, p.k_sb * EU, p.k_ss * EU, (t_end - 1 - nx) * BN,
-                                                          sk, b, p.head_dim * EU);
+                fmsa_cuda_fwd_load_tile<D16, BN, T, FULL>(p, sK, kg, p.k_sb * EU, p.k_ss * EU, nb + (t_end - 1 - nx) * BN,
+                                                          0, sk, b, p.head_dim * EU);
             fmsa_cp_async_commit();
             if (nx < ntiles)
                 fmsa_cuda_fwd_load_tile<DV16, BN, T, FULL>(p, sK + BN * ROWK, vg, p.v_sb * EU, p.v_ss * EU,
-                                                           (t_end - 1 - nx) * BN, sk, b, p.head_dim_v * EU);
+                                                           nb + (t_end - 1 - nx) * BN, 0, sk, b, p.head_dim_v * EU);
             fmsa_cp_async_commit();
             lstage = lstage + 1 == STAGES ? 0 : lstage + 1;
         }
@@ -678,15 +784,14 @@ FMSA_DEV void fmsa_cuda_fwd_block(const fmsa_cuda_fwd_params &p) {
             }
         if (F32) fmsa_cuda_fwd_qk_f32<D16, BN, MT, ROWQ, ROWK>(s, aRow, sK, kRow, offA, offB);
         else fmsa_cuda_fwd_qk<DTY, D16, BN, MT, QREG, ROWQ, ROWK>(s, qf, aRow, sK, kRow, offA, offB);
-        fmsa_cuda_fwd_softmax<DA, BN, MT, FULL, F32>(p, w, rw, n0, edge, s, m, l, acc);
+        fmsa_cuda_fwd_softmax<DA, BN, MT, FULL, F32, F32 ? 0 : FMSA_CUDA_FWD_EX2_FMA>(p, w, rw, n0, edge, s,
+                                                                                     m, l, acc);
         if (SYNC == 0) {
             fmsa_cp_async_wait<2 * STAGES - 2>();
             __syncthreads(); /* V of tile it visible */
         }
-        if (F32) fmsa_cuda_fwd_pv_f32<DA, BN, MT, ROWV>(acc, s, sK + BN * ROWK, cp * DA);
-        else
-            fmsa_cuda_fwd_pv<DTY == FMSA_CUDA_DT_BF16, DA, BN, MT, ROWV>(acc, s, sK + BN * ROWK, vRow,
-                                                                         offA, cp * (DA / 16));
+        fmsa_cuda_fwd_pv_any<DTY, DA, BN, MT, ROWV>(acc, s, sK + BN * ROWK, vRow, offA, cp * DA,
+                                                   FULL && (edge || p.mask), sZ);
         stage = stage + 1 == STAGES ? 0 : stage + 1;
     }
     fmsa_cp_async_wait<0>(); /* no copy may land in shared memory after the block exits */

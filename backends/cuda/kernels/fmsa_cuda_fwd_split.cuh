@@ -56,6 +56,7 @@ FMSA_DEV void fmsa_cuda_fwd_split_block(const fmsa_cuda_fwd_params &p) {
     int t_beg = t_all0 + split * chunk, t_end = t_beg + chunk;
     if (t_end > t_all0 + t_all) t_end = t_all0 + t_all;
     const int ntiles = t_end > t_beg ? t_end - t_beg : 0;
+    const int klo = (int)kbeg, khi = (int)kend; /* keys no row sees load as 0 */
 
     /* addresses and strides in 16-bit units (EU per element) */
     const elem *kg = (const elem *)p.k + (kb * p.k_sb + k_row0 * p.k_ss + (long long)hk * p.k_sh) * EU;
@@ -81,13 +82,16 @@ FMSA_DEV void fmsa_cuda_fwd_split_block(const fmsa_cuda_fwd_params &p) {
     for (int st = 0; st < STAGES - 1; ++st) {
         const unsigned sK = sKV + st * STAGE_B;
         if (st < ntiles) {
-            fmsa_cuda_fwd_load_tile<D16, BNT, T, FULL>(p, sK, kg, k_sb, k_ss, (t_beg + st) * BNT, sk, b,
+            fmsa_cuda_fwd_load_tile<D16, BNT, T, FULL, 1>(p, sK, kg, k_sb, k_ss, (t_beg + st) * BNT, klo, khi, b,
                                                        dim_k);
-            fmsa_cuda_fwd_load_tile<D16, BNT, T, FULL>(p, sK + BNT * ROWB, vg, v_sb, v_ss,
-                                                       (t_beg + st) * BNT, sk, b, dim_v);
+            fmsa_cuda_fwd_load_tile<D16, BNT, T, FULL, 1>(p, sK + BNT * ROWB, vg, v_sb, v_ss,
+                                                       (t_beg + st) * BNT, klo, khi, b, dim_v);
         }
         fmsa_cp_async_commit();
     }
+    /* the zero row after the stages (pv_any's V for keys no row sees) */
+    const unsigned sZ = sKV + STAGES * STAGE_B;
+    fmsa_cuda_fwd_zero_row<ROWB, T>(fmsa_smem + 16 * ROWB + STAGES * STAGE_B);
     fmsa_cp_async_wait<STAGES - 1>(); /* Q landed */
     if (p.softmax_scale < 0.0f)
         fmsa_cuda_fwd_q_negate<16, D16, T, ROWB, F32 ? 0x80000000u : 0x80008000u>(fmsa_smem);
@@ -123,21 +127,21 @@ FMSA_DEV void fmsa_cuda_fwd_split_block(const fmsa_cuda_fwd_params &p) {
         if (it + STAGES - 1 < ntiles) {
             const unsigned sK = sKV + lstage * STAGE_B;
             const int n1 = (t_beg + it + STAGES - 1) * BNT;
-            fmsa_cuda_fwd_load_tile<D16, BNT, T, FULL>(p, sK, kg, k_sb, k_ss, n1, sk, b, dim_k);
-            fmsa_cuda_fwd_load_tile<D16, BNT, T, FULL>(p, sK + BNT * ROWB, vg, v_sb, v_ss, n1, sk, b,
+            fmsa_cuda_fwd_load_tile<D16, BNT, T, FULL, 1>(p, sK, kg, k_sb, k_ss, n1, klo, khi, b, dim_k);
+            fmsa_cuda_fwd_load_tile<D16, BNT, T, FULL, 1>(p, sK + BNT * ROWB, vg, v_sb, v_ss, n1, klo, khi, b,
                                                        dim_v);
         }
         fmsa_cp_async_commit();
         lstage = lstage + 1 == STAGES ? 0 : lstage + 1;
         const unsigned sK = sKV + stage * STAGE_B + warp * BNW * ROWB;
         const int n0 = (t_beg + it) * BNT + warp * BNW;
-        const int edge = n0 + BNW > sk || (w.wr >= 0 && n0 + BNW - 1 > w.off + w.wr) ||
+        const int edge = n0 + BNW > khi || (w.wr >= 0 && n0 + BNW - 1 > w.off + w.wr) ||
                          (w.wl >= 0 && n0 < sq - 1 + w.off - w.wl);
         if (F32) fmsa_cuda_fwd_qk_f32<D16, BNW, 1, ROWB, ROWB>(s, aRow, sK, kRow, offA, offB);
         else fmsa_cuda_fwd_qk<DTY, D16, BNW, 1, QREG, ROWB, ROWB>(s, qf, aRow, sK, kRow, offA, offB);
         fmsa_cuda_fwd_softmax<D, BNW, 1, FULL, F32>(p, w, rw, n0, edge, s, m, l, acc);
-        if (F32) fmsa_cuda_fwd_pv_f32<D, BNW, 1, ROWB>(acc, s, sK + BNT * ROWB, 0);
-        else fmsa_cuda_fwd_pv<DTY == FMSA_CUDA_DT_BF16, D, BNW, 1, ROWB>(acc, s, sK + BNT * ROWB, vRow, offA, 0);
+        fmsa_cuda_fwd_pv_any<DTY, D, BNW, 1, ROWB>(acc, s, sK + BNT * ROWB, vRow, offA, 0,
+                                                   FULL && p.mask, sZ);
         stage = stage + 1 == STAGES ? 0 : stage + 1;
     }
     fmsa_cp_async_wait<0>();

@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# One device call for the forward A/B (issue 14) and the masked-key NaN check (issue 18),
+# run from the repository root of the device tool's tree (main's) with this branch's copy
+# carried in $T (default .devtree/fwd):
+#
+#   bash .devtree/fwd/bench/cuda_fwd_ab.sh
+#
+# $T/fb/common/*.fatbin: the kernel files this branch does not touch (bwd, pre/post,
+# check, merge: main's build); $T/fb/fwd_<name>.fatbin: the forward of each build (nvcc on
+# the development machine, sm_90a).  Builds: main = the repository root's sources with
+# fwd_main; A = this branch (its defaults); B, when fwd_B.fatbin is there = this branch with
+# FMSA_CUDA_FWD_SPLIT_D128_STAGES=4 in both the host C and nvcc (and whatever -D its fatbin
+# was compiled with: the first A/B had FMSA_CUDA_FWD_EX2_FMA=1 in A, 0 in B).  Then bench/cuda_fwd_ab.py (sweep + decode, every build checked
+# against fp64, beside FA2 and cuDNN), then ctest -L cuda on A (the masked-key NaN grid
+# included) and the NaN grid on main (which has no fix: it shows what the test catches).
+set -uo pipefail
+ROOT=$(pwd)
+T=$(cd "${T:-.devtree/fwd}" && pwd)
+OUT=${OUT:-/tmp/fwdab-out}
+L=/tmp/fwdab-logs
+mkdir -p "$OUT" "$L"
+CM=$ROOT/.devtree/cmocka/usr
+export LD_LIBRARY_PATH=$CM/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,power.draw,temperature.gpu \
+    --format=csv | tee "$L/smi.txt"
+for v in A B main; do
+  [[ -f "$T/fb/fwd_$v.fatbin" ]] || continue
+  mkdir -p /tmp/fb_$v
+  cp "$T"/fb/common/*.fatbin /tmp/fb_$v/
+  cp "$T/fb/fwd_$v.fatbin" /tmp/fb_$v/fmsa_cuda_fwd.fatbin
+done
+cfg() {  # source, build dir, fatbin dir, C flags, testing
+  cmake -S "$1" -B "$2" -G Ninja -DCMAKE_BUILD_TYPE=Release -DBUILD_TESTING="$5" \
+    -DFLASHMSA_CUDA=ON -DFLASHMSA_OPENCL=OFF -DFLASHMSA_CUDA_FATBIN_DIR="$3" \
+    -DCMAKE_PREFIX_PATH="$CM" "-DCMAKE_C_FLAGS=$4" > "$L/cfg_$(basename "$2").log" 2>&1
+}
+t=$SECONDS
+{ cfg "$T" /tmp/bA /tmp/fb_A "" ON && ninja -C /tmp/bA -j16 > "$L/build_A.log" 2>&1; } ||
+  echo "BUILD A FAILED: $(tail -5 "$L/build_A.log" "$L/cfg_bA.log")"
+libs=(--lib main=/tmp/bM/libflashmsa.so)
+if [[ -d /tmp/fb_B ]]; then
+  { cfg "$T" /tmp/bB /tmp/fb_B "-DFMSA_CUDA_FWD_SPLIT_D128_STAGES=4" OFF &&
+    ninja -C /tmp/bB -j16 flashmsa > "$L/build_B.log" 2>&1; } || echo "BUILD B FAILED"
+  libs+=(--lib B=/tmp/bB/libflashmsa.so)
+fi
+libs+=(--lib A=/tmp/bA/libflashmsa.so)
+{ cfg "$ROOT" /tmp/bM /tmp/fb_main "" ON &&
+  ninja -C /tmp/bM -j16 flashmsa test_grid_masked_nan > "$L/build_M.log" 2>&1; } ||
+  echo "BUILD main FAILED: $(tail -5 "$L/build_M.log")"
+echo "builds: $((SECONDS - t)) s"
+
+t=$SECONDS
+(cd "$T" && timeout 330 python3 bench/cuda_fwd_ab.py "${libs[@]}" ${AB_ARGS:-} \
+   --json "$OUT/ab.jsonl" > "$L/ab.txt" 2>&1)
+echo "ab rc=$? $((SECONDS - t)) s"
+
+t=$SECONDS
+timeout 200 ctest --test-dir /tmp/bA -L cuda -j8 --output-on-failure > "$OUT/ctest_cuda.log" 2>&1
+echo "ctest -L cuda rc=$? $((SECONDS - t)) s: $(grep -E 'tests passed|tests failed' "$OUT/ctest_cuda.log")"
+grep -E "^\s*[0-9]+/[0-9]+ Test.*(Failed|Passed|Skipped|Not Run)" "$OUT/ctest_cuda.log" | sed 's/  */ /g'
+FLASHMSA_TEST_BACKEND=cuda timeout 60 /tmp/bA/tests/test_grid_masked_nan --backend cuda --verbose \
+  > "$OUT/nan_A.txt" 2>&1
+echo "masked-NaN grid, this branch: rc=$?"
+FLASHMSA_TEST_BACKEND=cuda timeout 60 /tmp/bM/tests/test_grid_masked_nan --backend cuda --verbose \
+  > "$OUT/nan_main.txt" 2>&1
+echo "masked-NaN grid, main: rc=$?"
+t=$SECONDS
+FLASHMSA_CUDA_ARCH=sm80 timeout 90 ctest --test-dir /tmp/bA -L cuda -R '^test_grid_' -j8 \
+  > "$OUT/ctest_sm80.log" 2>&1
+echo "sm80 grids rc=$? $((SECONDS - t)) s: $(grep -E 'tests passed|tests failed' "$OUT/ctest_sm80.log")"
+tar czf "$OUT/logs.tgz" -C "$L" .
+sed -n '/^# NVIDIA/,$p' "$L/ab.txt"
+grep -E "^# .*(Error|error|FAIL)" "$L/ab.txt" | head -5
