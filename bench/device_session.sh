@@ -23,7 +23,7 @@ mkdir -p "$OUT/cuda" "$OUT/opencl" "$OUT/python"
 has() { [[ " $PARTS " == *" $1 "* ]]; }
 t=$SECONDS
 if has cuda && ! OUT=$OUT/cuda CMOCKA_PREFIX=$DEV/cmocka/usr FATBIN_DIR=$DEV/fatbin \
-     STAGES="${CUDA_STAGES:-build tests}" timeout 300 bash bench/cuda_device_run.sh; then
+     STAGES="${CUDA_STAGES:-build tests}" timeout "${CUDA_TIMEOUT:-300}" bash bench/cuda_device_run.sh; then
   rc=1
 fi
 echo "=== device_session: CUDA part $((SECONDS - t)) s"

@@ -23,9 +23,16 @@ mkdir -p "$OUT"
 case "${PHASE:?PHASE=a or b}" in
 a)
   bash .peers/a/install.sh || exit 1
-  rm -rf /tmp/fmsa-dev && mkdir -p /tmp/fmsa-dev
+  rm -rf /tmp/fmsa-dev /tmp/fmsa-logs && mkdir -p /tmp/fmsa-dev
   tar xJf .devtree/final/dev.tar.xz -C /tmp/fmsa-dev || exit 1
-  DEV=/tmp/fmsa-dev PARTS="${PARTS:-cuda opencl python}" bash bench/device_session.sh
+  # the logs (more files than a call brings back) travel as one archive; the
+  # failing tests' names are printed
+  DEV=/tmp/fmsa-dev OUT=/tmp/fmsa-logs PARTS="${PARTS:-cuda opencl python}" \
+    bash bench/device_session.sh
+  rc=$?
+  grep -h -E "tests passed|\*\*\*Failed|Failed  |FAIL|ERROR SUMMARY" -r /tmp/fmsa-logs | sort | uniq -c | head -40
+  tar czf "$OUT/logs_a.tgz" -C /tmp fmsa-logs
+  exit $rc
   ;;
 b)
   bash .peers/b/install.sh || exit 1
