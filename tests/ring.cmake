@@ -5,6 +5,9 @@
 # the ranks are the parallelism.
 find_package(Threads REQUIRED)
 fmsa_add_test(test_ring_loopback LABELS "ring" SOURCES test_ring_loopback.c)
+# The elementwise op and device copy the ring runs on the context's device
+# (common/accumulate.h); --backend opencl / cuda runs it there by hand.
+fmsa_add_test(test_ring_accumulate LABELS "ring" SOURCES test_ring_accumulate.c)
 target_link_libraries(test_ring_loopback PRIVATE Threads::Threads)
 # Under the sanitizers, ASan's own teardown of the rank threads' alternate
 # signal stacks aborts ("unable to unmap", sanitizer_posix.cpp, in

@@ -260,14 +260,19 @@ static int acc_verdict(const check_acc *a, const char *name, fmsa_dtype store, d
 }
 
 int fmsa_ring_case_run(const fmsa_ring_case *rc, fmsa_dist_comm *comm, char *msg, size_t len) {
+    return fmsa_ring_case_run_on(rc, comm, NULL, msg, len);
+}
+
+int fmsa_ring_case_run_on(const fmsa_ring_case *rc, fmsa_dist_comm *comm, fmsa_context *ctx_in,
+                          char *msg, size_t len) {
     const fmsa_ring_spec *s = &rc->s;
     const size_t es = es_of(s->dtype);
     const int64_t c = s->c, S = rc->S;
     int rank = 0, size = 0, bad = 0, rc_out = -1;
-    fmsa_context *ctx = NULL;
-    enum { Q, K, V, DO, O, LSE, DQ, DK, DV, DLSE, DSINK, NB };
+    fmsa_context *ctx = ctx_in;
+    enum { Q, K, V, DO, O, LSE, DQ, DK, DV, DLSE, DSINK, SINKS, NB };
     guarded g[NB];
-    void *buf[NB] = {0};
+    void *buf[NB] = {0}, *dev[NB] = {0};
     void *ws = NULL;
     size_t wsf = 0, wsb = 0, used = 0;
     fmsa_status st;
@@ -283,7 +288,7 @@ int fmsa_ring_case_run(const fmsa_ring_case *rc, fmsa_dist_comm *comm, char *msg
     bytes[V] = bytes[DV] = (size_t)(s->B * c * s->Hkv * s->Dv) * es;
     bytes[DO] = bytes[O] = (size_t)(s->B * c * s->Hq * s->Dv) * es;
     bytes[LSE] = bytes[DLSE] = (size_t)(s->B * s->Hq * c) * 4;
-    bytes[DSINK] = (size_t)s->Hq * 4;
+    bytes[DSINK] = bytes[SINKS] = (size_t)s->Hq * 4;
     for (int i = 0; i < NB; ++i)
         if (!(buf[i] = guarded_make(&g[i], bytes[i]))) goto done;
     /* this rank's shard: rows of the layout gathered from the whole inputs */
@@ -304,28 +309,47 @@ int fmsa_ring_case_run(const fmsa_ring_case *rc, fmsa_dist_comm *comm, char *msg
             for (int64_t h = 0; rc->dlse && h < s->Hq; ++h)
                 ((float *)buf[DLSE])[(b * s->Hq + h) * c + i] = rc->dlse[(b * s->Hq + h) * S + gi];
         }
-    if (fmsa_context_create(FMSA_BACKEND_CPU, 0, &ctx) != FMSA_SUCCESS) {
+    if (rc->sinks) memcpy(buf[SINKS], rc->sinks, bytes[SINKS]);
+    if (!ctx && fmsa_context_create(s->backend ? s->backend : FMSA_BACKEND_CPU, 0, &ctx) !=
+                    FMSA_SUCCESS) {
         snprintf(msg, len, "context: %s", fmsa_last_error());
         goto done;
     }
+    /* every buffer, guards included, in the context's memory */
+    for (int i = 0; i < NB; ++i)
+        if (fmsa_malloc(ctx, g[i].bytes + 2 * GUARD, &dev[i]) != FMSA_SUCCESS ||
+            fmsa_copy_to_device(ctx, dev[i], 0, g[i].raw, g[i].bytes + 2 * GUARD) !=
+                FMSA_SUCCESS) {
+            snprintf(msg, len, "rank %d: device buffer %d: %s", rank, i, fmsa_last_error());
+            goto done;
+        }
     {
         fmsa_attention_desc desc = fmsa_attention_desc_init(s->D);
-        fmsa_tensor q = t4(buf[Q], s->dtype, s->B, c, s->Hq, s->D);
-        fmsa_tensor k = t4(buf[K], s->dtype, s->B, c, s->Hkv, s->D);
-        fmsa_tensor v = t4(buf[V], s->dtype, s->B, c, s->Hkv, s->Dv);
-        fmsa_tensor o = t4(buf[O], s->dtype, s->B, c, s->Hq, s->Dv);
-        fmsa_tensor lse = t3(buf[LSE], s->B, s->Hq, c);
+        fmsa_tensor q = t4(dev[Q], s->dtype, s->B, c, s->Hq, s->D);
+        fmsa_tensor k = t4(dev[K], s->dtype, s->B, c, s->Hkv, s->D);
+        fmsa_tensor v = t4(dev[V], s->dtype, s->B, c, s->Hkv, s->Dv);
+        fmsa_tensor o = t4(dev[O], s->dtype, s->B, c, s->Hq, s->Dv);
+        fmsa_tensor lse = t3(dev[LSE], s->B, s->Hq, c);
         fmsa_backward_tensors bt;
         const int64_t hs[1] = {s->Hq};
+        size_t wsn;
+        q.byte_offset = k.byte_offset = v.byte_offset = o.byte_offset = lse.byte_offset = GUARD;
         desc.causal = s->causal;
         desc.softcap = s->softcap;
-        if (rc->sinks) desc.sinks = fmsa_tensor_contiguous(rc->sinks, FMSA_DTYPE_F32, 1, hs);
+        if (rc->sinks) {
+            desc.sinks = fmsa_tensor_contiguous(dev[SINKS], FMSA_DTYPE_F32, 1, hs);
+            desc.sinks.byte_offset = GUARD;
+        }
         st = fmsa_ring_workspace_size(ctx, comm, s->layout, FMSA_PASS_FORWARD, &desc, &q, &k, &v,
                                       &wsf);
         if (st == FMSA_SUCCESS)
             st = fmsa_ring_workspace_size(ctx, comm, s->layout, FMSA_PASS_BACKWARD, &desc, &q, &k,
                                           &v, &wsb);
-        if (st == FMSA_SUCCESS && !(ws = malloc(wsf > wsb ? wsf : wsb))) goto done;
+        wsn = wsf > wsb ? wsf : wsb;
+        if (st == FMSA_SUCCESS && fmsa_malloc(ctx, wsn ? wsn : 1, &ws) != FMSA_SUCCESS) {
+            snprintf(msg, len, "rank %d: workspace of %zu bytes: %s", rank, wsn, fmsa_last_error());
+            goto done;
+        }
         if (st == FMSA_SUCCESS)
             st = fmsa_ring_forward(ctx, comm, s->layout, &desc, &q, &k, &v, &o, &lse, ws, wsf);
         memset(&bt, 0, sizeof bt);
@@ -334,14 +358,22 @@ int fmsa_ring_case_run(const fmsa_ring_case *rc, fmsa_dist_comm *comm, char *msg
         bt.v = v;
         bt.o = o;
         bt.lse = lse;
-        bt.dout = t4(buf[DO], s->dtype, s->B, c, s->Hq, s->Dv);
-        bt.dq = t4(buf[DQ], s->dtype, s->B, c, s->Hq, s->D);
-        bt.dk = t4(buf[DK], s->dtype, s->B, c, s->Hkv, s->D);
-        bt.dv = t4(buf[DV], s->dtype, s->B, c, s->Hkv, s->Dv);
-        if (rc->dlse) bt.dlse = t3(buf[DLSE], s->B, s->Hq, c);
-        if (rc->sinks) bt.dsink = fmsa_tensor_contiguous(buf[DSINK], FMSA_DTYPE_F32, 1, hs);
+        bt.dout = t4(dev[DO], s->dtype, s->B, c, s->Hq, s->Dv);
+        bt.dq = t4(dev[DQ], s->dtype, s->B, c, s->Hq, s->D);
+        bt.dk = t4(dev[DK], s->dtype, s->B, c, s->Hkv, s->D);
+        bt.dv = t4(dev[DV], s->dtype, s->B, c, s->Hkv, s->Dv);
+        bt.dout.byte_offset = bt.dq.byte_offset = bt.dk.byte_offset = bt.dv.byte_offset = GUARD;
+        if (rc->dlse) {
+            bt.dlse = t3(dev[DLSE], s->B, s->Hq, c);
+            bt.dlse.byte_offset = GUARD;
+        }
+        if (rc->sinks) {
+            bt.dsink = fmsa_tensor_contiguous(dev[DSINK], FMSA_DTYPE_F32, 1, hs);
+            bt.dsink.byte_offset = GUARD;
+        }
         if (st == FMSA_SUCCESS)
             st = fmsa_ring_backward(ctx, comm, s->layout, &desc, &bt, ws, wsb);
+        if (st == FMSA_SUCCESS) st = fmsa_synchronize(ctx, NULL);
         if (st == FMSA_ERR_NOT_SUPPORTED && strstr(fmsa_last_error(), "not supported by this backend")) {
             snprintf(msg, len, "refused: %s", fmsa_last_error());
             rc_out = 77;
@@ -353,6 +385,11 @@ int fmsa_ring_case_run(const fmsa_ring_case *rc, fmsa_dist_comm *comm, char *msg
             goto done;
         }
     }
+    for (int i = 0; i < NB; ++i)
+        if (fmsa_copy_to_host(ctx, g[i].raw, dev[i], 0, g[i].bytes + 2 * GUARD) != FMSA_SUCCESS) {
+            snprintf(msg, len, "rank %d: download of buffer %d: %s", rank, i, fmsa_last_error());
+            goto done;
+        }
     {
         check_acc a[5];
         const double lse_max = fmsa_rule_lse_max(rc->ref_lse, s->B * s->Hq * S);
@@ -416,9 +453,12 @@ int fmsa_ring_case_run(const fmsa_ring_case *rc, fmsa_dist_comm *comm, char *msg
         rc_out = bad ? 1 : 0;
     }
 done:
-    for (int i = 0; i < NB; ++i) free(g[i].raw);
-    free(ws);
-    fmsa_context_destroy(ctx);
+    for (int i = 0; i < NB; ++i) {
+        free(g[i].raw);
+        if (dev[i]) fmsa_free(ctx, dev[i]);
+    }
+    if (ws) fmsa_free(ctx, ws);
+    if (ctx != ctx_in) fmsa_context_destroy(ctx);
     if (rc_out == -1 && !msg[0]) snprintf(msg, len, "rank %d: harness out of memory", rank);
     return rc_out;
 }
