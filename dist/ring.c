@@ -117,7 +117,7 @@ static fmsa_status ring_check_local(fmsa_context *ctx, const fmsa_dist_comm *com
     FMSA_TRY(fmsa_context_device(ctx, &info));
     if (ctx->vt->data_handles || !ctx->vt->accumulate || !ctx->vt->copy_device)
         return fmsa_fail(FMSA_ERR_NOT_SUPPORTED,
-                         "ring: the %s backend is not supported by this backend's ring (%s)",
+                         "ring: the %s backend is not supported (%s)",
                          fmsa_backend_name(info.backend),
                          ctx->vt->data_handles
                              ? "its buffers are handles, which the transports cannot address"

@@ -40,3 +40,14 @@ if(FLASHMSA_HAVE_DIST_MPI)
       ENVIRONMENT "OMP_NUM_THREADS=1;OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1;OMPI_MCA_rmaps_base_oversubscribe=1;ASAN_OPTIONS=detect_leaks=0:abort_on_error=1:strict_string_checks=1")
   endforeach()
 endif()
+
+# The NCCL transport with a communicator of size 1 on a CUDA device (skipped,
+# exit 77, without a GPU or without libnccl.so.2 on the library path).
+fmsa_add_test(test_ring_nccl LABELS "ring;cuda" SOURCES test_ring_nccl.c)
+target_link_libraries(test_ring_nccl PRIVATE ${CMAKE_DL_LIBS})
+set_tests_properties(test_ring_nccl PROPERTIES SKIP_RETURN_CODE 77)
+
+# ring_timing: a ring step against the local kernel alone (a device run's
+# figure for bench/RESULTS.md, not a test).
+fmsa_add_test_executable(ring_timing SOURCES test_ring_timing.c)
+target_link_libraries(ring_timing PRIVATE Threads::Threads)
