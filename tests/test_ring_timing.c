@@ -185,6 +185,43 @@ static double copy_time(const cfg *g, shard *s) {
     return t0;
 }
 
+/* Seconds of the per-step arithmetic the ring adds beside the kernel: the
+ * forward's merge of a block's (O, lse) into the fp32 state (mode 0), the
+ * backward's fp32 sums of dQ, dK and dV (mode 1). */
+static double step_ops_time(const cfg *g, shard *s, int backward) {
+    const int64_t os[4] = {g->B, g->c, g->Hq, g->D}, ks[4] = {g->B, g->c, g->Hkv, g->D};
+    const int64_t ls[3] = {g->B, g->Hq, g->c};
+    const size_t nq = (size_t)(g->B * g->c * g->Hq * g->D), nk = (size_t)(g->B * g->c * g->Hkv * g->D);
+    void *m = NULL;
+    double t0 = 0.0;
+    fmsa_tensor acc, accl, acck, accv;
+    if (fmsa_malloc(s->ctx, (nq + 2 * nk) * 4 + (size_t)(g->B * g->Hq * g->c) * 4, &m) != FMSA_SUCCESS)
+        return -1.0;
+    acc = fmsa_tensor_contiguous(m, FMSA_DTYPE_F32, 4, os);
+    acck = fmsa_tensor_contiguous((char *)m + nq * 4, FMSA_DTYPE_F32, 4, ks);
+    accv = fmsa_tensor_contiguous((char *)m + (nq + nk) * 4, FMSA_DTYPE_F32, 4, ks);
+    accl = fmsa_tensor_contiguous((char *)m + (nq + 2 * nk) * 4, FMSA_DTYPE_F32, 3, ls);
+    fmsa_accumulate(s->ctx, FMSA_ACC_FILL, &acc, NULL, 0.0f, NULL);
+    fmsa_accumulate(s->ctx, FMSA_ACC_FILL, &accl, NULL, -1.0f, NULL);
+    for (int r = -1; r < REPS; ++r) {
+        if (r == 0) {
+            fmsa_synchronize(s->ctx, NULL);
+            t0 = now();
+        }
+        if (backward) {
+            fmsa_accumulate(s->ctx, FMSA_ACC_ADD, &acc, &s->dq, 0.0f, NULL);
+            fmsa_accumulate(s->ctx, FMSA_ACC_ADD, &acck, &s->dk, 0.0f, NULL);
+            fmsa_accumulate(s->ctx, FMSA_ACC_ADD, &accv, &s->dv, 0.0f, NULL);
+        } else {
+            fmsa_merge_states(s->ctx, &acc, &accl, &s->o, &s->lse, &acc, &accl, NULL);
+        }
+    }
+    fmsa_synchronize(s->ctx, NULL);
+    t0 = (now() - t0) / REPS;
+    fmsa_free(s->ctx, m);
+    return t0;
+}
+
 static int run_cfg(const cfg *g, fmsa_context **ctx) {
     static const char *lay[] = {"contiguous", "zigzag", "striped"};
     shard sh[MAX_P];
@@ -192,7 +229,7 @@ static int run_cfg(const cfg *g, fmsa_context **ctx) {
     pthread_t th[MAX_P];
     fmsa_dist_comm *comms[MAX_P];
     pthread_barrier_t bar;
-    double tl_f, tl_b, tc, t[3] = {0, 0, 0}, tr_f, tr_b;
+    double tl_f, tl_b, tc, tm_f, tm_b, t[3] = {0, 0, 0}, tr_f, tr_b;
     const fmsa_attention_desc d = cfg_desc(g);
     int bad = 0;
     for (int r = 0; r < g->P; ++r) {
@@ -212,6 +249,8 @@ static int run_cfg(const cfg *g, fmsa_context **ctx) {
     tl_f = local_time(g, &sh[0], 0);
     tl_b = local_time(g, &sh[0], 1);
     tc = copy_time(g, &sh[0]);
+    tm_f = step_ops_time(g, &sh[0], 0);
+    tm_b = step_ops_time(g, &sh[0], 1);
     pthread_barrier_init(&bar, NULL, (unsigned)g->P + 1);
     for (int r = 0; r < g->P; ++r) {
         jobs[r] = (job){g, &sh[r], comms[r], &bar, FMSA_SUCCESS, {0}};
@@ -237,10 +276,11 @@ static int run_cfg(const cfg *g, fmsa_context **ctx) {
     if (bad) return -1;
     tr_f = t[1] / REPS / (g->P * g->P);
     tr_b = t[2] / REPS / (g->P * g->P);
-    printf("| %d | %s %s | %lld | %.1f | %.1f | %+.1f (%.0f%%) | %.1f | %.1f | %+.1f (%.0f%%) | %.1f |\n",
+    printf("| %d | %s %s | %lld | %.1f | %.1f | %+.1f (%.0f%%) | %.1f | %.1f | %.1f | %+.1f (%.0f%%) "
+           "| %.1f | %.1f |\n",
            g->P, lay[g->layout], g->causal ? "causal" : "full", (long long)g->c, tl_f * 1e6,
-           tr_f * 1e6, (tr_f - tl_f) * 1e6, 100.0 * (tr_f - tl_f) / tl_f, tl_b * 1e6, tr_b * 1e6,
-           (tr_b - tl_b) * 1e6, 100.0 * (tr_b - tl_b) / tl_b, tc * 1e6);
+           tr_f * 1e6, (tr_f - tl_f) * 1e6, 100.0 * (tr_f - tl_f) / tl_f, tm_f * 1e6, tl_b * 1e6,
+           tr_b * 1e6, (tr_b - tl_b) * 1e6, 100.0 * (tr_b - tl_b) / tl_b, tm_b * 1e6, tc * 1e6);
     fflush(stdout);
     return 0;
 }
@@ -266,8 +306,9 @@ int main(int argc, char **argv) {
     D = o.backend == FMSA_BACKEND_CPU ? 32 : 128;
     printf("B=1, Hq=%lld, Hkv=%lld, D=%lld, bf16, %s; times in us per (rank, step); ring step = "
            "pass / P^2\n\n", (long long)Hq, (long long)Hkv, (long long)D, o.backend_name);
-    printf("| P | layout | c | fwd local | fwd ring step | ring - local | bwd local | bwd ring step | "
-           "ring - local | K/V copy |\n|---|---|---|---|---|---|---|---|---|---|\n");
+    printf("| P | layout | c | fwd local | fwd ring step | ring - local | fwd merge | bwd local | "
+           "bwd ring step | ring - local | bwd fp32 sums | K/V copy |\n"
+           "|---|---|---|---|---|---|---|---|---|---|---|---|\n");
     for (size_t ci = 0; ci < 2; ++ci)
         for (int mode = 0; mode < 2; ++mode)
             for (size_t pi = 0; pi < 3; ++pi) {

@@ -24,6 +24,7 @@ struct fmsa_ring_case {
     float *dlse;                     ///< [B, Hq, S] lse gradient (NULL without)
     double ref_dsink_max, nv_dsink_err; ///< dsink yardstick: max |ref|, max |naive - ref|
     double *ref_dsink;               ///< [Hq] (NULL without sinks)
+    double *x_dsink;                 ///< [Hq] rule part (d): what O's rounding adds to D_i
     double *ref_o, *ref_lse, *ref_dq, *ref_dk, *ref_dv;
     double *nv_o, *nv_lse, *nv_dq, *nv_dk, *nv_dv;
 };
@@ -125,6 +126,7 @@ void fmsa_ring_case_free(fmsa_ring_case *rc) {
     free(rc->sinks);
     free(rc->dlse);
     free(rc->ref_dsink);
+    free(rc->x_dsink);
     free(rc);
 }
 
@@ -152,6 +154,7 @@ fmsa_ring_case *fmsa_ring_case_make(const fmsa_ring_spec *spec) {
         rc->sinks = (float *)draw((size_t)spec->Hq, FMSA_DTYPE_F32, &seed);
         for (int64_t h = 0; rc->sinks && h < spec->Hq; ++h) rc->sinks[h] = 2.0f * rc->sinks[h] + 0.5f;
         rc->ref_dsink = (double *)malloc((size_t)spec->Hq * sizeof(double));
+        rc->x_dsink = (double *)calloc((size_t)spec->Hq, sizeof(double));
     }
     if (spec->dlse) rc->dlse = (float *)draw(nl, FMSA_DTYPE_F32, &seed);
     rc->ref_o = malloc(no * sizeof(double));
@@ -191,6 +194,24 @@ fmsa_ring_case *fmsa_ring_case_make(const fmsa_ring_spec *spec) {
             if (fabs(nvd[h] - rc->ref_dsink[h]) > rc->nv_dsink_err)
                 rc->nv_dsink_err = fabs(nvd[h] - rc->ref_dsink[h]);
         }
+        /* Part (d) of check_rule.h (fmsa_reference_dsink_floor's sum): each rank's backward
+         * gets its O rounded to the dtype, so D_i = rowsum(dO_i O_i) carries up to
+         * u sum_d |dO_id| |O_id|, weighted by exp(t_h - lse_i), over every row of every rank.
+         * |O| and lse are the whole problem's fp64 ones here (no rank holds all rows of the
+         * ring's O; they differ from the stored ones by the forward's error, a second-order
+         * change of this term). */
+        for (int64_t b = 0; ok && rc->x_dsink && b < spec->B; ++b)
+            for (int64_t i = 0; i < rc->S; ++i)
+                for (int64_t h = 0; h < spec->Hq; ++h) {
+                    const double l = rc->ref_lse[(b * spec->Hq + h) * rc->S + i];
+                    const int64_t o0 = ((b * rc->S + i) * spec->Hq + h) * spec->Dv;
+                    double n = 0.0;
+                    for (int64_t d = 0; d < spec->Dv; ++d)
+                        n += fabs(fmsa_load_f32(rc->dout, spec->dtype, o0 + d)) * fabs(rc->ref_o[o0 + d]);
+                    rc->x_dsink[h] += fmsa_rule_unit_roundoff(spec->dtype) *
+                                      exp((double)rc->sinks[h] - l) * n;
+                }
+        ok = ok && rc->x_dsink;
         free(nvd);
     }
     for (int i = 0; i < 5; ++i) free(scratch[i]);
@@ -435,14 +456,25 @@ int fmsa_ring_case_run_on(const fmsa_ring_case *rc, fmsa_dist_comm *comm, fmsa_c
                            lse_max, 0, msg, len, &used);
         bad |= acc_verdict(&a[4], "dV", s->dtype, FMSA_RULE_FACTOR_BWD, FMSA_RULE_SOFTMAX_UNITS_BWD,
                            lse_max, 0, msg, len, &used);
-        if (rc->sinks) { /* dsink: the sum over every rank's rows, the same on each */
-            check_acc ds;
-            memset(&ds, 0, sizeof ds);
-            for (int64_t h = 0; h < s->Hq; ++h)
-                acc_add(&ds, ((float *)buf[DSINK])[h], rc->ref_dsink[h], rc->ref_dsink[h]);
-            ds.nerr = rc->nv_dsink_err;
-            bad |= acc_verdict(&ds, "dsink", FMSA_DTYPE_F32, FMSA_RULE_FACTOR_BWD,
-                               FMSA_RULE_SOFTMAX_UNITS_BWD, lse_max, 0, msg, len, &used);
+        if (rc->sinks) { /* dsink: the sum over every rank's rows, the same on each; per head
+                          * the rule's bound plus part (d) of that head */
+            fmsa_rule_floor_spec f;
+            f.store_dtype = FMSA_DTYPE_F32;
+            f.softmax_units = FMSA_RULE_SOFTMAX_UNITS_BWD;
+            f.lse_max = lse_max;
+            f.is_lse = 0;
+            for (int64_t h = 0; h < s->Hq; ++h) {
+                const double x = ((float *)buf[DSINK])[h], err = fabs(x - rc->ref_dsink[h]);
+                const double bound = FMSA_RULE_FACTOR_BWD * rc->nv_dsink_err +
+                                     fmsa_rule_floor(&f, rc->ref_dsink_max) + rc->x_dsink[h];
+                if (!isnan(x) && err <= bound) continue;
+                bad = 1;
+                used += (size_t)snprintf(msg + used, used < len ? len - used : 0,
+                                         " dsink[%lld]: err %.3g > bound %.3g (naive %.3g, "
+                                         "part (d) %.3g);",
+                                         (long long)h, err, bound, rc->nv_dsink_err,
+                                         rc->x_dsink[h]);
+            }
         }
         for (int i = 0; i < NB; ++i)
             if (!guarded_intact(&g[i])) {
