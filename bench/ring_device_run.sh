@@ -39,7 +39,7 @@ if has build; then
 fi
 
 if has tests; then
-  note gpu info "$(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>&1)"
+  note gpu ok "$(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>&1)"
   : > "$OUT/tests.log"
   for t in test_ring_accumulate test_ring_loopback; do
     s=$SECONDS

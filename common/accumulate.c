@@ -38,6 +38,36 @@ static fmsa_status acc_view(const char *name, const fmsa_tensor *t, int64_t shap
     return FMSA_SUCCESS;
 }
 
+/* Merges dims that both views walk as one (extent-1 dims go, and dim i joins
+ * dim i + 1 where stride_i = stride_{i+1} extent_{i+1} in dst and src), so a
+ * row slice of a contiguous tensor becomes one flat run and the backends'
+ * index arithmetic has fewer dims to undo. */
+static void acc_collapse(fmsa_accumulate_problem *ap) {
+    int64_t sh[4], ds[4], ss[4];
+    int n = 0;
+    const int has_src = ap->src.data != NULL;
+    for (int i = 0; i < 4; ++i) {
+        if (ap->shape[i] == 1) continue;
+        if (n > 0 && ds[n - 1] == ap->dst.strides[i] * ap->shape[i] &&
+            (!has_src || ss[n - 1] == ap->src.strides[i] * ap->shape[i])) {
+            sh[n - 1] *= ap->shape[i];
+            ds[n - 1] = ap->dst.strides[i];
+            ss[n - 1] = ap->src.strides[i];
+            continue;
+        }
+        sh[n] = ap->shape[i];
+        ds[n] = ap->dst.strides[i];
+        ss[n] = ap->src.strides[i];
+        ++n;
+    }
+    for (int i = 0; i < 4; ++i) { /* right-aligned, leading dims of extent 1 */
+        const int j = i - (4 - n);
+        ap->shape[i] = j >= 0 ? sh[j] : 1;
+        ap->dst.strides[i] = j >= 0 ? ds[j] : 0;
+        ap->src.strides[i] = j >= 0 ? ss[j] : 0;
+    }
+}
+
 fmsa_status fmsa_accumulate(fmsa_context *ctx, fmsa_acc_mode mode, const fmsa_tensor *dst,
                             const fmsa_tensor *src, float fill, void *stream) {
     fmsa_accumulate_problem ap;
@@ -59,6 +89,7 @@ fmsa_status fmsa_accumulate(fmsa_context *ctx, fmsa_acc_mode mode, const fmsa_te
                                  (long long)ss[i], (long long)ap.shape[i]);
     }
     ap.count = ap.shape[0] * ap.shape[1] * ap.shape[2] * ap.shape[3];
+    acc_collapse(&ap);
     if (!ctx->vt->accumulate)
         return fmsa_fail(FMSA_ERR_NOT_SUPPORTED,
                          "%s: the elementwise accumulate the ring needs is not supported by this "
