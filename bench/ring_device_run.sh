@@ -58,7 +58,12 @@ if has tests; then
          python3 -c "import torch, os; print(os.path.join(os.path.dirname(torch.__file__), 'lib'))")
   echo "=== test_ring_nccl; NCCL from $nccl: $(ls "$nccl" | grep -i nccl | tr '\n' ' ')" >> "$OUT/tests.log"
   s=$SECONDS
-  LD_LIBRARY_PATH=$nccl:$LD_LIBRARY_PATH NCCL_DEBUG=VERSION $B/tests/test_ring_nccl > "$OUT/nccl.tmp" 2>&1
+  # the CUDA runtime for the transport's comm stream (NCCL links its own statically)
+  site=$(python3 -c "import site; print(site.getsitepackages()[0])" 2>/dev/null)
+  cudart=$(dirname "$(find $site /usr/local/cuda*/lib64 -name 'libcudart.so.1[0-9]*' 2>/dev/null | head -1)")
+  echo "CUDA runtime from $cudart" >> "$OUT/tests.log"
+  LD_LIBRARY_PATH=$nccl:$cudart:$LD_LIBRARY_PATH NCCL_DEBUG=VERSION FLASHMSA_TEST_NCCL_STREAM=1 \
+    $B/tests/test_ring_nccl > "$OUT/nccl.tmp" 2>&1
   r=$?
   cat "$OUT/nccl.tmp" >> "$OUT/tests.log"
   if [[ $r -eq 0 ]]; then note nccl ok "$(grep -hE 'cases|NCCL version' "$OUT/nccl.tmp" | tr '\n' ' ') ($((SECONDS - s)) s)"

@@ -8,11 +8,20 @@
  * ISA-free host C and serves both.
  *
  * Exchanges are ncclSend to rank + 1 and ncclRecv from rank - 1 in one
- * ncclGroupStart/End on the context's default stream (NULL), where the ring's
- * passes run: the receive is ordered before the passes that read it and
- * after the ones that wrote the send buffer, so exchange_wait has nothing to
- * wait for on the host.  The all-reduce (host floats: the ring's verdict and
- * dsink) goes through a small device buffer of the context and waits.
+ * ncclGroupStart/End on a communication stream of the transport's own, so
+ * they run while the ring's passes run on the context's default stream (the
+ * legacy stream, NULL): exchange_start records an event on the default stream
+ * (everything enqueued so far, the writes of the send buffer and the last
+ * reads of the receive buffer included) that the comm stream waits for, then
+ * posts the group there and records a second event; exchange_wait makes the
+ * default stream wait for that one.  Neither waits on the host.  The comm
+ * stream is non-blocking (the legacy stream would otherwise serialise with
+ * it); streams and events come from the vendor runtime already in the
+ * process (libcudart / libamdhip64: the caller's NCCL program has it), and
+ * where none loads the exchanges fall back to the default stream (correct,
+ * without overlap; logged at INFO).  The all-reduce (host floats: the ring's
+ * verdict and dsink) goes through a small device buffer of the context and
+ * waits.
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -46,11 +55,29 @@ typedef struct nccl_api {
     char why[160];   ///< why not, otherwise
 } nccl_api;
 
+/// Streams and events of the vendor runtime (CUDA runtime / HIP: the same
+/// shapes and flag values), for the communication stream.
+typedef struct nccl_rt {
+    int (*stream_create)(void **, unsigned);        ///< cudaStreamCreateWithFlags
+    int (*stream_destroy)(void *);                  ///< cudaStreamDestroy
+    int (*event_create)(void **, unsigned);         ///< cudaEventCreateWithFlags
+    int (*event_destroy)(void *);                   ///< cudaEventDestroy
+    int (*event_record)(void *, void *);            ///< cudaEventRecord(event, stream)
+    int (*stream_wait)(void *, void *, unsigned);   ///< cudaStreamWaitEvent(stream, event, 0)
+    int loaded;
+    const char *soname; ///< the one that loaded
+} nccl_rt;
+
+enum { RT_STREAM_NON_BLOCKING = 1, RT_EVENT_DISABLE_TIMING = 2 }; /* cuda/hip: same values */
+
 /// Which library: NCCL (0) or RCCL (1).
 typedef struct nccl_lib {
-    const char *label;         ///< "nccl", "rccl": messages and the transport name
-    const char *const *names;  ///< sonames to try, in order
+    const char *label;            ///< "nccl", "rccl": messages and the transport name
+    const char *const *names;     ///< sonames to try, in order
+    const char *const *rt_names;  ///< the vendor runtime's sonames
+    const char *const *rt_syms;   ///< its six entry points, in nccl_rt's order
     nccl_api api;
+    nccl_rt rt;
 #ifndef _WIN32
     pthread_once_t once;
 #endif
@@ -58,13 +85,23 @@ typedef struct nccl_lib {
 
 static const char *const nccl_names[] = {"libnccl.so.2", "libnccl.so", NULL};
 static const char *const rccl_names[] = {"librccl.so.1", "librccl.so", NULL};
+static const char *const cudart_names[] = {"libcudart.so.13", "libcudart.so.12", "libcudart.so",
+                                           NULL};
+static const char *const hip_names[] = {"libamdhip64.so.7", "libamdhip64.so.6", "libamdhip64.so",
+                                        NULL};
+static const char *const cudart_syms[] = {"cudaStreamCreateWithFlags", "cudaStreamDestroy",
+                                          "cudaEventCreateWithFlags",  "cudaEventDestroy",
+                                          "cudaEventRecord",           "cudaStreamWaitEvent"};
+static const char *const hip_syms[] = {"hipStreamCreateWithFlags", "hipStreamDestroy",
+                                       "hipEventCreateWithFlags",  "hipEventDestroy",
+                                       "hipEventRecord",           "hipStreamWaitEvent"};
 static nccl_lib nccl_libs[2] = {
 #ifndef _WIN32
-    {"nccl", nccl_names, {0}, PTHREAD_ONCE_INIT},
-    {"rccl", rccl_names, {0}, PTHREAD_ONCE_INIT},
+    {"nccl", nccl_names, cudart_names, cudart_syms, {0}, {0}, PTHREAD_ONCE_INIT},
+    {"rccl", rccl_names, hip_names, hip_syms, {0}, {0}, PTHREAD_ONCE_INIT},
 #else
-    {"nccl", nccl_names, {0}},
-    {"rccl", rccl_names, {0}},
+    {"nccl", nccl_names, cudart_names, cudart_syms, {0}, {0}},
+    {"rccl", rccl_names, hip_names, hip_syms, {0}, {0}},
 #endif
 };
 
@@ -94,6 +131,20 @@ static void nccl_load(nccl_lib *L) {
     NCCL_RESOLVE(error_string, "ncclGetErrorString")
 #undef NCCL_RESOLVE
     a->loaded = 1; /* kept loaded: communicators made through it outlive any handle */
+    /* the runtime: the copy the program already holds first (RTLD_NOLOAD), else any */
+    for (int pass = 0; pass < 2 && !L->rt.loaded; ++pass)
+        for (int i = 0; L->rt_names[i] && !L->rt.loaded; ++i) {
+            void *rt = dlopen(L->rt_names[i], RTLD_NOW | RTLD_LOCAL | (pass ? 0 : RTLD_NOLOAD));
+            void **f[6] = {(void **)&L->rt.stream_create, (void **)&L->rt.stream_destroy,
+                           (void **)&L->rt.event_create,  (void **)&L->rt.event_destroy,
+                           (void **)&L->rt.event_record,  (void **)&L->rt.stream_wait};
+            int ok = rt != NULL;
+            for (int k = 0; ok && k < 6; ++k) ok = (*f[k] = dlsym(rt, L->rt_syms[k])) != NULL;
+            if (ok) {
+                L->rt.loaded = 1;
+                L->rt.soname = L->rt_names[i];
+            }
+        }
 }
 static void nccl_load_0(void) { nccl_load(&nccl_libs[0]); }
 static void nccl_load_1(void) { nccl_load(&nccl_libs[1]); }
@@ -112,11 +163,20 @@ static const nccl_api *nccl_get(int which) {
 /// One rank's state.
 typedef struct nccl_rank {
     const nccl_api *api;
+    const nccl_rt *rt; ///< NULL: exchanges on the default stream
     const char *label;
     nccl_comm_t comm;
-    fmsa_context *ctx; ///< for the all-reduce's device buffer
+    fmsa_context *ctx;  ///< for the all-reduce's device buffer
+    void *cs;           ///< the communication stream
+    void *posted, *done; ///< events: default stream's work so far; the exchange's end
     int rank, size;
 } nccl_rank;
+
+static fmsa_status rt_check(const nccl_rank *me, int rc, const char *call) {
+    if (rc == 0) return FMSA_SUCCESS;
+    return fmsa_fail(FMSA_ERR_DEVICE, "ring: %s: %s (%s) failed on rank %d with %d", me->label,
+                     call, me->rt ? "runtime" : "?", me->rank, rc);
+}
 
 static fmsa_status nccl_check(const nccl_rank *me, nccl_result rc, const char *call) {
     if (rc == 0) return FMSA_SUCCESS;
@@ -127,22 +187,32 @@ static fmsa_status nccl_check(const nccl_rank *me, nccl_result rc, const char *c
 static fmsa_status nccl_start(void *impl, const void *send, void *recv, size_t bytes) {
     nccl_rank *me = (nccl_rank *)impl;
     const int next = (me->rank + 1) % me->size, prev = (me->rank + me->size - 1) % me->size;
+    void *stream = me->cs; /* NULL without a runtime: the default stream */
     fmsa_status st;
+    if (me->cs) { /* the comm stream starts after everything the default stream holds now */
+        FMSA_TRY(rt_check(me, me->rt->event_record(me->posted, NULL), "EventRecord"));
+        FMSA_TRY(rt_check(me, me->rt->stream_wait(me->cs, me->posted, 0), "StreamWaitEvent"));
+    }
     FMSA_TRY(nccl_check(me, me->api->group_start(), "ncclGroupStart"));
-    st = nccl_check(me, me->api->send(send, bytes, NCCL_UINT8, next, me->comm, NULL), "ncclSend");
+    st = nccl_check(me, me->api->send(send, bytes, NCCL_UINT8, next, me->comm, stream),
+                    "ncclSend");
     if (st == FMSA_SUCCESS)
-        st = nccl_check(me, me->api->recv(recv, bytes, NCCL_UINT8, prev, me->comm, NULL),
+        st = nccl_check(me, me->api->recv(recv, bytes, NCCL_UINT8, prev, me->comm, stream),
                         "ncclRecv");
     {
         const fmsa_status ge = nccl_check(me, me->api->group_end(), "ncclGroupEnd");
         if (st == FMSA_SUCCESS) st = ge;
     }
+    if (st == FMSA_SUCCESS && me->cs)
+        st = rt_check(me, me->rt->event_record(me->done, me->cs), "EventRecord");
     return st;
 }
 
 static fmsa_status nccl_wait(void *impl) {
-    (void)impl; /* stream ordered: the passes after it on the stream see the receive */
-    return FMSA_SUCCESS;
+    nccl_rank *me = (nccl_rank *)impl;
+    if (!me->cs) return FMSA_SUCCESS; /* one stream: its order is the wait */
+    /* what the default stream enqueues from now on runs after the exchange */
+    return rt_check(me, me->rt->stream_wait(NULL, me->done, 0), "StreamWaitEvent");
 }
 
 static fmsa_status nccl_allreduce(void *impl, float *buf, size_t n) {
@@ -160,7 +230,15 @@ static fmsa_status nccl_allreduce(void *impl, float *buf, size_t n) {
     return st;
 }
 
-static void nccl_destroy(void *impl) { free(impl); } /* the communicator stays the caller's */
+static void nccl_destroy(void *impl) { /* the communicator stays the caller's */
+    nccl_rank *me = (nccl_rank *)impl;
+    if (me->rt) {
+        if (me->posted) me->rt->event_destroy(me->posted);
+        if (me->done) me->rt->event_destroy(me->done);
+        if (me->cs) me->rt->stream_destroy(me->cs);
+    }
+    free(me);
+}
 
 static const fmsa_dist_transport nccl_ops = {
     .name = "nccl",
@@ -203,9 +281,26 @@ static fmsa_status nccl_wrap(int which, fmsa_backend want, void *ncomm, fmsa_con
     me->ctx = ctx;
     st = nccl_check(me, api->user_rank(ncomm, &me->rank), "ncclCommUserRank");
     if (st == FMSA_SUCCESS) st = nccl_check(me, api->count(ncomm, &me->size), "ncclCommCount");
+    if (st == FMSA_SUCCESS && nccl_libs[which].rt.loaded) {
+        const nccl_rt *rt = &nccl_libs[which].rt;
+        me->rt = rt;
+        if (rt->stream_create(&me->cs, RT_STREAM_NON_BLOCKING) != 0 ||
+            rt->event_create(&me->posted, RT_EVENT_DISABLE_TIMING) != 0 ||
+            rt->event_create(&me->done, RT_EVENT_DISABLE_TIMING) != 0) {
+            /* no stream of our own: the default stream's order still holds */
+            if (me->posted) rt->event_destroy(me->posted);
+            if (me->cs) rt->stream_destroy(me->cs);
+            me->cs = me->posted = me->done = NULL;
+        }
+    }
+    if (st == FMSA_SUCCESS)
+        fmsa_log(FMSA_LOG_INFO, "ring: %s transport, rank %d of %d: exchanges on %s", label,
+                 me->rank, me->size,
+                 me->cs ? "a communication stream of their own (overlapping the passes)"
+                        : "the context's default stream (no vendor runtime loaded: no overlap)");
     if (st == FMSA_SUCCESS)
         st = fmsa_dist_comm_create(which ? &rccl_ops : &nccl_ops, me, me->rank, me->size, comm);
-    if (st != FMSA_SUCCESS) free(me);
+    if (st != FMSA_SUCCESS) nccl_destroy(me);
     return st;
 }
 

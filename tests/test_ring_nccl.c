@@ -7,10 +7,14 @@
  * sinks and dlse, against the fp64 reference under the rule
  * (tests/support/fmsa_ring_case.c).  NCCL is dlopened here too (no header):
  * put libnccl.so.2's folder on LD_LIBRARY_PATH.  Exit 77 (skipped) without a
- * CUDA device or without NCCL.
+ * CUDA device or without NCCL.  The transport logs (INFO) whether its
+ * exchanges run on a communication stream of their own (the CUDA runtime
+ * loaded) or on the default stream; FLASHMSA_TEST_NCCL_STREAM=1 makes the
+ * first a requirement.
  */
 #include <dlfcn.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "tests/support/fmsa_ring_case.h"
@@ -19,6 +23,16 @@
 typedef struct nccl_unique_id {
     char internal[128]; /* NCCL_UNIQUE_ID_BYTES */
 } nccl_unique_id;
+
+static int g_stream_mode = -1; /* 1: comm stream, 0: default stream, -1: no line seen */
+
+static void on_log(fmsa_log_level level, const char *message, void *user) {
+    (void)level;
+    (void)user;
+    if (!strstr(message, "nccl transport")) return;
+    printf("log: %s\n", message);
+    g_stream_mode = strstr(message, "stream of their own") != NULL;
+}
 
 int main(void) {
     int (*get_id)(nccl_unique_id *);
@@ -46,6 +60,8 @@ int main(void) {
         printf("FAIL: NCCL communicator of size 1 could not be made\n");
         return 1;
     }
+    fmsa_set_log_callback(on_log, NULL);
+    fmsa_set_log_level(FMSA_LOG_INFO);
     if (fmsa_dist_comm_from_nccl(ncomm, ctx, &comm) != FMSA_SUCCESS) {
         printf("FAIL: fmsa_dist_comm_from_nccl: %s\n", fmsa_last_error());
         return 1;
@@ -86,8 +102,13 @@ int main(void) {
                 ++cases;
                 fmsa_ring_case_free(rcase);
             }
-    printf("ring over NCCL, 1 rank: %d cases, %d failed (%d of them refusals)\n", cases, failures,
-           refused);
+    printf("ring over NCCL, 1 rank, exchanges on %s: %d cases, %d failed (%d of them refusals)\n",
+           g_stream_mode == 1 ? "a comm stream" : "the default stream", cases, failures, refused);
+    if (getenv("FLASHMSA_TEST_NCCL_STREAM") && atoi(getenv("FLASHMSA_TEST_NCCL_STREAM")) &&
+        g_stream_mode != 1) {
+        printf("FAIL: FLASHMSA_TEST_NCCL_STREAM=1 but the exchanges ran on the default stream\n");
+        ++failures;
+    }
     fmsa_dist_comm_destroy(comm);
     destroy(ncomm);
     fmsa_context_destroy(ctx);
