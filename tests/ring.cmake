@@ -6,8 +6,23 @@
 find_package(Threads REQUIRED)
 fmsa_add_test(test_ring_loopback LABELS "ring" SOURCES test_ring_loopback.c)
 # The elementwise op and device copy the ring runs on the context's device
-# (common/accumulate.h); --backend opencl / cuda runs it there by hand.
+# (common/accumulate.h), on the CPU and again on OpenCL and CUDA where those
+# are built (exit 77, skipped, without their device).
 fmsa_add_test(test_ring_accumulate LABELS "ring" SOURCES test_ring_accumulate.c)
+# The loopback suite on CUDA: P = 2, 4, 8 virtual ranks on device 0.
+foreach(_b opencl cuda)
+  string(TOUPPER ${_b} _B)
+  if(FLASHMSA_HAVE_${_B})
+    add_test(NAME test_ring_accumulate_${_b} COMMAND test_ring_accumulate --backend ${_b})
+    set_tests_properties(test_ring_accumulate_${_b} PROPERTIES LABELS "ring;${_b}"
+                         SKIP_RETURN_CODE 77 TIMEOUT 300)
+  endif()
+endforeach()
+if(FLASHMSA_HAVE_CUDA)
+  add_test(NAME test_ring_loopback_cuda COMMAND test_ring_loopback --backend cuda)
+  set_tests_properties(test_ring_loopback_cuda PROPERTIES LABELS "ring;cuda" SKIP_RETURN_CODE 77
+                       TIMEOUT 300)
+endif()
 target_link_libraries(test_ring_loopback PRIVATE Threads::Threads)
 # Under the sanitizers, ASan's own teardown of the rank threads' alternate
 # signal stacks aborts ("unable to unmap", sanitizer_posix.cpp, in
