@@ -91,8 +91,13 @@ FMSA_API fmsa_status fmsa_dist_comm_from_mpi(const void *mpi_comm, fmsa_dist_com
 /// device.  libnccl.so.2 is loaded with dlopen at the first call, so
 /// libflashmsa runs without NCCL: FMSA_ERR_BACKEND_UNAVAILABLE when it cannot
 /// be loaded (put its folder, e.g. Python's nvidia/nccl/lib, on
-/// LD_LIBRARY_PATH).  Exchanges are ncclSend/ncclRecv in one group on the
-/// context's default stream; the host never waits for them.
+/// LD_LIBRARY_PATH).  Exchanges are ncclSend/ncclRecv in one group on a
+/// stream of the transport's own, ordered against the context's default
+/// stream by events (the CUDA runtime the process holds, or libcudart found
+/// on the library path, makes them; call from a thread whose current CUDA
+/// device is ctx's, as NCCL itself needs), so a transfer runs beside the
+/// passes and the host never waits for it; without a loadable runtime they
+/// run on the default stream (correct, no overlap; logged at INFO).
 FMSA_API fmsa_status fmsa_dist_comm_from_nccl(void *nccl_comm, fmsa_context *ctx,
                                               fmsa_dist_comm **comm);
 
