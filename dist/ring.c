@@ -122,14 +122,10 @@ static fmsa_status ring_check_local(fmsa_context *ctx, const fmsa_dist_comm *com
                          ctx->vt->data_handles
                              ? "its buffers are handles, which the transports cannot address"
                              : "it lacks the elementwise op and device copy the ring needs");
-    if (desc->window_left != -1 || desc->window_right != -1)
-        return fmsa_fail(FMSA_ERR_NOT_SUPPORTED,
-                         "ring: desc.window_left/right = %lld/%lld: windows are not supported "
-                         "(the local kernels would need global positions)",
-                         (long long)desc->window_left, (long long)desc->window_right);
     if (desc->alibi_slopes.data || desc->mask.data)
         return fmsa_fail(FMSA_ERR_NOT_SUPPORTED,
-                         "ring: desc.%s is not supported (it depends on global positions)",
+                         "ring: desc.%s is not supported (it depends on global positions, which "
+                         "the local kernels do not take)",
                          desc->alibi_slopes.data ? "alibi_slopes" : "mask");
     if (desc->cu_seqlens_q.data || desc->block_table.data)
         return fmsa_fail(FMSA_ERR_NOT_SUPPORTED, "ring: desc.%s: varlen and paged KV are not "
@@ -182,14 +178,23 @@ static fmsa_status ring_agree(fmsa_dist_comm *comm, fmsa_status local) {
 /* ------------------------------------------------------------- the plan */
 
 /// The local description of one call: the ring's, with its causal flag and
-/// the sinks only where the call carries them.
+/// window and the sinks only where the call carries them.
 static fmsa_attention_desc ring_desc(const fmsa_attention_desc *desc, const fmsa_ring_call *c) {
     fmsa_attention_desc d = *desc;
     d.causal = c->causal;
-    d.window_left = -1;
-    d.window_right = -1;
+    d.window_left = c->window_left;
+    d.window_right = c->window_right;
     if (!c->sinks) memset(&d.sinks, 0, sizeof d.sinks);
     return d;
+}
+
+/// The global mask the plan reproduces: the description's causal flag and window.
+static fmsa_ring_mask ring_mask(const fmsa_attention_desc *desc) {
+    fmsa_ring_mask m;
+    m.causal = desc->causal != 0;
+    m.window_left = desc->window_left < 0 ? -1 : desc->window_left;
+    m.window_right = desc->window_right < 0 ? -1 : desc->window_right;
+    return m;
 }
 
 /// Largest local workspace over every call of every step.
@@ -198,9 +203,10 @@ static fmsa_status ring_local_ws(fmsa_context *ctx, fmsa_ring_layout layout, fms
                                  const fmsa_tensor *q, const fmsa_tensor *k, const fmsa_tensor *v,
                                  size_t *bytes) {
     fmsa_ring_call calls[FMSA_RING_MAX_CALLS];
+    const fmsa_ring_mask m = ring_mask(desc);
     *bytes = 0;
     for (int s = 0; s < sh->P; ++s) {
-        const int n = fmsa_ring_plan_step(layout, sh->P, sh->r, s, sh->c, desc->causal, calls);
+        const int n = fmsa_ring_plan_step(layout, sh->P, sh->r, s, sh->c, &m, calls);
         if (n < 0) return fmsa_fail(FMSA_ERR_INTERNAL, "ring: no plan for step %d", s);
         for (int i = 0; i < n; ++i) {
             const fmsa_attention_desc d = ring_desc(desc, &calls[i]);
@@ -334,7 +340,8 @@ static fmsa_status ring_forward_step(fmsa_context *ctx, fmsa_ring_layout layout,
                                      const fmsa_attention_desc *desc, const ring_shape *sh,
                                      int s, const fmsa_tensor *q, const ring_ws *w, int cur) {
     fmsa_ring_call calls[FMSA_RING_MAX_CALLS];
-    const int n = fmsa_ring_plan_step(layout, sh->P, sh->r, s, sh->c, desc->causal, calls);
+    const fmsa_ring_mask m = ring_mask(desc);
+    const int n = fmsa_ring_plan_step(layout, sh->P, sh->r, s, sh->c, &m, calls);
     for (int i = 0; i < n; ++i) {
         const fmsa_ring_call *c = &calls[i];
         const fmsa_attention_desc d = ring_desc(desc, c);
@@ -395,7 +402,8 @@ static fmsa_status ring_backward_step(fmsa_context *ctx, fmsa_ring_layout layout
                                       int s, const fmsa_backward_tensors *t, const ring_ws *w,
                                       int cur) {
     fmsa_ring_call calls[FMSA_RING_MAX_CALLS];
-    const int n = fmsa_ring_plan_step(layout, sh->P, sh->r, s, sh->c, desc->causal, calls);
+    const fmsa_ring_mask m = ring_mask(desc);
+    const int n = fmsa_ring_plan_step(layout, sh->P, sh->r, s, sh->c, &m, calls);
     for (int i = 0; i < n; ++i) {
         const fmsa_ring_call *c = &calls[i];
         const fmsa_attention_desc d = ring_desc(desc, c);

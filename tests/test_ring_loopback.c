@@ -171,6 +171,48 @@ static void features(void **state) {
     assert_int_equal(failures, 0);
 }
 
+/* Windows across ranks (the plan's bands, ring_plan.c): sliding windows with
+ * causal, two-sided windows and a right-only window without, each reaching
+ * across several ranks' blocks (S = P c is 2-8 windows long), sinks on some. */
+static void windows(void **state) {
+    static const int cpu_Ps[] = {2, 3, 4}, gpu_Ps[] = {2, 4, 8};
+    static const int64_t win[3][3] = {{1, 5, -1}, {0, 7, 3}, {0, -1, 4}}; /* causal, left, right */
+    const int *Ps = on_cpu() ? cpu_Ps : gpu_Ps;
+    int failures = 0, cases = 0, refused = 0;
+    (void)state;
+    if (!ring_runs_here()) skip();
+    for (size_t pi = 0; pi < 3; ++pi)
+        for (int layout = 0; layout < 3; ++layout)
+            for (int w = 0; w < 3; ++w) {
+                fmsa_ring_spec s = {0};
+                if (!p_wanted(Ps[pi])) continue;
+                s.P = Ps[pi];
+                s.layout = (fmsa_ring_layout)layout;
+                s.causal = (int)win[w][0];
+                s.window = 1;
+                s.window_left = win[w][1];
+                s.window_right = win[w][2];
+                s.dtype = (layout + w) % 2 ? FMSA_DTYPE_BF16
+                                           : (on_cpu() ? FMSA_DTYPE_F32 : FMSA_DTYPE_F16);
+                s.B = 1;
+                s.c = 6;
+                s.Hq = 4;
+                s.Hkv = 2;
+                s.D = on_cpu() ? 32 : 64;
+                s.Dv = s.D;
+                s.sinks = w == 1;
+                s.dlse = w == 2;
+                s.backend = g_opt.backend;
+                s.seed = 41u * (unsigned)(pi * 9 + layout * 3 + w) + 3u;
+                failures += run_spec(&s, &refused);
+                ++cases;
+            }
+    print_message("ring loopback windows: %d cases, %d failed, %d not supported\n", cases,
+                  failures, refused);
+    assert_int_equal(refused, 0);
+    assert_int_equal(failures, 0);
+}
+
 /* Arguments the ring refuses, on every rank alike, before anything moves. */
 static void refusals(void **state) {
     fmsa_dist_comm *comms[1];
@@ -189,12 +231,13 @@ static void refusals(void **state) {
                      FMSA_ERR_INVALID_ARGUMENT);
     assert_non_null(strstr(fmsa_last_error(), "zigzag"));
     assert_int_equal(bytes, 0);
-    desc.window_left = 4;
+    /* ALiBi's bias is a function of global positions the local kernels do not take */
+    desc.alibi_slopes = fmsa_tensor_contiguous(buf, FMSA_DTYPE_F32, 1, &sh[2]);
     assert_int_equal(fmsa_ring_workspace_size(ctx, comms[0], FMSA_RING_CONTIGUOUS,
                                               FMSA_PASS_FORWARD, &desc, &q, &q, &q, &bytes),
                      FMSA_ERR_NOT_SUPPORTED);
-    assert_non_null(strstr(fmsa_last_error(), "window"));
-    desc.window_left = -1;
+    assert_non_null(strstr(fmsa_last_error(), "alibi"));
+    memset(&desc.alibi_slopes, 0, sizeof desc.alibi_slopes);
     assert_int_equal(fmsa_ring_workspace_size(ctx, comms[0], (fmsa_ring_layout)9,
                                               FMSA_PASS_FORWARD, &desc, &q, &q, &q, &bytes),
                      FMSA_ERR_INVALID_ARGUMENT);
@@ -214,6 +257,7 @@ int main(int argc, char **argv) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(grid),
         cmocka_unit_test(features),
+        cmocka_unit_test(windows),
         cmocka_unit_test(refusals),
     };
     int rc;

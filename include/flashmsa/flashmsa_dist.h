@@ -18,18 +18,21 @@
  *               (c even; every rank does the same causal work at every step)
  *   STRIPED     r + P i
  * Masks come from global positions: causal is "key position <= query
- * position" over the whole sequence.
+ * position" over the whole sequence, and a window keeps the keys at
+ * positions [query - window_left, query + window_right] (causal: right 0),
+ * each rank running only the row and key ranges of a block that the band
+ * reaches (with the local kernels' own window, shifted to the block).
  *
  * What the ring supports today: the CPU and CUDA backends, non-varlen
- * [B, c, H, D] shards with every rank holding the same c, causal or not, GQA,
- * softcap, sinks (counted once per row, at the rank's own block), a value head
+ * [B, c, H, D] shards with every rank holding the same c, causal or not,
+ * windows (sliding, two-sided, one-sided), GQA, softcap, sinks (counted once per row, at the rank's own block), a value head
  * dim of its own, dlse and dsink in the backward (dsink summed over all ranks),
  * each as far as the backend's own passes support it.  Every tensor and the
  * workspace live in the context's memory (fmsa_malloc: device memory on a
  * GPU); all the ring's arithmetic runs there, on the context's default stream.
- * Refused with FMSA_ERR_NOT_SUPPORTED: windows, ALiBi, bit masks (their
- * positions would need the global offsets inside the kernels), varlen, paged
- * KV, and OpenCL (its buffers are cl_mem handles, which a transport's
+ * Refused with FMSA_ERR_NOT_SUPPORTED: ALiBi and bit masks (their bias and
+ * bits are functions of global positions, which the local kernels do not
+ * take: a block's |i - j| is not its local one), varlen, paged KV, and OpenCL (its buffers are cl_mem handles, which a transport's
  * send/recv pointers cannot name).
  * Transports: MPI (fmsa_dist_comm_from_mpi, in the separate library
  * flashmsa_dist, which links MPI, so that libflashmsa itself never needs it;

@@ -34,10 +34,14 @@ static size_t es_of(fmsa_dtype t) { return fmsa_dtype_size(t); }
 void fmsa_ring_spec_name(const fmsa_ring_spec *s, char *buf, size_t len) {
     static const char *lay[] = {"contiguous", "zigzag", "striped"};
     static const char *dt[] = {"?", "f32", "f16", "bf16"};
-    snprintf(buf, len, "P=%d %s %s %s B=%lld c=%lld H=%lld/%lld D=%lld/%lld%s%s", s->P,
+    char win[48] = "";
+    if (s->window)
+        snprintf(win, sizeof win, " window %lld/%lld", (long long)s->window_left,
+                 (long long)s->window_right);
+    snprintf(buf, len, "P=%d %s %s %s B=%lld c=%lld H=%lld/%lld D=%lld/%lld%s%s%s", s->P,
              lay[s->layout], s->causal ? "causal" : "full", dt[s->dtype], (long long)s->B,
              (long long)s->c, (long long)s->Hq, (long long)s->Hkv, (long long)s->D,
-             (long long)s->Dv, s->softcap > 0 ? " softcap" : "", s->sinks ? " sinks" : "");
+             (long long)s->Dv, s->softcap > 0 ? " softcap" : "", s->sinks ? " sinks" : "", win);
 }
 
 /* Values in [-1, 1), rounded to the dtype (so the oracles see what is stored). */
@@ -92,6 +96,10 @@ static int whole_problem(const fmsa_ring_case *rc, fmsa_pass pass, void *o, void
     const int64_t hs[1] = {s->Hq};
     desc.causal = s->causal;
     desc.softcap = s->softcap;
+    if (s->window) {
+        desc.window_left = s->window_left;
+        desc.window_right = s->window_right;
+    }
     if (rc->sinks) desc.sinks = fmsa_tensor_contiguous(rc->sinks, FMSA_DTYPE_F32, 1, hs);
     memset(&ct, 0, sizeof ct);
     if (rc->dlse) ct.dlse = &tdl;
@@ -357,6 +365,10 @@ int fmsa_ring_case_run_on(const fmsa_ring_case *rc, fmsa_dist_comm *comm, fmsa_c
         q.byte_offset = k.byte_offset = v.byte_offset = o.byte_offset = lse.byte_offset = GUARD;
         desc.causal = s->causal;
         desc.softcap = s->softcap;
+        if (s->window) {
+            desc.window_left = s->window_left;
+            desc.window_right = s->window_right;
+        }
         if (rc->sinks) {
             desc.sinks = fmsa_tensor_contiguous(dev[SINKS], FMSA_DTYPE_F32, 1, hs);
             desc.sinks.byte_offset = GUARD;

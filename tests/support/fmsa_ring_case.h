@@ -22,6 +22,8 @@ typedef struct fmsa_ring_spec {
     int sinks;               ///< per-head sink logits (and dsink)
     int dlse;                ///< an lse gradient in the backward
     float softcap;           ///< 0 = off
+    int window;              ///< window_left/right below are set (0: no window)
+    int64_t window_left, window_right; ///< with window: the whole sequence's window (-1 = none)
     unsigned seed;           ///< data
     fmsa_backend backend;    ///< the ranks' backend (0 = the CPU) for fmsa_ring_case_run
 } fmsa_ring_spec;
