@@ -91,9 +91,15 @@ int fmsa_ring_plan_step(fmsa_ring_layout layout, int P, int r, int s, int64_t c,
     ring_seg qs[2], ks[2];
     const int j = ((r - s) % P + P) % P;
     const int nq = ring_segments(layout, P, r, c, qs), nk = ring_segments(layout, P, j, c, ks);
-    const int bounded = mask->causal || mask->window_left >= 0 || mask->window_right >= 0;
-    int n = 0;
+    const int64_t S = (int64_t)P * c;
+    fmsa_ring_mask m = *mask;
+    int bounded, n = 0;
     if (nq < 0 || nk < 0) return -1;
+    /* a window reaching past the sequence is none (and keeps the band arithmetic small) */
+    if (m.window_left >= S) m.window_left = -1;
+    if (m.window_right >= S) m.window_right = -1;
+    mask = &m;
+    bounded = m.causal || m.window_left >= 0 || m.window_right >= 0;
     if (!bounded) {
         /* every key of the block: one pass, which carries the sinks at the rank's own block */
         if (c > 0) out[n++] = (fmsa_ring_call){0, c, 0, c, 0, s == 0, -1, -1};
