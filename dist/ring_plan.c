@@ -70,7 +70,7 @@ static void ring_add_band(fmsa_ring_call *out, int *n, const ring_seg *A, const 
                           int64_t L, int64_t R, int own) {
     const int64_t nq = A->rows, nk = B->rows;
     int64_t q0, q1, k0, k1, tau, wl, wr;
-    if (nq <= 0 || nk <= 0) return;
+    if (nq <= 0 || nk <= 0 || L > R) return; /* L > R: an empty band (striped rows of one parity) */
     q0 = R == RING_INF ? 0 : max64(0, -R);
     q1 = L == -RING_INF ? nq : min64(nq, nk - L);
     if (q0 >= q1) return;

@@ -4,6 +4,8 @@
 # found.  Both run the passes single-threaded per rank (OMP_NUM_THREADS=1):
 # the ranks are the parallelism.
 find_package(Threads REQUIRED)
+# The per-step plan against brute force over global positions (no attention math).
+fmsa_add_test(test_ring_plan LABELS "ring" SOURCES test_ring_plan.c)
 fmsa_add_test(test_ring_loopback LABELS "ring" SOURCES test_ring_loopback.c)
 # The elementwise op and device copy the ring runs on the context's device
 # (common/accumulate.h), on the CPU and again on OpenCL and CUDA where those

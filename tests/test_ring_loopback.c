@@ -175,7 +175,7 @@ static void features(void **state) {
  * causal, two-sided windows and a right-only window without, each reaching
  * across several ranks' blocks (S = P c is 2-8 windows long), sinks on some. */
 static void windows(void **state) {
-    static const int cpu_Ps[] = {2, 3, 4}, gpu_Ps[] = {2, 4, 8};
+    static const int cpu_Ps[] = {2, 3, 8}, gpu_Ps[] = {2, 4, 8};
     static const int64_t win[3][3] = {{1, 5, -1}, {0, 7, 3}, {0, -1, 4}}; /* causal, left, right */
     const int *Ps = on_cpu() ? cpu_Ps : gpu_Ps;
     int failures = 0, cases = 0, refused = 0;
