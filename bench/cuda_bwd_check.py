@@ -35,7 +35,7 @@ class Fwd(C.Structure):
         [(n, LL) for n in ("q_sb", "q_ss", "q_sh", "k_sb", "k_ss", "k_sh", "v_sb", "v_ss", "v_sh",
                            "o_sb", "o_ss", "o_sh", "lse_sb", "lse_sh", "lse_ss", "alibi_sb",
                            "alibi_sh", "mask_sb", "mask_sh", "mask_ss", "cu_q_s", "cu_k_s",
-                           "bt_sb", "bt_sp", "su_s")] + \
+                           "bt_sb", "bt_sp", "su_s", "sinks_s")] + \
         [(n, C.c_int) for n in ("batch", "seqlen_q", "seqlen_k", "heads_q", "heads_kv",
                                 "head_dim", "head_dim_v", "total_q", "total_k", "page_size",
                                 "max_pages", "num_pages", "num_splits")] + \
@@ -95,7 +95,8 @@ class Case:
 
     def __init__(self, dtype=torch.bfloat16, b=1, sq=128, sk=None, hq=2, hkv=None, d=64,
                  causal=False, wl=-1, wr=-1, softcap=0.0, alibi=False, mask=False,
-                 seqlens=None, seqlens_k=None, det=False, scale=None, fwd_f64=True, seed=0):
+                 seqlens=None, seqlens_k=None, det=False, scale=None, fwd_f64=True, seed=0,
+                 nan=False):
         g = torch.Generator(device="cuda").manual_seed(seed)
         self.dtype, self.d, self.hq = dtype, d, hq
         self.hkv = hkv or hq
@@ -122,11 +123,33 @@ class Case:
             nb = (self.sk + 7) // 8
             bits = torch.rand((self.b, hq, self.sq, self.sk), generator=g, device="cuda") < 0.7
             bits[:, :, 3, :] = False  # fully masked rows
+            if nan:  # keys 8k + 2 and 16..23 hidden from every row (as tests/test_grid_masked_nan.c)
+                bits[..., 2::8] = False
+                bits[..., 16:24] = False
             bits8 = torch.zeros((self.b, hq, self.sq, nb * 8), dtype=torch.bool, device="cuda")
             bits8[..., :self.sk] = bits
             w = (2 ** torch.arange(8, device="cuda")).to(torch.int32)
             self.mask = (bits8.view(self.b, hq, self.sq, nb, 8).to(torch.int32) * w).sum(-1).to(torch.uint8).contiguous()
         self.forward(fwd_f64)
+
+    def poison_hidden(self):
+        """NaN into K and NaN/+Inf/-Inf into V of every key that no row of any query head of its
+        kv head sees (after the forward and the references, which never read them)."""
+        rep = self.hq // self.hkv
+        self.hidden = 0
+        for (qb, qs), (kb, ks), bi, sq, sk in self.seqs():
+            if sk == 0: continue
+            if sq == 0:
+                seen = torch.zeros((self.hkv, sk), dtype=torch.bool, device="cuda")
+            else:
+                seen = self.vis(bi, sq, sk).any(1).view(self.hkv, rep, sk).any(1)  # [hkv, sk]
+            hid = (~seen).T.contiguous()  # [sk, hkv]
+            kk, vv = self.k[kb, ks], self.v[kb, ks]
+            kk[hid] = float("nan")
+            j = torch.arange(sk, device="cuda").view(-1, 1).expand(sk, self.hkv)
+            for r, val in enumerate((float("nan"), float("inf"), float("-inf"))):
+                vv[hid & (j % 3 == r)] = val
+            self.hidden += int(hid.sum().item())
 
     def vis(self, bi, sq, sk, h0=0, h1=None):
         """[h1-h0, sq, sk] visibility of sequence bi, query heads h0..h1."""
@@ -374,6 +397,16 @@ def grid(lib, variants, quick=False):
         ("bf16 d64 varlen causal q[50,0,130,7] k[80,5,130,0]", dict(dtype=bf, seqlens=[50, 0, 130, 7], seqlens_k=[80, 5, 130, 0], d=64, causal=True)),
         ("f16 d256 varlen GQA 4/2 [33,0,140]", dict(dtype=fp, seqlens=[33, 0, 140], d=256, hq=4, hkv=2)),
     ]
+    # NaN / Inf in K and V of keys no row sees (issue 18): bit mask, window, both, varlen
+    cases += [
+        ("bf16 d64 GQA 4/2 sq37 sk300 mask NaN-hidden", dict(dtype=bf, b=2, sq=37, sk=300, hq=4, hkv=2, d=64, mask=True, nan=True)),
+        ("f16 d64 sq70 sk150 mask causal NaN-hidden", dict(dtype=fp, b=2, sq=70, sk=150, hq=2, hkv=1, d=64, mask=True, causal=True, nan=True)),
+        ("bf16 d128 sq40 sk200 window(50) causal NaN-hidden", dict(dtype=bf, b=1, sq=40, sk=200, hq=2, hkv=1, d=128, wl=50, causal=True, nan=True)),
+        ("bf16 d128 sq16 sk300 window(3,2) NaN-hidden", dict(dtype=bf, b=1, sq=16, sk=300, hq=2, d=128, wl=3, wr=2, nan=True)),
+        ("bf16 d64 varlen mask NaN-hidden", dict(dtype=bf, seqlens=[30, 12, 0, 25], seqlens_k=[60, 40, 20, 33], hq=2, hkv=1, d=64, mask=True, nan=True)),
+        ("bf16 d128 mask+softcap+alibi NaN-hidden", dict(dtype=bf, b=1, sq=90, sk=150, d=128, mask=True, alibi=True, softcap=1.5, scale=0.3, nan=True)),
+        ("bf16 d256 mask NaN-hidden", dict(dtype=bf, b=1, sq=50, sk=140, d=256, mask=True, nan=True)),
+    ]
     if quick:
         cases = cases[:6] + cases[16:20]
     npass = nfail = 0
@@ -383,6 +416,9 @@ def grid(lib, variants, quick=False):
             c = Case(det=det, **kw)
             ref = c.reference()
             nv = c.reference(naive=True)
+            if kw.get("nan"):
+                c.poison_hidden()
+                print("     %s: %d hidden keys poisoned" % (name, c.hidden))
             for var in [None] + [v for v in variants if v[1] == kw.get("d") and kw.get("dtype") == bf
                                  and len(v) == 2]:
                 try:
@@ -525,18 +561,25 @@ def main():
     ap.add_argument("--dims", default="64,128,256", help="sweep head dims")
     ap.add_argument("--seqlens", default="512,1024,2048,4096,8192,16384", help="sweep lengths")
     ap.add_argument("--profile", action="store_true", help="one d128 s4096 backward, ours and FA2, for ncu")
+    ap.add_argument("--profile-opts", default="", help="with --profile: also these d128 option rows, e.g. 0,8,1024")
     a = ap.parse_args()
     lib = load_lib(a.lib)
     print(torch.cuda.get_device_name(), torch.__version__, flush=True)
     variants = []
     if a.variants:
         # a third field marks timing-only ablations (wrong results): the grid skips them
-        variants = [("fmsa_cuda_bwd_main_bf16_d64_m128_n128_k4_p2_o256", 64),
-                    ("fmsa_cuda_bwd_main_bf16_d128_m64_n128_k4_p2_o256", 128),
-                    ("fmsa_cuda_bwd_main_bf16_d128_m64_n128_k4_p2_o320", 128),
-                    ("fmsa_cuda_bwd_main_bf16_d128_m64_n128_k4_p2_o64", 128),
-                    ("fmsa_cuda_bwd_main_bf16_d128_m64_n128_k4_p2_o128", 128),
-                    ("fmsa_cuda_bwd_main_bf16_d256_m64_n64_k2_p2_o64", 256)]
+        # (the library's rows are o3 = o1 counted step indices + o2 lean dQ reductions; o0 the
+        # previous code, o64: dQ between dV and dK; "t":
+        # timed only, not grid-checked; o8/o1024/o16 are wrong by design)
+        d64, d128, d256 = ("fmsa_cuda_bwd_main_bf16_d64_m128_n128_k4_p2_o", "fmsa_cuda_bwd_main_bf16_d128_m64_n128_k4_p2_o",
+                           "fmsa_cuda_bwd_main_bf16_d256_m64_n64_k2_p2_o")
+        variants = [(d64 + "0", 64), (d64 + "67", 64), (d128 + "0", 128), (d128 + "67", 128),
+                    (d128 + "1", 128, "t"), (d128 + "2", 128, "t"), (d128 + "320", 128, "t"),
+                    (d128 + "8", 128, "t"), (d128 + "1024", 128, "t"), (d128 + "16", 128, "t"),
+                    (d256 + "0", 256), (d256 + "67", 256),
+                    # o2051 = o3 + deferred dQ reductions, o4099 = o3 + lean loads, o6147 both
+                    (d128 + "2051", 128), (d64 + "2051", 64), (d128 + "4099", 128), (d64 + "4099", 64),
+                    (d256 + "4099", 256), (d128 + "6147", 128)]
     t0 = time.time()
     ok = True
     if a.grid or a.quick_grid:
@@ -552,6 +595,9 @@ def main():
         c = Case(b=4, sq=4096, d=128, hq=16, fwd_f64=False)
         r = Runner(lib, c)
         r(); torch.cuda.synchronize()
+        for o in [x for x in a.profile_opts.split(",") if x]:
+            rv = Runner(lib, c, "fmsa_cuda_bwd_main_bf16_d128_m64_n128_k4_p2_o" + o)
+            rv(); torch.cuda.synchronize()
         qt, kt, vt = (t.transpose(1, 2).detach().requires_grad_(True) for t in (c.q, c.k, c.v))
         with sdpa_kernel(SDPBackend.FLASH_ATTENTION):
             Fn.scaled_dot_product_attention(qt, kt, vt).backward(c.do.transpose(1, 2))

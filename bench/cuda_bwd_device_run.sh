@@ -3,7 +3,8 @@
 # timing variants), determinism, then the standard sweep beside FA2 / cuDNN.
 # Run from the tree that holds build-cudabwd/ (built here by cuda_bwd_build.sh).
 # STEPS (default "grid det sweep") picks the parts, SWEEP_ARGS narrows the sweep
-# (e.g. "--dims 128 --seqlens 4096,16384"); logs go to $OUT.
+# (e.g. "--dims 128 --seqlens 4096,16384"); PROFILE_OPTS adds d128 option rows to
+# the profile step (e.g. "8,1024", with PROFILE_COUNT=4 kernels); logs go to $OUT.
 cd "$(dirname "$0")/.." || exit 1
 export PYTHONUNBUFFERED=1
 OUT=${OUT:-/tmp/cudabwd-out}
@@ -20,10 +21,10 @@ for s in $STEPS; do
             echo "$tool rc=$?: $(grep -E "ERROR SUMMARY|grid:" "$OUT/san-$tool.log" | tr '\n' ' ')"
         done ;;
     det) timeout 60 python3 bench/cuda_bwd_check.py --det 2>&1 | tee "$OUT/det.log" ;;
-    profile) timeout 100 ncu --clock-control none -k regex:"fmsa_cuda_bwd_main|flash_bwd_dq_dk_dv" -c 2 \
+    profile) timeout 100 ncu --clock-control none -k regex:"fmsa_cuda_bwd_main|flash_bwd_dq_dk_dv" -c ${PROFILE_COUNT:-2} \
         --section SpeedOfLight --section ComputeWorkloadAnalysis --section WarpStateStats \
         --section MemoryWorkloadAnalysis --section SchedulerStats --section InstructionStats \
-        --section SourceCounters python3 bench/cuda_bwd_check.py --profile >"$OUT/ncu.log" 2>&1
+        --section SourceCounters python3 bench/cuda_bwd_check.py --profile --profile-opts "${PROFILE_OPTS:-}" >"$OUT/ncu.log" 2>&1
         grep -E "==PROF==|fmsa_cuda|flash_bwd|Throughput|Pipe|Stall|Warp Cycles|Issued|Bank|Busy|Shared" "$OUT/ncu.log" | cut -c1-120 | head -80 ;;
     sweep) timeout 200 python3 bench/cuda_bwd_check.py --sweep --variants ${SWEEP_ARGS:-} 2>&1 | tee "$OUT/sweep.log" ;;
     esac

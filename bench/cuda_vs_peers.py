@@ -13,7 +13,10 @@ input precision, plus a roundoff floor.
 
   python3 bench/cuda_vs_peers.py [--dims 64,128,256] [--seqlens 512,...,16384]
                                  [--masks none,causal] [--decode 32768,131072] [--json F]
-The standard sweep: bf16, b*s = 16384, h = 2048/d.  Decode: b 8, 32 q-heads,
+                                 [--short 128,256,...]
+The standard sweep: bf16, b*s = 16384, h = 2048/d.  --short: the short-sequence crossover,
+each listed s at b = 1 and at b*s = 16384 (h = 2048/d), with the standard (non-flash)
+attention of PyTorch SDPA's MATH backend (S materialised by cuBLAS, softmax, P V) beside.  Decode: b 8, 32 q-heads,
 8 kv-heads, d 128, one query row, K+V bytes read per second.  A short table last.
 """
 import argparse
@@ -43,6 +46,7 @@ ap.add_argument("--decode", default="32768,131072", help="decode key counts ('' 
 ap.add_argument("--no-backward", action="store_true")
 ap.add_argument("--check-rows", type=int, default=16)
 ap.add_argument("--json", default="")
+ap.add_argument("--short", default="", help="short-sequence crossover seqlens ('' = none)")
 ARGS = ap.parse_args()
 
 try:
@@ -163,13 +167,17 @@ def check_run(f, q, k, v, causal, backward):
     return out
 
 
-def sdpa_peers(q, k, v, causal, backward):
-    """cuDNN and FA2 through SDPA, timed as peers.py does, when peers.py is absent."""
+def sdpa_peers(q, k, v, causal, backward, which=("cudnn", "sdpa_flash")):
+    """SDPA backends timed as peers.py does: cuDNN and FA2 when peers.py is absent,
+    MATH (standard attention) for the short-sequence crossover."""
     from torch.nn.attention import SDPBackend, sdpa_kernel
+    backends = {"cudnn": SDPBackend.CUDNN_ATTENTION, "sdpa_flash": SDPBackend.FLASH_ATTENTION,
+                "math": SDPBackend.MATH}
     rows = []
     fl = 2 * q.shape[0] * q.shape[2] * q.shape[1] * k.shape[1] * (q.shape[3] + v.shape[3]) / \
         (2 if causal else 1)
-    for name, be in (("cudnn", SDPBackend.CUDNN_ATTENTION), ("sdpa_flash", SDPBackend.FLASH_ATTENTION)):
+    for name in which:
+        be = backends[name]
         row = dict(peer=name)
         try:
             def fwd():
@@ -206,11 +214,11 @@ def inputs(b, sq, sk, hq, hkv, d, grad, dv=None):
     return [x.requires_grad_(grad) for x in (q, k, v)]
 
 
-def run_shape(b, s, h, d, causal, backward, dv=None):
+def run_shape(b, s, h, d, causal, backward, dv=None, kind="sweep"):
     dv = dv or d
     q, k, v = inputs(b, s, s, h, h, d, backward, dv)
     fl = 2 * b * h * s * s * (d + dv) / (2 if causal else 1)  # 4 b h s^2 d when dv = d
-    rec = dict(kind="sweep", b=b, s=s, h=h, d=d, dv=dv, causal=causal)
+    rec = dict(kind=kind, b=b, s=s, h=h, d=d, dv=dv, causal=causal)
     try:
         f = Fmsa(q.detach(), k.detach(), v.detach(), causal, backward)
         f.fwd()
@@ -230,6 +238,8 @@ def run_shape(b, s, h, d, causal, backward, dv=None):
         rec["peers"] = peers.time_all(q, k, v, causal=causal, backward=backward)
     else:
         rec["peers"] = sdpa_peers(q, k, v, causal, backward)
+    if kind == "short":
+        rec["peers"] += sdpa_peers(q, k, v, causal, backward, ("math",))
     emit(rec)
     return rec
 
@@ -268,11 +278,19 @@ def main():
     recs = []
     for tok in ARGS.dims.split(","):
         d, dv = (int(x) for x in tok.split(":")) if ":" in tok else (int(tok), int(tok))
-        for s in map(int, ARGS.seqlens.split(",")):
+        for s in [int(x) for x in ARGS.seqlens.split(",") if x]:
             for m in ARGS.masks.split(","):
                 recs.append(run_shape(max(1, ARGS.tokens // s), s, max(1, ARGS.hidden // d), d,
                                       m == "causal", not ARGS.no_backward, dv))
                 torch.cuda.empty_cache()
+    for tok in ARGS.dims.split(",") if ARGS.short else []:
+        d = int(tok.split(":")[0])
+        for s in map(int, ARGS.short.split(",")):
+            for b in sorted({1, max(1, ARGS.tokens // s)}):
+                for m in ARGS.masks.split(","):
+                    recs.append(run_shape(b, s, max(1, ARGS.hidden // d), d, m == "causal",
+                                          not ARGS.no_backward, None, "short"))
+                    torch.cuda.empty_cache()
     for sk in [int(x) for x in ARGS.decode.split(",") if x]:
         recs.append(run_decode(sk))
         torch.cuda.empty_cache()
@@ -291,7 +309,8 @@ def main():
                     [f"{fmt(pk.get(n, {}), 'kv_tbps')}        " for n in names]
         else:
             dd = f"d{r['d']}" + (f"v{r['dv']}" if r.get("dv", r["d"]) != r["d"] else "")
-            shape = f"{dd} s{r['s']} {'causal' if r['causal'] else 'full'}"
+            shape = f"{dd} s{r['s']} {'causal' if r['causal'] else 'full'}" + \
+                (f" b{r['b']}" if r["kind"] == "short" else "")
             cells = [f"{fmt(r, 'fwd_tflops')} /{fmt(r, 'bwd_tflops')}"] + \
                     [f"{fmt(pk.get(n, {}), 'fwd_tflops')} /{fmt(pk.get(n, {}), 'bwd_tflops')}"
                      for n in names]

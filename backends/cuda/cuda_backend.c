@@ -212,7 +212,7 @@ static fmsa_status fmsa_cuda_check_range(const fmsa_cuda_state *st, const char *
                          name, (unsigned long long)first, (int)rc);
     if (first + (fmsa_cu_deviceptr)last > base + size)
         return fmsa_fail(FMSA_ERR_INVALID_ARGUMENT,
-                         "%s: its view reaches %lld bytes past data + byte_offset, but the "
+                         "%s: the view reaches byte %lld past data + byte_offset, but the "
                          "allocation holding it ends %llu bytes after that point",
                          name, (long long)last, (unsigned long long)(base + size - first));
     return FMSA_SUCCESS;

@@ -27,44 +27,62 @@
  * X(dt, BF16, D, BM, BN, WK, STAGES, OPT): dtype name, 1 for bf16, head dim,
  * query rows per step, keys per block, warps along the keys in S^T (of
  * FMSA_CUDA_BWD_WARPS; the rest split the query rows), Q/dO buffers (2 = the
- * next query tile loads while this one computes), options: bit 2 = dQ warps
+ * next query tile loads while this one computes), options: bit 0 counts the
+ * step's head and query tile instead of dividing them out of the step index;
+ * bit 1 adds dQ on sm_90 by one vector reduction per lane and n8 tile without
+ * the divergent even/odd branch; bit 2 = dQ warps
  * 4 x 2 instead of 2 x 4; bit 6 computes dQ between dV and dK; bit 7 adds
  * dQ by v2 instead of v4 reductions; bit 8 turns on dQ's bulk reductions
  * through a staging tile (sm_90, D <= 128; FMSA_CUDA_BWD_BULK_DQ for all),
  * bit 9 keeps them off; timing-only ablations for the
- * development harness (wrong results): bit 4 leaves dQ out, bit 5 takes
- * P = S without the exponential.  Rows of one D are listed preferred first; the
+ * development harness (wrong results): bit 3 computes dQ but adds none of
+ * it, bit 4 leaves dQ out, bit 5 takes P = S without the exponential, bit 10
+ * adds values at hand without dQ's products; bit 11 (sm_90, D <= 128, atomic
+ * mode) defers a step's dQ reductions into the next step (staging tile); bit
+ * 12 (with bit 0) loads a tile whose rows all exist without per-row bounds.  Rows of one D are listed preferred first; the
  * pick takes the first whose shared memory fits the device (the 1-stage rows
  * are for the A100's 164 KiB, as is d64's 64-row tile).
  */
 #define FMSA_CUDA_BWD_INSTANCES(X)            \
-    X(bf16, 1, 64, 128, 128, 4, 2, 0)         \
-    X(bf16, 1, 64, 64, 128, 4, 2, 0)          \
-    X(bf16, 1, 96, 64, 128, 4, 2, 0)          \
-    X(bf16, 1, 128, 64, 128, 4, 2, 0)         \
-    X(bf16, 1, 128, 64, 128, 4, 1, 0)         \
-    X(bf16, 1, 192, 64, 64, 2, 2, 0)          \
-    X(bf16, 1, 192, 64, 64, 2, 1, 0)          \
-    X(bf16, 1, 256, 64, 64, 2, 2, 0)          \
-    X(bf16, 1, 256, 64, 64, 2, 1, 0)          \
-    X(f16, 0, 64, 128, 128, 4, 2, 0)          \
-    X(f16, 0, 64, 64, 128, 4, 2, 0)           \
-    X(f16, 0, 96, 64, 128, 4, 2, 0)           \
-    X(f16, 0, 128, 64, 128, 4, 2, 0)          \
-    X(f16, 0, 128, 64, 128, 4, 1, 0)          \
-    X(f16, 0, 192, 64, 64, 2, 2, 0)           \
-    X(f16, 0, 192, 64, 64, 2, 1, 0)           \
-    X(f16, 0, 256, 64, 64, 2, 2, 0)           \
-    X(f16, 0, 256, 64, 64, 2, 1, 0)
+    X(bf16, 1, 64, 128, 128, 4, 2, 3)         \
+    X(bf16, 1, 64, 64, 128, 4, 2, 3)          \
+    X(bf16, 1, 96, 64, 128, 4, 2, 3)          \
+    X(bf16, 1, 128, 64, 128, 4, 2, 3)         \
+    X(bf16, 1, 128, 64, 128, 4, 1, 3)         \
+    X(bf16, 1, 192, 64, 64, 2, 2, 3)          \
+    X(bf16, 1, 192, 64, 64, 2, 1, 3)          \
+    X(bf16, 1, 256, 64, 64, 2, 2, 3)          \
+    X(bf16, 1, 256, 64, 64, 2, 1, 3)          \
+    X(f16, 0, 64, 128, 128, 4, 2, 3)          \
+    X(f16, 0, 64, 64, 128, 4, 2, 3)           \
+    X(f16, 0, 96, 64, 128, 4, 2, 3)           \
+    X(f16, 0, 128, 64, 128, 4, 2, 3)          \
+    X(f16, 0, 128, 64, 128, 4, 1, 3)          \
+    X(f16, 0, 192, 64, 64, 2, 2, 3)           \
+    X(f16, 0, 192, 64, 64, 2, 1, 3)           \
+    X(f16, 0, 256, 64, 64, 2, 2, 3)           \
+    X(f16, 0, 256, 64, 64, 2, 1, 3)
 
 /// Alternative tilings compiled into the development harness only, for timing.
 #define FMSA_CUDA_BWD_VARIANTS(X)             \
-    X(bf16, 1, 64, 128, 128, 4, 2, 256)       \
-    X(bf16, 1, 128, 64, 128, 4, 2, 256)       \
+    X(bf16, 1, 64, 128, 128, 4, 2, 0)         \
+    X(bf16, 1, 64, 128, 128, 4, 2, 67)        \
+    X(bf16, 1, 128, 64, 128, 4, 2, 0)         \
+    X(bf16, 1, 128, 64, 128, 4, 2, 1)         \
+    X(bf16, 1, 128, 64, 128, 4, 2, 2)         \
+    X(bf16, 1, 128, 64, 128, 4, 2, 67)        \
     X(bf16, 1, 128, 64, 128, 4, 2, 320)       \
-    X(bf16, 1, 128, 64, 128, 4, 2, 64)        \
-    X(bf16, 1, 128, 64, 128, 4, 2, 128)       \
-    X(bf16, 1, 256, 64, 64, 2, 2, 64)
+    X(bf16, 1, 128, 64, 128, 4, 2, 8)         \
+    X(bf16, 1, 128, 64, 128, 4, 2, 1024)      \
+    X(bf16, 1, 128, 64, 128, 4, 2, 16)        \
+    X(bf16, 1, 128, 64, 128, 4, 2, 2051)      \
+    X(bf16, 1, 64, 128, 128, 4, 2, 2051)      \
+    X(bf16, 1, 64, 128, 128, 4, 2, 4099)      \
+    X(bf16, 1, 128, 64, 128, 4, 2, 4099)      \
+    X(bf16, 1, 128, 64, 128, 4, 2, 6147)      \
+    X(bf16, 1, 256, 64, 64, 2, 2, 4099)       \
+    X(bf16, 1, 256, 64, 64, 2, 2, 0)          \
+    X(bf16, 1, 256, 64, 64, 2, 2, 67)
 
 #define FMSA_CUDA_BWD_WARPS 8 ///< warps per block of the main stage
 
@@ -90,7 +108,7 @@
 /// What the staging tile adds where the kernels run their sm_90 code (compute capability >= 9).
 #define FMSA_CUDA_BWD_SMEM_STAGE_(D, BM) (FMSA_CUDA_BWD_STAGED(D) ? 4 * (BM) * ((D) + 8) : 0)
 #define FMSA_CUDA_BWD_SMEM_STAGE(D, BM, OPT)                                       \
-    ((((OPT) & 256) || FMSA_CUDA_BWD_BULK_DQ) && !((OPT) & 512) ? FMSA_CUDA_BWD_SMEM_STAGE_(D, BM) : 0)
+    ((((OPT) & 2304) || FMSA_CUDA_BWD_BULK_DQ) && !((OPT) & 512) ? FMSA_CUDA_BWD_SMEM_STAGE_(D, BM) : 0)
 
 #define FMSA_CUDA_BWD_AUX_WARPS 8 ///< warps per block of pre and post
 #define FMSA_CUDA_BWD_DSINK_THREADS 256 ///< threads of the dsink stage (a power of two)

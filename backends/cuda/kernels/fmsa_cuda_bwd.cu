@@ -31,6 +31,11 @@
 #include "common/fmsa_portable.h"
 
 #define FMSA_NEG_INF_F __int_as_float(0xff800000)
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+#define FMSA_BWD_SM90 1
+#else
+#define FMSA_BWD_SM90 0
+#endif /* __CUDA_ARCH__ */
 #define FMSA_POS_INF_F __int_as_float(0x7f800000)
 
 /// Query tiles [*mb, *me) whose rows can see keys [n0, n1) of a sequence (window bounds only).
@@ -75,6 +80,33 @@ FMSA_DEV void fmsa_bwd_dq_red(float *rowa, float *rowb, int c, const float *x, i
 #endif /* __CUDA_ARCH__ */
 }
 
+/// The same addition without divergence (sm_90): each lane adds its 4
+/// floats at its own row and column, mine = rowa + c for even lanes, rowb + c
+/// - 2 for odd ones (both sides of the old branch ran serially).
+FMSA_DEV void fmsa_bwd_dq_red4(float *mine, const float *x, int odd, int ok) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    const float r0 = __shfl_xor_sync(0xffffffffu, odd ? x[0] : x[2], 1);
+    const float r1 = __shfl_xor_sync(0xffffffffu, odd ? x[1] : x[3], 1);
+    if (ok) fmsa_red_add4(mine, odd ? r0 : x[0], odd ? r1 : x[1], odd ? x[2] : r0, odd ? x[3] : r1);
+#else
+    (void)mine, (void)x, (void)odd, (void)ok;
+#endif /* __CUDA_ARCH__ */
+}
+
+/// The sum of n floats (keeps the timing-only ablation's products alive).
+FMSA_DEV float fmsa_bwd_sum(const float *x, int n) {
+    float a = 0.0f;
+#pragma unroll
+    for (int i = 0; i < n; ++i) a += x[i];
+    return a;
+}
+
+/// 1 for a bf16 (BF16) or f16 element pair packed in w with a non-finite half.
+template <int BF16> FMSA_DEV int fmsa_bwd_nonfinite2(unsigned w) {
+    const unsigned e = BF16 ? 0x7f807f80u : 0x7c007c00u;
+    return (w & e & 0xffffu) == (e & 0xffffu) || (w & e & 0xffff0000u) == (e & 0xffff0000u);
+}
+
 template <int BF16, int D, int BM, int BN, int WK, int STAGES, int OPT>
 FMSA_DEV void fmsa_bwd_main(const fmsa_cuda_bwd_params &P) {
     constexpr int NW = FMSA_CUDA_BWD_WARPS, WQ = NW / WK;
@@ -105,6 +137,15 @@ FMSA_DEV void fmsa_bwd_main(const fmsa_cuda_bwd_params &P) {
     constexpr int BULK = 0;
 #endif /* __CUDA_ARCH__ */
     constexpr int LDQ = D + 8; /* staging pitch (floats): conflict-free float2 stores */
+    /* OPT bit 11 (sm_90, D <= 128, atomic mode): a step's dQ waits in the
+       staging tile, one float4 per lane and n8 tile in private slots, and
+       its reductions issue in the next step after the S^T / dP^T products,
+       so they drain behind that step's softmax instead of ending this one */
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    constexpr int DEFER = FMSA_CUDA_BWD_STAGED(D) && (OPT & 2048) && !BULK;
+#else
+    constexpr int DEFER = 0;
+#endif /* __CUDA_ARCH__ */
     const fmsa_cuda_fwd_params &F = P.fwd;
 
     extern __shared__ __align__(16) unsigned char fmsa_smem[];
@@ -182,14 +223,41 @@ FMSA_DEV void fmsa_bwd_main(const fmsa_cuda_bwd_params &P) {
     const unsigned short *Vg = (const unsigned short *)F.v;
     const unsigned short *dOg = (const unsigned short *)P.dout;
 
-    /* K and V of the block, zero past the sequence and past head_dim */
+    /* K and V of the block, zero past the sequence, past head_dim and for
+       keys that the window hides from every row [klo, khi): such keys (often
+       padding with garbage) must not reach dQ = dS K as 0 * NaN */
+    long long klo = 0, khi = sk;
+    if (wl >= 0 && off - wl > klo) klo = off - wl;
+    if (wr >= 0 && (long long)sq + off + wr < khi) khi = (long long)sq + off + wr;
     for (int c = tid; c < BN * CH; c += THREADS) {
         const int r = c / CH, ch = c % CH, j = n0 + r;
-        const int ok = j < sk && ch * 8 < hd;
+        const int ok = j >= klo && j < khi && ch * 8 < hd;
         const unsigned short *ks = ok ? Kg + kb * F.k_sb + (k_row0 + j) * F.k_ss + hk * F.k_sh + ch * 8 : Kg;
         const unsigned short *vs = ok ? Vg + kb * F.v_sb + (k_row0 + j) * F.v_ss + hk * F.v_sh + ch * 8 : Vg;
         fmsa_cp_async16(fmsa_smem_addr(sK + r * LDS + ch * 8), ks, ok ? 16 : 0);
         fmsa_cp_async16(fmsa_smem_addr(sV + r * LDS + ch * 8), vs, ok ? 16 : 0);
+    }
+
+    if (F.mask) {
+        /* a bit mask may hide keys from every row: their K rows may hold
+           NaN/Inf that dQ = dS K would spread (0 * NaN); zero such rows (a row
+           some query sees is NaN in the forward's lse anyway).  sP is free
+           until the first step and holds one flag per key */
+        int *bad = (int *)sP;
+        fmsa_cp_async_commit();
+        fmsa_cp_async_wait<0>();
+        for (int r = tid; r < BN; r += THREADS) bad[r] = 0;
+        __syncthreads();
+        for (int c = tid; c < BN * CH; c += THREADS) {
+            const uint4 w = *(const uint4 *)(sK + (c / CH) * LDS + (c % CH) * 8);
+            if (fmsa_bwd_nonfinite2<BF16>(w.x) || fmsa_bwd_nonfinite2<BF16>(w.y) ||
+                fmsa_bwd_nonfinite2<BF16>(w.z) || fmsa_bwd_nonfinite2<BF16>(w.w))
+                bad[c / CH] = 1;
+        }
+        __syncthreads();
+        for (int c = tid; c < BN * CH; c += THREADS)
+            if (bad[c / CH]) *(uint4 *)(sK + (c / CH) * LDS + (c % CH) * 8) = make_uint4(0u, 0u, 0u, 0u);
+        __syncthreads(); /* sP is written in the first step */
     }
 
     /* Q, dO, lse and D of iteration it into buffer st.  Thread tid copies
@@ -200,9 +268,9 @@ FMSA_DEV void fmsa_bwd_main(const fmsa_cuda_bwd_params &P) {
     const int lin = tid < LRP * CH; /* threads past LRP whole rows copy nothing */
     const int lact = lch * 8 < hd;  /* chunks past head_dim are zero-filled */
     const unsigned ls_t = (unsigned)(lr0 * LDS + lch * 8);
-#define FMSA_BWD_LOAD(st, it)                                                                  \
+#define FMSA_BWD_LOAD_AT(st, h, i0)                                                            \
     do {                                                                                       \
-        const int h_ = hk * group + (it) / nm, i0_ = (mb + (it) % nm) * BM;                    \
+        const int h_ = (h), i0_ = (i0);                                                        \
         const unsigned short *qs_ =                                                            \
             Qg + qb * F.q_sb + (q_row0 + i0_ + lr0) * F.q_ss + h_ * F.q_sh + lch * 8;          \
         const unsigned short *os_ =                                                            \
@@ -232,7 +300,62 @@ FMSA_DEV void fmsa_bwd_main(const fmsa_cuda_bwd_params &P) {
         }                                                                                      \
     } while (0)
 
-    if (niter > 0) FMSA_BWD_LOAD(0, 0);
+    /* OPT bit 12: where every thread copies whole rows (EVEN) and a tile's
+       rows all exist with head_dim == D (a uniform test per step), the
+       copies take a uniform step base plus the thread's offset fixed once,
+       with no per-row bounds and no pointer selects */
+    constexpr int EVEN = THREADS % CH == 0 && BM % LRP == 0;
+    const long long q_toff = (long long)lr0 * F.q_ss + lch * 8;
+    const long long o_toff = (long long)lr0 * P.do_ss + lch * 8;
+#define FMSA_BWD_LOAD_LEAN(st, h, i0)                                                          \
+    do {                                                                                       \
+        if (EVEN && (i0) + BM <= sq && hd == D) {                                              \
+            const long long hq_ = (h), r0_ = q_row0 + (i0);                                    \
+            const unsigned short *qs_ = Qg + (qb * F.q_sb + r0_ * F.q_ss + hq_ * F.q_sh) + q_toff; \
+            const unsigned short *os_ = dOg + (qb * P.do_sb + r0_ * P.do_ss + hq_ * P.do_sh) + o_toff; \
+            const unsigned qd_ = fmsa_smem_addr(sQ + (st) * BM * LDS) + 2 * ls_t;              \
+            const unsigned od_ = fmsa_smem_addr(sdO + (st) * BM * LDS) + 2 * ls_t;             \
+            _Pragma("unroll") for (int r = 0; r < BM; r += LRP) {                              \
+                fmsa_cp_async16(qd_ + 2 * r * LDS, qs_ + r * F.q_ss, 16);                      \
+                fmsa_cp_async16(od_ + 2 * r * LDS, os_ + r * P.do_ss, 16);                     \
+            }                                                                                  \
+            if (tid < BM)                                                                      \
+                fmsa_cp_async4(fmsa_smem_addr(sLse + (st) * BM + tid),                         \
+                               F.lse + qb * F.lse_sb + hq_ * F.lse_sh + (r0_ + tid) * F.lse_ss, 4); \
+            else if (tid < 2 * BM)                                                             \
+                fmsa_cp_async4(fmsa_smem_addr(sDs + (st) * BM + tid - BM),                     \
+                               P.dsum + hq_ * rows_all + qb * F.total_q + r0_ + (tid - BM), 4); \
+        } else {                                                                               \
+            FMSA_BWD_LOAD_AT(st, h, i0);                                                       \
+        }                                                                                      \
+    } while (0)
+
+    /* OPT bit 0: the step's head and query tile are counted (cur_h, cur_m
+       below, advanced at the top of a step, so they name the next step
+       there) instead of divided out of it, for the loads as for the step */
+#define FMSA_BWD_LOAD_ANY(st, it)                                                              \
+    do {                                                                                       \
+        if ((OPT & 4096) && (OPT & 1)) FMSA_BWD_LOAD_LEAN(st, cur_h, cur_m * BM);              \
+        else if (OPT & 1) FMSA_BWD_LOAD_AT(st, cur_h, cur_m * BM);                             \
+        else FMSA_BWD_LOAD_AT(st, hk * group + (it) / nm, (mb + (it) % nm) * BM);              \
+    } while (0)
+
+    int cur_h = hk * group, cur_m = mb; /* OPT bit 0: the head and tile of the next step */
+    float *pend = 0; /* DEFER: where the last step's dQ goes (row of mt 0), rows in range */
+    int pend_ok = 0;
+    const int defer = DEFER && !P.deterministic;
+    const long long dq_rstride = (long long)F.heads_q * P.accum_dim;
+    (void)pend, (void)pend_ok, (void)dq_rstride; /* unused without DEFER (sm_80) */
+#define FMSA_BWD_DQ_FLUSH()                                                                    \
+    do {                                                                                       \
+        _Pragma("unroll") for (int mt = 0; mt < MTQ; ++mt)                                     \
+            _Pragma("unroll") for (int nt = 0; nt < NTQ; ++nt) {                               \
+            const float4 v_ = *(const float4 *)(sDq + 4 * ((mt * NTQ + nt) * THREADS + tid));  \
+            if ((pend_ok >> mt) & 1)                                                           \
+                fmsa_red_add4(pend + 16 * mt * dq_rstride + nt * 8, v_.x, v_.y, v_.z, v_.w);  \
+        }                                                                                      \
+    } while (0)
+    if (niter > 0) FMSA_BWD_LOAD_ANY(0, 0);
     fmsa_cp_async_commit();
 
     const int wk = warp % WK, wq = warp / WK;
@@ -264,11 +387,16 @@ FMSA_DEV void fmsa_bwd_main(const fmsa_cuda_bwd_params &P) {
 
     for (int it = 0; it < niter; ++it) {
         const int st = STAGES == 2 ? (it & 1) : 0;
-        const int h = hk * group + it / nm, m = mb + it % nm, m0 = m * BM;
+        const int h = (OPT & 1) ? cur_h : hk * group + it / nm, m = (OPT & 1) ? cur_m : mb + it % nm;
+        const int m0 = m * BM;
+        if (++cur_m == me) {
+            cur_m = mb;
+            ++cur_h;
+        }
         fmsa_cp_async_wait<0>();
         __syncthreads(); /* this step's tiles landed; last step's readers are done */
         if (STAGES == 2 && it + 1 < niter) {
-            FMSA_BWD_LOAD(st ^ 1, it + 1);
+            FMSA_BWD_LOAD_ANY(st ^ 1, it + 1);
             fmsa_cp_async_commit();
         }
         const unsigned sq_base = fmsa_smem_addr(sQ + st * BM * LDS);
@@ -305,6 +433,9 @@ FMSA_DEV void fmsa_bwd_main(const fmsa_cuda_bwd_params &P) {
                 }
             }
         }
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+        if (DEFER && defer && it > 0) FMSA_BWD_DQ_FLUSH(); /* the last step's dQ */
+#endif /* __CUDA_ARCH__ */
 
         /* P and dS in place of S and dP; element (mt, nt, e) is key
            jw + 16 mt + 8 (e / 2), query m0 + qw0 + 8 nt + 2 t4 + e % 2 */
@@ -366,8 +497,9 @@ FMSA_DEV void fmsa_bwd_main(const fmsa_cuda_bwd_params &P) {
                             s2 = s[mt][nt][e] * F.scale_log2;
                         }
                         const float pe = vis ? fmsa_ex2(s2 - l2) : 0.0f;
+                        const float dse = pe * (dp[mt][nt][e] - ds_s[il]) * grad;
                         s[mt][nt][e] = pe;
-                        dp[mt][nt][e] = pe * (dp[mt][nt][e] - ds_s[il]) * grad;
+                        dp[mt][nt][e] = vis ? dse : 0.0f; /* select: dP of a hidden key may be NaN */
                     }
         }
 
@@ -456,7 +588,7 @@ FMSA_DEV void fmsa_bwd_main(const fmsa_cuda_bwd_params &P) {
         FMSA_BWD_DKDV((OPT & 64) ? 1 : 3);
         if (STAGES == 1 && !(OPT & 64) && it + 1 < niter) {
             __syncthreads(); /* Q/dO of this step no longer read */
-            FMSA_BWD_LOAD(0, it + 1);
+            FMSA_BWD_LOAD_ANY(0, it + 1);
             fmsa_cp_async_commit();
         }
 
@@ -470,7 +602,7 @@ FMSA_DEV void fmsa_bwd_main(const fmsa_cuda_bwd_params &P) {
 #pragma unroll
                     for (int e = 0; e < 4; ++e) dq[mt][a][e] = 0.0f;
 #pragma unroll
-            for (int kb2 = 0; kb2 < BN / 16; ++kb2) {
+            for (int kb2 = 0; kb2 < ((OPT & 1024) ? 0 : BN / 16); ++kb2) {
                 unsigned a[MTQ][4];
 #pragma unroll
                 for (int mt = 0; mt < MTQ; ++mt)
@@ -486,6 +618,13 @@ FMSA_DEV void fmsa_bwd_main(const fmsa_cuda_bwd_params &P) {
                     }
                 }
             }
+            if (OPT & 1024) /* timing-only ablation: the reductions of values at hand */
+#pragma unroll
+                for (int mt = 0; mt < MTQ; ++mt)
+#pragma unroll
+                    for (int nt = 0; nt < NTQ; ++nt)
+#pragma unroll
+                        for (int e = 0; e < 4; ++e) dq[mt][nt][e] = __uint_as_float(sa[0][0][e] & 0x3fffffffu);
             const int ia0 = m0 + rq0 + g;
             const long long rstride = (long long)F.heads_q * P.accum_dim;
             float *rowa0 = P.dq_accum + ((qb * F.total_q + q_row0 + ia0) * F.heads_q + h) * (long long)P.accum_dim;
@@ -511,6 +650,38 @@ FMSA_DEV void fmsa_bwd_main(const fmsa_cuda_bwd_params &P) {
                     fmsa_bulk_commit();
                 }
 #endif /* __CUDA_ARCH__ */
+            } else if (DEFER && defer) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+                /* the lane swap of fmsa_bwd_dq_red4 now, the reductions next step */
+                const int odd = t4 & 1;
+#pragma unroll
+                for (int mt = 0; mt < MTQ; ++mt)
+#pragma unroll
+                    for (int nt = 0; nt < NTQ; ++nt) {
+                        const float *x = dq[mt][nt];
+                        const float r0 = __shfl_xor_sync(0xffffffffu, odd ? x[0] : x[2], 1);
+                        const float r1 = __shfl_xor_sync(0xffffffffu, odd ? x[1] : x[3], 1);
+                        *(float4 *)(sDq + 4 * ((mt * NTQ + nt) * THREADS + tid)) =
+                            make_float4(odd ? r0 : x[0], odd ? r1 : x[1], odd ? x[2] : r0, odd ? x[3] : r1);
+                    }
+                pend = rowa0 + 8 * odd * rstride + cq0 + 2 * t4 - 2 * odd;
+                pend_ok = 0;
+#pragma unroll
+                for (int mt = 0; mt < MTQ; ++mt) pend_ok |= (ia0 + 16 * mt + 8 * odd < sq) << mt;
+#endif /* __CUDA_ARCH__ */
+            } else if ((OPT & 8) && fmsa_bwd_sum(&dq[0][0][0], MTQ * NTQ * 4) != 1.0e-30f) {
+                /* timing-only ablation: dQ's products without their reductions */
+            } else if (!P.deterministic && (OPT & 2) && !(OPT & 128) && FMSA_BWD_SM90) {
+                /* each lane one row (odd lanes the row 8 below), one vector
+                   reduction per n8 tile at a fixed offset: no divergence */
+                const int odd = t4 & 1;
+#pragma unroll
+                for (int mt = 0; mt < MTQ; ++mt) {
+                    float *mine = rowa0 + (16 * mt + 8 * odd) * rstride + cq0 + 2 * t4 - 2 * odd;
+                    const int ok = ia0 + 16 * mt + 8 * odd < sq;
+#pragma unroll
+                    for (int nt = 0; nt < NTQ; ++nt) fmsa_bwd_dq_red4(mine + nt * 8, dq[mt][nt], odd, ok);
+                }
             } else if (!P.deterministic) {
 #pragma unroll
                 for (int mt = 0; mt < MTQ; ++mt) {
@@ -566,13 +737,19 @@ FMSA_DEV void fmsa_bwd_main(const fmsa_cuda_bwd_params &P) {
             FMSA_BWD_DKDV(2);
             if (STAGES == 1 && it + 1 < niter) {
                 __syncthreads(); /* Q/dO of this step no longer read */
-                FMSA_BWD_LOAD(0, it + 1);
+                FMSA_BWD_LOAD_ANY(0, it + 1);
                 fmsa_cp_async_commit();
             }
         }
     }
 #undef FMSA_BWD_DKDV
-#undef FMSA_BWD_LOAD
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    if (DEFER && defer && niter > 0) FMSA_BWD_DQ_FLUSH(); /* the last step's dQ */
+#endif /* __CUDA_ARCH__ */
+#undef FMSA_BWD_DQ_FLUSH
+#undef FMSA_BWD_LOAD_AT
+#undef FMSA_BWD_LOAD_LEAN
+#undef FMSA_BWD_LOAD_ANY
     fmsa_cp_async_wait<0>();
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     if (BULK) fmsa_bulk_wait(); /* the staging tile stays valid until the engine is done */

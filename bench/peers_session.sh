@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# The merged tree's device session with FA4 beside it: two device calls in a row
+# (FA4's wheels travel in two parts, ../shared/tools/gpu-peers/prepare.sh), run
+# from the repo root.
+#
+#   call 1, carry [".peers/a", ".devtree/final"]:
+#       PHASE=a bash bench/peers_session.sh
+#     installs FA4's part a; unpacks .devtree/final/dev.tar.xz (fatbin/ + cmocka/,
+#     built on the development machine) to /tmp/fmsa-dev; then
+#     bench/device_session.sh (PARTS, default "cuda opencl python"): the CUDA build
+#     into build-cuda/ and every ctest -L cuda suite, OpenCL, Python
+#   call 2, carry [".peers/b"]:
+#       PHASE=b bash bench/peers_session.sh
+#     installs FA4's part b (needs call 1's part a on the same warm machine), then
+#     times build-cuda's library beside fa4_cute, cuDNN and FA2
+#     (bench/cuda_device_run.sh STAGES=bench, BENCH_ARGS passed through)
+# Logs under $OUT; the exit status is the first failing step's.
+set -uo pipefail
+top=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$top"
+OUT=${OUT:-/tmp/fmsa-device-out}
+mkdir -p "$OUT"
+case "${PHASE:?PHASE=a or b}" in
+a)
+  bash .peers/a/install.sh || exit 1
+  rm -rf /tmp/fmsa-dev && mkdir -p /tmp/fmsa-dev
+  tar xJf .devtree/final/dev.tar.xz -C /tmp/fmsa-dev || exit 1
+  DEV=/tmp/fmsa-dev PARTS="${PARTS:-cuda opencl python}" bash bench/device_session.sh
+  ;;
+b)
+  bash .peers/b/install.sh || exit 1
+  # shellcheck disable=SC1091
+  source /tmp/fa4site/env.sh
+  [[ -f build-cuda/libflashmsa.so ]] || { echo "build-cuda/ is not here: run PHASE=a first"; exit 1; }
+  OUT=$OUT STAGES=bench bash bench/cuda_device_run.sh
+  ;;
+*) echo "PHASE must be a or b"; exit 2 ;;
+esac
