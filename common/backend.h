@@ -14,6 +14,7 @@
 #define FMSA_COMMON_BACKEND_H
 
 #include "common/backend_list.h"
+#include "common/accumulate.h"
 #include "common/problem.h"
 
 /// Bumped whenever a member's meaning changes; modules built against another
@@ -107,6 +108,14 @@ typedef struct fmsa_backend_vtable {
     /// of the allocation a handle refers to (OpenCL: CL_MEM_SIZE), so that
     /// validation refuses a view reaching past it.
     fmsa_status (*mem_size)(void *state, const void *data, size_t *bytes);
+
+    /// Optional (NULL = FMSA_ERR_NOT_SUPPORTED naming the backend): the ring's
+    /// elementwise op (common/accumulate.h) on stream, fp32 arithmetic.
+    fmsa_status (*accumulate)(void *state, const fmsa_accumulate_problem *ap, void *stream);
+    /// Optional (NULL = FMSA_ERR_NOT_SUPPORTED): bytes from src + src_offset to
+    /// dst + dst_offset, both device memory of this context, on stream.
+    fmsa_status (*copy_device)(void *state, void *dst, size_t dst_offset, const void *src,
+                               size_t src_offset, size_t bytes, void *stream);
 } fmsa_backend_vtable;
 
 /// One getter per backend of backend_list.h; only those of compiled-in

@@ -7,6 +7,12 @@
  * travelling behind it (sent once the block's local pass is done), dQ summed
  * locally in fp32, dsink summed over the ranks at the end.
  *
+ * Every piece of arithmetic runs on the context's device through the
+ * backend's elementwise op (common/accumulate.h: pack, fill, fp32 sums, the
+ * final rounding) on the context's default stream, so a GPU ring never
+ * touches its data on the host; the host waits only where the transport does
+ * (and once at the end of the backward, for dsink's all-reduce).
+ *
  * Failures: arguments are checked on every rank before the ring starts, and
  * the ranks agree (an all-reduce of the verdict) so that none is left waiting
  * for a rank that returned; a failure inside the ring (out of memory in a
@@ -14,10 +20,12 @@
  */
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
+#include "common/accumulate.h"
+#include "common/context.h"
 #include "common/error.h"
-#include "common/fmsa_half.h"
 #include "common/validate.h"
 #include "dist/ring_plan.h"
 #include "dist/transport.h"
@@ -69,44 +77,20 @@ static size_t ring_numel(const fmsa_tensor *t) {
     return n;
 }
 
-/* ------------------------------------------------------- host arithmetic */
+/* ------------------------------------------------- device arithmetic */
 
-static char *ring_host(const fmsa_tensor *t) { return (char *)t->data + t->byte_offset; }
-
-/// Element offset of element (a, b, c, d) of a 4-d view.
-static int64_t ring_at4(const fmsa_tensor *t, int64_t a, int64_t b, int64_t c, int64_t d) {
-    return a * t->strides[0] + b * t->strides[1] + c * t->strides[2] + d * t->strides[3];
+/// dst (fp32) += src (any float dtype), on the context's device.
+static fmsa_status ring_add(fmsa_context *ctx, const fmsa_tensor *dst, const fmsa_tensor *src) {
+    return fmsa_accumulate(ctx, FMSA_ACC_ADD, dst, src, 0.0f, NULL);
 }
 
-/// dst (fp32, 4-d) += src (any float dtype, same shape), or dst = src when assign.
-static void ring_add4(const fmsa_tensor *dst, const fmsa_tensor *src, int assign) {
-    float *d = (float *)ring_host(dst);
-    const char *s = ring_host(src);
-    for (int64_t a = 0; a < src->shape[0]; ++a)
-        for (int64_t b = 0; b < src->shape[1]; ++b)
-            for (int64_t c = 0; c < src->shape[2]; ++c)
-                for (int64_t e = 0; e < src->shape[3]; ++e) {
-                    const float x = fmsa_load_f32(s, src->dtype, ring_at4(src, a, b, c, e));
-                    float *y = d + ring_at4(dst, a, b, c, e);
-                    *y = assign ? x : *y + x;
-                }
+/// dst = src, rounded to dst's dtype (bitwise between equal dtypes).
+static fmsa_status ring_copy(fmsa_context *ctx, const fmsa_tensor *dst, const fmsa_tensor *src) {
+    return fmsa_accumulate(ctx, FMSA_ACC_COPY, dst, src, 0.0f, NULL);
 }
 
-/// dst (any float dtype, 4-d) = src (fp32, same shape): the final rounding.
-static void ring_store4(const fmsa_tensor *dst, const fmsa_tensor *src) {
-    const float *s = (const float *)ring_host(src);
-    char *d = ring_host(dst);
-    for (int64_t a = 0; a < src->shape[0]; ++a)
-        for (int64_t b = 0; b < src->shape[1]; ++b)
-            for (int64_t c = 0; c < src->shape[2]; ++c)
-                for (int64_t e = 0; e < src->shape[3]; ++e)
-                    fmsa_store_f32(d, dst->dtype, ring_at4(dst, a, b, c, e),
-                                   s[ring_at4(src, a, b, c, e)]);
-}
-
-static void ring_fill_f32(const fmsa_tensor *t, float x) {
-    float *p = (float *)ring_host(t);
-    for (size_t i = 0, n = ring_numel(t); i < n; ++i) p[i] = x; /* contiguous arena tensors */
+static fmsa_status ring_fill(fmsa_context *ctx, const fmsa_tensor *t, float x) {
+    return fmsa_accumulate(ctx, FMSA_ACC_FILL, t, NULL, x, NULL);
 }
 
 /* ------------------------------------------------------------ validation */
@@ -131,19 +115,17 @@ static fmsa_status ring_check_local(fmsa_context *ctx, const fmsa_dist_comm *com
         return fmsa_fail(FMSA_ERR_INVALID_ARGUMENT, "layout = %d is not an fmsa_ring_layout",
                          (int)layout);
     FMSA_TRY(fmsa_context_device(ctx, &info));
-    if (info.backend != FMSA_BACKEND_CPU)
+    if (ctx->vt->data_handles || !ctx->vt->accumulate || !ctx->vt->copy_device)
         return fmsa_fail(FMSA_ERR_NOT_SUPPORTED,
-                         "ring: the %s backend is not supported yet (the driver sums gradient "
-                         "partials in host memory): use a CPU context",
-                         fmsa_backend_name(info.backend));
-    if (desc->window_left != -1 || desc->window_right != -1)
-        return fmsa_fail(FMSA_ERR_NOT_SUPPORTED,
-                         "ring: desc.window_left/right = %lld/%lld: windows are not supported "
-                         "(the local kernels would need global positions)",
-                         (long long)desc->window_left, (long long)desc->window_right);
+                         "ring: the %s backend is not supported (%s)",
+                         fmsa_backend_name(info.backend),
+                         ctx->vt->data_handles
+                             ? "its buffers are handles, which the transports cannot address"
+                             : "it lacks the elementwise op and device copy the ring needs");
     if (desc->alibi_slopes.data || desc->mask.data)
         return fmsa_fail(FMSA_ERR_NOT_SUPPORTED,
-                         "ring: desc.%s is not supported (it depends on global positions)",
+                         "ring: desc.%s is not supported (it depends on global positions, which "
+                         "the local kernels do not take)",
                          desc->alibi_slopes.data ? "alibi_slopes" : "mask");
     if (desc->cu_seqlens_q.data || desc->block_table.data)
         return fmsa_fail(FMSA_ERR_NOT_SUPPORTED, "ring: desc.%s: varlen and paged KV are not "
@@ -196,14 +178,23 @@ static fmsa_status ring_agree(fmsa_dist_comm *comm, fmsa_status local) {
 /* ------------------------------------------------------------- the plan */
 
 /// The local description of one call: the ring's, with its causal flag and
-/// the sinks only where the call carries them.
+/// window and the sinks only where the call carries them.
 static fmsa_attention_desc ring_desc(const fmsa_attention_desc *desc, const fmsa_ring_call *c) {
     fmsa_attention_desc d = *desc;
     d.causal = c->causal;
-    d.window_left = -1;
-    d.window_right = -1;
+    d.window_left = c->window_left;
+    d.window_right = c->window_right;
     if (!c->sinks) memset(&d.sinks, 0, sizeof d.sinks);
     return d;
+}
+
+/// The global mask the plan reproduces: the description's causal flag and window.
+static fmsa_ring_mask ring_mask(const fmsa_attention_desc *desc) {
+    fmsa_ring_mask m;
+    m.causal = desc->causal != 0;
+    m.window_left = desc->window_left < 0 ? -1 : desc->window_left;
+    m.window_right = desc->window_right < 0 ? -1 : desc->window_right;
+    return m;
 }
 
 /// Largest local workspace over every call of every step.
@@ -212,9 +203,10 @@ static fmsa_status ring_local_ws(fmsa_context *ctx, fmsa_ring_layout layout, fms
                                  const fmsa_tensor *q, const fmsa_tensor *k, const fmsa_tensor *v,
                                  size_t *bytes) {
     fmsa_ring_call calls[FMSA_RING_MAX_CALLS];
+    const fmsa_ring_mask m = ring_mask(desc);
     *bytes = 0;
     for (int s = 0; s < sh->P; ++s) {
-        const int n = fmsa_ring_plan_step(layout, sh->P, sh->r, s, sh->c, desc->causal, calls);
+        const int n = fmsa_ring_plan_step(layout, sh->P, sh->r, s, sh->c, &m, calls);
         if (n < 0) return fmsa_fail(FMSA_ERR_INTERNAL, "ring: no plan for step %d", s);
         for (int i = 0; i < n; ++i) {
             const fmsa_attention_desc d = ring_desc(desc, &calls[i]);
@@ -239,7 +231,7 @@ typedef struct ring_ws {
     fmsa_tensor part_o;       ///< forward: a call's O; backward: a call's dQ (input dtype)
     fmsa_tensor part_lse;     ///< forward: a call's lse
     fmsa_tensor part_dk, part_dv; ///< backward: a call's dK / dV (input dtype)
-    float *dsink, *part_dsink;    ///< backward: [Hq] fp32
+    fmsa_tensor dsink, part_dsink; ///< backward: [Hq] fp32
     void *local;              ///< the local passes' workspace
     size_t local_bytes;
     size_t bytes;             ///< total
@@ -271,8 +263,8 @@ static void ring_ws_layout(char *base, fmsa_pass pass, const ring_shape *sh, siz
         w->part_o = ring_tensor(&a, sh->dt, 4, qs);
         w->part_dk = ring_tensor(&a, sh->dt, 4, ks);
         w->part_dv = ring_tensor(&a, sh->dt, 4, vs);
-        w->dsink = (float *)ring_take(&a, (size_t)sh->Hq * sizeof(float));
-        w->part_dsink = (float *)ring_take(&a, (size_t)sh->Hq * sizeof(float));
+        w->dsink = ring_tensor(&a, FMSA_DTYPE_F32, 1, &sh->Hq);
+        w->part_dsink = ring_tensor(&a, FMSA_DTYPE_F32, 1, &sh->Hq);
     }
     w->local = ring_take(&a, local);
     w->local_bytes = local;
@@ -280,16 +272,10 @@ static void ring_ws_layout(char *base, fmsa_pass pass, const ring_shape *sh, siz
 }
 
 /// Packs this rank's k and v (any strides) into block buffer 0.
-static void ring_pack_kv(const ring_ws *w, const fmsa_tensor *k, const fmsa_tensor *v) {
-    const fmsa_tensor *src[2] = {k, v}, *dst[2] = {&w->k[0], &w->v[0]};
-    const size_t es = fmsa_dtype_size(k->dtype);
-    for (int t = 0; t < 2; ++t)
-        for (int64_t a = 0; a < src[t]->shape[0]; ++a)
-            for (int64_t b = 0; b < src[t]->shape[1]; ++b)
-                for (int64_t c = 0; c < src[t]->shape[2]; ++c)
-                    memcpy(ring_host(dst[t]) + ring_at4(dst[t], a, b, c, 0) * (int64_t)es,
-                           ring_host(src[t]) + ring_at4(src[t], a, b, c, 0) * (int64_t)es,
-                           (size_t)src[t]->shape[3] * es);
+static fmsa_status ring_pack_kv(fmsa_context *ctx, const ring_ws *w, const fmsa_tensor *k,
+                                const fmsa_tensor *v) {
+    FMSA_TRY(ring_copy(ctx, &w->k[0], k));
+    return ring_copy(ctx, &w->v[0], v);
 }
 
 /// Bytes of K and V of one block: they travel as one message (k then v, adjacent).
@@ -354,7 +340,8 @@ static fmsa_status ring_forward_step(fmsa_context *ctx, fmsa_ring_layout layout,
                                      const fmsa_attention_desc *desc, const ring_shape *sh,
                                      int s, const fmsa_tensor *q, const ring_ws *w, int cur) {
     fmsa_ring_call calls[FMSA_RING_MAX_CALLS];
-    const int n = fmsa_ring_plan_step(layout, sh->P, sh->r, s, sh->c, desc->causal, calls);
+    const fmsa_ring_mask m = ring_mask(desc);
+    const int n = fmsa_ring_plan_step(layout, sh->P, sh->r, s, sh->c, &m, calls);
     for (int i = 0; i < n; ++i) {
         const fmsa_ring_call *c = &calls[i];
         const fmsa_attention_desc d = ring_desc(desc, c);
@@ -384,11 +371,12 @@ fmsa_status fmsa_ring_forward(fmsa_context *ctx, fmsa_dist_comm *comm, fmsa_ring
                       workspace_bytes, &sh, &w);
     if (st == FMSA_SUCCESS) st = ring_validate(FMSA_PASS_FORWARD, desc, q, k, v, o, lse, NULL);
     if (!comm) return st;
+    comm->ctx = ctx; /* the loopback copies blocks with it */
     FMSA_TRY(ring_agree(comm, st));
-    ring_pack_kv(&w, k, v);
-    ring_fill_f32(&w.acc_o, 0.0f);
-    ring_fill_f32(&w.acc_lse, -INFINITY);
-    ring_fill_f32(&w.ninf_lse, -INFINITY);
+    FMSA_TRY(ring_pack_kv(ctx, &w, k, v));
+    FMSA_TRY(ring_fill(ctx, &w.acc_o, 0.0f));
+    FMSA_TRY(ring_fill(ctx, &w.acc_lse, -INFINITY));
+    FMSA_TRY(ring_fill(ctx, &w.ninf_lse, -INFINITY));
     for (int s = 0; s < sh.P; ++s) {
         const int cur = s & 1;
         if (s + 1 < sh.P)
@@ -414,7 +402,8 @@ static fmsa_status ring_backward_step(fmsa_context *ctx, fmsa_ring_layout layout
                                       int s, const fmsa_backward_tensors *t, const ring_ws *w,
                                       int cur) {
     fmsa_ring_call calls[FMSA_RING_MAX_CALLS];
-    const int n = fmsa_ring_plan_step(layout, sh->P, sh->r, s, sh->c, desc->causal, calls);
+    const fmsa_ring_mask m = ring_mask(desc);
+    const int n = fmsa_ring_plan_step(layout, sh->P, sh->r, s, sh->c, &m, calls);
     for (int i = 0; i < n; ++i) {
         const fmsa_ring_call *c = &calls[i];
         const fmsa_attention_desc d = ring_desc(desc, c);
@@ -431,19 +420,15 @@ static fmsa_status ring_backward_step(fmsa_context *ctx, fmsa_ring_layout layout
         bt.dq = ring_rows4(&w->part_o, c->q_row0, c->q_rows);
         bt.dk = ring_rows4(&w->part_dk, c->k_row0, c->k_rows);
         bt.dv = ring_rows4(&w->part_dv, c->k_row0, c->k_rows);
-        if (c->sinks && desc->sinks.data) {
-            const int64_t hs[1] = {sh->Hq};
-            bt.dsink = fmsa_tensor_contiguous(w->part_dsink, FMSA_DTYPE_F32, 1, hs);
-        }
+        if (c->sinks && desc->sinks.data) bt.dsink = w->part_dsink;
         FMSA_TRY(fmsa_backward(ctx, &d, &bt, w->local, w->local_bytes, NULL));
         adq = ring_rows4(&w->acc_o, c->q_row0, c->q_rows);
         adk = ring_rows4(&w->dk[cur], c->k_row0, c->k_rows);
         adv = ring_rows4(&w->dv[cur], c->k_row0, c->k_rows);
-        ring_add4(&adq, &bt.dq, 0);
-        ring_add4(&adk, &bt.dk, 0);
-        ring_add4(&adv, &bt.dv, 0);
-        if (bt.dsink.data)
-            for (int64_t h = 0; h < sh->Hq; ++h) w->dsink[h] += w->part_dsink[h];
+        FMSA_TRY(ring_add(ctx, &adq, &bt.dq));
+        FMSA_TRY(ring_add(ctx, &adk, &bt.dk));
+        FMSA_TRY(ring_add(ctx, &adv, &bt.dv));
+        if (bt.dsink.data) FMSA_TRY(ring_add(ctx, &w->dsink, &w->part_dsink));
     }
     return FMSA_SUCCESS;
 }
@@ -467,6 +452,25 @@ static fmsa_status ring_validate(fmsa_pass pass, const fmsa_attention_desc *desc
     return fmsa_problem_build(&p, pass, desc, &ct, 0, NULL, NULL);
 }
 
+/* dsink summed over the ranks: the transports all-reduce host floats, so the
+ * rank's [Hq] sum comes to the host (the ring's one wait on the device),
+ * is summed, goes back to the workspace and is written into dsink's view. */
+static fmsa_status ring_dsink_allreduce(fmsa_context *ctx, fmsa_dist_comm *comm, const ring_ws *w,
+                                        const fmsa_tensor *dsink) {
+    enum { ON_STACK = 256 };
+    float stack[ON_STACK], *h = stack;
+    const size_t n = (size_t)w->dsink.shape[0];
+    fmsa_status st;
+    if (n > ON_STACK && !(h = (float *)malloc(n * sizeof *h)))
+        return fmsa_fail(FMSA_ERR_OUT_OF_MEMORY, "ring: dsink of %zu heads", n);
+    st = fmsa_copy_to_host(ctx, h, w->dsink.data, 0, n * sizeof *h);
+    if (st == FMSA_SUCCESS) st = fmsa_dist_allreduce(comm, h, n);
+    if (st == FMSA_SUCCESS) st = fmsa_copy_to_device(ctx, w->dsink.data, 0, h, n * sizeof *h);
+    if (st == FMSA_SUCCESS) st = ring_copy(ctx, dsink, &w->dsink);
+    if (h != stack) free(h);
+    return st;
+}
+
 fmsa_status fmsa_ring_backward(fmsa_context *ctx, fmsa_dist_comm *comm, fmsa_ring_layout layout,
                                const fmsa_attention_desc *desc, const fmsa_backward_tensors *t,
                                void *workspace, size_t workspace_bytes) {
@@ -480,12 +484,13 @@ fmsa_status fmsa_ring_backward(fmsa_context *ctx, fmsa_dist_comm *comm, fmsa_rin
     if (st == FMSA_SUCCESS)
         st = ring_validate(FMSA_PASS_BACKWARD, desc, &t->q, &t->k, &t->v, &t->o, &t->lse, t);
     if (!comm) return st;
+    comm->ctx = ctx; /* the loopback copies blocks with it */
     FMSA_TRY(ring_agree(comm, st));
-    ring_pack_kv(&w, &t->k, &t->v);
-    ring_fill_f32(&w.dk[0], 0.0f);
-    ring_fill_f32(&w.dv[0], 0.0f);
-    ring_fill_f32(&w.acc_o, 0.0f);
-    memset(w.dsink, 0, (size_t)sh.Hq * sizeof *w.dsink);
+    FMSA_TRY(ring_pack_kv(ctx, &w, &t->k, &t->v));
+    FMSA_TRY(ring_fill(ctx, &w.dk[0], 0.0f));
+    FMSA_TRY(ring_fill(ctx, &w.dv[0], 0.0f));
+    FMSA_TRY(ring_fill(ctx, &w.acc_o, 0.0f));
+    if (t->dsink.data) FMSA_TRY(ring_fill(ctx, &w.dsink, 0.0f));
     for (int s = 0; s < sh.P; ++s) {
         const int cur = s & 1;
         if (s + 1 < sh.P)
@@ -505,14 +510,10 @@ fmsa_status fmsa_ring_backward(fmsa_context *ctx, fmsa_dist_comm *comm, fmsa_rin
     }
     {
         const int home = sh.P & 1;
-        ring_store4(&t->dk, &w.dk[home]);
-        ring_store4(&t->dv, &w.dv[home]);
-        ring_store4(&t->dq, &w.acc_o);
+        FMSA_TRY(ring_copy(ctx, &t->dk, &w.dk[home]));
+        FMSA_TRY(ring_copy(ctx, &t->dv, &w.dv[home]));
+        FMSA_TRY(ring_copy(ctx, &t->dq, &w.acc_o));
     }
-    if (t->dsink.data) {
-        FMSA_TRY(fmsa_dist_allreduce(comm, w.dsink, (size_t)sh.Hq));
-        for (int64_t h = 0; h < sh.Hq; ++h)
-            ((float *)ring_host(&t->dsink))[h * t->dsink.strides[0]] = w.dsink[h];
-    }
+    if (t->dsink.data) return ring_dsink_allreduce(ctx, comm, &w, &t->dsink);
     return FMSA_SUCCESS;
 }

@@ -1,5 +1,23 @@
-/* The per-step local passes of the ring (ring_plan.h). */
+/*
+ * The per-step local passes of the ring (ring_plan.h).
+ *
+ * Every (query segment, key segment) pair reduces to a band: query i and key
+ * l of the two segments (local indices) see each other iff L <= l - i <= R,
+ * L = -inf / R = +inf where unbounded.  Contiguous chunks at global offsets
+ * qp, kp: l - i in [D - wl, D + wr], D = qp - kp.  Striped (rank r's row i at
+ * r + P i, rank j's key l at j + P l): l - i in [-floor((wl + j - r) / P),
+ * floor((wr + r - j) / P)].  Causal is wr = 0.
+ *
+ * A local pass over query rows [q0, q1) and keys [k0, k1) with window
+ * (wl', wr') sees l - i in [tau - wl', tau + wr'], tau = k1 - q1 (bottom-right
+ * alignment).  So the band is run exactly by trimming the rows to those that
+ * see a key (i in [max(0, -R), min(nq, nk - L))), the keys to those some row
+ * sees, and setting wl' = tau - L, wr' = R - tau, both >= 0 by construction;
+ * a side no pair of the call reaches is left unlimited.
+ */
 #include "dist/ring_plan.h"
+
+#define RING_INF INT64_MAX
 
 /// Local rows [row0, row0 + rows) at global positions pos0 + stride * (i - row0).
 typedef struct ring_seg {
@@ -25,50 +43,75 @@ static int ring_segments(fmsa_ring_layout layout, int P, int r, int64_t c, ring_
     return -1;
 }
 
-static void ring_add(fmsa_ring_call *out, int *n, int64_t q0, int64_t qn, int64_t k0, int64_t kn,
-                     int causal) {
-    if (qn <= 0 || kn <= 0) return;
-    out[*n] = (fmsa_ring_call){q0, qn, k0, kn, causal, 0};
+static int64_t floor_div(int64_t a, int64_t b) { /* b > 0 */
+    return a >= 0 ? a / b : -((-a + b - 1) / b);
+}
+
+static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
+static int64_t max64(int64_t a, int64_t b) { return a > b ? a : b; }
+
+/* The band [*L, *R] of l - i for segments A (queries) and B (keys). */
+static void ring_band(const ring_seg *A, const ring_seg *B, const fmsa_ring_mask *m, int64_t *L,
+                      int64_t *R) {
+    const int64_t wl = m->window_left, wr = m->causal ? 0 : m->window_right;
+    if (A->stride == 1) { /* contiguous chunks */
+        const int64_t d = A->pos0 - B->pos0;
+        *L = wl < 0 ? -RING_INF : d - wl;
+        *R = wr < 0 ? RING_INF : d + wr;
+    } else { /* striped: A->pos0 = r, B->pos0 = j, stride P */
+        const int64_t P = A->stride, r = A->pos0, j = B->pos0;
+        *L = wl < 0 ? -RING_INF : -floor_div(wl + j - r, P);
+        *R = wr < 0 ? RING_INF : floor_div(wr + r - j, P);
+    }
+}
+
+/* The call running band [L, R] of the pair, if any pair of it is visible. */
+static void ring_add_band(fmsa_ring_call *out, int *n, const ring_seg *A, const ring_seg *B,
+                          int64_t L, int64_t R, int own) {
+    const int64_t nq = A->rows, nk = B->rows;
+    int64_t q0, q1, k0, k1, tau, wl, wr;
+    if (nq <= 0 || nk <= 0 || L > R) return; /* L > R: an empty band (striped rows of one parity) */
+    q0 = R == RING_INF ? 0 : max64(0, -R);
+    q1 = L == -RING_INF ? nq : min64(nq, nk - L);
+    if (q0 >= q1) return;
+    k0 = L == -RING_INF ? 0 : max64(0, q0 + L);
+    k1 = R == RING_INF ? nk : min64(nk, q1 - 1 + R + 1);
+    if (k0 >= k1) return;
+    tau = k1 - q1;
+    /* a bound no pair of the call reaches is no bound */
+    wl = L == -RING_INF || k0 - (q1 - 1) >= L ? -1 : tau - L;
+    wr = R == RING_INF || (k1 - 1) - q0 <= R ? -1 : R - tau;
+    out[*n] = (fmsa_ring_call){A->row0 + q0, q1 - q0, B->row0 + k0, k1 - k0, wr == 0, own, wl,
+                               wr == 0 ? -1 : wr};
     ++*n;
 }
 
-int fmsa_ring_plan_step(fmsa_ring_layout layout, int P, int r, int s, int64_t c, int causal,
-                        fmsa_ring_call out[FMSA_RING_MAX_CALLS]) {
+int fmsa_ring_plan_step(fmsa_ring_layout layout, int P, int r, int s, int64_t c,
+                        const fmsa_ring_mask *mask, fmsa_ring_call out[FMSA_RING_MAX_CALLS]) {
     ring_seg qs[2], ks[2];
     const int j = ((r - s) % P + P) % P;
     const int nq = ring_segments(layout, P, r, c, qs), nk = ring_segments(layout, P, j, c, ks);
-    int n = 0;
+    const int64_t S = (int64_t)P * c;
+    fmsa_ring_mask m = *mask;
+    int bounded, n = 0;
     if (nq < 0 || nk < 0) return -1;
-    if (!causal) {
-        ring_add(out, &n, 0, c, 0, c, 0);
-    } else {
-        for (int a = 0; a < nq; ++a)
-            for (int b = 0; b < nk; ++b) {
-                const ring_seg *A = &qs[a], *B = &ks[b];
-                if (A->stride == 1) {
-                    /* equal chunks: wholly before, wholly after, or the same chunk */
-                    const int64_t a_last = A->pos0 + A->rows - 1, b_last = B->pos0 + B->rows - 1;
-                    if (b_last <= A->pos0) ring_add(out, &n, A->row0, A->rows, B->row0, B->rows, 0);
-                    else if (B->pos0 <= a_last) {
-                        if (B->pos0 != A->pos0 || B->rows != A->rows) return -1; /* not a layout's */
-                        ring_add(out, &n, A->row0, A->rows, B->row0, B->rows, 1); /* diagonal */
-                    }
-                } else if (j <= r) {
-                    /* striped: key l of rank j sits at j + P l <= r + P i iff l <= i */
-                    ring_add(out, &n, 0, c, 0, c, 1);
-                } else {
-                    /* ... and for j > r iff l <= i - 1: query rows 1.., key rows ..c-2 */
-                    ring_add(out, &n, 1, c - 1, 0, c - 1, 1);
-                }
-            }
+    /* a window reaching past the sequence is none (and keeps the band arithmetic small) */
+    if (m.window_left >= S) m.window_left = -1;
+    if (m.window_right >= S) m.window_right = -1;
+    mask = &m;
+    bounded = m.causal || m.window_left >= 0 || m.window_right >= 0;
+    if (!bounded) {
+        /* every key of the block: one pass, which carries the sinks at the rank's own block */
+        if (c > 0) out[n++] = (fmsa_ring_call){0, c, 0, c, 0, s == 0, -1, -1};
+        return n;
     }
-    if (s == 0) { /* the sink term: once per row, with the first call covering the row */
-        int64_t covered = 0;
-        for (int i = 0; i < n; ++i)
-            if (out[i].q_row0 >= covered) {
-                out[i].sinks = 1;
-                covered = out[i].q_row0 + out[i].q_rows;
-            }
-    }
+    for (int a = 0; a < nq; ++a)
+        for (int b = 0; b < nk; ++b) {
+            int64_t L, R;
+            ring_band(&qs[a], &ks[b], mask, &L, &R);
+            /* the sink term once per row: at step 0, the pair of the row's own chunk,
+             * which holds the row's own position and so covers every row */
+            ring_add_band(out, &n, &qs[a], &ks[b], L, R, s == 0 && a == b);
+        }
     return n;
 }

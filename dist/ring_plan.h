@@ -1,9 +1,10 @@
 /*
  * Which local passes one ring step runs: from the layout's global token
- * positions, each (query segment, key segment) pair of a step is skipped,
- * run in full, or run causally on row sub-ranges, so that the local kernels'
- * own causal flag (bottom-right aligned) reproduces "key position <= query
- * position" over the whole sequence.
+ * positions, each (query segment, key segment) pair of a step is skipped or
+ * run on row sub-ranges with a local causal flag and window, chosen so that
+ * the local kernels' own bottom-right-aligned masking reproduces "key
+ * position in [query position - window_left, query position + window_right]"
+ * (causal: window_right = 0) over the whole sequence.
  */
 #ifndef FMSA_DIST_RING_PLAN_H
 #define FMSA_DIST_RING_PLAN_H
@@ -18,14 +19,22 @@ typedef struct fmsa_ring_call {
     int64_t k_row0, k_rows; ///< rows of the key/value block held at this step
     int causal;             ///< the local pass's causal flag on those rows
     int sinks;              ///< this call carries the sink term of its rows (step 0, once per row)
+    int64_t window_left;    ///< the local pass's window (-1 = unlimited)
+    int64_t window_right;   ///< (-1 = unlimited; with causal always -1)
 } fmsa_ring_call;
 
 enum { FMSA_RING_MAX_CALLS = 4 };
 
+/// The global mask: causal, and the window of the description (-1 = none).
+typedef struct fmsa_ring_mask {
+    int causal;
+    int64_t window_left, window_right;
+} fmsa_ring_mask;
+
 /// The calls of step s (0 <= s < P) of rank r, which then holds the block of
 /// rank (r - s) mod P; c rows per rank.  Returns the number of calls written,
 /// or -1 if the layout cannot hold c (zigzag needs c even).
-int fmsa_ring_plan_step(fmsa_ring_layout layout, int P, int r, int s, int64_t c, int causal,
-                        fmsa_ring_call out[FMSA_RING_MAX_CALLS]);
+int fmsa_ring_plan_step(fmsa_ring_layout layout, int P, int r, int s, int64_t c,
+                        const fmsa_ring_mask *mask, fmsa_ring_call out[FMSA_RING_MAX_CALLS]);
 
 #endif /* FMSA_DIST_RING_PLAN_H */

@@ -15,6 +15,8 @@ struct fmsa_dist_comm {
     int rank, size;                 ///< this rank, ranks in the ring
     const fmsa_dist_transport *ops; ///< the transport
     void *impl;                     ///< its state
+    fmsa_context *ctx;              ///< the context of the ring pass running now (the
+                                    ///< loopback copies device blocks through it)
 };
 
 /// ops->exchange_start, with a message on failure.

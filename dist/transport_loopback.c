@@ -5,11 +5,21 @@
  * until its own posted message was taken, so the send buffer is free again.
  * A sequence number per mailbox keeps consecutive exchanges apart.  The
  * all-reduce is a generation-counted barrier around a shared sum.
+ *
+ * The copy is the backend's device-to-device copy on the receiving rank's
+ * context (a memcpy on the CPU), enqueued on its default stream without a
+ * wait.  That is ordered without events because every rank's context on a
+ * device shares one queue in issue order (CUDA: the primary context's legacy
+ * stream): the sender enqueued the writes of its buffer before posting it,
+ * the receiver enqueues the copy after seeing the post, and the sender
+ * enqueues its next write of the buffer only after the copy was taken.  So
+ * the loopback holds every rank on one device (GPU) or on the host.
  */
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/accumulate.h"
 #include "common/error.h"
 #include "dist/transport.h"
 
@@ -35,6 +45,7 @@ typedef struct loop_group {
 typedef struct loop_rank {
     loop_group *g;
     int rank;
+    fmsa_dist_comm *comm; ///< this rank's handle (its ctx is the ring pass's)
     void *recv;          ///< the pending exchange's receive buffer
     size_t bytes;        ///< its size
     unsigned long sent;  ///< seq of the message this rank posted last
@@ -68,6 +79,8 @@ static fmsa_status loop_wait(void *impl) {
                        "ring: rank %d receives %zu bytes from rank %d, which sends %zu: the "
                        "ranks' shapes differ",
                        me->rank, me->bytes, (me->rank + g->ranks - 1) % g->ranks, mine->bytes);
+    else if (me->bytes && me->comm->ctx)
+        st = fmsa_copy_device(me->comm->ctx, me->recv, 0, mine->data, 0, me->bytes, NULL);
     else if (me->bytes)
         memcpy(me->recv, mine->data, me->bytes);
     mine->data = NULL;
@@ -172,6 +185,7 @@ fmsa_status fmsa_transport_loopback_make(int ranks, fmsa_dist_comm **comms) {
         }
         me->g = g;
         me->rank = r;
+        me->comm = c;
         c->rank = r;
         c->size = ranks;
         c->ops = &loop_ops;

@@ -4,7 +4,7 @@ execute_process(COMMAND ${READELF} -d ${LIB} OUTPUT_VARIABLE deps RESULT_VARIABL
 if(NOT rc EQUAL 0)
   message(FATAL_ERROR "readelf failed on ${LIB}")
 endif()
-foreach(runtime libOpenCL libcuda libcudart libamdhip64)
+foreach(runtime libOpenCL libcuda libcudart libamdhip64 libnccl librccl)
   if(deps MATCHES "NEEDED[^\n]*${runtime}")
     message(FATAL_ERROR "${LIB} links ${runtime} directly:\n${deps}")
   endif()

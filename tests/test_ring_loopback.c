@@ -1,9 +1,14 @@
 /*
  * Ring attention on the loopback transport: P ranks as P threads of this
- * process, each with its own CPU context, every layout, causal and not, GQA,
- * f32 and bf16, odd P and a shard size the kernels' tiles do not divide;
- * each rank's rows of O, LSE, dQ, dK, dV against the whole problem's fp64
- * reference under the project's rule (tests/support/fmsa_ring_case.c).
+ * process, each with its own context of the backend --backend names (the CPU
+ * by default; on a GPU every rank's context is on device 0 and the blocks
+ * move by device copies), every layout, causal and not, GQA, two dtypes, a
+ * shard size the kernels' tiles do not divide; each rank's rows of O, LSE,
+ * dQ, dK, dV against the whole problem's fp64 reference under the project's
+ * rule (tests/support/fmsa_ring_case.c).
+ *
+ * The CPU runs P = 1, 2, 3, 8 (odd P included) with f32 and bf16; a GPU runs
+ * P = 2, 4, 8 with bf16 and f16 (the CUDA backward has no f32) and head dim 64.
  */
 #include <pthread.h>
 #include <setjmp.h>
@@ -17,19 +22,39 @@
 #include <cmocka.h>
 
 #include "tests/support/fmsa_ring_case.h"
+#include "tests/support/fmsa_test_options.h"
 
 enum { MAX_P = 8 };
+
+/// The backend under test and one context per rank, made once for the suite
+/// (a GPU context loads every kernel module: per case it would dominate).
+static fmsa_test_options g_opt;
+static fmsa_context *g_ctx[MAX_P];
+
+static int on_cpu(void) { return g_opt.backend == FMSA_BACKEND_CPU; }
+
+/// FLASHMSA_RING_MAX_P=n keeps the grids to P <= n (a run under
+/// compute-sanitizer, where every launch is slow); unset: every P.
+static int p_wanted(int P) {
+    const char *e = getenv("FLASHMSA_RING_MAX_P");
+    return !e || !*e || P <= atoi(e);
+}
+
+/// OpenCL's buffers are cl_mem handles, which no transport can address: the
+/// ring refuses it (checked in `refusals`), so the grids do not run there.
+static int ring_runs_here(void) { return g_opt.backend != FMSA_BACKEND_OPENCL; }
 
 typedef struct rank_job {
     const fmsa_ring_case *rc;
     fmsa_dist_comm *comm;
+    fmsa_context *ctx;
     int result;
     char msg[512];
 } rank_job;
 
 static void *rank_main(void *arg) {
     rank_job *j = (rank_job *)arg;
-    j->result = fmsa_ring_case_run(j->rc, j->comm, j->msg, sizeof j->msg);
+    j->result = fmsa_ring_case_run_on(j->rc, j->comm, j->ctx, j->msg, sizeof j->msg);
     return NULL;
 }
 
@@ -47,6 +72,7 @@ static int run_spec(const fmsa_ring_spec *s, int *refused) {
     for (int r = 0; r < s->P; ++r) {
         jobs[r].rc = rc;
         jobs[r].comm = comms[r];
+        jobs[r].ctx = g_ctx[r];
         jobs[r].result = -1;
         jobs[r].msg[0] = 0;
         assert_int_equal(pthread_create(&th[r], NULL, rank_main, &jobs[r]), 0);
@@ -61,7 +87,8 @@ static int run_spec(const fmsa_ring_spec *s, int *refused) {
         fmsa_dist_comm_destroy(comms[r]);
     }
     if (ref && !bad) {
-        print_message("not supported by the CPU backend yet: %s (%s)\n", name, jobs[0].msg);
+        print_message("not supported by the %s backend yet: %s (%s)\n", g_opt.backend_name, name,
+                      jobs[0].msg);
         ++*refused;
     }
     fmsa_ring_case_free(rc);
@@ -69,15 +96,21 @@ static int run_spec(const fmsa_ring_spec *s, int *refused) {
 }
 
 static void grid(void **state) {
-    static const int Ps[] = {1, 2, 3, 8};
-    static const fmsa_dtype dts[] = {FMSA_DTYPE_F32, FMSA_DTYPE_BF16};
+    static const int cpu_Ps[] = {1, 2, 3, 8}, gpu_Ps[] = {2, 4, 8};
+    static const fmsa_dtype cpu_dts[] = {FMSA_DTYPE_F32, FMSA_DTYPE_BF16},
+                            gpu_dts[] = {FMSA_DTYPE_BF16, FMSA_DTYPE_F16};
+    const int *Ps = on_cpu() ? cpu_Ps : gpu_Ps;
+    const size_t nP = on_cpu() ? 4 : 3;
+    const fmsa_dtype *dts = on_cpu() ? cpu_dts : gpu_dts;
     int failures = 0, cases = 0, refused = 0;
     (void)state;
-    for (size_t pi = 0; pi < sizeof Ps / sizeof Ps[0]; ++pi)
+    if (!ring_runs_here()) skip();
+    for (size_t pi = 0; pi < nP; ++pi)
         for (int layout = 0; layout < 3; ++layout)
             for (int causal = 0; causal < 2; ++causal)
-                for (size_t di = 0; di < sizeof dts / sizeof dts[0]; ++di) {
+                for (size_t di = 0; di < 2; ++di) {
                     fmsa_ring_spec s = {0};
+                    if (!p_wanted(Ps[pi])) continue;
                     s.P = Ps[pi];
                     s.layout = (fmsa_ring_layout)layout;
                     s.causal = causal;
@@ -86,8 +119,9 @@ static void grid(void **state) {
                     s.c = 6; /* zigzag halves of 3 rows: no tile divides them */
                     s.Hq = 4;
                     s.Hkv = 2;
-                    s.D = 32;
-                    s.Dv = 32;
+                    s.D = on_cpu() ? 32 : 64;
+                    s.Dv = s.D;
+                    s.backend = g_opt.backend;
                     s.softcap = (pi + layout) % 2 ? 20.0f : 0.0f;
                     s.seed = 17u * (unsigned)(pi * 16 + layout * 4 + causal * 2 + di) + 1u;
                     failures += run_spec(&s, &refused);
@@ -102,23 +136,29 @@ static void grid(void **state) {
 /* The 2026-model features across ranks: sinks counted once per row (dsink
  * summed over every rank), an lse gradient, a value head dim of its own. */
 static void features(void **state) {
-    static const int Ps[] = {1, 3, 4};
+    static const int cpu_Ps[] = {1, 3, 4}, gpu_Ps[] = {2, 4, 8};
+    const int *Ps = on_cpu() ? cpu_Ps : gpu_Ps;
     int failures = 0, cases = 0, refused = 0;
     (void)state;
-    for (size_t pi = 0; pi < sizeof Ps / sizeof Ps[0]; ++pi)
+    if (!ring_runs_here()) skip();
+    for (size_t pi = 0; pi < 3; ++pi)
         for (int layout = 0; layout < 3; ++layout)
             for (int causal = 0; causal < 2; ++causal) {
                 fmsa_ring_spec s = {0};
+                if (!p_wanted(Ps[pi])) continue;
                 s.P = Ps[pi];
                 s.layout = (fmsa_ring_layout)layout;
                 s.causal = causal;
-                s.dtype = (layout + causal) % 2 ? FMSA_DTYPE_BF16 : FMSA_DTYPE_F32;
+                s.dtype = (layout + causal) % 2 ? FMSA_DTYPE_BF16
+                                                : (on_cpu() ? FMSA_DTYPE_F32 : FMSA_DTYPE_F16);
                 s.B = 1;
                 s.c = 4;
                 s.Hq = 4;
                 s.Hkv = 1;
-                s.D = 24;
-                s.Dv = layout == 1 ? 40 : 24;
+                /* a value head dim of its own on the CPU; the CUDA backward has none */
+                s.D = on_cpu() ? 24 : 64;
+                s.Dv = on_cpu() && layout == 1 ? 40 : s.D;
+                s.backend = g_opt.backend;
                 s.sinks = 1;
                 s.dlse = causal;
                 s.seed = 31u * (unsigned)(pi * 8 + layout * 2 + causal) + 5u;
@@ -126,6 +166,48 @@ static void features(void **state) {
                 ++cases;
             }
     print_message("ring loopback features: %d cases, %d failed, %d not supported\n", cases,
+                  failures, refused);
+    assert_int_equal(refused, 0);
+    assert_int_equal(failures, 0);
+}
+
+/* Windows across ranks (the plan's bands, ring_plan.c): sliding windows with
+ * causal, two-sided windows and a right-only window without, each reaching
+ * across several ranks' blocks (S = P c is 2-8 windows long), sinks on some. */
+static void windows(void **state) {
+    static const int cpu_Ps[] = {2, 3, 8}, gpu_Ps[] = {2, 4, 8};
+    static const int64_t win[3][3] = {{1, 5, -1}, {0, 7, 3}, {0, -1, 4}}; /* causal, left, right */
+    const int *Ps = on_cpu() ? cpu_Ps : gpu_Ps;
+    int failures = 0, cases = 0, refused = 0;
+    (void)state;
+    if (!ring_runs_here()) skip();
+    for (size_t pi = 0; pi < 3; ++pi)
+        for (int layout = 0; layout < 3; ++layout)
+            for (int w = 0; w < 3; ++w) {
+                fmsa_ring_spec s = {0};
+                if (!p_wanted(Ps[pi])) continue;
+                s.P = Ps[pi];
+                s.layout = (fmsa_ring_layout)layout;
+                s.causal = (int)win[w][0];
+                s.window = 1;
+                s.window_left = win[w][1];
+                s.window_right = win[w][2];
+                s.dtype = (layout + w) % 2 ? FMSA_DTYPE_BF16
+                                           : (on_cpu() ? FMSA_DTYPE_F32 : FMSA_DTYPE_F16);
+                s.B = 1;
+                s.c = 6;
+                s.Hq = 4;
+                s.Hkv = 2;
+                s.D = on_cpu() ? 32 : 64;
+                s.Dv = s.D;
+                s.sinks = w == 1;
+                s.dlse = w == 2;
+                s.backend = g_opt.backend;
+                s.seed = 41u * (unsigned)(pi * 9 + layout * 3 + w) + 3u;
+                failures += run_spec(&s, &refused);
+                ++cases;
+            }
+    print_message("ring loopback windows: %d cases, %d failed, %d not supported\n", cases,
                   failures, refused);
     assert_int_equal(refused, 0);
     assert_int_equal(failures, 0);
@@ -149,26 +231,50 @@ static void refusals(void **state) {
                      FMSA_ERR_INVALID_ARGUMENT);
     assert_non_null(strstr(fmsa_last_error(), "zigzag"));
     assert_int_equal(bytes, 0);
-    desc.window_left = 4;
+    /* ALiBi's bias is a function of global positions the local kernels do not take */
+    desc.alibi_slopes = fmsa_tensor_contiguous(buf, FMSA_DTYPE_F32, 1, &sh[2]);
     assert_int_equal(fmsa_ring_workspace_size(ctx, comms[0], FMSA_RING_CONTIGUOUS,
                                               FMSA_PASS_FORWARD, &desc, &q, &q, &q, &bytes),
                      FMSA_ERR_NOT_SUPPORTED);
-    assert_non_null(strstr(fmsa_last_error(), "window"));
-    desc.window_left = -1;
+    assert_non_null(strstr(fmsa_last_error(), "alibi"));
+    memset(&desc.alibi_slopes, 0, sizeof desc.alibi_slopes);
     assert_int_equal(fmsa_ring_workspace_size(ctx, comms[0], (fmsa_ring_layout)9,
                                               FMSA_PASS_FORWARD, &desc, &q, &q, &q, &bytes),
                      FMSA_ERR_INVALID_ARGUMENT);
     assert_non_null(strstr(fmsa_last_error(), "layout"));
+    if (!ring_runs_here()) { /* the backend under test is refused by name, before anything moves */
+        assert_int_equal(fmsa_ring_workspace_size(g_ctx[0], comms[0], FMSA_RING_CONTIGUOUS,
+                                                  FMSA_PASS_FORWARD, &desc, &q, &q, &q, &bytes),
+                         FMSA_ERR_NOT_SUPPORTED);
+        assert_non_null(strstr(fmsa_last_error(), "handles"));
+    }
     fmsa_dist_comm_destroy(comms[0]);
     assert_int_equal(fmsa_dist_comm_loopback(0, comms), FMSA_ERR_INVALID_ARGUMENT);
     fmsa_context_destroy(ctx);
 }
 
-int main(void) {
+int main(int argc, char **argv) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(grid),
         cmocka_unit_test(features),
+        cmocka_unit_test(windows),
         cmocka_unit_test(refusals),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    int rc;
+    if (fmsa_test_options_parse(argc, argv, &g_opt) != 0) return 2;
+    for (int r = 0; r < MAX_P; ++r) {
+        const fmsa_status st = fmsa_test_context_create(&g_opt, &g_ctx[r]);
+        if (st == FMSA_ERR_BACKEND_UNAVAILABLE && !on_cpu()) {
+            fprintf(stderr, "skipped: the %s backend is not usable here (%s)\n",
+                    g_opt.backend_name, fmsa_last_error());
+            return FMSA_TEST_EXIT_SKIP;
+        }
+        if (st != FMSA_SUCCESS) {
+            fprintf(stderr, "context %d: %s\n", r, fmsa_last_error());
+            return 1;
+        }
+    }
+    rc = cmocka_run_group_tests(tests, NULL, NULL);
+    for (int r = 0; r < MAX_P; ++r) fmsa_context_destroy(g_ctx[r]);
+    return rc;
 }

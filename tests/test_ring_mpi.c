@@ -1,7 +1,8 @@
 /*
  * Ring attention over MPI: run as `mpiexec -n P test_ring_mpi` (tests/ring.cmake
  * does for P = 1, 2, 3, 4).  Every process is one rank with its own CPU
- * context; every layout, causal and not, GQA, f32 and bf16; each rank checks
+ * context; every layout, causal and not, GQA, f32 and bf16, and two windows
+ * (causal sliding, two-sided) reaching across ranks; each rank checks
  * its own rows against the whole problem's fp64 reference under the rule
  * (tests/support/fmsa_ring_case.c), and the ranks agree on the verdict.
  */
@@ -24,7 +25,7 @@ int main(int argc, char **argv) {
     }
     for (int layout = 0; layout < 3; ++layout)
         for (int causal = 0; causal < 2; ++causal)
-            for (int di = 0; di < 2; ++di) {
+            for (int di = 0; di < 3; ++di) { /* di = 2: bf16 with a window */
                 fmsa_ring_spec s = {0};
                 fmsa_ring_case *rc;
                 char msg[512], name[160];
@@ -32,14 +33,19 @@ int main(int argc, char **argv) {
                 s.P = size;
                 s.layout = (fmsa_ring_layout)layout;
                 s.causal = causal;
-                s.dtype = dts[di];
+                s.dtype = dts[di ? 1 : 0];
+                if (di == 2) { /* causal: a sliding window; full: a two-sided one */
+                    s.window = 1;
+                    s.window_left = causal ? 7 : 4;
+                    s.window_right = causal ? -1 : 9;
+                }
                 s.B = 1;
                 s.c = 10; /* zigzag halves of 5 rows */
                 s.Hq = 4;
                 s.Hkv = 1;
                 s.D = 16;
                 s.Dv = 16;
-                s.seed = 101u + 7u * (unsigned)(layout * 4 + causal * 2 + di);
+                s.seed = 101u + 7u * (unsigned)(layout * 6 + causal * 3 + di);
                 fmsa_ring_spec_name(&s, name, sizeof name);
                 rc = fmsa_ring_case_make(&s);
                 if (!rc) {

@@ -20,6 +20,7 @@ fmsa_add_backend(cpu ALWAYS
     cpu_backward.c     # backward: preprocess, dK/dV, dQ
     cpu_backward_b16.c # backward of bf16 inputs on bf16 products
     cpu_merge.c        # fmsa_merge_states: two partial results into one
+    cpu_accumulate.c   # the ring's elementwise op and copy (common/accumulate.h)
     cpu_peak.c         # FMA peak probe (flashmsa peak, through the vtable's .peak)
     cpu_trace.c        # FLASHMSA_CPU_TRACE: where a pass spends its time (developers)
     cpu_kern_generic.c # portable C kernels (auto-vectorised) + generic-bf16

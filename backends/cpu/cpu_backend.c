@@ -108,6 +108,8 @@ static const fmsa_backend_vtable fmsa_cpu_vtable = {
     .backward = fmsa_cpu_backward,           /* cpu_backward.c */
     .merge = fmsa_cpu_merge,                 /* cpu_merge.c */
     .peak = &fmsa_cpu_peak_probe,            /* cpu_peak.c: flashmsa peak */
+    .accumulate = fmsa_cpu_accumulate,       /* cpu_accumulate.c: the ring's sums */
+    .copy_device = fmsa_cpu_copy_device,     /* memcpy */
 };
 
 const fmsa_backend_vtable *fmsa_backend_cpu_vtable(void) { return &fmsa_cpu_vtable; }

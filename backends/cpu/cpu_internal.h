@@ -260,6 +260,11 @@ fmsa_status fmsa_cpu_backward(void *state, const fmsa_problem *p, void *workspac
 /// fmsa_merge_states on host memory (cpu_merge.c).
 fmsa_status fmsa_cpu_merge(void *state, const fmsa_merge_problem *mp, void *stream);
 
+/// The ring's elementwise op and device copy on host memory (cpu_accumulate.c).
+fmsa_status fmsa_cpu_accumulate(void *state, const fmsa_accumulate_problem *ap, void *stream);
+fmsa_status fmsa_cpu_copy_device(void *state, void *dst, size_t dst_offset, const void *src,
+                                 size_t src_offset, size_t bytes, void *stream);
+
 /// Head dim of the rows of view v of p: Dv (head_dim_v) for V, O, dO and dV,
 /// D for Q, K, dQ and dK, so packing and row I/O follow the view they read.
 static inline int64_t fmsa_cpu_view_dim(const fmsa_problem *p, const fmsa_view4 *v) {

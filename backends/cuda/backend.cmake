@@ -133,7 +133,8 @@ endfunction()
 
 # One entry per kernel file; each becomes one fatbin and one module.
 set(FMSA_CUDA_KERNEL_SOURCES)
-foreach(k fmsa_cuda_check fmsa_cuda_fwd fmsa_cuda_merge fmsa_cuda_bwd fmsa_cuda_bwd_pre_post)
+foreach(k fmsa_cuda_check fmsa_cuda_fwd fmsa_cuda_merge fmsa_cuda_bwd fmsa_cuda_bwd_pre_post
+          fmsa_cuda_accumulate)
   list(APPEND FMSA_CUDA_KERNEL_SOURCES ${_fmsa_cuda_dir}/kernels/${k}.cu)
 endforeach()
 
@@ -153,6 +154,7 @@ fmsa_add_backend(cuda
     cuda_forward.c
     cuda_backward.c
     cuda_merge.c
+    cuda_accumulate.c
     cuda_fwd_pick.c
     cuda_bwd_pick.c
   LIBRARY_DEPS Threads::Threads ${CMAKE_DL_LIBS}

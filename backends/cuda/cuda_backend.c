@@ -345,6 +345,18 @@ static fmsa_status fmsa_cuda_merge(void *state, const fmsa_merge_problem *mp, vo
     return fmsa_cuda_run_merge(st, mp, (fmsa_cu_stream)stream);
 }
 
+static fmsa_status fmsa_cuda_accumulate(void *state, const fmsa_accumulate_problem *ap,
+                                        void *stream) {
+    return fmsa_cuda_run_accumulate((fmsa_cuda_state *)state, ap, (fmsa_cu_stream)stream);
+}
+
+static fmsa_status fmsa_cuda_copy_device(void *state, void *dst, size_t dst_offset,
+                                         const void *src, size_t src_offset, size_t bytes,
+                                         void *stream) {
+    return fmsa_cuda_run_copy_device((fmsa_cuda_state *)state, dst, dst_offset, src, src_offset,
+                                     bytes, (fmsa_cu_stream)stream);
+}
+
 static const fmsa_backend_vtable fmsa_cuda_vtable = {
     .api_version = FMSA_BACKEND_API_VERSION,
     .kind = FMSA_BACKEND_CUDA,
@@ -364,6 +376,8 @@ static const fmsa_backend_vtable fmsa_cuda_vtable = {
     .forward = fmsa_cuda_forward,
     .backward = fmsa_cuda_backward,
     .merge = fmsa_cuda_merge,
+    .accumulate = fmsa_cuda_accumulate,
+    .copy_device = fmsa_cuda_copy_device,
 };
 
 const fmsa_backend_vtable *fmsa_backend_cuda_vtable(void) { return &fmsa_cuda_vtable; }

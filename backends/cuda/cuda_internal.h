@@ -11,6 +11,7 @@
 
 #include "backends/cuda/cuda_loader.h"
 #include "backends/cuda/cuda_params.h"
+#include "common/accumulate.h"
 #include "common/problem.h"
 
 /// One enumerated device.
@@ -148,5 +149,12 @@ fmsa_status fmsa_cuda_run_backward(fmsa_cuda_state *st, const fmsa_problem *p, v
 /// the views were checked to lie in device allocations.
 fmsa_status fmsa_cuda_run_merge(fmsa_cuda_state *st, const fmsa_merge_problem *mp,
                                 fmsa_cu_stream stream);
+
+/// The ring's elementwise op and device copy (cuda_accumulate.c), on stream.
+fmsa_status fmsa_cuda_run_accumulate(fmsa_cuda_state *st, const fmsa_accumulate_problem *ap,
+                                     fmsa_cu_stream stream);
+fmsa_status fmsa_cuda_run_copy_device(fmsa_cuda_state *st, void *dst, size_t dst_offset,
+                                      const void *src, size_t src_offset, size_t bytes,
+                                      fmsa_cu_stream stream);
 
 #endif /* FMSA_CUDA_INTERNAL_H */

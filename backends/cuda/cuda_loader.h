@@ -82,6 +82,8 @@ enum {
       (void *, fmsa_cu_deviceptr, size_t, fmsa_cu_stream))                                       \
     X(cuMemsetD32Async, "cuMemsetD32Async",                                                      \
       (fmsa_cu_deviceptr, unsigned, size_t, fmsa_cu_stream))                                     \
+    X(cuMemcpyDtoDAsync, "cuMemcpyDtoDAsync_v2",                                                 \
+      (fmsa_cu_deviceptr, fmsa_cu_deviceptr, size_t, fmsa_cu_stream))                            \
     X(cuStreamSynchronize, "cuStreamSynchronize", (fmsa_cu_stream))                              \
     X(cuStreamIsCapturing, "cuStreamIsCapturing", (fmsa_cu_stream, int *))                       \
     X(cuGetErrorName, "cuGetErrorName", (fmsa_cu_result, const char **))                         \

@@ -11,9 +11,14 @@
 /* Must equal FMSA_OCL_DSINK_ROWS of fmsa_ocl_aux.cl. */
 #define FMSA_OCL_DSINK_ROWS 128
 
-enum { FMSA_OCL_AUX_DSINK_PART = 0, FMSA_OCL_AUX_DSINK_SUM = 1, FMSA_OCL_AUX_MERGE = 2 };
-static const char *const fmsa_ocl_aux_names[3] = {"fmsa_ocl_dsink_partial",
-                                                  "fmsa_ocl_dsink_sum", "fmsa_ocl_merge"};
+enum {
+    FMSA_OCL_AUX_DSINK_PART = 0,
+    FMSA_OCL_AUX_DSINK_SUM = 1,
+    FMSA_OCL_AUX_MERGE = 2,
+    FMSA_OCL_AUX_ACCUMULATE = 3
+};
+static const char *const fmsa_ocl_aux_names[4] = {"fmsa_ocl_dsink_partial", "fmsa_ocl_dsink_sum",
+                                                  "fmsa_ocl_merge", "fmsa_ocl_accumulate"};
 
 /* Kernel `which` of the shared program, cached per context under
  * "aux:<name>" (no -D string of the families starts so). */
@@ -108,6 +113,41 @@ fmsa_status fmsa_ocl_merge(void *state, const fmsa_merge_problem *mp, void *stre
         fmsa_ocl_arg(&a, sizeof dt, &dt);
         s = fmsa_ocl_enqueue(st, queue, &a, fmsa_ocl_aux_names[FMSA_OCL_AUX_MERGE],
                              (size_t)mp->seqlen, (size_t)mp->heads, (size_t)mp->batch, 1);
+    }
+    pthread_mutex_unlock(&st->lock);
+    return s;
+}
+
+/* The ring's elementwise op (common/accumulate.h): one work-item per element. */
+fmsa_status fmsa_ocl_accumulate(void *state, const fmsa_accumulate_problem *ap, void *stream) {
+    fmsa_ocl_state *st = (fmsa_ocl_state *)state;
+    cl_command_queue queue = stream ? (cl_command_queue)stream : st->queue;
+    const fmsa_acc_view *dv = &ap->dst, *sv = ap->src.data ? &ap->src : &ap->dst;
+    const size_t ed = fmsa_dtype_size(dv->dtype), es = fmsa_dtype_size(sv->dtype);
+    fmsa_ocl_args a = {st->cl, NULL, 0, CL_SUCCESS};
+    cl_int4 mt;
+    cl_float fill = ap->fill;
+    fmsa_status s;
+    FMSA_TRY(fmsa_ocl_merge_offset("dst", dv->byte_offset, ed));
+    FMSA_TRY(fmsa_ocl_merge_offset("src", sv->byte_offset, es));
+    mt.s[0] = (cl_int)ap->mode;
+    mt.s[1] = (cl_int)dv->dtype;
+    mt.s[2] = (cl_int)sv->dtype;
+    mt.s[3] = 0;
+    pthread_mutex_lock(&st->lock);
+    s = fmsa_ocl_aux_kernel(st, FMSA_OCL_AUX_ACCUMULATE, &a.kernel);
+    if (s == FMSA_SUCCESS) {
+        fmsa_ocl_arg_mem(&a, dv->data);
+        fmsa_ocl_arg_long(&a, dv->byte_offset / (int64_t)ed);
+        fmsa_ocl_arg_long4(&a, dv->strides[0], dv->strides[1], dv->strides[2], dv->strides[3]);
+        fmsa_ocl_arg_mem(&a, sv->data);
+        fmsa_ocl_arg_long(&a, sv->byte_offset / (int64_t)es);
+        fmsa_ocl_arg_long4(&a, sv->strides[0], sv->strides[1], sv->strides[2], sv->strides[3]);
+        fmsa_ocl_arg_long4(&a, ap->shape[0], ap->shape[1], ap->shape[2], ap->shape[3]);
+        fmsa_ocl_arg(&a, sizeof mt, &mt);
+        fmsa_ocl_arg(&a, sizeof fill, &fill);
+        s = fmsa_ocl_enqueue(st, queue, &a, fmsa_ocl_aux_names[FMSA_OCL_AUX_ACCUMULATE],
+                             (size_t)ap->count, 1, 1, 1);
     }
     pthread_mutex_unlock(&st->lock);
     return s;

@@ -7,6 +7,7 @@
 #define FMSA_OCL_AUX_H
 
 #include "backends/opencl/ocl_internal.h"
+#include "common/accumulate.h"
 
 /// Floats of workspace the dsink partials need (backward with sinks, whether
 /// or not dsink is asked for: the workspace query cannot know); a family's
@@ -21,6 +22,8 @@ fmsa_status fmsa_ocl_run_dsink(fmsa_ocl_state *st, const fmsa_problem *p, cl_mem
 
 /// The vtable's merge member (fmsa_merge_states).
 fmsa_status fmsa_ocl_merge(void *state, const fmsa_merge_problem *mp, void *stream);
+/// The vtable's accumulate member (the ring's elementwise op, common/accumulate.h).
+fmsa_status fmsa_ocl_accumulate(void *state, const fmsa_accumulate_problem *ap, void *stream);
 
 /// Embedded source of the shared program (generated at build time).
 extern const char fmsa_ocl_aux_source[];

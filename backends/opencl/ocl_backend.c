@@ -228,6 +228,7 @@ static const fmsa_backend_vtable fmsa_ocl_vtable = {
     .data_handles = 1,
     .mem_size = fmsa_ocl_mem_size,
     .merge = fmsa_ocl_merge,
+    .accumulate = fmsa_ocl_accumulate,
 };
 
 const fmsa_backend_vtable *fmsa_backend_opencl_vtable(void) { return &fmsa_ocl_vtable; }

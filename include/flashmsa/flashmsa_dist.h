@@ -18,19 +18,29 @@
  *               (c even; every rank does the same causal work at every step)
  *   STRIPED     r + P i
  * Masks come from global positions: causal is "key position <= query
- * position" over the whole sequence.
+ * position" over the whole sequence, and a window keeps the keys at
+ * positions [query - window_left, query + window_right] (causal: right 0),
+ * each rank running only the row and key ranges of a block that the band
+ * reaches (with the local kernels' own window, shifted to the block).
  *
- * What the ring supports today: the CPU backend (host memory), non-varlen
- * [B, c, H, D] shards with every rank holding the same c, causal or not, GQA,
- * softcap, sinks (counted once per row, at the rank's own block), a value head
- * dim of its own, dlse and dsink in the backward (dsink summed over all ranks).
- * Refused with FMSA_ERR_NOT_SUPPORTED: windows, ALiBi, bit masks (their
- * positions would need the global offsets inside the kernels), varlen, paged
- * KV, and GPU backends (the driver adds gradient partials on the host).
+ * What the ring supports today: the CPU and CUDA backends, non-varlen
+ * [B, c, H, D] shards with every rank holding the same c, causal or not,
+ * windows (sliding, two-sided, one-sided), GQA, softcap, sinks (counted once per row, at the rank's own block), a value head
+ * dim of its own, dlse and dsink in the backward (dsink summed over all ranks),
+ * each as far as the backend's own passes support it.  Every tensor and the
+ * workspace live in the context's memory (fmsa_malloc: device memory on a
+ * GPU); all the ring's arithmetic runs there, on the context's default stream.
+ * Refused with FMSA_ERR_NOT_SUPPORTED: ALiBi and bit masks (their bias and
+ * bits are functions of global positions, which the local kernels do not
+ * take: a block's |i - j| is not its local one), varlen, paged KV, and OpenCL (its buffers are cl_mem handles, which a transport's
+ * send/recv pointers cannot name).
  * Transports: MPI (fmsa_dist_comm_from_mpi, in the separate library
- * flashmsa_dist, which links MPI, so that libflashmsa itself never needs it),
- * an in-process loopback (P ranks as P threads of one process, for tests),
- * and any transport of the caller's through fmsa_dist_comm_create.
+ * flashmsa_dist, which links MPI, so that libflashmsa itself never needs it;
+ * host memory, or device memory with a CUDA-aware MPI), NCCL and RCCL
+ * (fmsa_dist_comm_from_nccl / _rccl: loaded with dlopen, never linked), an
+ * in-process loopback (P ranks as P threads of one process on the host or
+ * one GPU, for tests), and any transport of the caller's through
+ * fmsa_dist_comm_create.
  *
  * Arithmetic: each block's result is rounded to the input dtype by the local
  * pass, then merged (forward) or summed (backward) in fp32 workspace; the
@@ -52,7 +62,10 @@ typedef struct fmsa_dist_comm fmsa_dist_comm;
 /// What the ring needs from a communicator.  Each member returns FMSA_SUCCESS
 /// or a failure status (a transport may leave the message to the ring, which
 /// then names the transport and the member).  One exchange is in flight per
-/// rank at a time.
+/// rank at a time.  Exchange buffers are in the ring context's memory (device
+/// memory on a GPU); a device transport may complete an exchange in stream
+/// order on the context's default stream instead of on the host (NCCL does):
+/// the ring enqueues everything there.  The all-reduce is on host floats.
 typedef struct fmsa_dist_transport {
     const char *name; ///< "mpi", "loopback", ...: used in messages
     /// Starts sending `bytes` of `send` to rank + 1 (mod size) and receiving
@@ -76,8 +89,33 @@ FMSA_API fmsa_status fmsa_dist_comm_create(const fmsa_dist_transport *t, void *i
 /// library was built without MPI.
 FMSA_API fmsa_status fmsa_dist_comm_from_mpi(const void *mpi_comm, fmsa_dist_comm **comm);
 
+/// Wraps an NCCL communicator (the ncclComm_t itself; the caller keeps it
+/// alive) for ring passes on ctx, a CUDA context on the communicator's
+/// device.  libnccl.so.2 is loaded with dlopen at the first call, so
+/// libflashmsa runs without NCCL: FMSA_ERR_BACKEND_UNAVAILABLE when it cannot
+/// be loaded (put its folder, e.g. Python's nvidia/nccl/lib, on
+/// LD_LIBRARY_PATH).  Exchanges are ncclSend/ncclRecv in one group on a
+/// stream of the transport's own, ordered against the context's default
+/// stream by events (the CUDA runtime the process holds, or libcudart found
+/// on the library path, makes them; call from a thread whose current CUDA
+/// device is ctx's, as NCCL itself needs), so a transfer runs beside the
+/// passes and the host never waits for it; without a loadable runtime they
+/// run on the default stream (correct, no overlap; logged at INFO).
+FMSA_API fmsa_status fmsa_dist_comm_from_nccl(void *nccl_comm, fmsa_context *ctx,
+                                              fmsa_dist_comm **comm);
+
+/// The same over RCCL (librccl.so.1, same API) for a HIP context.  Built,
+/// not yet run: no HIP backend or AMD machine exists here yet, so today it
+/// refuses every context (FMSA_ERR_INVALID_ARGUMENT naming the backend).
+FMSA_API fmsa_status fmsa_dist_comm_from_rccl(void *rccl_comm, fmsa_context *ctx,
+                                              fmsa_dist_comm **comm);
+
 /// Makes `ranks` in-process ranks: comms[r] is rank r's handle.  Each rank's
-/// ring calls must run on their own thread, all at the same time.
+/// ring calls must run on their own thread, all at the same time, each on its
+/// own context of one device (the host, or one GPU: blocks move by the
+/// backend's device copy on the receiver's default stream, which every
+/// context of a CUDA device shares in issue order, so no rank waits on the
+/// host for a copy).
 FMSA_API fmsa_status fmsa_dist_comm_loopback(int ranks, fmsa_dist_comm **comms);
 
 /// Releases a handle (NULL allowed).  Loopback handles of one group are freed
@@ -94,9 +132,9 @@ typedef enum fmsa_ring_layout {
     FMSA_RING_STRIPED = 2,    ///< rank r holds tokens r, r + P, r + 2P, ...
 } fmsa_ring_layout;
 
-/// Bytes of host workspace fmsa_ring_forward / fmsa_ring_backward need on
-/// this rank (the K/V double buffers, fp32 partial state, the local pass's
-/// workspace).  q, k, v are this rank's shards.
+/// Bytes of workspace fmsa_ring_forward / fmsa_ring_backward need on this
+/// rank, in the context's memory (the K/V double buffers, fp32 partial
+/// state, the local pass's workspace).  q, k, v are this rank's shards.
 FMSA_API fmsa_status fmsa_ring_workspace_size(fmsa_context *ctx, const fmsa_dist_comm *comm,
                                               fmsa_ring_layout layout, fmsa_pass pass,
                                               const fmsa_attention_desc *desc,

@@ -24,6 +24,7 @@ struct fmsa_ring_case {
     float *dlse;                     ///< [B, Hq, S] lse gradient (NULL without)
     double ref_dsink_max, nv_dsink_err; ///< dsink yardstick: max |ref|, max |naive - ref|
     double *ref_dsink;               ///< [Hq] (NULL without sinks)
+    double *x_dsink;                 ///< [Hq] rule part (d): what O's rounding adds to D_i
     double *ref_o, *ref_lse, *ref_dq, *ref_dk, *ref_dv;
     double *nv_o, *nv_lse, *nv_dq, *nv_dk, *nv_dv;
 };
@@ -33,10 +34,14 @@ static size_t es_of(fmsa_dtype t) { return fmsa_dtype_size(t); }
 void fmsa_ring_spec_name(const fmsa_ring_spec *s, char *buf, size_t len) {
     static const char *lay[] = {"contiguous", "zigzag", "striped"};
     static const char *dt[] = {"?", "f32", "f16", "bf16"};
-    snprintf(buf, len, "P=%d %s %s %s B=%lld c=%lld H=%lld/%lld D=%lld/%lld%s%s", s->P,
+    char win[48] = "";
+    if (s->window)
+        snprintf(win, sizeof win, " window %lld/%lld", (long long)s->window_left,
+                 (long long)s->window_right);
+    snprintf(buf, len, "P=%d %s %s %s B=%lld c=%lld H=%lld/%lld D=%lld/%lld%s%s%s", s->P,
              lay[s->layout], s->causal ? "causal" : "full", dt[s->dtype], (long long)s->B,
              (long long)s->c, (long long)s->Hq, (long long)s->Hkv, (long long)s->D,
-             (long long)s->Dv, s->softcap > 0 ? " softcap" : "", s->sinks ? " sinks" : "");
+             (long long)s->Dv, s->softcap > 0 ? " softcap" : "", s->sinks ? " sinks" : "", win);
 }
 
 /* Values in [-1, 1), rounded to the dtype (so the oracles see what is stored). */
@@ -91,6 +96,10 @@ static int whole_problem(const fmsa_ring_case *rc, fmsa_pass pass, void *o, void
     const int64_t hs[1] = {s->Hq};
     desc.causal = s->causal;
     desc.softcap = s->softcap;
+    if (s->window) {
+        desc.window_left = s->window_left;
+        desc.window_right = s->window_right;
+    }
     if (rc->sinks) desc.sinks = fmsa_tensor_contiguous(rc->sinks, FMSA_DTYPE_F32, 1, hs);
     memset(&ct, 0, sizeof ct);
     if (rc->dlse) ct.dlse = &tdl;
@@ -125,6 +134,7 @@ void fmsa_ring_case_free(fmsa_ring_case *rc) {
     free(rc->sinks);
     free(rc->dlse);
     free(rc->ref_dsink);
+    free(rc->x_dsink);
     free(rc);
 }
 
@@ -152,6 +162,7 @@ fmsa_ring_case *fmsa_ring_case_make(const fmsa_ring_spec *spec) {
         rc->sinks = (float *)draw((size_t)spec->Hq, FMSA_DTYPE_F32, &seed);
         for (int64_t h = 0; rc->sinks && h < spec->Hq; ++h) rc->sinks[h] = 2.0f * rc->sinks[h] + 0.5f;
         rc->ref_dsink = (double *)malloc((size_t)spec->Hq * sizeof(double));
+        rc->x_dsink = (double *)calloc((size_t)spec->Hq, sizeof(double));
     }
     if (spec->dlse) rc->dlse = (float *)draw(nl, FMSA_DTYPE_F32, &seed);
     rc->ref_o = malloc(no * sizeof(double));
@@ -191,6 +202,24 @@ fmsa_ring_case *fmsa_ring_case_make(const fmsa_ring_spec *spec) {
             if (fabs(nvd[h] - rc->ref_dsink[h]) > rc->nv_dsink_err)
                 rc->nv_dsink_err = fabs(nvd[h] - rc->ref_dsink[h]);
         }
+        /* Part (d) of check_rule.h (fmsa_reference_dsink_floor's sum): each rank's backward
+         * gets its O rounded to the dtype, so D_i = rowsum(dO_i O_i) carries up to
+         * u sum_d |dO_id| |O_id|, weighted by exp(t_h - lse_i), over every row of every rank.
+         * |O| and lse are the whole problem's fp64 ones here (no rank holds all rows of the
+         * ring's O; they differ from the stored ones by the forward's error, a second-order
+         * change of this term). */
+        for (int64_t b = 0; ok && rc->x_dsink && b < spec->B; ++b)
+            for (int64_t i = 0; i < rc->S; ++i)
+                for (int64_t h = 0; h < spec->Hq; ++h) {
+                    const double l = rc->ref_lse[(b * spec->Hq + h) * rc->S + i];
+                    const int64_t o0 = ((b * rc->S + i) * spec->Hq + h) * spec->Dv;
+                    double n = 0.0;
+                    for (int64_t d = 0; d < spec->Dv; ++d)
+                        n += fabs(fmsa_load_f32(rc->dout, spec->dtype, o0 + d)) * fabs(rc->ref_o[o0 + d]);
+                    rc->x_dsink[h] += fmsa_rule_unit_roundoff(spec->dtype) *
+                                      exp((double)rc->sinks[h] - l) * n;
+                }
+        ok = ok && rc->x_dsink;
         free(nvd);
     }
     for (int i = 0; i < 5; ++i) free(scratch[i]);
@@ -260,14 +289,19 @@ static int acc_verdict(const check_acc *a, const char *name, fmsa_dtype store, d
 }
 
 int fmsa_ring_case_run(const fmsa_ring_case *rc, fmsa_dist_comm *comm, char *msg, size_t len) {
+    return fmsa_ring_case_run_on(rc, comm, NULL, msg, len);
+}
+
+int fmsa_ring_case_run_on(const fmsa_ring_case *rc, fmsa_dist_comm *comm, fmsa_context *ctx_in,
+                          char *msg, size_t len) {
     const fmsa_ring_spec *s = &rc->s;
     const size_t es = es_of(s->dtype);
     const int64_t c = s->c, S = rc->S;
     int rank = 0, size = 0, bad = 0, rc_out = -1;
-    fmsa_context *ctx = NULL;
-    enum { Q, K, V, DO, O, LSE, DQ, DK, DV, DLSE, DSINK, NB };
+    fmsa_context *ctx = ctx_in;
+    enum { Q, K, V, DO, O, LSE, DQ, DK, DV, DLSE, DSINK, SINKS, NB };
     guarded g[NB];
-    void *buf[NB] = {0};
+    void *buf[NB] = {0}, *dev[NB] = {0};
     void *ws = NULL;
     size_t wsf = 0, wsb = 0, used = 0;
     fmsa_status st;
@@ -283,7 +317,7 @@ int fmsa_ring_case_run(const fmsa_ring_case *rc, fmsa_dist_comm *comm, char *msg
     bytes[V] = bytes[DV] = (size_t)(s->B * c * s->Hkv * s->Dv) * es;
     bytes[DO] = bytes[O] = (size_t)(s->B * c * s->Hq * s->Dv) * es;
     bytes[LSE] = bytes[DLSE] = (size_t)(s->B * s->Hq * c) * 4;
-    bytes[DSINK] = (size_t)s->Hq * 4;
+    bytes[DSINK] = bytes[SINKS] = (size_t)s->Hq * 4;
     for (int i = 0; i < NB; ++i)
         if (!(buf[i] = guarded_make(&g[i], bytes[i]))) goto done;
     /* this rank's shard: rows of the layout gathered from the whole inputs */
@@ -304,28 +338,51 @@ int fmsa_ring_case_run(const fmsa_ring_case *rc, fmsa_dist_comm *comm, char *msg
             for (int64_t h = 0; rc->dlse && h < s->Hq; ++h)
                 ((float *)buf[DLSE])[(b * s->Hq + h) * c + i] = rc->dlse[(b * s->Hq + h) * S + gi];
         }
-    if (fmsa_context_create(FMSA_BACKEND_CPU, 0, &ctx) != FMSA_SUCCESS) {
+    if (rc->sinks) memcpy(buf[SINKS], rc->sinks, bytes[SINKS]);
+    if (!ctx && fmsa_context_create(s->backend ? s->backend : FMSA_BACKEND_CPU, 0, &ctx) !=
+                    FMSA_SUCCESS) {
         snprintf(msg, len, "context: %s", fmsa_last_error());
         goto done;
     }
+    /* every buffer, guards included, in the context's memory */
+    for (int i = 0; i < NB; ++i)
+        if (fmsa_malloc(ctx, g[i].bytes + 2 * GUARD, &dev[i]) != FMSA_SUCCESS ||
+            fmsa_copy_to_device(ctx, dev[i], 0, g[i].raw, g[i].bytes + 2 * GUARD) !=
+                FMSA_SUCCESS) {
+            snprintf(msg, len, "rank %d: device buffer %d: %s", rank, i, fmsa_last_error());
+            goto done;
+        }
     {
         fmsa_attention_desc desc = fmsa_attention_desc_init(s->D);
-        fmsa_tensor q = t4(buf[Q], s->dtype, s->B, c, s->Hq, s->D);
-        fmsa_tensor k = t4(buf[K], s->dtype, s->B, c, s->Hkv, s->D);
-        fmsa_tensor v = t4(buf[V], s->dtype, s->B, c, s->Hkv, s->Dv);
-        fmsa_tensor o = t4(buf[O], s->dtype, s->B, c, s->Hq, s->Dv);
-        fmsa_tensor lse = t3(buf[LSE], s->B, s->Hq, c);
+        fmsa_tensor q = t4(dev[Q], s->dtype, s->B, c, s->Hq, s->D);
+        fmsa_tensor k = t4(dev[K], s->dtype, s->B, c, s->Hkv, s->D);
+        fmsa_tensor v = t4(dev[V], s->dtype, s->B, c, s->Hkv, s->Dv);
+        fmsa_tensor o = t4(dev[O], s->dtype, s->B, c, s->Hq, s->Dv);
+        fmsa_tensor lse = t3(dev[LSE], s->B, s->Hq, c);
         fmsa_backward_tensors bt;
         const int64_t hs[1] = {s->Hq};
+        size_t wsn;
+        q.byte_offset = k.byte_offset = v.byte_offset = o.byte_offset = lse.byte_offset = GUARD;
         desc.causal = s->causal;
         desc.softcap = s->softcap;
-        if (rc->sinks) desc.sinks = fmsa_tensor_contiguous(rc->sinks, FMSA_DTYPE_F32, 1, hs);
+        if (s->window) {
+            desc.window_left = s->window_left;
+            desc.window_right = s->window_right;
+        }
+        if (rc->sinks) {
+            desc.sinks = fmsa_tensor_contiguous(dev[SINKS], FMSA_DTYPE_F32, 1, hs);
+            desc.sinks.byte_offset = GUARD;
+        }
         st = fmsa_ring_workspace_size(ctx, comm, s->layout, FMSA_PASS_FORWARD, &desc, &q, &k, &v,
                                       &wsf);
         if (st == FMSA_SUCCESS)
             st = fmsa_ring_workspace_size(ctx, comm, s->layout, FMSA_PASS_BACKWARD, &desc, &q, &k,
                                           &v, &wsb);
-        if (st == FMSA_SUCCESS && !(ws = malloc(wsf > wsb ? wsf : wsb))) goto done;
+        wsn = wsf > wsb ? wsf : wsb;
+        if (st == FMSA_SUCCESS && fmsa_malloc(ctx, wsn ? wsn : 1, &ws) != FMSA_SUCCESS) {
+            snprintf(msg, len, "rank %d: workspace of %zu bytes: %s", rank, wsn, fmsa_last_error());
+            goto done;
+        }
         if (st == FMSA_SUCCESS)
             st = fmsa_ring_forward(ctx, comm, s->layout, &desc, &q, &k, &v, &o, &lse, ws, wsf);
         memset(&bt, 0, sizeof bt);
@@ -334,14 +391,22 @@ int fmsa_ring_case_run(const fmsa_ring_case *rc, fmsa_dist_comm *comm, char *msg
         bt.v = v;
         bt.o = o;
         bt.lse = lse;
-        bt.dout = t4(buf[DO], s->dtype, s->B, c, s->Hq, s->Dv);
-        bt.dq = t4(buf[DQ], s->dtype, s->B, c, s->Hq, s->D);
-        bt.dk = t4(buf[DK], s->dtype, s->B, c, s->Hkv, s->D);
-        bt.dv = t4(buf[DV], s->dtype, s->B, c, s->Hkv, s->Dv);
-        if (rc->dlse) bt.dlse = t3(buf[DLSE], s->B, s->Hq, c);
-        if (rc->sinks) bt.dsink = fmsa_tensor_contiguous(buf[DSINK], FMSA_DTYPE_F32, 1, hs);
+        bt.dout = t4(dev[DO], s->dtype, s->B, c, s->Hq, s->Dv);
+        bt.dq = t4(dev[DQ], s->dtype, s->B, c, s->Hq, s->D);
+        bt.dk = t4(dev[DK], s->dtype, s->B, c, s->Hkv, s->D);
+        bt.dv = t4(dev[DV], s->dtype, s->B, c, s->Hkv, s->Dv);
+        bt.dout.byte_offset = bt.dq.byte_offset = bt.dk.byte_offset = bt.dv.byte_offset = GUARD;
+        if (rc->dlse) {
+            bt.dlse = t3(dev[DLSE], s->B, s->Hq, c);
+            bt.dlse.byte_offset = GUARD;
+        }
+        if (rc->sinks) {
+            bt.dsink = fmsa_tensor_contiguous(dev[DSINK], FMSA_DTYPE_F32, 1, hs);
+            bt.dsink.byte_offset = GUARD;
+        }
         if (st == FMSA_SUCCESS)
             st = fmsa_ring_backward(ctx, comm, s->layout, &desc, &bt, ws, wsb);
+        if (st == FMSA_SUCCESS) st = fmsa_synchronize(ctx, NULL);
         if (st == FMSA_ERR_NOT_SUPPORTED && strstr(fmsa_last_error(), "not supported by this backend")) {
             snprintf(msg, len, "refused: %s", fmsa_last_error());
             rc_out = 77;
@@ -353,6 +418,11 @@ int fmsa_ring_case_run(const fmsa_ring_case *rc, fmsa_dist_comm *comm, char *msg
             goto done;
         }
     }
+    for (int i = 0; i < NB; ++i)
+        if (fmsa_copy_to_host(ctx, g[i].raw, dev[i], 0, g[i].bytes + 2 * GUARD) != FMSA_SUCCESS) {
+            snprintf(msg, len, "rank %d: download of buffer %d: %s", rank, i, fmsa_last_error());
+            goto done;
+        }
     {
         check_acc a[5];
         const double lse_max = fmsa_rule_lse_max(rc->ref_lse, s->B * s->Hq * S);
@@ -398,14 +468,25 @@ int fmsa_ring_case_run(const fmsa_ring_case *rc, fmsa_dist_comm *comm, char *msg
                            lse_max, 0, msg, len, &used);
         bad |= acc_verdict(&a[4], "dV", s->dtype, FMSA_RULE_FACTOR_BWD, FMSA_RULE_SOFTMAX_UNITS_BWD,
                            lse_max, 0, msg, len, &used);
-        if (rc->sinks) { /* dsink: the sum over every rank's rows, the same on each */
-            check_acc ds;
-            memset(&ds, 0, sizeof ds);
-            for (int64_t h = 0; h < s->Hq; ++h)
-                acc_add(&ds, ((float *)buf[DSINK])[h], rc->ref_dsink[h], rc->ref_dsink[h]);
-            ds.nerr = rc->nv_dsink_err;
-            bad |= acc_verdict(&ds, "dsink", FMSA_DTYPE_F32, FMSA_RULE_FACTOR_BWD,
-                               FMSA_RULE_SOFTMAX_UNITS_BWD, lse_max, 0, msg, len, &used);
+        if (rc->sinks) { /* dsink: the sum over every rank's rows, the same on each; per head
+                          * the rule's bound plus part (d) of that head */
+            fmsa_rule_floor_spec f;
+            f.store_dtype = FMSA_DTYPE_F32;
+            f.softmax_units = FMSA_RULE_SOFTMAX_UNITS_BWD;
+            f.lse_max = lse_max;
+            f.is_lse = 0;
+            for (int64_t h = 0; h < s->Hq; ++h) {
+                const double x = ((float *)buf[DSINK])[h], err = fabs(x - rc->ref_dsink[h]);
+                const double bound = FMSA_RULE_FACTOR_BWD * rc->nv_dsink_err +
+                                     fmsa_rule_floor(&f, rc->ref_dsink_max) + rc->x_dsink[h];
+                if (!isnan(x) && err <= bound) continue;
+                bad = 1;
+                used += (size_t)snprintf(msg + used, used < len ? len - used : 0,
+                                         " dsink[%lld]: err %.3g > bound %.3g (naive %.3g, "
+                                         "part (d) %.3g);",
+                                         (long long)h, err, bound, rc->nv_dsink_err,
+                                         rc->x_dsink[h]);
+            }
         }
         for (int i = 0; i < NB; ++i)
             if (!guarded_intact(&g[i])) {
@@ -416,9 +497,12 @@ int fmsa_ring_case_run(const fmsa_ring_case *rc, fmsa_dist_comm *comm, char *msg
         rc_out = bad ? 1 : 0;
     }
 done:
-    for (int i = 0; i < NB; ++i) free(g[i].raw);
-    free(ws);
-    fmsa_context_destroy(ctx);
+    for (int i = 0; i < NB; ++i) {
+        free(g[i].raw);
+        if (dev[i]) fmsa_free(ctx, dev[i]);
+    }
+    if (ws) fmsa_free(ctx, ws);
+    if (ctx != ctx_in) fmsa_context_destroy(ctx);
     if (rc_out == -1 && !msg[0]) snprintf(msg, len, "rank %d: harness out of memory", rank);
     return rc_out;
 }

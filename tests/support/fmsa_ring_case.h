@@ -22,7 +22,10 @@ typedef struct fmsa_ring_spec {
     int sinks;               ///< per-head sink logits (and dsink)
     int dlse;                ///< an lse gradient in the backward
     float softcap;           ///< 0 = off
+    int window;              ///< window_left/right below are set (0: no window)
+    int64_t window_left, window_right; ///< with window: the whole sequence's window (-1 = none)
     unsigned seed;           ///< data
+    fmsa_backend backend;    ///< the ranks' backend (0 = the CPU) for fmsa_ring_case_run
 } fmsa_ring_spec;
 
 /// The whole problem and its yardsticks, identical on every rank.
@@ -34,11 +37,17 @@ fmsa_ring_case *fmsa_ring_case_make(const fmsa_ring_spec *spec);
 void fmsa_ring_case_free(fmsa_ring_case *rc);
 
 /// Rank r's part: shards, runs the ring forward and backward on comm with a
-/// CPU context, checks its rows.  Returns 0 when every check passed, 1 when a
-/// check failed, 77 when the CPU backend refused a feature of the case with
-/// FMSA_ERR_NOT_SUPPORTED naming itself (printed), -1 on a harness failure;
-/// writes what happened into msg.
+/// context of the spec's backend (its own, device 0), checks its rows.
+/// Returns 0 when every check passed, 1 when a check failed, 77 when the
+/// backend refused a feature of the case with FMSA_ERR_NOT_SUPPORTED naming
+/// itself (printed), -1 on a harness failure; writes what happened into msg.
 int fmsa_ring_case_run(const fmsa_ring_case *rc, fmsa_dist_comm *comm, char *msg, size_t len);
+
+/// The same on the caller's context ctx (any backend; NULL = make one as
+/// above).  Shards, outputs and workspace live in ctx's memory (fmsa_malloc),
+/// each with guard bytes on both sides that must come back intact.
+int fmsa_ring_case_run_on(const fmsa_ring_case *rc, fmsa_dist_comm *comm, fmsa_context *ctx,
+                          char *msg, size_t len);
 
 /// A short name of the spec for messages.
 void fmsa_ring_spec_name(const fmsa_ring_spec *s, char *buf, size_t len);

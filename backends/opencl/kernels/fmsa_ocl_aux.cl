@@ -96,3 +96,25 @@ __kernel void fmsa_ocl_merge(__global const uchar *oa, long4 av, __global const 
     }
     lo[lov.x + b * lov.y + h * lov.z + i * lov.w] = lse;
 }
+
+/* The ring's elementwise op (common/accumulate.h): work-item n is element n of
+ * a 4-d view in row-major order.  dv, sv: element offsets; ds, ss: strides;
+ * sh = (-, n1, n2, n3); mt = (mode 0 copy / 1 add / 2 fill, dst dtype, src
+ * dtype, -).  Each element is read and written by its own work-item only. */
+__kernel void fmsa_ocl_accumulate(__global uchar *d, long dv, long4 ds, __global const uchar *s,
+                                  long sv, long4 ss, long4 sh, int4 mt, float fill) {
+    const long n = get_global_id(0);
+    const long e = n % sh.w, c = (n / sh.w) % sh.z, b = (n / (sh.w * sh.z)) % sh.y,
+               a = n / (sh.w * sh.z * sh.y);
+    const long di = dv + a * ds.x + b * ds.y + c * ds.z + e * ds.w;
+    const long si = sv + a * ss.x + b * ss.y + c * ss.z + e * ss.w;
+    float x;
+    if (mt.x == 0 && mt.y == mt.z) { /* equal dtypes: the bits move as they are */
+        if (mt.y == 1) ((__global float *)d)[di] = ((__global const float *)s)[si];
+        else ((__global ushort *)d)[di] = ((__global const ushort *)s)[si];
+        return;
+    }
+    x = mt.x == 2 ? fill : fmsa_ocl_aux_load(s, mt.z, si);
+    if (mt.x == 1) x += fmsa_ocl_aux_load(d, mt.y, di);
+    fmsa_ocl_aux_store(d, mt.y, di, x);
+}
