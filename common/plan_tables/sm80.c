@@ -1,6 +1,10 @@
 /*
- * A100, sm80 (CUDA): no kernel yet, so every row is UNRUN; shapes from the
- * FlashAttention-2 launch templates (../shared/notes/).  mma.sync m16n8k16:
+ * A100, sm80 (CUDA): every row is UNRUN and nothing dispatches from this
+ * table: the CUDA backend's mma.sync kernels pick from their own instance
+ * lists (backends/cuda/cuda_fwd_instances.h, cuda_bwd_instances.h), which
+ * know D_v and the device's opt-in shared memory; these rows are the
+ * FlashAttention-2 launch templates' shapes (../shared/notes/), kept as the
+ * planner's model of the arch.  mma.sync m16n8k16:
  * 16 query rows per warp in the forward, so Br is a multiple of 16 * warps and
  * Bc of 16 (the k of P.V).  Opt-in shared memory 163 KiB (48 KiB without).
  * FA2's forward keeps K and V single-buffered (stages = 1), its backward

@@ -1,6 +1,9 @@
 /*
- * H100/H200, sm90a (CUDA): no kernel yet, so every row is UNRUN; shapes from
- * FlashAttention-3 hopper/tile_size.h (../shared/notes/).  wgmma M = 64 per
+ * H100/H200, sm90a (CUDA): the wgmma kernels of CUDA part 2 do not exist
+ * yet, so every row is UNRUN and nothing dispatches from this table (the
+ * mma.sync kernels that run on sm_90 today pick from their instance lists,
+ * backends/cuda/cuda_fwd_instances.h); shapes from FlashAttention-3
+ * hopper/tile_size.h (../shared/notes/).  wgmma M = 64 per
  * consumer warpgroup: forward Br = 64 * consumer WGs, warps = 4 * (1 producer
  * + consumer WGs); the backward is KV-stationary, so there Bc = 64 * consumer
  * WGs.  Up to 227 KiB of shared memory, 2-stage TMA rings; P in registers
