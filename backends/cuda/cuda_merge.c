@@ -20,6 +20,14 @@ static void *fmsa_cuda_merge_at(const void *data, int64_t byte_offset) {
     return (void *)((uintptr_t)data + (uintptr_t)byte_offset);
 }
 
+/* Whether a view's rows all start 4-element aligned (address and strides), so
+ * the kernel's lanes can move 4 elements per access. */
+static int fmsa_cuda_merge_rows_vec4(const void *at, const fmsa_view4 *v, fmsa_dtype dt) {
+    const int64_t e = (int64_t)fmsa_dtype_size(dt);
+    return (uintptr_t)at % (uintptr_t)(4 * e) == 0 && v->sb % 4 == 0 && v->ss % 4 == 0 &&
+           v->sh % 4 == 0;
+}
+
 fmsa_status fmsa_cuda_run_merge(fmsa_cuda_state *st, const fmsa_merge_problem *mp,
                                 fmsa_cu_stream stream) {
     fmsa_cuda_merge_params mq;
@@ -53,6 +61,10 @@ fmsa_status fmsa_cuda_run_merge(fmsa_cuda_state *st, const fmsa_merge_problem *m
     mq.dtype_a = fmsa_cuda_merge_dtype(mp->dtype_a);
     mq.dtype_b = fmsa_cuda_merge_dtype(mp->dtype_b);
     mq.dtype_o = fmsa_cuda_merge_dtype(mp->dtype_o);
+    mq.rows = rows;
+    mq.vec4 = mp->head_dim_v % 4 == 0 && fmsa_cuda_merge_rows_vec4(mq.o_a, &mp->o_a, mp->dtype_a) &&
+              fmsa_cuda_merge_rows_vec4(mq.o_b, &mp->o_b, mp->dtype_b) &&
+              fmsa_cuda_merge_rows_vec4(mq.o, &mp->o, mp->dtype_o);
     memset(&none, 0, sizeof none);
     memset(&plan, 0, sizeof plan);
     plan.instance = "fmsa_cuda_merge";

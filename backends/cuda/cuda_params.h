@@ -105,8 +105,10 @@ typedef struct fmsa_cuda_merge_params {
     long long la_sb, la_sh, la_ss;  ///< lse_a strides: batch, head, row
     long long lb_sb, lb_sh, lb_ss;  ///< lse_b strides
     long long l_sb, l_sh, l_ss;     ///< lse strides
+    unsigned long long rows;        ///< batch * seqlen * heads
     int batch, seqlen, heads, head_dim_v;
     int dtype_a, dtype_b, dtype_o;  ///< FMSA_CUDA_MERGE_*
+    int vec4;                       ///< 1: every row's o_a, o_b, o start 4-element aligned
 } fmsa_cuda_merge_params;
 
 /// The ring's elementwise op (common/accumulate.h): dst = src, dst += src or
