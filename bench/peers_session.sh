@@ -8,7 +8,8 @@
 #     installs FA4's part a; unpacks .devtree/final/dev.tar.xz (fatbin/ + cmocka/,
 #     built on the development machine) to /tmp/fmsa-dev; then
 #     bench/device_session.sh (PARTS, default "cuda opencl python"): the CUDA build
-#     into build-cuda/ and every ctest -L cuda suite, OpenCL, Python
+#     into build-cuda/ and every ctest -L cuda suite, OpenCL, Python; then the ring's
+#     NCCL run and ring_timing (bench/ring_device_run.sh on build-cuda)
 #   call 2, carry [".peers/b"]:
 #       PHASE=b bash bench/peers_session.sh
 #     installs FA4's part b (needs call 1's part a on the same warm machine), then
@@ -30,6 +31,10 @@ a)
   DEV=/tmp/fmsa-dev OUT=/tmp/fmsa-logs PARTS="${PARTS:-cuda opencl python}" \
     bash bench/device_session.sh
   rc=$?
+  # the ring's NCCL run (a communicator of size 1) and its step timing on the same build
+  RING_BUILD=build-cuda RING_TESTS="" OUT=/tmp/fmsa-logs/ring STAGES="tests timing" \
+    timeout 120 bash bench/ring_device_run.sh || [[ $rc != 0 ]] || rc=4
+  cat /tmp/fmsa-logs/ring/ring_timing.md 2>/dev/null
   grep -h -E "tests passed|\*\*\*Failed|Failed  |FAIL|ERROR SUMMARY" -r /tmp/fmsa-logs | sort | uniq -c | head -40
   tar czf "$OUT/logs_a.tgz" -C /tmp fmsa-logs
   exit $rc
