@@ -5,7 +5,8 @@
  * (ldmatrix, mma.sync m16n8k16, shuffles, cp.async, __syncthreads) run on
  * cooperative ucontext threads, each warp collective resolved once all 32
  * lanes have reached it (a divergent warp or a deadlock stops the run).  It
- * runs the sm_80 code paths (no __CUDA_ARCH__) of the rows listed below on one
+ * runs the sm_80 code paths (no __CUDA_ARCH__; -D__CUDA_ARCH__=900 for sm_90's
+ * dQ reductions) of the rows listed below on one
  * contiguous problem and compares dQ, dK, dV with an fp64 backward of the same
  * bf16/f16 inputs; shared memory starts as garbage, so padded columns must be
  * zero-filled by the kernel.  Usage: run.sh, or

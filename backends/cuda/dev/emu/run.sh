@@ -4,10 +4,14 @@ set -e
 here=$(cd "$(dirname "$0")" && pwd)
 root=$here/../../../..
 out=${1:-/tmp/fmsa_cuda_emu_bwd}
+# sm_80 code paths, then sm_90's (its dQ reductions; the bulk paths stay off in these rows)
 g++ -std=c++17 -O1 -w -I"$here/shadow" -I"$root" -I"$root/include" "$here/fmsa_cuda_emu_bwd.cpp" -o "$out"
+g++ -std=c++17 -O1 -w -D__CUDA_ARCH__=900 -I"$here/shadow" -I"$root" -I"$root/include" \
+    "$here/fmsa_cuda_emu_bwd.cpp" -o "$out.sm90"
 fail=0
 while read -r args; do
     "$out" $args || fail=1
+    "$out.sm90" $args || fail=1
 done <<CASES
 1 1 70 90 2 1 128 128 0
 1 2 77 130 4 2 192 192 1

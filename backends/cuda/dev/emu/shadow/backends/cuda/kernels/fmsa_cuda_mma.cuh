@@ -95,5 +95,17 @@ template <int IS_BF16> FMSA_DEV float fmsa_half_to_float(unsigned short h) {
 }
 FMSA_DEV void fmsa_red_add2(float *addr, float a, float b) { addr[0] += a; addr[1] += b; }
 FMSA_DEV void fmsa_bar_sync(int, int) { fprintf(stderr, "bar_sync not emulated\n"); abort(); }
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+/* the sm_90 paths (-D__CUDA_ARCH__=900): the vector reduction; the bulk copies are not emulated */
+FMSA_DEV void fmsa_red_add4(float *addr, float a, float b, float c, float d) {
+    addr[0] += a; addr[1] += b; addr[2] += c; addr[3] += d;
+}
+FMSA_DEV void emu_no_bulk(void) { fprintf(stderr, "bulk copies not emulated\n"); abort(); }
+FMSA_DEV void fmsa_fence_proxy_async(void) { emu_no_bulk(); }
+FMSA_DEV void fmsa_bulk_red_add_f32(float *, unsigned, int) { emu_no_bulk(); }
+FMSA_DEV void fmsa_bulk_commit(void) { emu_no_bulk(); }
+FMSA_DEV void fmsa_bulk_wait_read(void) { emu_no_bulk(); }
+FMSA_DEV void fmsa_bulk_wait(void) { emu_no_bulk(); }
+#endif
 FMSA_DEV int fmsa_ld_acquire(const int *p) { return *p; }
 #endif
