@@ -5,7 +5,8 @@
  * and launches the kernels by the names listed here.
  *
  * Three stages, launched in this order on one stream:
- *   pre   D_i = rowsum(dO * O) (- dlse_i) into dsum; zeroes dq_accum and the
+ *   pre   D_i = rowsum(dO * O) (- dlse_i) into dsum (over head_dim_v in the _V
+ *         rows' fmsa_cuda_bwd_pre_dv_*); zeroes dq_accum and the
  *         deterministic mode's counters.  head_dim / 8 lanes (a power of two,
  *         at most 32) per (row, query head).
  *   main  one block per (key tile, kv head, sequence): dK, dV in
