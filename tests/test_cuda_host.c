@@ -17,6 +17,7 @@
 
 #include <cmocka.h>
 
+#include "backends/cuda/cuda_bwd_instances.h"
 #include "backends/cuda/cuda_fwd_instances.h"
 #include "backends/cuda/cuda_internal.h"
 #include "common/backend.h"
@@ -340,9 +341,9 @@ static void fwd_pick_value_dims(void **state) {
     assert_string_equal(fwd_pick_name(512, 512, sm90, 1), "fmsa_cuda_fwd_bf16_d512_fast");
 }
 
-/* An aligned bf16 backward of head dim d on a device of compute capability
- * cc with optin bytes of shared memory per block. */
-static fmsa_status bwd_plan(int d, int cc, size_t optin, int dsink, fmsa_cuda_plan *plan) {
+/* An aligned bf16 backward of head dims (d, dv) on a device of compute
+ * capability cc with optin bytes of shared memory per block. */
+static fmsa_status bwd_plan_v(int d, int dv, int cc, size_t optin, int dsink, fmsa_cuda_plan *plan) {
     static fmsa_cuda_device dev;
     static fmsa_cuda_state st;
     fmsa_problem p;
@@ -357,12 +358,12 @@ static fmsa_status bwd_plan(int d, int cc, size_t optin, int dsink, fmsa_cuda_pl
     p.pass = FMSA_PASS_BACKWARD;
     p.dtype = FMSA_DTYPE_BF16;
     p.batch = 2, p.seqlen_q = p.seqlen_k = p.total_q = p.total_k = 300;
-    p.heads_q = 6, p.heads_kv = 2, p.head_dim = p.head_dim_v = d, p.softmax_scale = 0.1f;
+    p.heads_q = 6, p.heads_kv = 2, p.head_dim = d, p.head_dim_v = dv, p.softmax_scale = 0.1f;
     p.has_lse = 1;
-    p.q = view4(1, 0, 300 * 6 * d, 6 * d, d), p.o = view4(4, 0, 300 * 6 * d, 6 * d, d);
-    p.dout = view4(20, 0, 300 * 6 * d, 6 * d, d), p.dq = view4(21, 0, 300 * 6 * d, 6 * d, d);
-    p.k = view4(2, 0, 300 * 2 * d, 2 * d, d), p.v = view4(3, 0, 300 * 2 * d, 2 * d, d);
-    p.dk = view4(22, 0, 300 * 2 * d, 2 * d, d), p.dv = view4(23, 0, 300 * 2 * d, 2 * d, d);
+    p.q = view4(1, 0, 300 * 6 * d, 6 * d, d), p.o = view4(4, 0, 300 * 6 * dv, 6 * dv, dv);
+    p.dout = view4(20, 0, 300 * 6 * dv, 6 * dv, dv), p.dq = view4(21, 0, 300 * 6 * d, 6 * d, d);
+    p.k = view4(2, 0, 300 * 2 * d, 2 * d, d), p.v = view4(3, 0, 300 * 2 * dv, 2 * dv, dv);
+    p.dk = view4(22, 0, 300 * 2 * d, 2 * d, d), p.dv = view4(23, 0, 300 * 2 * dv, 2 * dv, dv);
     p.lse.data = DEV(5), p.lse.s0 = 6 * 300, p.lse.s1 = 300, p.lse.s2 = 1;
     if (dsink) {
         p.has_sinks = p.has_dsink = 1;
@@ -370,6 +371,10 @@ static fmsa_status bwd_plan(int d, int cc, size_t optin, int dsink, fmsa_cuda_pl
         p.dsink.data = DEV(7), p.dsink.s0 = 1;
     }
     return fmsa_cuda_plan_make(&st, &p, plan);
+}
+
+static fmsa_status bwd_plan(int d, int cc, size_t optin, int dsink, fmsa_cuda_plan *plan) {
+    return bwd_plan_v(d, d, cc, optin, dsink, plan);
 }
 
 /* The backward's pick: the first row of the head dim whose shared memory fits
@@ -401,6 +406,72 @@ static void bwd_pick_by_device(void **state) {
     assert_int_equal(plan.launch[3].grid[0], 6); /* one block per query head */
     assert_int_equal(bwd_plan(264, 9, 227 << 10, 0, &plan), FMSA_ERR_NOT_SUPPORTED);
     assert_non_null(strstr(fmsa_last_error(), "head_dim 264"));
+}
+
+/* The backward's pick over head dim pairs: the smallest D + Dv row that
+ * covers both and fits (sm_90 227 KiB, sm_80 163 KiB); square problems keep
+ * the square rows (and their preprocess), every other pair takes a row of a
+ * value head dim of its own (its preprocess sums dO * O over head_dim_v),
+ * nothing above 256. */
+static const char *bwd_pick_v(int d, int dv, int cc, fmsa_cuda_plan *plan) {
+    const size_t optin = cc >= 9 ? 227u << 10 : 163u << 10;
+    if (bwd_plan_v(d, dv, cc, optin, 0, plan) != FMSA_SUCCESS) return NULL;
+    assert_true(plan->launch[1].smem <= optin);
+    return plan->instance;
+}
+
+static void bwd_pick_value_dims(void **state) {
+    fmsa_cuda_plan plan;
+    (void)state;
+    for (int cc = 8; cc <= 9; ++cc) {
+        assert_non_null(strstr(bwd_pick_v(192, 128, cc, &plan), "_d192v128_m64_n64_k2_p2_"));
+        assert_string_equal(plan.launch[0].kernel, "fmsa_cuda_bwd_pre_dv_bf16");
+        assert_string_equal(plan.launch[2].kernel, "fmsa_cuda_bwd_post_bf16");
+        assert_int_equal(plan.accum_dim, 192);  /* dQ's accumulator rows are D wide */
+        assert_int_equal(plan.launch[1].grid[0], 5); /* 300 keys in 64-key blocks */
+        assert_non_null(strstr(bwd_pick_v(136, 120, cc, &plan), "_d192v128_"));
+        assert_non_null(strstr(bwd_pick_v(128, 64, cc, &plan), "_d192v128_"));
+        assert_non_null(strstr(bwd_pick_v(8, 16, cc, &plan), "_d192v128_"));
+        assert_non_null(strstr(bwd_pick_v(64, 256, cc, &plan), "_d64v256_m64_n64_k2_p2_"));
+        assert_non_null(strstr(bwd_pick_v(56, 200, cc, &plan), "_d64v256_"));
+        assert_non_null(strstr(bwd_pick_v(256, 64, cc, &plan), "_d256v256_m64_n64_k2_p1_"));
+        assert_non_null(strstr(bwd_pick_v(200, 256, cc, &plan), "_d256v256_"));
+        assert_non_null(strstr(bwd_pick_v(128, 192, cc, &plan), "_d256v256_"));
+        /* square problems: the square rows and their preprocess */
+        assert_non_null(strstr(bwd_pick_v(128, 128, cc, &plan), "_d128_m64_n128_k4_"));
+        assert_string_equal(plan.launch[0].kernel, "fmsa_cuda_bwd_pre_bf16");
+        assert_non_null(strstr(bwd_pick_v(256, 256, cc, &plan), "_d256_m64_"));
+        assert_non_null(strstr(bwd_pick_v(192, 192, cc, &plan), "_d192_m64_"));
+        /* above 256 or off the grid of 8: refused, naming both dims */
+        assert_null(bwd_pick_v(264, 128, cc, &plan));
+        assert_non_null(strstr(fmsa_last_error(), "head_dim 264 with head_dim_v 128"));
+        assert_null(bwd_pick_v(128, 264, cc, &plan));
+        assert_non_null(strstr(fmsa_last_error(), "head_dim_v 264"));
+        assert_null(bwd_pick_v(576, 512, cc, &plan));
+        assert_non_null(strstr(fmsa_last_error(), "up to 256"));
+        assert_null(bwd_pick_v(128, 68, cc, &plan));
+        assert_non_null(strstr(fmsa_last_error(), "head_dim_v 68"));
+    }
+}
+
+/* Every instance row: a square row serves head_dim_v == head_dim only, a row
+ * of a value head dim of its own says so, and its shared memory is K, V, Q,
+ * dO tiles of their own widths (so a D = DV row of either kind costs the same). */
+static void bwd_instance_rows(void **state) {
+    int own = 0;
+    (void)state;
+    for (int i = 0; i < FMSA_CUDA_BWD_NUM_INSTANCES; ++i) {
+        const fmsa_cuda_bwd_instance *c = &fmsa_cuda_bwd_instance_list[i];
+        const size_t base = (size_t)FMSA_CUDA_BWD_SMEM_BASE_V(c->head_dim, c->head_dim_v, c->block_m,
+                                                               c->block_n, c->stages);
+        assert_true(c->head_dim <= FMSA_CUDA_BWD_MAX_DIM && c->head_dim_v <= FMSA_CUDA_BWD_MAX_DIM);
+        if (!c->own_v) assert_int_equal(c->head_dim_v, c->head_dim);
+        assert_int_equal((size_t)c->smem_main, base);
+        assert_non_null(strstr(c->pre, c->own_v ? "_pre_dv_" : "_pre_"));
+        own += c->own_v;
+    }
+    assert_int_equal(own, 6);
+    assert_int_equal(FMSA_CUDA_BWD_SMEM_BASE_V(128, 128, 64, 128, 2), FMSA_CUDA_BWD_SMEM_BASE(128, 64, 128, 2));
 }
 
 /* dlse, sinks and dsink reach the backward's params with their own strides. */
@@ -486,6 +557,8 @@ int main(void) {
         cmocka_unit_test(bwd_params_from_problem),
         cmocka_unit_test(bwd_params_dlse_sinks),
         cmocka_unit_test(bwd_pick_by_device),
+        cmocka_unit_test(bwd_pick_value_dims),
+        cmocka_unit_test(bwd_instance_rows),
         cmocka_unit_test(validation_defers_metadata_reads),
         cmocka_unit_test(validation_defers_block_table),
         cmocka_unit_test(plan_refusals),

@@ -62,6 +62,21 @@ static const char *const fmsa_grid_features[] = {
     "pass=bwd dtype=f32  b=1 sq=40  sk=40  hq=2 hkv=2 d=512 dv=512 sinks=2 dsink=1 dlse=1 "
     "causal=1 strided=1",
     "pass=bwd dtype=bf16 b=2 sq=40  sk=64  hq=4 hkv=4 d=256 dv=64 dlse=1 wl=10 wr=10",
+    /* backward, a value head dim of its own in the dtypes the CUDA backward runs:
+     * each of its three pair rows (192,128), (64,256), (256,256), padded pairs,
+     * GQA/MQA, causal, sinks + dsink + dlse, the deterministic mode, the
+     * per-element features, several key blocks per query tile and the reverse */
+    "pass=bwd dtype=bf16 b=2 sq=150 sk=190 hq=4 hkv=2 d=192 dv=128 causal=1",
+    "pass=bwd dtype=f16  b=1 sq=90  sk=130 hq=2 hkv=2 d=192 dv=128 sinks=1 dsink=1 dlse=1",
+    "pass=bwd dtype=bf16 b=2 sq=45  sk=100 hq=6 hkv=1 d=192 dv=128 det=1",
+    "pass=bwd dtype=f16  b=1 sq=100 sk=120 hq=2 hkv=2 d=64  dv=256",
+    "pass=bwd dtype=bf16 b=2 sq=77  sk=50  hq=4 hkv=2 d=64  dv=256 sinks=2 dsink=1 dlse=1 "
+    "causal=1",
+    "pass=bwd dtype=bf16 b=1 sq=70  sk=90  hq=2 hkv=2 d=136 dv=120 sinks=1 dsink=1",
+    "pass=bwd dtype=f16  b=2 sq=33  sk=47  hq=6 hkv=2 d=56  dv=200 wl=9 wr=3 strided=1",
+    "pass=bwd dtype=bf16 b=1 sq=64  sk=80  hq=4 hkv=2 d=128 dv=64  mask=1 alibi=1 softcap=5",
+    "pass=bwd dtype=f16  b=3 sq=30  sk=40  hq=4 hkv=2 d=256 dv=128 varlen=1 causal=1 det=1",
+    "pass=bwd dtype=bf16 b=2 sq=40  sk=70  hq=4 hkv=1 d=128 dv=192 dlse=1",
 };
 
 #define FMSA_GRID_COUNT (sizeof fmsa_grid_features / sizeof fmsa_grid_features[0])

@@ -5,7 +5,8 @@
  * and launches the kernels by the names listed here.
  *
  * Three stages, launched in this order on one stream:
- *   pre   D_i = rowsum(dO * O) (- dlse_i) into dsum; zeroes dq_accum and the
+ *   pre   D_i = rowsum(dO * O) (- dlse_i) into dsum (over head_dim_v in the _V
+ *         rows' fmsa_cuda_bwd_pre_dv_*); zeroes dq_accum and the
  *         deterministic mode's counters.  head_dim / 8 lanes (a power of two,
  *         at most 32) per (row, query head).
  *   main  one block per (key tile, kv head, sequence): dK, dV in
@@ -63,6 +64,30 @@
     X(f16, 0, 256, 64, 64, 2, 2, 3)           \
     X(f16, 0, 256, 64, 64, 2, 1, 3)
 
+/*
+ * X(dt, BF16, D, DV, BM, BN, WK, STAGES, OPT): rows with a value head dim of
+ * their own (V, dO, dV of DV columns; S^T, dK, dQ over D).  They bound V's
+ * and dO's columns by head_dim_v, so they serve any head_dim <= D with any
+ * head_dim_v <= DV (padded in the kernel), while the square rows above serve
+ * head_dim_v == head_dim only (their code predates DV and is unchanged).  A
+ * problem takes the smallest D + DV that covers it and fits (a tie goes to
+ * the earlier row, so square problems keep the square rows):
+ *   (192, 128)  DeepSeek's MLA prefill; every head_dim <= 192 with head_dim_v
+ *               <= 128, e.g. (136, 120), (128, 64)
+ *   (64, 256)   head_dim <= 64 with head_dim_v up to 256
+ *   (256, 256)  the rest of head_dim, head_dim_v <= 256 (e.g. (256, 64)),
+ *               one stage so that it fits the A100 as well as the H100/H200
+ * All three fit sm_80's 163 KiB.  Above 256 the backward has no instance
+ * (the forward's 512 / 576 rows have no backward) and refuses by name.
+ */
+#define FMSA_CUDA_BWD_INSTANCES_V(X)          \
+    X(bf16, 1, 192, 128, 64, 64, 2, 2, 3)     \
+    X(bf16, 1, 64, 256, 64, 64, 2, 2, 3)      \
+    X(bf16, 1, 256, 256, 64, 64, 2, 1, 3)     \
+    X(f16, 0, 192, 128, 64, 64, 2, 2, 3)      \
+    X(f16, 0, 64, 256, 64, 64, 2, 2, 3)       \
+    X(f16, 0, 256, 256, 64, 64, 2, 1, 3)
+
 /// Alternative tilings compiled into the development harness only, for timing.
 #define FMSA_CUDA_BWD_VARIANTS(X)             \
     X(bf16, 1, 64, 128, 128, 4, 2, 0)         \
@@ -85,19 +110,24 @@
     X(bf16, 1, 256, 64, 64, 2, 2, 67)
 
 #define FMSA_CUDA_BWD_WARPS 8 ///< warps per block of the main stage
+#define FMSA_CUDA_BWD_MAX_DIM 256 ///< the largest D and DV of the lists (above: refused)
 
 #define FMSA_CUDA_BWD_MAIN_SYM(dt, D, BM, BN, WK, ST, OPT) \
     fmsa_cuda_bwd_main_##dt##_d##D##_m##BM##_n##BN##_k##WK##_p##ST##_o##OPT
+#define FMSA_CUDA_BWD_MAIN_SYM_V(dt, D, DV, BM, BN, WK, ST, OPT) \
+    fmsa_cuda_bwd_main_##dt##_d##D##v##DV##_m##BM##_n##BN##_k##WK##_p##ST##_o##OPT
 #define FMSA_CUDA_BWD_STR_(x) #x
 #define FMSA_CUDA_BWD_STR(x) FMSA_CUDA_BWD_STR_(x)
 
 /// Dynamic shared memory of a main instance: K, V, STAGES x (Q, dO), P^T and
-/// dS^T (rows padded by 8 elements against bank conflicts), lse, D, a ticket;
-/// then, for D <= 128, the fp32 dQ staging tile of the bulk reductions
-/// (BM x (D + 8) floats at a 128-byte boundary; unused on sm_80).
-#define FMSA_CUDA_BWD_SMEM_BASE(D, BM, BN, ST)                                                 \
-    (((2 * (2 * (BN) * ((D) + 8) + 2 * (ST) * (BM) * ((D) + 8) + 2 * (BN) * ((BM) + 8)) +    \
+/// dS^T (rows padded by 8 elements against bank conflicts; V and dO rows of
+/// DV), lse, D, a ticket; then, for D <= 128, the fp32 dQ staging tile of the
+/// bulk reductions (BM x (D + 8) floats at a 128-byte boundary; unused on sm_80).
+#define FMSA_CUDA_BWD_SMEM_BASE_V(D, DV, BM, BN, ST)                                          \
+    (((2 * ((BN) * ((D) + 8) + (BN) * ((DV) + 8) + (ST) * (BM) * ((D) + 8) +                  \
+            (ST) * (BM) * ((DV) + 8) + 2 * (BN) * ((BM) + 8)) +                                \
        8 * (ST) * (BM) + 16) + 127) / 128 * 128)
+#define FMSA_CUDA_BWD_SMEM_BASE(D, BM, BN, ST) FMSA_CUDA_BWD_SMEM_BASE_V(D, D, BM, BN, ST)
 /* The bulk path measured 0.98x the register reductions at d128 and 0.85x at
    d64 on the H200 (bench/RESULTS.md, 2026-12-02 call 3): off by default. */
 #ifndef FMSA_CUDA_BWD_BULK_DQ
@@ -105,6 +135,7 @@
 #endif /* FMSA_CUDA_BWD_BULK_DQ */
 #define FMSA_CUDA_BWD_STAGED(D) ((D) <= 128)
 #define FMSA_CUDA_BWD_SMEM(D, BM, BN, ST) FMSA_CUDA_BWD_SMEM_BASE(D, BM, BN, ST)
+#define FMSA_CUDA_BWD_SMEM_V(D, DV, BM, BN, ST) FMSA_CUDA_BWD_SMEM_BASE_V(D, DV, BM, BN, ST)
 /// What the staging tile adds where the kernels run their sm_90 code (compute capability >= 9).
 #define FMSA_CUDA_BWD_SMEM_STAGE_(D, BM) (FMSA_CUDA_BWD_STAGED(D) ? 4 * (BM) * ((D) + 8) : 0)
 #define FMSA_CUDA_BWD_SMEM_STAGE(D, BM, OPT)                                       \
@@ -115,9 +146,10 @@
 
 /// What the backward kernels implement of API v0.2 (common/feature_gate.h's
 /// bits; expanded where that header is included): sinks (the main stage reads
-/// the forward's lse, which holds them; dsink is its own stage) and dlse (in
-/// D).  A value head dim of its own and head dims above 256 are refused.
-#define FMSA_CUDA_BWD_FEATURES (FMSA_FEATURE_SINKS | FMSA_FEATURE_DLSE)
+/// the forward's lse, which holds them; dsink is its own stage), dlse (in D)
+/// and a value head dim of its own (FMSA_CUDA_BWD_INSTANCES_V).  Head dims
+/// above 256 are refused.
+#define FMSA_CUDA_BWD_FEATURES (FMSA_FEATURE_SINKS | FMSA_FEATURE_DLSE | FMSA_FEATURE_VALUE_DIM)
 
 /// Lanes per (row, head) of pre and post (the kernels' fmsa_bwd_aux_lanes):
 /// the next power of two of head_dim / 8, at most 32.
@@ -136,6 +168,8 @@ typedef struct fmsa_cuda_bwd_instance {
     int threads_main, threads_aux; ///< block sizes
     int smem_main;                 ///< dynamic shared memory of main (bytes) on sm_80 code
     int smem_stage;                ///< bytes main adds on compute capability >= 9 (dQ staging)
+    int head_dim_v;                ///< DV of the instance (serves head_dim_v <= DV)
+    int own_v;                     ///< 1: serves head_dim_v != head_dim (an _V row)
 } fmsa_cuda_bwd_instance;
 
 /// Dynamic shared memory of inst's main kernel on a device of compute capability cc_major.
@@ -146,30 +180,40 @@ static inline size_t fmsa_cuda_bwd_smem(const fmsa_cuda_bwd_instance *inst, int 
 #define FMSA_CUDA_BWD_ROW(dt, BF16, D, BM, BN, WK, ST, OPT)                                \
     {"fmsa_cuda_bwd_pre_" #dt, FMSA_CUDA_BWD_STR(FMSA_CUDA_BWD_MAIN_SYM(dt, D, BM, BN, WK, ST, OPT)), \
      "fmsa_cuda_bwd_post_" #dt, BF16, D, BM, BN, ST, 32 * FMSA_CUDA_BWD_WARPS,                 \
-     32 * FMSA_CUDA_BWD_AUX_WARPS, FMSA_CUDA_BWD_SMEM(D, BM, BN, ST), FMSA_CUDA_BWD_SMEM_STAGE(D, BM, OPT)},
+     32 * FMSA_CUDA_BWD_AUX_WARPS, FMSA_CUDA_BWD_SMEM(D, BM, BN, ST), FMSA_CUDA_BWD_SMEM_STAGE(D, BM, OPT), \
+     D, 0},
+/// A row of FMSA_CUDA_BWD_INSTANCES_V: its own preprocess (D_i over head_dim_v).
+#define FMSA_CUDA_BWD_ROW_V(dt, BF16, D, DV, BM, BN, WK, ST, OPT)                              \
+    {"fmsa_cuda_bwd_pre_dv_" #dt, FMSA_CUDA_BWD_STR(FMSA_CUDA_BWD_MAIN_SYM_V(dt, D, DV, BM, BN, WK, ST, OPT)), \
+     "fmsa_cuda_bwd_post_" #dt, BF16, D, BM, BN, ST, 32 * FMSA_CUDA_BWD_WARPS,                 \
+     32 * FMSA_CUDA_BWD_AUX_WARPS, FMSA_CUDA_BWD_SMEM_V(D, DV, BM, BN, ST),                    \
+     FMSA_CUDA_BWD_SMEM_STAGE(D, BM, OPT), DV, 1},
 
 static const fmsa_cuda_bwd_instance fmsa_cuda_bwd_instance_list[] = {
-    FMSA_CUDA_BWD_INSTANCES(FMSA_CUDA_BWD_ROW)};
+    FMSA_CUDA_BWD_INSTANCES(FMSA_CUDA_BWD_ROW) FMSA_CUDA_BWD_INSTANCES_V(FMSA_CUDA_BWD_ROW_V)};
 #define FMSA_CUDA_BWD_NUM_INSTANCES \
     ((int)(sizeof fmsa_cuda_bwd_instance_list / sizeof fmsa_cuda_bwd_instance_list[0]))
 
-/// The instance for a dtype and head dim: the smallest compiled D >= head_dim,
-/// the first row of that D whose shared memory on a device of compute
-/// capability cc_major fits smem_max bytes; NULL where none (f32, head_dim
-/// not a multiple of 8, past 256, too little memory).
+/// The instance for a dtype and head dims: among the rows with D >= head_dim
+/// and DV >= head_dim_v (an _V row where they differ) whose shared memory on
+/// a device of compute capability cc_major fits smem_max bytes, the smallest
+/// D + DV, the first such row on a tie; NULL where none (f32, a dim not a
+/// multiple of 8, past 256, too little memory).
 static inline const fmsa_cuda_bwd_instance *fmsa_cuda_bwd_select(fmsa_dtype dtype, int head_dim,
-                                                                 size_t smem_max, int cc_major) {
+                                                                 int head_dim_v, size_t smem_max,
+                                                                 int cc_major) {
     const fmsa_cuda_bwd_instance *best = NULL;
     int bf16;
     if (dtype == FMSA_DTYPE_BF16) bf16 = 1;
     else if (dtype == FMSA_DTYPE_F16) bf16 = 0;
     else return NULL;
-    if (head_dim <= 0 || head_dim % 8) return NULL;
+    if (head_dim <= 0 || head_dim % 8 || head_dim_v <= 0 || head_dim_v % 8) return NULL;
     for (int i = 0; i < FMSA_CUDA_BWD_NUM_INSTANCES; ++i) {
         const fmsa_cuda_bwd_instance *c = &fmsa_cuda_bwd_instance_list[i];
-        if (c->bf16 != bf16 || c->head_dim < head_dim || fmsa_cuda_bwd_smem(c, cc_major) > smem_max)
+        if (c->bf16 != bf16 || c->head_dim < head_dim || c->head_dim_v < head_dim_v ||
+            (!c->own_v && head_dim_v != head_dim) || fmsa_cuda_bwd_smem(c, cc_major) > smem_max)
             continue;
-        if (!best || c->head_dim < best->head_dim) best = c;
+        if (!best || c->head_dim + c->head_dim_v < best->head_dim + best->head_dim_v) best = c;
     }
     return best;
 }
@@ -202,15 +246,17 @@ static inline int fmsa_cuda_bwd_aligned(const fmsa_cuda_bwd_params *p) {
 }
 
 /// Fills plan for params p (geometry fields set) and instance inst.  Returns
-/// 0, or -1 where the kernels cannot serve the problem (paged KV, D_v != D,
-/// misaligned tensors): the caller reports FMSA_ERR_NOT_SUPPORTED.
+/// 0, or -1 where the kernels cannot serve the problem (paged KV, dims past
+/// the instance's, D_v != D on a square row, misaligned tensors): the caller
+/// reports FMSA_ERR_NOT_SUPPORTED.
 static inline int fmsa_cuda_bwd_plan_make(const fmsa_cuda_bwd_params *p,
                                           const fmsa_cuda_bwd_instance *inst,
                                           fmsa_cuda_bwd_plan *plan) {
     const fmsa_cuda_fwd_params *f = &p->fwd;
     long long rows, row_heads, aux_blocks, ktiles, mtiles;
     size_t off = 0;
-    if (!inst || f->is_paged || f->head_dim_v != f->head_dim || f->head_dim > inst->head_dim)
+    if (!inst || f->is_paged || f->head_dim > inst->head_dim || f->head_dim_v > inst->head_dim_v ||
+        (!inst->own_v && f->head_dim_v != f->head_dim))
         return -1;
     if (!fmsa_cuda_bwd_aligned(p)) return -1;
     rows = (long long)(f->is_varlen ? 1 : f->batch) * f->total_q;

@@ -21,7 +21,7 @@ typedef struct fmsa_dev_entry {
     {{"fmsa_cuda_bwd_pre_" #dt, FMSA_CUDA_BWD_STR(FMSA_CUDA_BWD_MAIN_SYM(dt, D, BM, BN, WK, ST, OPT)), \
       "fmsa_cuda_bwd_post_" #dt, BF16, D, BM, BN, ST, 32 * FMSA_CUDA_BWD_WARPS,               \
       32 * FMSA_CUDA_BWD_AUX_WARPS, FMSA_CUDA_BWD_SMEM(D, BM, BN, ST),                        \
-      FMSA_CUDA_BWD_SMEM_STAGE(D, BM, OPT)},                                                       \
+      FMSA_CUDA_BWD_SMEM_STAGE(D, BM, OPT), D, 0},                                                 \
      fmsa_cuda_bwd_pre_##dt, FMSA_CUDA_BWD_MAIN_SYM(dt, D, BM, BN, WK, ST, OPT), fmsa_cuda_bwd_post_##dt},
 
 static const fmsa_dev_entry fmsa_dev_entries[] = {FMSA_CUDA_BWD_INSTANCES(FMSA_DEV_ENTRY)
@@ -36,7 +36,8 @@ static const fmsa_dev_entry *fmsa_dev_find(int bf16, int head_dim, const char *v
         return NULL;
     }
     const fmsa_cuda_bwd_instance *s =
-        fmsa_cuda_bwd_select(bf16 ? FMSA_DTYPE_BF16 : FMSA_DTYPE_F16, head_dim, 232448u, 9);
+        fmsa_cuda_bwd_select(bf16 ? FMSA_DTYPE_BF16 : FMSA_DTYPE_F16, head_dim, head_dim,
+                             232448u, 9);
     if (!s) return NULL;
     for (int i = 0; i < fmsa_dev_num; ++i)
         if (!strcmp(fmsa_dev_entries[i].inst.main, s->main)) return &fmsa_dev_entries[i];

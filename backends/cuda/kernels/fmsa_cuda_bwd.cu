@@ -107,14 +107,20 @@ template <int BF16> FMSA_DEV int fmsa_bwd_nonfinite2(unsigned w) {
     return (w & e & 0xffffu) == (e & 0xffffu) || (w & e & 0xffff0000u) == (e & 0xffff0000u);
 }
 
-template <int BF16, int D, int BM, int BN, int WK, int STAGES, int OPT>
+/* DV_: the value head dim (V, dO, dV) of an instance of its own; 0 = D, the
+   square rows, whose V and dO columns stay bounded by head_dim (they serve
+   head_dim_v == head_dim only, so their machine code predates DV) */
+template <int BF16, int D, int BM, int BN, int WK, int STAGES, int OPT, int DV_ = 0>
 FMSA_DEV void fmsa_bwd_main(const fmsa_cuda_bwd_params &P) {
+    constexpr int DV = DV_ ? DV_ : D, OWNV = DV_ != 0;
     constexpr int NW = FMSA_CUDA_BWD_WARPS, WQ = NW / WK;
     constexpr int KW = BN / WK, QW = BM / WQ; /* S^T warp tile: keys x queries */
     constexpr int MTK = KW / 16;              /* m16 key tiles per warp */
     constexpr int NTS = QW / 8;               /* n8 query tiles per warp (S^T) */
     constexpr int KBO = QW / 16;              /* the warp's own k16 query blocks */
-    constexpr int DV = D / WQ, NTV = DV / 8;  /* dK/dV columns per warp */
+    constexpr int DKW = D / WQ, NTK = DKW / 8;  /* dK columns per warp */
+    constexpr int DVW = DV / WQ, NTV = DVW / 8; /* dV columns per warp */
+    constexpr int NTM = NTK > NTV ? NTK : NTV;  /* the longer of the two */
     /* dQ warps: MQ along the rows, NQ along D (2 x 4 where D/4 is whole k16
        column pairs, else 4 x 2; OPT bit 2 asks for 4 x 2) */
     constexpr int MQ0 = (OPT & 4) ? 4 : 2;
@@ -124,8 +130,10 @@ FMSA_DEV void fmsa_bwd_main(const fmsa_cuda_bwd_params &P) {
     constexpr int THREADS = 32 * NW;
     constexpr int LDS = D + 8, LDP = BM + 8; /* row pitches in elements */
     constexpr int CH = D / 8;                /* 16-byte chunks per row */
+    constexpr int LDSV = DV + 8, CHV = DV / 8; /* the same of V and dO */
     static_assert(NW % WK == 0 && KW % 16 == 0 && QW % 16 == 0, "S^T warp layout");
     static_assert(D % (16 * WQ) == 0, "dK/dV warp columns must be whole k16 pairs");
+    static_assert(DV % (16 * WQ) == 0 && DV % 16 == 0, "dV warp columns must be whole k16 pairs");
     static_assert(NW % MQ == 0 && RQ % 16 == 0 && DQN % 16 == 0, "dQ warp layout");
     static_assert(2 * BM <= THREADS, "one thread per lse / D element");
     /* dQ through a shared-memory staging tile and the copy engine's bulk
@@ -151,14 +159,14 @@ FMSA_DEV void fmsa_bwd_main(const fmsa_cuda_bwd_params &P) {
     extern __shared__ __align__(16) unsigned char fmsa_smem[];
     unsigned short *sK = (unsigned short *)fmsa_smem;
     unsigned short *sV = sK + BN * LDS;
-    unsigned short *sQ = sV + BN * LDS;
+    unsigned short *sQ = sV + BN * LDSV;
     unsigned short *sdO = sQ + STAGES * BM * LDS;
-    unsigned short *sP = sdO + STAGES * BM * LDS; /* P^T [key][query] */
+    unsigned short *sP = sdO + STAGES * BM * LDSV; /* P^T [key][query] */
     unsigned short *sdS = sP + BN * LDP;          /* dS^T [key][query] */
     float *sLse = (float *)(sdS + BN * LDP);
     float *sDs = sLse + STAGES * BM;
     int *sTicket = (int *)(sDs + STAGES * BM);
-    float *sDq = (float *)(fmsa_smem + FMSA_CUDA_BWD_SMEM_BASE(D, BM, BN, STAGES)); /* [BM][LDQ] */
+    float *sDq = (float *)(fmsa_smem + FMSA_CUDA_BWD_SMEM_BASE_V(D, DV, BM, BN, STAGES)); /* [BM][LDQ] */
     (void)sDq; /* unused where BULK is 0 */
     (void)LDQ;
 
@@ -210,6 +218,7 @@ FMSA_DEV void fmsa_bwd_main(const fmsa_cuda_bwd_params &P) {
     const int n1 = n0 + BN < sk ? n0 + BN : sk;
     const int group = F.heads_q / F.heads_kv;
     const int hd = F.head_dim;
+    const int hdv = OWNV ? F.head_dim_v : hd; /* columns of V, dO, dV */
     const long long wl = F.window_left, wr = F.window_right, off = (long long)sk - sq;
     int mb, me;
     fmsa_bwd_mrange(n0, n1, sq, sk, wl, wr, BM, &mb, &me);
@@ -232,11 +241,20 @@ FMSA_DEV void fmsa_bwd_main(const fmsa_cuda_bwd_params &P) {
     for (int c = tid; c < BN * CH; c += THREADS) {
         const int r = c / CH, ch = c % CH, j = n0 + r;
         const int ok = j >= klo && j < khi && ch * 8 < hd;
+        const int okv = OWNV ? j >= klo && j < khi && ch * 8 < hdv : ok;
         const unsigned short *ks = ok ? Kg + kb * F.k_sb + (k_row0 + j) * F.k_ss + hk * F.k_sh + ch * 8 : Kg;
-        const unsigned short *vs = ok ? Vg + kb * F.v_sb + (k_row0 + j) * F.v_ss + hk * F.v_sh + ch * 8 : Vg;
+        const unsigned short *vs = okv ? Vg + kb * F.v_sb + (k_row0 + j) * F.v_ss + hk * F.v_sh + ch * 8 : Vg;
         fmsa_cp_async16(fmsa_smem_addr(sK + r * LDS + ch * 8), ks, ok ? 16 : 0);
-        fmsa_cp_async16(fmsa_smem_addr(sV + r * LDS + ch * 8), vs, ok ? 16 : 0);
+        /* V with K where DV == D (the same rows and chunks), else its own loop below */
+        if (DV == D) fmsa_cp_async16(fmsa_smem_addr(sV + r * LDSV + ch * 8), vs, okv ? 16 : 0);
     }
+    if (DV != D)
+        for (int c = tid; c < BN * CHV; c += THREADS) {
+            const int r = c / CHV, ch = c % CHV, j = n0 + r;
+            const int ok = j >= klo && j < khi && ch * 8 < hdv;
+            const unsigned short *vs = ok ? Vg + kb * F.v_sb + (k_row0 + j) * F.v_ss + hk * F.v_sh + ch * 8 : Vg;
+            fmsa_cp_async16(fmsa_smem_addr(sV + r * LDSV + ch * 8), vs, ok ? 16 : 0);
+        }
 
     if (F.mask) {
         /* a bit mask may hide keys from every row: their K rows may hold
@@ -268,6 +286,13 @@ FMSA_DEV void fmsa_bwd_main(const fmsa_cuda_bwd_params &P) {
     const int lin = tid < LRP * CH; /* threads past LRP whole rows copy nothing */
     const int lact = lch * 8 < hd;  /* chunks past head_dim are zero-filled */
     const unsigned ls_t = (unsigned)(lr0 * LDS + lch * 8);
+    const int lactv = OWNV ? lch * 8 < hdv : lact; /* dO's chunks, where they are Q's (DV == D) */
+    /* dO's own copy pattern where DV != D (V: rows of CHV chunks) */
+    constexpr int LRPV = THREADS / CHV;
+    const int lr0v = tid / CHV, lchv = tid % CHV;
+    const int linv = tid < LRPV * CHV, lactvv = lchv * 8 < hdv;
+    const unsigned ls_tv = (unsigned)(lr0v * LDSV + lchv * 8);
+    (void)lr0v, (void)lchv, (void)linv, (void)lactvv, (void)ls_tv, (void)lactv;
 #define FMSA_BWD_LOAD_AT(st, h, i0)                                                            \
     do {                                                                                       \
         const int h_ = (h), i0_ = (i0);                                                        \
@@ -280,13 +305,27 @@ FMSA_DEV void fmsa_bwd_main(const fmsa_cuda_bwd_params &P) {
         _Pragma("unroll") for (int r = 0; r < BM; r += LRP) {                                  \
             if (lin && r + lr0 < BM) {                                                         \
                 const int ok = lact && i0_ + r + lr0 < sq;                                     \
+                const int okd = OWNV ? lactv && i0_ + r + lr0 < sq : ok;                       \
                 fmsa_cp_async16(qd_, ok ? qs_ : Qg, ok ? 16 : 0);                              \
-                fmsa_cp_async16(od_, ok ? os_ : dOg, ok ? 16 : 0);                             \
+                if (DV == D) fmsa_cp_async16(od_, okd ? os_ : dOg, okd ? 16 : 0);              \
             }                                                                                  \
             qs_ += LRP * F.q_ss;                                                               \
             os_ += LRP * P.do_ss;                                                              \
             qd_ += 2 * LRP * LDS;                                                              \
             od_ += 2 * LRP * LDS;                                                              \
+        }                                                                                      \
+        if (DV != D) {                                                                         \
+            const unsigned short *ov_ =                                                        \
+                dOg + qb * P.do_sb + (q_row0 + i0_ + lr0v) * P.do_ss + h_ * P.do_sh + lchv * 8; \
+            unsigned odv_ = fmsa_smem_addr(sdO + (st) * BM * LDSV) + 2 * ls_tv;                \
+            _Pragma("unroll") for (int r = 0; r < BM; r += LRPV) {                             \
+                if (linv && r + lr0v < BM) {                                                   \
+                    const int ok = lactvv && i0_ + r + lr0v < sq;                              \
+                    fmsa_cp_async16(odv_, ok ? ov_ : dOg, ok ? 16 : 0);                        \
+                }                                                                              \
+                ov_ += LRPV * P.do_ss;                                                         \
+                odv_ += 2 * LRPV * LDSV;                                                       \
+            }                                                                                  \
         }                                                                                      \
         if (tid < BM) {                                                                        \
             const int i = i0_ + tid, ok = i < sq;                                              \
@@ -309,7 +348,7 @@ FMSA_DEV void fmsa_bwd_main(const fmsa_cuda_bwd_params &P) {
     const long long o_toff = (long long)lr0 * P.do_ss + lch * 8;
 #define FMSA_BWD_LOAD_LEAN(st, h, i0)                                                          \
     do {                                                                                       \
-        if (EVEN && (i0) + BM <= sq && hd == D) {                                              \
+        if (!OWNV && EVEN && (i0) + BM <= sq && hd == D) {                                     \
             const long long hq_ = (h), r0_ = q_row0 + (i0);                                    \
             const unsigned short *qs_ = Qg + (qb * F.q_sb + r0_ * F.q_ss + hq_ * F.q_sh) + q_toff; \
             const unsigned short *os_ = dOg + (qb * P.do_sb + r0_ * P.do_ss + hq_ * P.do_sh) + o_toff; \
@@ -359,17 +398,24 @@ FMSA_DEV void fmsa_bwd_main(const fmsa_cuda_bwd_params &P) {
     fmsa_cp_async_commit();
 
     const int wk = warp % WK, wq = warp / WK;
-    const int kw0 = wk * KW, qw0 = wq * QW, cv0 = wq * DV;
+    const int kw0 = wk * KW, qw0 = wq * QW, cv0 = wq * DKW, cvv0 = wq * DVW;
     const int mq = warp % MQ, nq = warp / MQ;
     const int rq0 = mq * RQ, cq0 = nq * DQN;
 
-    float dv[MTK][NTV][4], dk[MTK][NTV][4];
+    float dv[MTK][NTV][4], dk[MTK][NTK][4];
 #pragma unroll
     for (int mt = 0; mt < MTK; ++mt)
 #pragma unroll
-        for (int a = 0; a < NTV; ++a)
+        for (int a = 0; a < NTM; ++a)
 #pragma unroll
-            for (int e = 0; e < 4; ++e) dv[mt][a][e] = dk[mt][a][e] = 0.0f;
+            for (int e = 0; e < 4; ++e) {
+                if (NTV == NTK) {
+                    dv[mt][a][e] = dk[mt][a][e] = 0.0f;
+                } else {
+                    if (a < NTV) dv[mt][a][e] = 0.0f;
+                    if (a < NTK) dk[mt][a][e] = 0.0f;
+                }
+            }
 
     /* per-lane ldmatrix offsets (elements):
        A, [m][k] stored: rows m = lane%16, col k 8*(lane/16);
@@ -381,6 +427,10 @@ FMSA_DEV void fmsa_bwd_main(const fmsa_cuda_bwd_params &P) {
     const int a_kv = (kw0 + (lane & 15)) * LDS + (lane >> 4) * 8;
     const int b_nk = ((lane & 7) + 8 * (lane >> 4)) * LDS + 8 * ((lane >> 3) & 1);
     const int b_kn = ((lane & 7) + 8 * ((lane >> 3) & 1)) * LDS + 8 * (lane >> 4);
+    /* the same three for V and dO (pitch LDSV) */
+    const int a_kvv = DV == D ? a_kv : (kw0 + (lane & 15)) * LDSV + (lane >> 4) * 8;
+    const int b_nkv = DV == D ? b_nk : ((lane & 7) + 8 * (lane >> 4)) * LDSV + 8 * ((lane >> 3) & 1);
+    const int b_knv = DV == D ? b_kn : ((lane & 7) + 8 * ((lane >> 3) & 1)) * LDSV + 8 * (lane >> 4);
     const int a_p = (kw0 + (lane & 15)) * LDP + (lane >> 4) * 8;
     const int a_dst = ((lane & 7) + 8 * (lane >> 4)) * LDP + rq0 + 8 * ((lane >> 3) & 1);
     const int jw = n0 + kw0 + g; /* key of accumulator rows c0,c1 of key tile 0 */
@@ -400,9 +450,9 @@ FMSA_DEV void fmsa_bwd_main(const fmsa_cuda_bwd_params &P) {
             fmsa_cp_async_commit();
         }
         const unsigned sq_base = fmsa_smem_addr(sQ + st * BM * LDS);
-        const unsigned sdo_base = fmsa_smem_addr(sdO + st * BM * LDS);
+        const unsigned sdo_base = fmsa_smem_addr(sdO + st * BM * LDSV);
 
-        /* S^T = K Q^T and dP^T = V dO^T over the whole D */
+        /* S^T = K Q^T over D and dP^T = V dO^T over DV, in one loop of k16 steps */
         float s[MTK][NTS][4], dp[MTK][NTS][4];
 #pragma unroll
         for (int mt = 0; mt < MTK; ++mt)
@@ -411,25 +461,31 @@ FMSA_DEV void fmsa_bwd_main(const fmsa_cuda_bwd_params &P) {
 #pragma unroll
                 for (int e = 0; e < 4; ++e) dp[mt][a][e] = s[mt][a][e] = 0.0f;
 #pragma unroll
-        for (int kk = 0; kk < D / 16; ++kk) {
+        for (int kk = 0; kk < (D > DV ? D : DV) / 16; ++kk) {
+            const int qk = kk < D / 16, vk = kk < DV / 16; /* compile-time after unrolling */
             unsigned ak[MTK][4], av[MTK][4];
 #pragma unroll
             for (int mt = 0; mt < MTK; ++mt) {
-                fmsa_ldmatrix_x4(ak[mt], sk_base + 2 * (a_kv + mt * 16 * LDS + kk * 16));
-                fmsa_ldmatrix_x4(av[mt], sv_base + 2 * (a_kv + mt * 16 * LDS + kk * 16));
+                if (qk) fmsa_ldmatrix_x4(ak[mt], sk_base + 2 * (a_kv + mt * 16 * LDS + kk * 16));
+                if (vk) fmsa_ldmatrix_x4(av[mt], sv_base + 2 * (a_kvv + mt * 16 * LDSV + kk * 16));
             }
 #pragma unroll
             for (int np = 0; np < NTS / 2; ++np) {
                 unsigned bq[4], bo[4];
                 const unsigned o = 2 * (b_nk + (qw0 + np * 16) * LDS + kk * 16);
-                fmsa_ldmatrix_x4(bq, sq_base + o);
-                fmsa_ldmatrix_x4(bo, sdo_base + o);
+                const unsigned ov = DV == D ? o : 2 * (b_nkv + (qw0 + np * 16) * LDSV + kk * 16);
+                if (qk) fmsa_ldmatrix_x4(bq, sq_base + o);
+                if (vk) fmsa_ldmatrix_x4(bo, sdo_base + ov);
 #pragma unroll
                 for (int mt = 0; mt < MTK; ++mt) {
-                    fmsa_mma16816<BF16>(s[mt][2 * np], ak[mt], bq[0], bq[1]);
-                    fmsa_mma16816<BF16>(s[mt][2 * np + 1], ak[mt], bq[2], bq[3]);
-                    fmsa_mma16816<BF16>(dp[mt][2 * np], av[mt], bo[0], bo[1]);
-                    fmsa_mma16816<BF16>(dp[mt][2 * np + 1], av[mt], bo[2], bo[3]);
+                    if (qk) {
+                        fmsa_mma16816<BF16>(s[mt][2 * np], ak[mt], bq[0], bq[1]);
+                        fmsa_mma16816<BF16>(s[mt][2 * np + 1], ak[mt], bq[2], bq[3]);
+                    }
+                    if (vk) {
+                        fmsa_mma16816<BF16>(dp[mt][2 * np], av[mt], bo[0], bo[1]);
+                        fmsa_mma16816<BF16>(dp[mt][2 * np + 1], av[mt], bo[2], bo[3]);
+                    }
                 }
             }
         }
@@ -541,17 +597,19 @@ FMSA_DEV void fmsa_bwd_main(const fmsa_cuda_bwd_params &P) {
     do {                                                                                       \
         _Pragma("unroll") for (int kb2 = 0; kb2 < KBO; ++kb2) {                                \
             const int qrow = qw0 + 16 * kb2;                                                   \
-            _Pragma("unroll") for (int np = 0; np < NTV / 2; ++np) {                           \
+            _Pragma("unroll") for (int np = 0; np < NTM / 2; ++np) {                           \
                 unsigned bo[4], bq[4];                                                         \
+                const int on_v = ((WH) & 1) && np < NTV / 2, on_k = ((WH) & 2) && np < NTK / 2; \
                 const unsigned o = 2 * (b_kn + qrow * LDS + cv0 + np * 16);                    \
-                if ((WH) & 1) fmsa_ldmatrix_x4_trans(bo, sdo_base + o);                        \
-                if ((WH) & 2) fmsa_ldmatrix_x4_trans(bq, sq_base + o);                         \
+                const unsigned ov = DV == D ? o : 2 * (b_knv + qrow * LDSV + cvv0 + np * 16);  \
+                if (on_v) fmsa_ldmatrix_x4_trans(bo, sdo_base + ov);                           \
+                if (on_k) fmsa_ldmatrix_x4_trans(bq, sq_base + o);                             \
                 _Pragma("unroll") for (int mt = 0; mt < MTK; ++mt) {                           \
-                    if ((WH) & 1) {                                                            \
+                    if (on_v) {                                                                \
                         fmsa_mma16816<BF16>(dv[mt][2 * np], pa[mt][kb2], bo[0], bo[1]);        \
                         fmsa_mma16816<BF16>(dv[mt][2 * np + 1], pa[mt][kb2], bo[2], bo[3]);    \
                     }                                                                          \
-                    if ((WH) & 2) {                                                            \
+                    if (on_k) {                                                                \
                         fmsa_mma16816<BF16>(dk[mt][2 * np], sa[mt][kb2], bq[0], bq[1]);        \
                         fmsa_mma16816<BF16>(dk[mt][2 * np + 1], sa[mt][kb2], bq[2], bq[3]);    \
                     }                                                                          \
@@ -565,17 +623,19 @@ FMSA_DEV void fmsa_bwd_main(const fmsa_cuda_bwd_params &P) {
                 if ((WH) & 1) fmsa_ldmatrix_x4(ap[mt], sp_base + 2 * (a_p + mt * 16 * LDP + kb2 * 16)); \
                 if ((WH) & 2) fmsa_ldmatrix_x4(as[mt], sds_base + 2 * (a_p + mt * 16 * LDP + kb2 * 16)); \
             }                                                                                  \
-            _Pragma("unroll") for (int np = 0; np < NTV / 2; ++np) {                           \
+            _Pragma("unroll") for (int np = 0; np < NTM / 2; ++np) {                           \
                 unsigned bo[4], bq[4];                                                         \
+                const int on_v = ((WH) & 1) && np < NTV / 2, on_k = ((WH) & 2) && np < NTK / 2; \
                 const unsigned o = 2 * (b_kn + kb2 * 16 * LDS + cv0 + np * 16);                \
-                if ((WH) & 1) fmsa_ldmatrix_x4_trans(bo, sdo_base + o);                        \
-                if ((WH) & 2) fmsa_ldmatrix_x4_trans(bq, sq_base + o);                         \
+                const unsigned ov = DV == D ? o : 2 * (b_knv + kb2 * 16 * LDSV + cvv0 + np * 16); \
+                if (on_v) fmsa_ldmatrix_x4_trans(bo, sdo_base + ov);                           \
+                if (on_k) fmsa_ldmatrix_x4_trans(bq, sq_base + o);                             \
                 _Pragma("unroll") for (int mt = 0; mt < MTK; ++mt) {                           \
-                    if ((WH) & 1) {                                                            \
+                    if (on_v) {                                                                \
                         fmsa_mma16816<BF16>(dv[mt][2 * np], ap[mt], bo[0], bo[1]);             \
                         fmsa_mma16816<BF16>(dv[mt][2 * np + 1], ap[mt], bo[2], bo[3]);         \
                     }                                                                          \
-                    if ((WH) & 2) {                                                            \
+                    if (on_k) {                                                                \
                         fmsa_mma16816<BF16>(dk[mt][2 * np], as[mt], bq[0], bq[1]);             \
                         fmsa_mma16816<BF16>(dk[mt][2 * np + 1], as[mt], bq[2], bq[3]);         \
                     }                                                                          \
@@ -767,14 +827,32 @@ FMSA_DEV void fmsa_bwd_main(const fmsa_cuda_bwd_params &P) {
                 if (j >= sk) continue;
                 unsigned short *vr = dVg + kb * P.dv_sb + (k_row0 + j) * P.dv_ss + hk * P.dv_sh;
                 unsigned short *kr = dKg + kb * P.dk_sb + (k_row0 + j) * P.dk_ss + hk * P.dk_sh;
+                if (!OWNV) {
 #pragma unroll
-                for (int nt = 0; nt < NTV; ++nt) {
-                    const int c = cv0 + nt * 8 + 2 * t4;
-                    if (c < hd) {
-                        *(unsigned *)(vr + c) =
-                            fmsa_pack2<BF16>(dv[mt][nt][2 * half], dv[mt][nt][2 * half + 1]);
-                        *(unsigned *)(kr + c) = fmsa_pack2<BF16>(dk[mt][nt][2 * half] * sc,
-                                                                 dk[mt][nt][2 * half + 1] * sc);
+                    for (int nt = 0; nt < NTV; ++nt) {
+                        const int c = cv0 + nt * 8 + 2 * t4;
+                        if (c < hd) {
+                            *(unsigned *)(vr + c) =
+                                fmsa_pack2<BF16>(dv[mt][nt][2 * half], dv[mt][nt][2 * half + 1]);
+                            *(unsigned *)(kr + c) = fmsa_pack2<BF16>(dk[mt][nt][2 * half] * sc,
+                                                                     dk[mt][nt][2 * half + 1] * sc);
+                        }
+                    }
+                } else {
+                    /* dV over its own columns (cvv0.., head_dim_v), dK over D's */
+#pragma unroll
+                    for (int nt = 0; nt < NTV; ++nt) {
+                        const int c = cvv0 + nt * 8 + 2 * t4;
+                        if (c < hdv)
+                            *(unsigned *)(vr + c) =
+                                fmsa_pack2<BF16>(dv[mt][nt][2 * half], dv[mt][nt][2 * half + 1]);
+                    }
+#pragma unroll
+                    for (int nt = 0; nt < NTK; ++nt) {
+                        const int c = cv0 + nt * 8 + 2 * t4;
+                        if (c < hd)
+                            *(unsigned *)(kr + c) = fmsa_pack2<BF16>(dk[mt][nt][2 * half] * sc,
+                                                                     dk[mt][nt][2 * half + 1] * sc);
                     }
                 }
             }
@@ -787,11 +865,25 @@ FMSA_DEV void fmsa_bwd_main(const fmsa_cuda_bwd_params &P) {
         fmsa_bwd_main<BF16, D, BM, BN, WK, ST, OPT>(p);                                     \
     }
 
+/// A row of a value head dim of its own (FMSA_CUDA_BWD_INSTANCES_V).
+#define FMSA_BWD_MAIN_KERNEL_V(dt, BF16, D, DV, BM, BN, WK, ST, OPT)                         \
+    extern "C" __global__ void __launch_bounds__(32 * FMSA_CUDA_BWD_WARPS, 1)              \
+        FMSA_CUDA_BWD_MAIN_SYM_V(dt, D, DV, BM, BN, WK, ST, OPT)(const fmsa_cuda_bwd_params p) { \
+        fmsa_bwd_main<BF16, D, BM, BN, WK, ST, OPT, DV>(p);                                 \
+    }
+
+#if defined(FMSA_CUDA_BWD_ONLY) || defined(FMSA_CUDA_BWD_ONLY_V)
+/* resource checks of single instances: a file defines FMSA_CUDA_BWD_ONLY(X)
+   and/or FMSA_CUDA_BWD_ONLY_V(X) (rows of the _V form) and includes this one */
 #if defined(FMSA_CUDA_BWD_ONLY)
-/* resource checks of single instances: a file defines FMSA_CUDA_BWD_ONLY(X) and includes this one */
 FMSA_CUDA_BWD_ONLY(FMSA_BWD_MAIN_KERNEL)
+#endif /* FMSA_CUDA_BWD_ONLY */
+#if defined(FMSA_CUDA_BWD_ONLY_V)
+FMSA_CUDA_BWD_ONLY_V(FMSA_BWD_MAIN_KERNEL_V)
+#endif /* FMSA_CUDA_BWD_ONLY_V */
 #else
 FMSA_CUDA_BWD_INSTANCES(FMSA_BWD_MAIN_KERNEL)
+FMSA_CUDA_BWD_INSTANCES_V(FMSA_BWD_MAIN_KERNEL_V)
 #endif /* FMSA_CUDA_BWD_ONLY */
 #if defined(FMSA_CUDA_BWD_WITH_VARIANTS)
 FMSA_CUDA_BWD_VARIANTS(FMSA_BWD_MAIN_KERNEL)

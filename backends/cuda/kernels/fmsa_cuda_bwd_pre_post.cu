@@ -17,8 +17,10 @@ FMSA_DEV int fmsa_bwd_aux_lanes(int head_dim) {
 }
 
 /// D_i = rowsum(dO * O) (- dlse_i) in fp32; zeroes the row's dq_accum and,
-/// from the first threads of the grid, the deterministic counters.
-template <int BF16>
+/// from the first threads of the grid, the deterministic counters.  OWNV: the
+/// rows of O and dO have head_dim_v columns (the _V instances' preprocess);
+/// 0 reads head_dim, as the square rows always have (their kernel unchanged).
+template <int BF16, int OWNV = 0>
 FMSA_DEV void fmsa_bwd_pre(const fmsa_cuda_bwd_params &P) {
     const fmsa_cuda_fwd_params &F = P.fwd;
     const int L = fmsa_bwd_aux_lanes(F.head_dim);
@@ -35,7 +37,7 @@ FMSA_DEV void fmsa_bwd_pre(const fmsa_cuda_bwd_params &P) {
     if (live) {
         const unsigned short *o = (const unsigned short *)F.o + qb * F.o_sb + r * F.o_ss + h * F.o_sh;
         const unsigned short *d = (const unsigned short *)P.dout + qb * P.do_sb + r * P.do_ss + h * P.do_sh;
-        for (int c = lane * 8; c < F.head_dim; c += 8 * L) {
+        for (int c = lane * 8; c < (OWNV ? F.head_dim_v : F.head_dim); c += 8 * L) {
             const uint4 ov = *(const uint4 *)(o + c), dv = *(const uint4 *)(d + c);
             const unsigned ow[4] = {ov.x, ov.y, ov.z, ov.w}, dw[4] = {dv.x, dv.y, dv.z, dv.w};
 #pragma unroll
@@ -120,6 +122,12 @@ extern "C" __global__ void __launch_bounds__(256) fmsa_cuda_bwd_pre_bf16(const f
 }
 extern "C" __global__ void __launch_bounds__(256) fmsa_cuda_bwd_pre_f16(const fmsa_cuda_bwd_params p) {
     fmsa_bwd_pre<0>(p);
+}
+extern "C" __global__ void __launch_bounds__(256) fmsa_cuda_bwd_pre_dv_bf16(const fmsa_cuda_bwd_params p) {
+    fmsa_bwd_pre<1, 1>(p);
+}
+extern "C" __global__ void __launch_bounds__(256) fmsa_cuda_bwd_pre_dv_f16(const fmsa_cuda_bwd_params p) {
+    fmsa_bwd_pre<0, 1>(p);
 }
 extern "C" __global__ void __launch_bounds__(256) fmsa_cuda_bwd_post_bf16(const fmsa_cuda_bwd_params p) {
     fmsa_bwd_post<1>(p);
