@@ -281,8 +281,8 @@ static fmsa_status fmsa_cuda_check_ranges(const fmsa_cuda_state *st, const fmsa_
 /* What each pass's kernels implement of API v0.2 (common/feature_gate.h).  The
  * forward (main and split-KV kernels): sinks, a value head dim of its own,
  * head dims to 576 where an instance fits the device.  The backward's bits
- * come from its instance list (cuda_bwd_instances.h, FMSA_CUDA_BWD_FEATURES);
- * until it defines them the backward refuses every new feature. */
+ * come from its instance list (cuda_bwd_instances.h, FMSA_CUDA_BWD_FEATURES):
+ * what that list does not declare, the backward refuses by name. */
 #define FMSA_CUDA_FWD_FEATURES \
     (FMSA_FEATURE_SINKS | FMSA_FEATURE_VALUE_DIM | FMSA_FEATURE_LARGE_DIM)
 #ifndef FMSA_CUDA_BWD_FEATURES
