@@ -86,6 +86,7 @@ install_missing
 export POCL_CACHE_DIR=${POCL_CACHE_DIR:-$here/build/pocl-cache}
 
 echo "quickstart: [2/3] configure + build: cmake --preset default (Release, into build/)"
+mkdir -p build # also where nothing had to be installed (the apt step makes it otherwise)
 cmake --preset default > build/quickstart-configure.log 2>&1 || {
   cat build/quickstart-configure.log >&2
   exit 1
