@@ -380,7 +380,8 @@ static fmsa_status bwd_plan(int d, int cc, size_t optin, int dsink, fmsa_cuda_pl
 /* The backward's pick: the first row of the head dim whose shared memory fits
  * the device (d64's 128-row tile and the 2-stage rows on the H100/H200, the
  * 64-row / 1-stage rows on the A100's 164 KiB), a 4th launch (dsink) only when
- * dsink is asked for; above 256 the (576, 512) row, sm_90's opt-in memory only. */
+ * dsink is asked for; above 256 the (512, 512) and (576, 512) rows, sm_90's
+ * opt-in memory only. */
 static void bwd_pick_by_device(void **state) {
     fmsa_cuda_plan plan;
     (void)state;
@@ -404,18 +405,25 @@ static void bwd_pick_by_device(void **state) {
     assert_int_equal(plan.launches, 4);
     assert_string_equal(plan.launch[3].kernel, "fmsa_cuda_bwd_dsink");
     assert_int_equal(plan.launch[3].grid[0], 6); /* one block per query head */
-    /* above 256: the (576, 512) row on sm_90 (32-key blocks, 221,824 bytes),
-       refused by name where the shared memory is short (sm_80) */
+    /* above 256: the (512, 512) and (576, 512) rows on sm_90 (32-key blocks,
+       209,536 / 221,824 bytes), refused by name where the shared memory is
+       short (sm_80) */
     assert_int_equal(bwd_plan(264, 9, 227 << 10, 0, &plan), FMSA_SUCCESS);
-    assert_non_null(strstr(plan.instance, "_d576v512_m64_n32_k2_p1_"));
-    assert_int_equal(plan.launch[1].smem, 221824);
+    assert_non_null(strstr(plan.instance, "_d512v512_m64_n32_k2_p1_"));
+    assert_int_equal(plan.launch[1].smem, 209536);
     assert_int_equal(plan.launch[1].grid[0], 10); /* 300 keys in 32-key blocks */
-    assert_int_equal(plan.accum_dim, 576);
+    assert_int_equal(plan.accum_dim, 512);
     assert_string_equal(plan.launch[0].kernel, "fmsa_cuda_bwd_pre_dv_bf16");
     assert_int_equal(bwd_plan(512, 9, 227 << 10, 1, &plan), FMSA_SUCCESS);
-    assert_non_null(strstr(plan.instance, "_d576v512_"));
+    assert_non_null(strstr(plan.instance, "_d512v512_"));
     assert_int_equal(plan.launches, 4);
-    assert_int_equal(bwd_plan(264, 9, 216 << 10, 0, &plan), FMSA_ERR_NOT_SUPPORTED);
+    assert_int_equal(bwd_plan_v(576, 512, 9, 227 << 10, 0, &plan), FMSA_SUCCESS);
+    assert_non_null(strstr(plan.instance, "_d576v512_m64_n32_k2_p1_"));
+    assert_int_equal(plan.launch[1].smem, 221824);
+    assert_int_equal(plan.accum_dim, 576);
+    assert_int_equal(bwd_plan_v(576, 512, 9, 216 << 10, 0, &plan), FMSA_ERR_NOT_SUPPORTED);
+    assert_non_null(strstr(fmsa_last_error(), "head_dim 576"));
+    assert_int_equal(bwd_plan(264, 9, 200 << 10, 0, &plan), FMSA_ERR_NOT_SUPPORTED);
     assert_non_null(strstr(fmsa_last_error(), "head_dim 264"));
     assert_int_equal(bwd_plan(264, 8, 163 << 10, 0, &plan), FMSA_ERR_NOT_SUPPORTED);
     assert_non_null(strstr(fmsa_last_error(), "head_dim 264"));
@@ -430,7 +438,7 @@ static void bwd_pick_by_device(void **state) {
  * covers both and fits (sm_90 227 KiB, sm_80 163 KiB); square problems keep
  * the square rows (and their preprocess), every other pair takes a row of a
  * value head dim of its own (its preprocess sums dO * O over head_dim_v),
- * above 256 the (576, 512) row on sm_90 only. */
+ * above 256 the (512, 512) and (576, 512) rows on sm_90 only. */
 static const char *bwd_pick_v(int d, int dv, int cc, fmsa_cuda_plan *plan) {
     const size_t optin = cc >= 9 ? 227u << 10 : 163u << 10;
     if (bwd_plan_v(d, dv, cc, optin, 0, plan) != FMSA_SUCCESS) return NULL;
@@ -460,17 +468,20 @@ static void bwd_pick_value_dims(void **state) {
         assert_string_equal(plan.launch[0].kernel, "fmsa_cuda_bwd_pre_bf16");
         assert_non_null(strstr(bwd_pick_v(256, 256, cc, &plan), "_d256_m64_"));
         assert_non_null(strstr(bwd_pick_v(192, 192, cc, &plan), "_d192_m64_"));
-        /* above 256: the (576, 512) row on sm_90, refused naming both dims
+        /* above 256: (512, 512) up to 512, else (576, 512), on sm_90; refused naming both dims
            on sm_80 (shared memory); past (576, 512) or off the grid of 8:
            refused on both */
         if (cc >= 9) {
             assert_non_null(strstr(bwd_pick_v(576, 512, cc, &plan), "_d576v512_m64_n32_k2_p1_"));
-            assert_non_null(strstr(bwd_pick_v(264, 128, cc, &plan), "_d576v512_"));
-            assert_non_null(strstr(bwd_pick_v(128, 264, cc, &plan), "_d576v512_"));
-            assert_non_null(strstr(bwd_pick_v(520, 264, cc, &plan), "_d576v512_"));
-            assert_non_null(strstr(bwd_pick_v(264, 264, cc, &plan), "_d576v512_"));
-            assert_non_null(strstr(bwd_pick_v(512, 512, cc, &plan), "_d576v512_"));
             assert_int_equal(plan.accum_dim, 576);
+            assert_non_null(strstr(bwd_pick_v(520, 264, cc, &plan), "_d576v512_"));
+            assert_non_null(strstr(bwd_pick_v(576, 64, cc, &plan), "_d576v512_"));
+            assert_non_null(strstr(bwd_pick_v(264, 128, cc, &plan), "_d512v512_"));
+            assert_non_null(strstr(bwd_pick_v(128, 264, cc, &plan), "_d512v512_"));
+            assert_non_null(strstr(bwd_pick_v(264, 264, cc, &plan), "_d512v512_"));
+            assert_non_null(strstr(bwd_pick_v(512, 512, cc, &plan), "_d512v512_m64_n32_k2_p1_"));
+            assert_non_null(strstr(bwd_pick_v(296, 504, cc, &plan), "_d512v512_"));
+            assert_int_equal(plan.accum_dim, 512);
         } else {
             assert_null(bwd_pick_v(264, 128, cc, &plan));
             assert_non_null(strstr(fmsa_last_error(), "head_dim 264, head_dim_v 128"));
@@ -503,7 +514,7 @@ static void bwd_instance_rows(void **state) {
         assert_non_null(strstr(c->pre, c->own_v ? "_pre_dv_" : "_pre_"));
         own += c->own_v;
     }
-    assert_int_equal(own, 8);
+    assert_int_equal(own, 10);
     assert_int_equal(FMSA_CUDA_BWD_SMEM_BASE_V(128, 128, 64, 128, 2), FMSA_CUDA_BWD_SMEM_BASE(128, 64, 128, 2));
 }
 

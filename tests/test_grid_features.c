@@ -77,8 +77,9 @@ static const char *const fmsa_grid_features[] = {
     "pass=bwd dtype=bf16 b=1 sq=64  sk=80  hq=4 hkv=2 d=128 dv=64  mask=1 alibi=1 softcap=5",
     "pass=bwd dtype=f16  b=3 sq=30  sk=40  hq=4 hkv=2 d=256 dv=128 varlen=1 causal=1 det=1",
     "pass=bwd dtype=bf16 b=2 sq=40  sk=70  hq=4 hkv=1 d=128 dv=192 dlse=1",
-    /* backward above 256 in the dtypes the CUDA backward runs (its (576, 512)
-     * row of 32-key blocks, sm_90): MLA's (576, 512) and D = 512 with GQA,
+    /* backward above 256 in the dtypes the CUDA backward runs (its (512, 512)
+     * and (576, 512) rows of 32-key blocks, sm_90): MLA's (576, 512) and
+     * D = 512 with GQA,
      * causal, several key blocks per query tile and the reverse, the
      * deterministic mode, padded pairs (520, 264), (264, 264), (296, 504),
      * sinks + dsink + dlse, varlen, windows and the per-element features */

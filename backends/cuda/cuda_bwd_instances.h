@@ -77,12 +77,13 @@
  *   (64, 256)   head_dim <= 64 with head_dim_v up to 256
  *   (256, 256)  the rest of head_dim, head_dim_v <= 256 (e.g. (256, 64)),
  *               one stage so that it fits the A100 as well as the H100/H200
- *   (576, 512)  every head_dim in (256, 576] with head_dim_v <= 512 (D = 512,
- *               DeepSeek MLA's (576, 512)): 32 keys per block (2 x 4 warps of
- *               16 keys x 16 queries), so dK and dV (32 x 1088 fp32) take 136
- *               registers a thread; dQ in 3 passes of 48 columns a warp;
- *               one stage, 221,824 bytes: sm_90's opt-in 227 KiB only (the
- *               A100 refuses it by its shared memory)
+ *   (512, 512)  head dims in (256, 512] (Gemma 4's D = 512, (264, 264), ...)
+ *   (576, 512)  head_dim in (512, 576] with head_dim_v <= 512 (DeepSeek MLA's
+ *               (576, 512)); both: 32 keys per block (2 x 4 warps of 16 keys
+ *               x 16 queries), so dK and dV (32 x 1088 fp32 at 576) take 136
+ *               registers a thread; dQ in passes of 16 columns a warp; one
+ *               stage, 209,536 / 221,824 bytes: sm_90's opt-in 227 KiB only
+ *               (the A100 refuses them by their shared memory)
  * The first three fit sm_80's 163 KiB.  head_dim_v above 512 (a square 576)
  * has no backward instance (K, V, Q, dO of 576 columns at 32 x 64 tiles
  * need 233,472 bytes) and is refused by name.
@@ -91,10 +92,12 @@
     X(bf16, 1, 192, 128, 64, 64, 2, 2, 3)     \
     X(bf16, 1, 64, 256, 64, 64, 2, 2, 3)      \
     X(bf16, 1, 256, 256, 64, 64, 2, 1, 3)     \
+    X(bf16, 1, 512, 512, 64, 32, 2, 1, 3)     \
     X(bf16, 1, 576, 512, 64, 32, 2, 1, 3)     \
     X(f16, 0, 192, 128, 64, 64, 2, 2, 3)      \
     X(f16, 0, 64, 256, 64, 64, 2, 2, 3)       \
     X(f16, 0, 256, 256, 64, 64, 2, 1, 3)      \
+    X(f16, 0, 512, 512, 64, 32, 2, 1, 3)      \
     X(f16, 0, 576, 512, 64, 32, 2, 1, 3)
 
 /// Alternative tilings compiled into the development harness only, for timing.

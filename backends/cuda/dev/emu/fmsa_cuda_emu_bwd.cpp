@@ -38,7 +38,9 @@ emu_slot emu_slots[256];
     X(bf16, 1, 256, 256, 64, 64, 2, 1, 3) \
     X(f16, 0, 192, 128, 64, 64, 2, 2, 3) \
     X(bf16, 1, 576, 512, 64, 32, 2, 1, 3) \
-    X(f16, 0, 576, 512, 64, 32, 2, 1, 3)
+    X(f16, 0, 576, 512, 64, 32, 2, 1, 3) \
+    X(bf16, 1, 512, 512, 64, 32, 2, 1, 3) \
+    X(f16, 0, 512, 512, 64, 32, 2, 1, 3)
 #include "backends/cuda/kernels/fmsa_cuda_bwd.cu"
 #include "backends/cuda/kernels/fmsa_cuda_bwd_pre_post.cu"
 
