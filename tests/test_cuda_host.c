@@ -380,7 +380,8 @@ static fmsa_status bwd_plan(int d, int cc, size_t optin, int dsink, fmsa_cuda_pl
 /* The backward's pick: the first row of the head dim whose shared memory fits
  * the device (d64's 128-row tile and the 2-stage rows on the H100/H200, the
  * 64-row / 1-stage rows on the A100's 164 KiB), a 4th launch (dsink) only when
- * dsink is asked for, nothing above 256. */
+ * dsink is asked for; above 256 the (512, 512) and (576, 512) rows, sm_90's
+ * opt-in memory only. */
 static void bwd_pick_by_device(void **state) {
     fmsa_cuda_plan plan;
     (void)state;
@@ -404,15 +405,40 @@ static void bwd_pick_by_device(void **state) {
     assert_int_equal(plan.launches, 4);
     assert_string_equal(plan.launch[3].kernel, "fmsa_cuda_bwd_dsink");
     assert_int_equal(plan.launch[3].grid[0], 6); /* one block per query head */
-    assert_int_equal(bwd_plan(264, 9, 227 << 10, 0, &plan), FMSA_ERR_NOT_SUPPORTED);
+    /* above 256: the (512, 512) and (576, 512) rows on sm_90 (32-key blocks,
+       209,536 / 221,824 bytes), refused by name where the shared memory is
+       short (sm_80) */
+    assert_int_equal(bwd_plan(264, 9, 227 << 10, 0, &plan), FMSA_SUCCESS);
+    assert_non_null(strstr(plan.instance, "_d512v512_m64_n32_k2_p1_"));
+    assert_int_equal(plan.launch[1].smem, 209536);
+    assert_int_equal(plan.launch[1].grid[0], 10); /* 300 keys in 32-key blocks */
+    assert_int_equal(plan.accum_dim, 512);
+    assert_string_equal(plan.launch[0].kernel, "fmsa_cuda_bwd_pre_dv_bf16");
+    assert_int_equal(bwd_plan(512, 9, 227 << 10, 1, &plan), FMSA_SUCCESS);
+    assert_non_null(strstr(plan.instance, "_d512v512_"));
+    assert_int_equal(plan.launches, 4);
+    assert_int_equal(bwd_plan_v(576, 512, 9, 227 << 10, 0, &plan), FMSA_SUCCESS);
+    assert_non_null(strstr(plan.instance, "_d576v512_m64_n32_k2_p1_"));
+    assert_int_equal(plan.launch[1].smem, 221824);
+    assert_int_equal(plan.accum_dim, 576);
+    assert_int_equal(bwd_plan_v(576, 512, 9, 216 << 10, 0, &plan), FMSA_ERR_NOT_SUPPORTED);
+    assert_non_null(strstr(fmsa_last_error(), "head_dim 576"));
+    assert_int_equal(bwd_plan(264, 9, 200 << 10, 0, &plan), FMSA_ERR_NOT_SUPPORTED);
     assert_non_null(strstr(fmsa_last_error(), "head_dim 264"));
+    assert_int_equal(bwd_plan(264, 8, 163 << 10, 0, &plan), FMSA_ERR_NOT_SUPPORTED);
+    assert_non_null(strstr(fmsa_last_error(), "head_dim 264"));
+    assert_non_null(strstr(fmsa_last_error(), "sm80"));
+    /* a square 576 has no row (V and dO of 576 columns do not fit) */
+    assert_int_equal(bwd_plan(576, 9, 227 << 10, 0, &plan), FMSA_ERR_NOT_SUPPORTED);
+    assert_non_null(strstr(fmsa_last_error(), "head_dim 576 with head_dim_v 576"));
+    assert_non_null(strstr(fmsa_last_error(), "cuda (backward)"));
 }
 
 /* The backward's pick over head dim pairs: the smallest D + Dv row that
  * covers both and fits (sm_90 227 KiB, sm_80 163 KiB); square problems keep
  * the square rows (and their preprocess), every other pair takes a row of a
  * value head dim of its own (its preprocess sums dO * O over head_dim_v),
- * nothing above 256. */
+ * above 256 the (512, 512) and (576, 512) rows on sm_90 only. */
 static const char *bwd_pick_v(int d, int dv, int cc, fmsa_cuda_plan *plan) {
     const size_t optin = cc >= 9 ? 227u << 10 : 163u << 10;
     if (bwd_plan_v(d, dv, cc, optin, 0, plan) != FMSA_SUCCESS) return NULL;
@@ -442,13 +468,31 @@ static void bwd_pick_value_dims(void **state) {
         assert_string_equal(plan.launch[0].kernel, "fmsa_cuda_bwd_pre_bf16");
         assert_non_null(strstr(bwd_pick_v(256, 256, cc, &plan), "_d256_m64_"));
         assert_non_null(strstr(bwd_pick_v(192, 192, cc, &plan), "_d192_m64_"));
-        /* above 256 or off the grid of 8: refused, naming both dims */
-        assert_null(bwd_pick_v(264, 128, cc, &plan));
-        assert_non_null(strstr(fmsa_last_error(), "head_dim 264 with head_dim_v 128"));
-        assert_null(bwd_pick_v(128, 264, cc, &plan));
-        assert_non_null(strstr(fmsa_last_error(), "head_dim_v 264"));
-        assert_null(bwd_pick_v(576, 512, cc, &plan));
-        assert_non_null(strstr(fmsa_last_error(), "up to 256"));
+        /* above 256: (512, 512) up to 512, else (576, 512), on sm_90; refused naming both dims
+           on sm_80 (shared memory); past (576, 512) or off the grid of 8:
+           refused on both */
+        if (cc >= 9) {
+            assert_non_null(strstr(bwd_pick_v(576, 512, cc, &plan), "_d576v512_m64_n32_k2_p1_"));
+            assert_int_equal(plan.accum_dim, 576);
+            assert_non_null(strstr(bwd_pick_v(520, 264, cc, &plan), "_d576v512_"));
+            assert_non_null(strstr(bwd_pick_v(576, 64, cc, &plan), "_d576v512_"));
+            assert_non_null(strstr(bwd_pick_v(264, 128, cc, &plan), "_d512v512_"));
+            assert_non_null(strstr(bwd_pick_v(128, 264, cc, &plan), "_d512v512_"));
+            assert_non_null(strstr(bwd_pick_v(264, 264, cc, &plan), "_d512v512_"));
+            assert_non_null(strstr(bwd_pick_v(512, 512, cc, &plan), "_d512v512_m64_n32_k2_p1_"));
+            assert_non_null(strstr(bwd_pick_v(296, 504, cc, &plan), "_d512v512_"));
+            assert_int_equal(plan.accum_dim, 512);
+        } else {
+            assert_null(bwd_pick_v(264, 128, cc, &plan));
+            assert_non_null(strstr(fmsa_last_error(), "head_dim 264, head_dim_v 128"));
+            assert_null(bwd_pick_v(576, 512, cc, &plan));
+            assert_non_null(strstr(fmsa_last_error(), "head_dim 576, head_dim_v 512"));
+        }
+        assert_null(bwd_pick_v(576, 520, cc, &plan));
+        assert_non_null(strstr(fmsa_last_error(), "head_dim 576 with head_dim_v 520"));
+        assert_non_null(strstr(fmsa_last_error(), "up to 576 and 512"));
+        assert_null(bwd_pick_v(584, 128, cc, &plan));
+        assert_non_null(strstr(fmsa_last_error(), "head_dim 584"));
         assert_null(bwd_pick_v(128, 68, cc, &plan));
         assert_non_null(strstr(fmsa_last_error(), "head_dim_v 68"));
     }
@@ -464,13 +508,13 @@ static void bwd_instance_rows(void **state) {
         const fmsa_cuda_bwd_instance *c = &fmsa_cuda_bwd_instance_list[i];
         const size_t base = (size_t)FMSA_CUDA_BWD_SMEM_BASE_V(c->head_dim, c->head_dim_v, c->block_m,
                                                                c->block_n, c->stages);
-        assert_true(c->head_dim <= FMSA_CUDA_BWD_MAX_DIM && c->head_dim_v <= FMSA_CUDA_BWD_MAX_DIM);
+        assert_true(c->head_dim <= FMSA_CUDA_BWD_MAX_DIM && c->head_dim_v <= FMSA_CUDA_BWD_MAX_DIM_V);
         if (!c->own_v) assert_int_equal(c->head_dim_v, c->head_dim);
         assert_int_equal((size_t)c->smem_main, base);
         assert_non_null(strstr(c->pre, c->own_v ? "_pre_dv_" : "_pre_"));
         own += c->own_v;
     }
-    assert_int_equal(own, 6);
+    assert_int_equal(own, 10);
     assert_int_equal(FMSA_CUDA_BWD_SMEM_BASE_V(128, 128, 64, 128, 2), FMSA_CUDA_BWD_SMEM_BASE(128, 64, 128, 2));
 }
 

@@ -77,6 +77,20 @@ static const char *const fmsa_grid_features[] = {
     "pass=bwd dtype=bf16 b=1 sq=64  sk=80  hq=4 hkv=2 d=128 dv=64  mask=1 alibi=1 softcap=5",
     "pass=bwd dtype=f16  b=3 sq=30  sk=40  hq=4 hkv=2 d=256 dv=128 varlen=1 causal=1 det=1",
     "pass=bwd dtype=bf16 b=2 sq=40  sk=70  hq=4 hkv=1 d=128 dv=192 dlse=1",
+    /* backward above 256 in the dtypes the CUDA backward runs (its (512, 512)
+     * and (576, 512) rows of 32-key blocks, sm_90): MLA's (576, 512) and
+     * D = 512 with GQA,
+     * causal, several key blocks per query tile and the reverse, the
+     * deterministic mode, padded pairs (520, 264), (264, 264), (296, 504),
+     * sinks + dsink + dlse, varlen, windows and the per-element features */
+    "pass=bwd dtype=bf16 b=2 sq=77  sk=130 hq=4 hkv=2 d=576 dv=512 causal=1",
+    "pass=bwd dtype=f16  b=1 sq=90  sk=70  hq=6 hkv=2 d=512 dv=512 det=1",
+    "pass=bwd dtype=bf16 b=1 sq=100 sk=64  hq=3 hkv=1 d=576 dv=512 sinks=1 dsink=1 dlse=1 det=1 "
+    "causal=1",
+    "pass=bwd dtype=bf16 b=1 sq=40  sk=64  hq=4 hkv=1 d=520 dv=264 sinks=2 dsink=1 dlse=1",
+    "pass=bwd dtype=f16  b=3 sq=33  sk=47  hq=2 hkv=2 d=264 dv=264 varlen=1 causal=1",
+    "pass=bwd dtype=bf16 b=1 sq=30  sk=45  hq=2 hkv=1 d=296 dv=504 wl=9 wr=3 strided=1",
+    "pass=bwd dtype=f16  b=1 sq=48  sk=64  hq=2 hkv=2 d=576 dv=512 mask=1 alibi=1 softcap=5",
 };
 
 #define FMSA_GRID_COUNT (sizeof fmsa_grid_features / sizeof fmsa_grid_features[0])

@@ -77,16 +77,28 @@
  *   (64, 256)   head_dim <= 64 with head_dim_v up to 256
  *   (256, 256)  the rest of head_dim, head_dim_v <= 256 (e.g. (256, 64)),
  *               one stage so that it fits the A100 as well as the H100/H200
- * All three fit sm_80's 163 KiB.  Above 256 the backward has no instance
- * (the forward's 512 / 576 rows have no backward) and refuses by name.
+ *   (512, 512)  head dims in (256, 512] (Gemma 4's D = 512, (264, 264), ...)
+ *   (576, 512)  head_dim in (512, 576] with head_dim_v <= 512 (DeepSeek MLA's
+ *               (576, 512)); both: 32 keys per block (2 x 4 warps of 16 keys
+ *               x 16 queries), so dK and dV (32 x 1088 fp32 at 576) take 136
+ *               registers a thread; dQ in passes of 16 columns a warp; one
+ *               stage, 209,536 / 221,824 bytes: sm_90's opt-in 227 KiB only
+ *               (the A100 refuses them by their shared memory)
+ * The first three fit sm_80's 163 KiB.  head_dim_v above 512 (a square 576)
+ * has no backward instance (K, V, Q, dO of 576 columns at 32 x 64 tiles
+ * need 233,472 bytes) and is refused by name.
  */
 #define FMSA_CUDA_BWD_INSTANCES_V(X)          \
     X(bf16, 1, 192, 128, 64, 64, 2, 2, 3)     \
     X(bf16, 1, 64, 256, 64, 64, 2, 2, 3)      \
     X(bf16, 1, 256, 256, 64, 64, 2, 1, 3)     \
+    X(bf16, 1, 512, 512, 64, 32, 2, 1, 3)     \
+    X(bf16, 1, 576, 512, 64, 32, 2, 1, 3)     \
     X(f16, 0, 192, 128, 64, 64, 2, 2, 3)      \
     X(f16, 0, 64, 256, 64, 64, 2, 2, 3)       \
-    X(f16, 0, 256, 256, 64, 64, 2, 1, 3)
+    X(f16, 0, 256, 256, 64, 64, 2, 1, 3)      \
+    X(f16, 0, 512, 512, 64, 32, 2, 1, 3)      \
+    X(f16, 0, 576, 512, 64, 32, 2, 1, 3)
 
 /// Alternative tilings compiled into the development harness only, for timing.
 #define FMSA_CUDA_BWD_VARIANTS(X)             \
@@ -110,7 +122,8 @@
     X(bf16, 1, 256, 64, 64, 2, 2, 67)
 
 #define FMSA_CUDA_BWD_WARPS 8 ///< warps per block of the main stage
-#define FMSA_CUDA_BWD_MAX_DIM 256 ///< the largest D and DV of the lists (above: refused)
+#define FMSA_CUDA_BWD_MAX_DIM 576 ///< the largest D of the lists (above: refused)
+#define FMSA_CUDA_BWD_MAX_DIM_V 512 ///< the largest DV of the lists (above: refused)
 
 #define FMSA_CUDA_BWD_MAIN_SYM(dt, D, BM, BN, WK, ST, OPT) \
     fmsa_cuda_bwd_main_##dt##_d##D##_m##BM##_n##BN##_k##WK##_p##ST##_o##OPT
@@ -147,9 +160,11 @@
 /// What the backward kernels implement of API v0.2 (common/feature_gate.h's
 /// bits; expanded where that header is included): sinks (the main stage reads
 /// the forward's lse, which holds them; dsink is its own stage), dlse (in D)
-/// and a value head dim of its own (FMSA_CUDA_BWD_INSTANCES_V).  Head dims
-/// above 256 are refused.
-#define FMSA_CUDA_BWD_FEATURES (FMSA_FEATURE_SINKS | FMSA_FEATURE_DLSE | FMSA_FEATURE_VALUE_DIM)
+/// a value head dim of its own (FMSA_CUDA_BWD_INSTANCES_V) and head dims
+/// above 256 (the (576, 512) rows, where the device's shared memory fits
+/// them; the pick refuses by name where it does not).
+#define FMSA_CUDA_BWD_FEATURES \
+    (FMSA_FEATURE_SINKS | FMSA_FEATURE_DLSE | FMSA_FEATURE_VALUE_DIM | FMSA_FEATURE_LARGE_DIM)
 
 /// Lanes per (row, head) of pre and post (the kernels' fmsa_bwd_aux_lanes):
 /// the next power of two of head_dim / 8, at most 32.
@@ -198,7 +213,7 @@ static const fmsa_cuda_bwd_instance fmsa_cuda_bwd_instance_list[] = {
 /// and DV >= head_dim_v (an _V row where they differ) whose shared memory on
 /// a device of compute capability cc_major fits smem_max bytes, the smallest
 /// D + DV, the first such row on a tie; NULL where none (f32, a dim not a
-/// multiple of 8, past 256, too little memory).
+/// multiple of 8, past 576 / 512, too little memory).
 static inline const fmsa_cuda_bwd_instance *fmsa_cuda_bwd_select(fmsa_dtype dtype, int head_dim,
                                                                  int head_dim_v, size_t smem_max,
                                                                  int cc_major) {

@@ -19,24 +19,26 @@ fmsa_status fmsa_cuda_bwd_pick(const fmsa_cuda_device *dev, const fmsa_problem *
     const fmsa_cuda_bwd_instance *inst;
     memset(&bplan, 0, sizeof bplan);
     /* no compiled pair covers the dims: say which dims the list has */
-    if (p->head_dim > FMSA_CUDA_BWD_MAX_DIM || p->head_dim_v > FMSA_CUDA_BWD_MAX_DIM ||
+    if (p->head_dim > FMSA_CUDA_BWD_MAX_DIM || p->head_dim_v > FMSA_CUDA_BWD_MAX_DIM_V ||
         p->head_dim <= 0 || p->head_dim_v <= 0 || p->head_dim % 8 || p->head_dim_v % 8)
         return fmsa_fail(FMSA_ERR_NOT_SUPPORTED,
                          "cuda (backward): head_dim %lld with head_dim_v %lld is not supported by "
                          "this backend (its backward instances serve head dims and value head "
-                         "dims that are multiples of 8 up to %d; above that it has none)",
-                         (long long)p->head_dim, (long long)p->head_dim_v, FMSA_CUDA_BWD_MAX_DIM);
+                         "dims that are multiples of 8 up to %d and %d; above that it has none)",
+                         (long long)p->head_dim, (long long)p->head_dim_v, FMSA_CUDA_BWD_MAX_DIM,
+                         FMSA_CUDA_BWD_MAX_DIM_V);
     inst = fmsa_cuda_bwd_select(p->dtype, (int)p->head_dim, (int)p->head_dim_v, smem_max,
                                 dev->cc_major);
     /* device addresses as they will be passed (alignment), no workspace yet */
     fmsa_cuda_bwd_params_fill(p, plan, 0, 0, &bp);
     if (!inst || fmsa_cuda_bwd_plan_make(&bp, inst, &bplan) != 0)
         return fmsa_fail(FMSA_ERR_NOT_SUPPORTED,
-                         "cuda: no backward instance for dtype %d, head_dim %lld, head_dim_v %lld "
-                         "on %s (bf16/f16, head dims <= %d, not paged, 16-byte aligned tensors "
-                         "with strides of 8 elements, shared memory within %zu bytes)",
+                         "cuda (backward): no instance for dtype %d, head_dim %lld, head_dim_v %lld "
+                         "on %s (bf16/f16, head dims <= %d / %d, not paged, 16-byte aligned tensors "
+                         "with strides of 8 elements, shared memory within %zu bytes; above 256 "
+                         "only sm_90's opt-in 227 KiB fits)",
                          (int)p->dtype, (long long)p->head_dim, (long long)p->head_dim_v,
-                         dev->info.arch, FMSA_CUDA_BWD_MAX_DIM, smem_max);
+                         dev->info.arch, FMSA_CUDA_BWD_MAX_DIM, FMSA_CUDA_BWD_MAX_DIM_V, smem_max);
     plan->instance = inst->main;
     plan->launches = bplan.dsink ? 4 : 3;
     plan->launch[0].kernel = inst->pre;

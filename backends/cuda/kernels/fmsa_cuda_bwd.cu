@@ -127,6 +127,13 @@ FMSA_DEV void fmsa_bwd_main(const fmsa_cuda_bwd_params &P) {
     constexpr int MQ = (D / (NW / MQ0)) % 16 == 0 && BM % (16 * MQ0) == 0 ? MQ0 : 4;
     constexpr int NQ = NW / MQ, RQ = BM / MQ, DQN = D / NQ;
     constexpr int MTQ = RQ / 16, NTQ = DQN / 8;
+    /* above d 256 a warp's whole dQ slice (18 n8 tiles at d 576) does not
+       fit beside dK and dV: dQ then runs in NQC passes of NTQC n8 columns
+       (its own block below; the rows up to 256 keep the one-pass code).
+       One n8 pair a pass: at d 576 ptxas spills 28 bytes with three pairs
+       (255 registers) and none with one (250) */
+    constexpr int NTQC = NTQ <= 8 ? NTQ : 2;
+    constexpr int NQC = NTQ / NTQC;
     constexpr int THREADS = 32 * NW;
     constexpr int LDS = D + 8, LDP = BM + 8; /* row pitches in elements */
     constexpr int CH = D / 8;                /* 16-byte chunks per row */
@@ -136,6 +143,7 @@ FMSA_DEV void fmsa_bwd_main(const fmsa_cuda_bwd_params &P) {
     static_assert(DV % (16 * WQ) == 0 && DV % 16 == 0, "dV warp columns must be whole k16 pairs");
     static_assert(NW % MQ == 0 && RQ % 16 == 0 && DQN % 16 == 0, "dQ warp layout");
     static_assert(2 * BM <= THREADS, "one thread per lse / D element");
+    static_assert(NTQ % NTQC == 0 && NTQC % 2 == 0, "dQ passes of whole n8 column pairs");
     /* dQ through a shared-memory staging tile and the copy engine's bulk
        reductions (sm_90, D <= 128, FMSA_CUDA_BWD_BULK_DQ or OPT bit 8; bit 9
        turns it off), else vector reductions straight from the accumulators */
@@ -154,6 +162,7 @@ FMSA_DEV void fmsa_bwd_main(const fmsa_cuda_bwd_params &P) {
 #else
     constexpr int DEFER = 0;
 #endif /* __CUDA_ARCH__ */
+    static_assert(NQC == 1 || (!BULK && !DEFER), "the staging tile holds one dQ pass");
     const fmsa_cuda_fwd_params &F = P.fwd;
 
     extern __shared__ __align__(16) unsigned char fmsa_smem[];
@@ -653,7 +662,104 @@ FMSA_DEV void fmsa_bwd_main(const fmsa_cuda_bwd_params &P) {
         }
 
         /* dQ(rows rq0.., columns cq0..) = dS K */
-        if (!(OPT & 16)) {
+        if (NQC > 1 && !(OPT & 16)) {
+            /* in NQC passes of NTQC n8 columns (above d 256), each added as
+               the one-pass code below adds its slice (no staging tile here);
+               deterministic mode waits once for the tile's turn and releases
+               it after the last pass */
+            int *sem = P.dq_sems + ((long long)b * F.heads_q + h) * mtiles_max + m;
+            if (P.deterministic) {
+                if (tid == 0) {
+                    int turn = 0; /* how many lower key tiles of this sequence visit tile m */
+                    for (int n2 = 0; n2 < n; ++n2) {
+                        int b2, e2;
+                        const int a2 = n2 * BN, z2 = a2 + BN < sk ? a2 + BN : sk;
+                        fmsa_bwd_mrange(a2, z2, sq, sk, wl, wr, BM, &b2, &e2);
+                        turn += (m >= b2 && m < e2);
+                    }
+                    while (fmsa_ld_acquire(sem) != turn) {
+                    }
+                }
+                __syncthreads();
+            }
+            const int ia0 = m0 + rq0 + g;
+            const long long rstride = (long long)F.heads_q * P.accum_dim;
+            float *rowa0 = P.dq_accum + ((qb * F.total_q + q_row0 + ia0) * F.heads_q + h) * (long long)P.accum_dim;
+#pragma unroll 1
+            for (int qc = 0; qc < NQC; ++qc) {
+                const int cq = cq0 + qc * 8 * NTQC;
+                float dq[MTQ][NTQC][4];
+#pragma unroll
+                for (int mt = 0; mt < MTQ; ++mt)
+#pragma unroll
+                    for (int a = 0; a < NTQC; ++a)
+#pragma unroll
+                        for (int e = 0; e < 4; ++e) dq[mt][a][e] = 0.0f;
+#pragma unroll
+                for (int kb2 = 0; kb2 < BN / 16; ++kb2) {
+                    unsigned a[MTQ][4];
+#pragma unroll
+                    for (int mt = 0; mt < MTQ; ++mt)
+                        fmsa_ldmatrix_x4_trans(a[mt], sds_base + 2 * (a_dst + kb2 * 16 * LDP + 16 * mt));
+#pragma unroll
+                    for (int np = 0; np < NTQC / 2; ++np) {
+                        unsigned bk[4];
+                        fmsa_ldmatrix_x4_trans(bk, sk_base + 2 * (b_kn + kb2 * 16 * LDS + cq + np * 16));
+#pragma unroll
+                        for (int mt = 0; mt < MTQ; ++mt) {
+                            fmsa_mma16816<BF16>(dq[mt][2 * np], a[mt], bk[0], bk[1]);
+                            fmsa_mma16816<BF16>(dq[mt][2 * np + 1], a[mt], bk[2], bk[3]);
+                        }
+                    }
+                }
+                if (!P.deterministic && FMSA_BWD_SM90) {
+                    const int odd = t4 & 1; /* as the one-pass code's OPT bit 1 */
+#pragma unroll
+                    for (int mt = 0; mt < MTQ; ++mt) {
+                        float *mine = rowa0 + (16 * mt + 8 * odd) * rstride + cq + 2 * t4 - 2 * odd;
+                        const int ok = ia0 + 16 * mt + 8 * odd < sq;
+#pragma unroll
+                        for (int nt = 0; nt < NTQC; ++nt) fmsa_bwd_dq_red4(mine + nt * 8, dq[mt][nt], odd, ok);
+                    }
+                } else if (!P.deterministic) {
+#pragma unroll
+                    for (int mt = 0; mt < MTQ; ++mt) {
+                        const int ia = ia0 + 16 * mt;
+                        float *rowa = rowa0 + 16 * mt * rstride, *rowb = rowa + 8 * rstride;
+#pragma unroll
+                        for (int nt = 0; nt < NTQC; ++nt)
+                            fmsa_bwd_dq_red<1>(rowa, rowb, cq + nt * 8 + 2 * t4, dq[mt][nt], t4, ia < sq, ia + 8 < sq);
+                    }
+                } else {
+#pragma unroll
+                    for (int mt = 0; mt < MTQ; ++mt) {
+                        const int ia = ia0 + 16 * mt, ib = ia + 8;
+                        float *rowa = rowa0 + 16 * mt * rstride, *rowb = rowa + 8 * rstride;
+#pragma unroll
+                        for (int nt = 0; nt < NTQC; ++nt) {
+                            const int c = cq + nt * 8 + 2 * t4;
+                            if (ia < sq) {
+                                float2 v = __ldcg((const float2 *)(rowa + c));
+                                v.x += dq[mt][nt][0];
+                                v.y += dq[mt][nt][1];
+                                __stcg((float2 *)(rowa + c), v);
+                            }
+                            if (ib < sq) {
+                                float2 v = __ldcg((const float2 *)(rowb + c));
+                                v.x += dq[mt][nt][2];
+                                v.y += dq[mt][nt][3];
+                                __stcg((float2 *)(rowb + c), v);
+                            }
+                        }
+                    }
+                }
+            }
+            if (P.deterministic) {
+                __threadfence();
+                __syncthreads();
+                if (tid == 0) atomicAdd(sem, 1);
+            }
+        } else if (NQC == 1 && !(OPT & 16)) {
             float dq[MTQ][NTQ][4];
 #pragma unroll
             for (int mt = 0; mt < MTQ; ++mt)
