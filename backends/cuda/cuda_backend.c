@@ -296,11 +296,13 @@ static fmsa_status fmsa_cuda_supports(void *state, const fmsa_problem *p) {
     FMSA_TRY(fmsa_problem_require(p, p->pass == FMSA_PASS_FORWARD ? "cuda (forward)" : "cuda (backward)",
                                   p->pass == FMSA_PASS_FORWARD ? FMSA_CUDA_FWD_FEATURES
                                                                : FMSA_CUDA_BWD_FEATURES));
-    FMSA_TRY(fmsa_cuda_plan_make(st, p, &plan));
+    /* a view outside its allocation is an invalid argument whatever the
+     * kernels support, so it is checked before the plan */
     FMSA_TRY(fmsa_cuda_push(st));
     s = fmsa_cuda_check_ranges(st, p);
     fmsa_cuda_pop(st);
-    return s;
+    FMSA_TRY(s);
+    return fmsa_cuda_plan_make(st, p, &plan);
 }
 
 static fmsa_status fmsa_cuda_workspace_size(void *state, const fmsa_problem *p, size_t *bytes) {

@@ -29,9 +29,18 @@ fmsa_status fmsa_cuda_bwd_pick(const fmsa_cuda_device *dev, const fmsa_problem *
                          FMSA_CUDA_BWD_MAX_DIM_V);
     inst = fmsa_cuda_bwd_select(p->dtype, (int)p->head_dim, (int)p->head_dim_v, smem_max,
                                 dev->cc_major);
+    /* no row fits this device's shared memory: the hardware's limit, said in
+     * the words a feature refusal uses (as the forward's pick does) */
+    if (!inst)
+        return fmsa_fail(FMSA_ERR_NOT_SUPPORTED,
+                         "cuda (backward): head_dim %lld, head_dim_v %lld is not supported by this "
+                         "backend on %s (no instance fits %zu bytes of shared memory per block; "
+                         "above 256 only sm_90's opt-in 227 KiB fits)",
+                         (long long)p->head_dim, (long long)p->head_dim_v, dev->info.arch,
+                         smem_max);
     /* device addresses as they will be passed (alignment), no workspace yet */
     fmsa_cuda_bwd_params_fill(p, plan, 0, 0, &bp);
-    if (!inst || fmsa_cuda_bwd_plan_make(&bp, inst, &bplan) != 0)
+    if (fmsa_cuda_bwd_plan_make(&bp, inst, &bplan) != 0)
         return fmsa_fail(FMSA_ERR_NOT_SUPPORTED,
                          "cuda (backward): no instance for dtype %d, head_dim %lld, head_dim_v %lld "
                          "on %s (bf16/f16, head dims <= %d / %d, not paged, 16-byte aligned tensors "
