@@ -5,26 +5,7 @@
  * A copy between equal dtypes moves the bits (no round trip through fp32).
  */
 #include "../cuda_params.h"
-
-static __device__ __forceinline__ float fmsa_acc_load(const void *base, long long i, int dtype) {
-    if (dtype == FMSA_CUDA_MERGE_F32) return ((const float *)base)[i];
-    const unsigned short u = ((const unsigned short *)base)[i];
-    if (dtype == FMSA_CUDA_MERGE_BF16) return __uint_as_float((unsigned)u << 16);
-    float f;
-    asm("cvt.f32.f16 %0, %1;\n" : "=f"(f) : "h"(u));
-    return f;
-}
-
-static __device__ __forceinline__ void fmsa_acc_store(void *base, long long i, int dtype, float x) {
-    unsigned short u;
-    if (dtype == FMSA_CUDA_MERGE_F32) {
-        ((float *)base)[i] = x;
-        return;
-    }
-    if (dtype == FMSA_CUDA_MERGE_BF16) asm("cvt.rn.bf16.f32 %0, %1;\n" : "=h"(u) : "f"(x));
-    else asm("cvt.rn.f16.f32 %0, %1;\n" : "=h"(u) : "f"(x));
-    ((unsigned short *)base)[i] = u;
-}
+#include "fmsa_cuda_elem.cuh"
 
 /* Element n's coordinates: 32-bit division where the extents allow (64-bit
  * division is a long software sequence), none for a flat run (the common
@@ -62,8 +43,8 @@ extern "C" __global__ void __launch_bounds__(256) fmsa_cuda_accumulate(const fms
             else ((unsigned short *)p.dst)[di] = ((const unsigned short *)p.src)[si];
             continue;
         }
-        float x = p.mode == 2 ? p.fill : fmsa_acc_load(p.src, si, p.dtype_src);
-        if (p.mode == 1) x += fmsa_acc_load(p.dst, di, p.dtype_dst);
-        fmsa_acc_store(p.dst, di, p.dtype_dst, x);
+        float x = p.mode == 2 ? p.fill : fmsa_cuda_elem_load(p.src, si, p.dtype_src);
+        if (p.mode == 1) x += fmsa_cuda_elem_load(p.dst, di, p.dtype_dst);
+        fmsa_cuda_elem_store(p.dst, di, p.dtype_dst, x);
     }
 }

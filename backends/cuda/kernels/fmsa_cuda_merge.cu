@@ -6,27 +6,8 @@
  * the merged one, so o may be o_a or o_b and lse may be lse_a or lse_b.
  */
 #include "../cuda_params.h"
+#include "fmsa_cuda_elem.cuh"
 #include "fmsa_cuda_merge.cuh"
-
-FMSA_DEV float fmsa_cuda_merge_load(const void *base, long long i, int dtype) {
-    if (dtype == FMSA_CUDA_MERGE_F32) return ((const float *)base)[i];
-    const unsigned short u = ((const unsigned short *)base)[i];
-    if (dtype == FMSA_CUDA_MERGE_BF16) return __uint_as_float((unsigned)u << 16);
-    float f;
-    asm("cvt.f32.f16 %0, %1;\n" : "=f"(f) : "h"(u));
-    return f;
-}
-
-FMSA_DEV void fmsa_cuda_merge_store(void *base, long long i, int dtype, float x) {
-    unsigned short u;
-    if (dtype == FMSA_CUDA_MERGE_F32) {
-        ((float *)base)[i] = x;
-        return;
-    }
-    if (dtype == FMSA_CUDA_MERGE_BF16) asm("cvt.rn.bf16.f32 %0, %1;\n" : "=h"(u) : "f"(x));
-    else asm("cvt.rn.f16.f32 %0, %1;\n" : "=h"(u) : "f"(x));
-    ((unsigned short *)base)[i] = u;
-}
 
 /* Four consecutive elements, i a multiple of 4 and the address 4-element aligned. */
 FMSA_DEV void fmsa_cuda_merge_load4(const void *base, long long i, int dtype, float x[4]) {
@@ -91,10 +72,10 @@ extern "C" __global__ void __launch_bounds__(128) fmsa_cuda_merge(const fmsa_cud
     } else {
         for (int c = lane; c < p.head_dim_v; c += 32) {
             float lse = la, o[1], ob[1];
-            o[0] = fmsa_cuda_merge_load(p.o_a, ia + c, p.dtype_a);
-            ob[0] = fmsa_cuda_merge_load(p.o_b, ib + c, p.dtype_b);
+            o[0] = fmsa_cuda_elem_load(p.o_a, ia + c, p.dtype_a);
+            ob[0] = fmsa_cuda_elem_load(p.o_b, ib + c, p.dtype_b);
             fmsa_cuda_merge_step<1>(&lse, o, lb, ob);
-            fmsa_cuda_merge_store(p.o, io + c, p.dtype_o, o[0]);
+            fmsa_cuda_elem_store(p.o, io + c, p.dtype_o, o[0]);
         }
     }
     if (lane == 0) {
