@@ -202,24 +202,14 @@ fmsa_ring_case *fmsa_ring_case_make(const fmsa_ring_spec *spec) {
             if (fabs(nvd[h] - rc->ref_dsink[h]) > rc->nv_dsink_err)
                 rc->nv_dsink_err = fabs(nvd[h] - rc->ref_dsink[h]);
         }
-        /* Part (d) of check_rule.h (fmsa_reference_dsink_floor's sum): each rank's backward
-         * gets its O rounded to the dtype, so D_i = rowsum(dO_i O_i) carries up to
-         * u sum_d |dO_id| |O_id|, weighted by exp(t_h - lse_i), over every row of every rank.
-         * |O| and lse are the whole problem's fp64 ones here (no rank holds all rows of the
-         * ring's O; they differ from the stored ones by the forward's error, a second-order
-         * change of this term). */
-        for (int64_t b = 0; ok && rc->x_dsink && b < spec->B; ++b)
-            for (int64_t i = 0; i < rc->S; ++i)
-                for (int64_t h = 0; h < spec->Hq; ++h) {
-                    const double l = rc->ref_lse[(b * spec->Hq + h) * rc->S + i];
-                    const int64_t o0 = ((b * rc->S + i) * spec->Hq + h) * spec->Dv;
-                    double n = 0.0;
-                    for (int64_t d = 0; d < spec->Dv; ++d)
-                        n += fabs(fmsa_load_f32(rc->dout, spec->dtype, o0 + d)) * fabs(rc->ref_o[o0 + d]);
-                    rc->x_dsink[h] += fmsa_rule_unit_roundoff(spec->dtype) *
-                                      exp((double)rc->sinks[h] - l) * n;
-                }
-        ok = ok && rc->x_dsink;
+        /* Part (d) of check_rule.h: each rank's backward gets its O rounded to the
+         * dtype.  No rank holds all rows of the ring's O, so the floor is taken over
+         * the whole problem's fp64 O and lse, stored as a pass would store them (they
+         * differ from the ranks' by the forward's error, a second-order change). */
+        for (size_t j = 0; ok && j < no; ++j)
+            fmsa_store_f32(scratch[0], spec->dtype, (int64_t)j, (float)rc->ref_o[j]);
+        for (size_t j = 0; ok && j < nl; ++j) ((float *)scratch[1])[j] = (float)rc->ref_lse[j];
+        ok = ok && rc->x_dsink && fmsa_reference_dsink_floor(&pb, rc->x_dsink) == FMSA_SUCCESS;
         free(nvd);
     }
     for (int i = 0; i < 5; ++i) free(scratch[i]);
