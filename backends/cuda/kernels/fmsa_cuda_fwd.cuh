@@ -34,33 +34,6 @@ FMSA_DEV float fmsa_cuda_tanh(float x) {
     return 1.0f - __fdividef(2.0f, t + 1.0f);
 }
 
-/// Which n8 tiles of every 4 take 2^x on the FMA pipe instead of the
-/// special-function unit (16/clk/SM, the softmax's narrowest pipe): 0 = none.
-/// Measured on the H200 (NOTES_FWD.md, 2026-12-02 fwd): 1 of 4 ran 3-5%
-/// slower at d128 and ~1% at d64, so none; an A/B build sets it with -D.
-#ifndef FMSA_CUDA_FWD_EX2_FMA
-#define FMSA_CUDA_FWD_EX2_FMA 0
-#endif
-
-/// 2^x with FMA-pipe instructions only (Cody-Waite: x = n + f, n rounded by
-/// the 1.5 * 2^23 shift, |f| <= 1/2, 2^f by a degree-5 fit at the Chebyshev
-/// nodes, n added to the exponent): relative error 2.1e-7 (3.5 fp32 ulps; the
-/// MUFU's is ~2^-22), far under the bf16/fp16 rounding of P.  x < -125 gives
-/// +0 exactly, as the MUFU's ftz form does below -126, so 2^-inf = 0 and a
-/// masked key's P stays exactly 0; valid up to x = 127 (the lazy rescale keeps
-/// x <= FMSA_SOFTMAX_STALE_MAX).
-FMSA_DEV float fmsa_cuda_ex2_fma(float x) {
-    const float t = x + 12582912.0f, n = t - 12582912.0f, f = x - n;
-    float p = 1.339086331e-03f;
-    p = fmaf(p, f, 9.676031768e-03f);
-    p = fmaf(p, f, 5.550356954e-02f);
-    p = fmaf(p, f, 2.402210683e-01f);
-    p = fmaf(p, f, 6.931471825e-01f);
-    p = fmaf(p, f, 1.000000119e+00f);
-    const float y = __int_as_float(__float_as_int(p) + (__float_as_int(t) << 23));
-    return x < -125.0f ? 0.0f : y;
-}
-
 /// Bit 2 nt + e set when key nt * 8 + 2 (lane % 4) + e of the tile has a
 /// nonzero P in some row of the warp: the keys of this lane's P columns,
 /// which are exactly those of its V B-fragment halves in P V (m16n8k16 and
@@ -323,7 +296,7 @@ FMSA_DEV void fmsa_cuda_fwd_qk(float s[][BN / 8][4], const unsigned qf[][QREG ? 
 /// update of m, l and acc; edge: some key of the tile may be invisible to some
 /// row (per-element mask).  FULL's transforms leave base-2 scores (mult 1);
 /// otherwise the scale rides in the exponent's fma (mult = |scale| log2 e).
-template <int DA, int BN, int MT, int FULL, int F32 = 0, int EMU = 0>
+template <int DA, int BN, int MT, int FULL, int F32 = 0>
 FMSA_DEV void fmsa_cuda_fwd_softmax(const fmsa_cuda_fwd_params &p, const fmsa_cuda_fwd_rows &w,
                                     const fmsa_cuda_fwd_row rw[][2], int n0, int edge,
                                     float s[][BN / 8][4], float m[][2], float l[][2],
@@ -422,7 +395,7 @@ FMSA_DEV void fmsa_cuda_fwd_softmax(const fmsa_cuda_fwd_params &p, const fmsa_cu
 #pragma unroll
                 for (int e = 0; e < 2; ++e) {
                     const float x = fmaf(s[mt][nt][2 * hr + e], mult, -mu);
-                    const float pv = (nt & 3) < EMU ? fmsa_cuda_ex2_fma(x) : fmsa_ex2(x);
+                    const float pv = fmsa_ex2(x);
                     l[mt][hr] += pv;
                     s[mt][nt][2 * hr + e] = pv;
                 }
@@ -784,7 +757,7 @@ FMSA_DEV void fmsa_cuda_fwd_block(const fmsa_cuda_fwd_params &p) {
             }
         if (F32) fmsa_cuda_fwd_qk_f32<D16, BN, MT, ROWQ, ROWK>(s, aRow, sK, kRow, offA, offB);
         else fmsa_cuda_fwd_qk<DTY, D16, BN, MT, QREG, ROWQ, ROWK>(s, qf, aRow, sK, kRow, offA, offB);
-        fmsa_cuda_fwd_softmax<DA, BN, MT, FULL, F32, F32 ? 0 : FMSA_CUDA_FWD_EX2_FMA>(p, w, rw, n0, edge, s,
+        fmsa_cuda_fwd_softmax<DA, BN, MT, FULL, F32>(p, w, rw, n0, edge, s,
                                                                                      m, l, acc);
         if (SYNC == 0) {
             fmsa_cp_async_wait<2 * STAGES - 2>();
