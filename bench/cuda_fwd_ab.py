@@ -18,7 +18,6 @@ Standard sweep: bf16, b*s = 16384, h = 2048/d, forward only.  Decode: b 8, 32 q-
 import argparse
 import ctypes as C
 import json
-import math
 import os
 import sys
 
@@ -28,7 +27,9 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 from triton.testing import do_bench
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
-from flashmsa._capi import Tensor, prototype  # noqa: E402
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from flashmsa._capi import prototype  # noqa: E402
+from cuda_rows_check import reference_rows, rule_ok, tdesc  # noqa: E402
 
 ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
 ap.add_argument("--lib", action="append", required=True, help="NAME=PATH, in timing order")
@@ -41,9 +42,7 @@ ap.add_argument("--check-rows", type=int, default=16)
 ap.add_argument("--json", default="")
 ARGS = ap.parse_args()
 
-DTYPE = {torch.float32: 1, torch.bfloat16: 3}
 BACKEND_CUDA, FWD = 2, 0
-U_BF16, U_F32 = 2.0 ** -8, 2.0 ** -24
 torch.cuda.init()
 
 
@@ -81,37 +80,12 @@ class Build:
         return run
 
 
-def tdesc(t):
-    d = Tensor(t.data_ptr(), 0, DTYPE[t.dtype], t.dim())
-    for i in range(t.dim()):
-        d.shape[i], d.strides[i] = t.shape[i], t.stride(i)
-    return d
-
-
-def reference_o(q, k, v, rows, causal, naive):
-    """O of sampled rows of batch 0, [r, H, D]: fp64, or the naive bf16 computation."""
-    rnd = (lambda x: x.to(torch.bfloat16).to(torch.float32)) if naive else (lambda x: x)
-    cast = torch.float32 if naive else torch.float64
-    hq, hkv = q.shape[2], k.shape[2]
-    qq = q[0][rows].to(cast).transpose(0, 1)
-    kk, vv = (x[0].to(cast).transpose(0, 1).repeat_interleave(hq // hkv, 0) for x in (k, v))
-    s = rnd(qq @ kk.transpose(1, 2) / math.sqrt(q.shape[3]))
-    if causal:
-        keys = torch.arange(k.shape[1], device=q.device)
-        s = s.masked_fill(keys[None, None, :] > (rows + k.shape[1] - q.shape[1])[None, :, None],
-                          float("-inf"))
-    return rnd(rnd(torch.softmax(s, -1)) @ vv).transpose(0, 1)
-
-
 def checked(o, q, k, v, causal):
+    """O of sampled rows of batch 0 against fp64 under the rule (bench/cuda_rows_check.py)."""
     rows = torch.linspace(0, q.shape[1] - 1, min(ARGS.check_rows, q.shape[1]), device="cuda").long()
-    got = o[0][rows]
-    if torch.isnan(got).any():
-        return False
-    ref = reference_o(q, k, v, rows, causal, False)
-    err = (got.double() - ref).abs().max().item()
-    nerr = (reference_o(q, k, v, rows, causal, True).double() - ref).abs().max().item()
-    return err <= 2 * nerr + (2 * U_BF16 + 2 * U_F32) * ref.abs().max().item()
+    ref, _ = reference_rows(q, k, v, None, rows, causal)
+    naive, _ = reference_rows(q, k, v, None, rows, causal, q.dtype)
+    return rule_ok(o[0][rows], ref, naive, 2, q.dtype)[0]
 
 
 def peers(q, k, v, causal):

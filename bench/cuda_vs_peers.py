@@ -22,7 +22,6 @@ attention of PyTorch SDPA's MATH backend (S materialised by cuBLAS, softmax, P V
 import argparse
 import ctypes as C
 import json
-import math
 import os
 import sys
 
@@ -32,7 +31,9 @@ from triton.testing import do_bench
 
 # The ctypes mirror of the C API is the Python package's (python/flashmsa/_capi.py).
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
-from flashmsa._capi import BackwardTensors as BwdTensors, Tensor, prototype  # noqa: E402
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from flashmsa._capi import BackwardTensors as BwdTensors, prototype  # noqa: E402
+from cuda_rows_check import reference_rows, rule_ok, tdesc  # noqa: E402
 
 ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
 ap.add_argument("--lib", default="build/libflashmsa.so")
@@ -58,8 +59,6 @@ else:
 
 # ---------------------------------------------------------------- ctypes API
 FMSA_BACKEND_CUDA, FMSA_FWD, FMSA_BWD = 2, 0, 1
-DTYPE = {torch.float32: 1, torch.float16: 2, torch.bfloat16: 3, torch.int32: 4}
-U = {torch.float32: 2.0 ** -24, torch.float16: 2.0 ** -11, torch.bfloat16: 2.0 ** -8}
 
 
 LIB = prototype(C.CDLL(os.path.abspath(ARGS.lib)))
@@ -74,13 +73,6 @@ torch.cuda.init()
 CTX = C.c_void_p()
 check(LIB.fmsa_context_create(FMSA_BACKEND_CUDA, torch.cuda.current_device(), C.byref(CTX)),
       "fmsa_context_create(cuda)")
-
-
-def tdesc(t):
-    d = Tensor(t.data_ptr(), 0, DTYPE[t.dtype], t.dim())
-    for i in range(t.dim()):
-        d.shape[i], d.strides[i] = t.shape[i], t.stride(i)
-    return d
 
 
 class Fmsa:
@@ -120,38 +112,6 @@ class Fmsa:
     def synchronize(self):
         check(LIB.fmsa_synchronize(CTX, torch.cuda.current_stream().cuda_stream),
               "fmsa_synchronize")
-
-
-def reference_rows(q, k, v, do, rows, causal, tdt=None):
-    """O and dQ of sampled rows of batch 0, [r, H, D]: fp64 (tdt None) or the
-    naive computation in dtype tdt (fp32 sums, S, P, O, dP, dS, dQ rounded)."""
-    rnd = (lambda x: x.to(tdt).to(torch.float32)) if tdt else (lambda x: x)
-    cast = torch.float64 if tdt is None else torch.float32
-    hq, hkv = q.shape[2], k.shape[2]
-    qq, dd = (x[0][rows].to(cast).transpose(0, 1) for x in (q, do))  # [H, r, D]
-    kk, vv = (x[0].to(cast).transpose(0, 1).repeat_interleave(hq // hkv, 0) for x in (k, v))
-    scale = 1.0 / math.sqrt(q.shape[3])
-    s = rnd(qq @ kk.transpose(1, 2) * scale)
-    sq, sk = q.shape[1], k.shape[1]
-    if causal:
-        keys = torch.arange(sk, device=q.device)
-        s = s.masked_fill(keys[None, None, :] > (rows + sk - sq)[None, :, None], float("-inf"))
-    p = rnd(torch.softmax(s, -1))
-    o = rnd(p @ vv)
-    dp = rnd(dd @ vv.transpose(1, 2))
-    ds = rnd(p * (dp - (dd * o).sum(-1, keepdim=True)))
-    dq = rnd(ds @ kk * scale)
-    return o.transpose(0, 1), dq.transpose(0, 1)
-
-
-def rule_ok(got, ref, naive, factor, dt):
-    """|got - ref| <= factor |naive - ref| + floor (common/check_rule.h's shape)."""
-    if torch.isnan(got).any():
-        return False, float("inf"), 0.0
-    err = (got.double() - ref).abs().max().item()
-    nerr = (naive.double() - ref).abs().max().item()
-    floor = (2 * U[dt] + 2 * U[torch.float32]) * ref.abs().max().item()
-    return err <= factor * nerr + floor, err, nerr
 
 
 def check_run(f, q, k, v, causal, backward):
@@ -303,7 +263,7 @@ def main():
     for r in recs:
         pk = {p["peer"]: p for p in r.get("peers", [])}
         if r["kind"] == "decode":
-            shape, key2 = f"decode sk={r['sk']}", None
+            shape = f"decode sk={r['sk']}"
             cells = [f"{fmt(r, 'kv_tbps')}        "] + \
                     [f"{fmt(pk.get(n, {}), 'kv_tbps')}        " for n in names]
         else:
