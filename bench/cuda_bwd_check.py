@@ -579,7 +579,11 @@ def main():
                     (d256 + "0", 256), (d256 + "67", 256),
                     # o2051 = o3 + deferred dQ reductions, o4099 = o3 + lean loads, o6147 both
                     (d128 + "2051", 128), (d64 + "2051", 64), (d128 + "4099", 128), (d64 + "4099", 64),
-                    (d256 + "4099", 256), (d128 + "6147", 128), (d64 + "6147", 64)]
+                    (d256 + "4099", 256), (d128 + "6147", 128), (d64 + "6147", 64),
+                    # o8195 = o3 + the tiled dQ accumulator (16 x 8 tiles in lane order)
+                    (d64 + "8195", 64), (d128 + "8195", 128), (d256 + "8195", 256),
+                    ("fmsa_cuda_bwd_main_bf16_d96_m64_n128_k4_p2_o8195", 96),
+                    ("fmsa_cuda_bwd_main_bf16_d192_m64_n64_k2_p2_o8195", 192)]
     t0 = time.time()
     ok = True
     if a.grid or a.quick_grid:

@@ -40,7 +40,10 @@
  * it, bit 4 leaves dQ out, bit 5 takes P = S without the exponential, bit 10
  * adds values at hand without dQ's products; bit 11 (sm_90, D <= 128, atomic
  * mode) defers a step's dQ reductions into the next step (staging tile); bit
- * 12 (with bit 0) loads a tile whose rows all exist without per-row bounds.  Rows of one D are listed preferred first; the
+ * 12 (with bit 0) loads a tile whose rows all exist without per-row bounds;
+ * bit 13 keeps dq_accum in 16 x 8 tiles in the accumulators' lane order
+ * (one contiguous 512-byte reduction per warp and n8 tile; rows of whole
+ * 16-row groups, else the row layout), with its own postprocess.  Rows of one D are listed preferred first; the
  * pick takes the first whose shared memory fits the device (the 1-stage rows
  * are for the A100's 164 KiB, as is d64's 64-row tile).
  */
@@ -120,7 +123,12 @@
     X(bf16, 1, 128, 64, 128, 4, 2, 6147)      \
     X(bf16, 1, 256, 64, 64, 2, 2, 4099)       \
     X(bf16, 1, 256, 64, 64, 2, 2, 0)          \
-    X(bf16, 1, 256, 64, 64, 2, 2, 67)
+    X(bf16, 1, 256, 64, 64, 2, 2, 67)         \
+    X(bf16, 1, 64, 128, 128, 4, 2, 8195)      \
+    X(bf16, 1, 128, 64, 128, 4, 2, 8195)      \
+    X(bf16, 1, 256, 64, 64, 2, 2, 8195)       \
+    X(bf16, 1, 96, 64, 128, 4, 2, 8195)       \
+    X(bf16, 1, 192, 64, 64, 2, 2, 8195)
 
 #define FMSA_CUDA_BWD_WARPS 8 ///< warps per block of the main stage
 #define FMSA_CUDA_BWD_MAX_DIM 576 ///< the largest D of the lists (above: refused)
@@ -193,9 +201,11 @@ static inline size_t fmsa_cuda_bwd_smem(const fmsa_cuda_bwd_instance *inst, int 
     return (size_t)inst->smem_main + (cc_major >= 9 ? (size_t)inst->smem_stage : 0u);
 }
 
+/// The postprocess of a row: OPT bit 13's tiled dQ accumulator has its own.
+#define FMSA_CUDA_BWD_POST_NAME(dt, OPT) (((OPT) & 8192) ? "fmsa_cuda_bwd_post_t_" #dt : "fmsa_cuda_bwd_post_" #dt)
 #define FMSA_CUDA_BWD_ROW(dt, BF16, D, BM, BN, WK, ST, OPT)                                \
     {"fmsa_cuda_bwd_pre_" #dt, FMSA_CUDA_BWD_STR(FMSA_CUDA_BWD_MAIN_SYM(dt, D, BM, BN, WK, ST, OPT)), \
-     "fmsa_cuda_bwd_post_" #dt, BF16, D, BM, BN, ST, 32 * FMSA_CUDA_BWD_WARPS,                 \
+     FMSA_CUDA_BWD_POST_NAME(dt, OPT), BF16, D, BM, BN, ST, 32 * FMSA_CUDA_BWD_WARPS,                 \
      32 * FMSA_CUDA_BWD_AUX_WARPS, FMSA_CUDA_BWD_SMEM(D, BM, BN, ST), FMSA_CUDA_BWD_SMEM_STAGE(D, BM, OPT), \
      D, 0},
 /// A row of FMSA_CUDA_BWD_INSTANCES_V: its own preprocess (D_i over head_dim_v).

@@ -19,10 +19,11 @@ typedef struct fmsa_dev_entry {
 
 #define FMSA_DEV_ENTRY(dt, BF16, D, BM, BN, WK, ST, OPT)                                        \
     {{"fmsa_cuda_bwd_pre_" #dt, FMSA_CUDA_BWD_STR(FMSA_CUDA_BWD_MAIN_SYM(dt, D, BM, BN, WK, ST, OPT)), \
-      "fmsa_cuda_bwd_post_" #dt, BF16, D, BM, BN, ST, 32 * FMSA_CUDA_BWD_WARPS,               \
+      FMSA_CUDA_BWD_POST_NAME(dt, OPT), BF16, D, BM, BN, ST, 32 * FMSA_CUDA_BWD_WARPS,        \
       32 * FMSA_CUDA_BWD_AUX_WARPS, FMSA_CUDA_BWD_SMEM(D, BM, BN, ST),                        \
       FMSA_CUDA_BWD_SMEM_STAGE(D, BM, OPT), D, 0},                                                 \
-     fmsa_cuda_bwd_pre_##dt, FMSA_CUDA_BWD_MAIN_SYM(dt, D, BM, BN, WK, ST, OPT), fmsa_cuda_bwd_post_##dt},
+     fmsa_cuda_bwd_pre_##dt, FMSA_CUDA_BWD_MAIN_SYM(dt, D, BM, BN, WK, ST, OPT),                  \
+     ((OPT) & 8192) ? fmsa_cuda_bwd_post_t_##dt : fmsa_cuda_bwd_post_##dt},
 
 static const fmsa_dev_entry fmsa_dev_entries[] = {FMSA_CUDA_BWD_INSTANCES(FMSA_DEV_ENTRY)
                                                       FMSA_CUDA_BWD_VARIANTS(FMSA_DEV_ENTRY)};

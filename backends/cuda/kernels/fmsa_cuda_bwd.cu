@@ -93,6 +93,18 @@ FMSA_DEV void fmsa_bwd_dq_red4(float *mine, const float *x, int odd, int ok) {
 #endif /* __CUDA_ARCH__ */
 }
 
+/// A lane's dQ fragment added where the tiled accumulator keeps it (OPT bit
+/// 13): its 4 floats are consecutive, so one vector reduction on sm_90 (the
+/// warp's 32 cover 512 contiguous bytes), two pairs of atomics before.
+FMSA_DEV void fmsa_bwd_dq_red_t(float *at, const float *x) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    fmsa_red_add4(at, x[0], x[1], x[2], x[3]);
+#else
+    fmsa_red_add2(at, x[0], x[1]);
+    fmsa_red_add2(at + 2, x[2], x[3]);
+#endif /* __CUDA_ARCH__ */
+}
+
 /// The sum of n floats (keeps the timing-only ablation's products alive).
 FMSA_DEV float fmsa_bwd_sum(const float *x, int n) {
     float a = 0.0f;
@@ -163,6 +175,15 @@ FMSA_DEV void fmsa_bwd_main(const fmsa_cuda_bwd_params &P) {
     constexpr int DEFER = 0;
 #endif /* __CUDA_ARCH__ */
     static_assert(NQC == 1 || (!BULK && !DEFER), "the staging tile holds one dQ pass");
+    /* OPT bit 13: dq_accum in tiles of 16 rows x 8 columns (128 floats), each
+       lane's accumulator fragment (rows g, g + 8; columns 2 t4, 2 t4 + 1) at
+       4 lane of its tile, tiles [sequence][head][row / 16][column / 8]: a
+       warp's reduction then covers 4 whole 128-byte lines instead of 16 rows'
+       32 bytes each, and needs no lane swap.  Taken where every sequence's
+       rows are whole 16-row groups (not varlen, seqlen_q % 16 == 0), so the
+       region is the row layout's (the preprocess zeroes it unchanged) and the
+       postprocess (fmsa_bwd_post_t) tests the same; else the row layout */
+    constexpr int TQ = (OPT & 8192) && NQC == 1 && !BULK && !DEFER;
     const fmsa_cuda_fwd_params &F = P.fwd;
 
     extern __shared__ __align__(16) unsigned char fmsa_smem[];
@@ -236,6 +257,7 @@ FMSA_DEV void fmsa_bwd_main(const fmsa_cuda_bwd_params &P) {
     const long long rows_all = (long long)(F.is_varlen ? 1 : F.batch) * F.total_q;
     const int mtiles_max = (F.seqlen_q + BM - 1) / BM;
     const int general = F.mask != 0 || F.alibi != 0 || F.softcap > 0.0f;
+    const int tq = TQ && !F.is_varlen && F.seqlen_q % 16 == 0 && F.total_q == F.seqlen_q;
     const unsigned short *Qg = (const unsigned short *)F.q;
     const unsigned short *Kg = (const unsigned short *)F.k;
     const unsigned short *Vg = (const unsigned short *)F.v;
@@ -794,6 +816,10 @@ FMSA_DEV void fmsa_bwd_main(const fmsa_cuda_bwd_params &P) {
             const int ia0 = m0 + rq0 + g;
             const long long rstride = (long long)F.heads_q * P.accum_dim;
             float *rowa0 = P.dq_accum + ((qb * F.total_q + q_row0 + ia0) * F.heads_q + h) * (long long)P.accum_dim;
+            /* OPT bit 13: this lane's float4 of its (mt 0, nt 0) tile */
+            float *tq_at = P.dq_accum + ((long long)(b * F.heads_q + h) * (sq / 16) + (m0 + rq0) / 16) * (16 * D) +
+                           (cq0 / 8) * 128 + lane * 4;
+            (void)tq_at;
             if (BULK && !P.deterministic) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
                 /* rows rq0.. of the tile: the NQ warps of this mq write their
@@ -837,6 +863,12 @@ FMSA_DEV void fmsa_bwd_main(const fmsa_cuda_bwd_params &P) {
 #endif /* __CUDA_ARCH__ */
             } else if ((OPT & 8) && fmsa_bwd_sum(&dq[0][0][0], MTQ * NTQ * 4) != 1.0e-30f) {
                 /* timing-only ablation: dQ's products without their reductions */
+            } else if (TQ && tq && !P.deterministic) {
+#pragma unroll
+                for (int mt = 0; mt < MTQ; ++mt)
+                    if (m0 + rq0 + 16 * mt < sq)
+#pragma unroll
+                        for (int nt = 0; nt < NTQ; ++nt) fmsa_bwd_dq_red_t(tq_at + mt * 16 * D + nt * 128, dq[mt][nt]);
             } else if (!P.deterministic && (OPT & 2) && !(OPT & 128) && FMSA_BWD_SM90) {
                 /* each lane one row (odd lanes the row 8 below), one vector
                    reduction per n8 tile at a fixed offset: no divergence */
@@ -873,6 +905,22 @@ FMSA_DEV void fmsa_bwd_main(const fmsa_cuda_bwd_params &P) {
                     }
                 }
                 __syncthreads();
+                if (TQ && tq) {
+                    /* the tiled accumulator (OPT bit 13): one float4 per lane and tile */
+#pragma unroll
+                    for (int mt = 0; mt < MTQ; ++mt)
+                        if (m0 + rq0 + 16 * mt < sq)
+#pragma unroll
+                            for (int nt = 0; nt < NTQ; ++nt) {
+                                float4 *at = (float4 *)(tq_at + mt * 16 * D + nt * 128);
+                                float4 v = __ldcg(at);
+                                v.x += dq[mt][nt][0];
+                                v.y += dq[mt][nt][1];
+                                v.z += dq[mt][nt][2];
+                                v.w += dq[mt][nt][3];
+                                __stcg(at, v);
+                            }
+                } else {
 #pragma unroll
                 for (int mt = 0; mt < MTQ; ++mt) {
                     const int ia = ia0 + 16 * mt, ib = ia + 8;
@@ -893,6 +941,7 @@ FMSA_DEV void fmsa_bwd_main(const fmsa_cuda_bwd_params &P) {
                             __stcg((float2 *)(rowb + c), v);
                         }
                     }
+                }
                 }
                 __threadfence();
                 __syncthreads();

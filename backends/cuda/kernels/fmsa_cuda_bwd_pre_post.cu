@@ -86,6 +86,51 @@ FMSA_DEV void fmsa_bwd_post(const fmsa_cuda_bwd_params &P) {
     }
 }
 
+/// dq = dq_accum * softmax_scale for the rows with OPT bit 13 (fmsa_bwd_main's
+/// tiled accumulator: tiles of 16 rows x 8 columns, [sequence][head][row / 16]
+/// [column / 8], lane g * 4 + t4 of a tile holding rows g, g + 8 at columns
+/// 2 t4, 2 t4 + 1), where the main stage uses it (the same test: not varlen,
+/// seqlen_q a multiple of 16); elsewhere the row layout of fmsa_bwd_post.  A
+/// thread reads the 64 contiguous bytes of rows rr, rr + 8 of one tile and
+/// writes 8 columns of each; consecutive threads take consecutive columns.
+template <int BF16>
+FMSA_DEV void fmsa_bwd_post_t(const fmsa_cuda_bwd_params &P) {
+    const fmsa_cuda_fwd_params &F = P.fwd;
+    if (F.is_varlen || F.seqlen_q % 16 || F.total_q != F.seqlen_q) {
+        fmsa_bwd_post<BF16>(P);
+        return;
+    }
+    const int nch = F.head_dim / 8, g16 = F.seqlen_q / 16;
+    const long long n = (long long)F.batch * F.heads_q * g16 * 8 * nch;
+    const float sc = F.softmax_scale;
+    for (long long w = (long long)blockIdx.x * blockDim.x + threadIdx.x; w < n;
+         w += (long long)gridDim.x * blockDim.x) {
+        const int c8 = (int)(w % nch);
+        long long rest = w / nch;
+        const int rr = (int)(rest % 8);
+        rest /= 8;
+        const int r16 = (int)(rest % g16);
+        const long long bh = rest / g16;
+        const int h = (int)(bh % F.heads_q);
+        const long long qb = bh / F.heads_q;
+        const float4 *t = (const float4 *)(P.dq_accum + (bh * g16 + r16) * 16LL * P.accum_dim + c8 * 128 + rr * 16);
+        const float4 v0 = __ldcg(t), v1 = __ldcg(t + 1), v2 = __ldcg(t + 2), v3 = __ldcg(t + 3);
+        const long long ra = (long long)r16 * 16 + rr;
+        unsigned short *da = (unsigned short *)P.dq + qb * P.dq_sb + ra * P.dq_ss + h * P.dq_sh + c8 * 8;
+        uint4 oa, ob;
+        oa.x = fmsa_pack2<BF16>(v0.x * sc, v0.y * sc);
+        oa.y = fmsa_pack2<BF16>(v1.x * sc, v1.y * sc);
+        oa.z = fmsa_pack2<BF16>(v2.x * sc, v2.y * sc);
+        oa.w = fmsa_pack2<BF16>(v3.x * sc, v3.y * sc);
+        ob.x = fmsa_pack2<BF16>(v0.z * sc, v0.w * sc);
+        ob.y = fmsa_pack2<BF16>(v1.z * sc, v1.w * sc);
+        ob.z = fmsa_pack2<BF16>(v2.z * sc, v2.w * sc);
+        ob.w = fmsa_pack2<BF16>(v3.z * sc, v3.w * sc);
+        *(uint4 *)da = oa;
+        *(uint4 *)(da + 8 * P.dq_ss) = ob;
+    }
+}
+
 /// dsink_h = -sum over rows i of exp(t_h - lse_i) (rowsum(dO * O)_i - dlse_i),
 /// the sum over every row of every sequence of head h (block h), in a fixed
 /// order: each thread adds a fixed stride of rows, then a fixed tree, so the
@@ -134,4 +179,10 @@ extern "C" __global__ void __launch_bounds__(256) fmsa_cuda_bwd_post_bf16(const 
 }
 extern "C" __global__ void __launch_bounds__(256) fmsa_cuda_bwd_post_f16(const fmsa_cuda_bwd_params p) {
     fmsa_bwd_post<0>(p);
+}
+extern "C" __global__ void __launch_bounds__(256) fmsa_cuda_bwd_post_t_bf16(const fmsa_cuda_bwd_params p) {
+    fmsa_bwd_post_t<1>(p);
+}
+extern "C" __global__ void __launch_bounds__(256) fmsa_cuda_bwd_post_t_f16(const fmsa_cuda_bwd_params p) {
+    fmsa_bwd_post_t<0>(p);
 }

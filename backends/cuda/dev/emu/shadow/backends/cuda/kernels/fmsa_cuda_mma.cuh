@@ -49,6 +49,7 @@ static inline unsigned atomicOr(unsigned *p, unsigned v) { unsigned o = *p; *p |
 static inline float2 __ldcg(const float2 *p) { return *p; }
 static inline float4 __ldcg(const float4 *p) { return *p; }
 static inline void __stcg(float2 *p, float2 v) { *p = v; }
+static inline void __stcg(float4 *p, float4 v) { *p = v; }
 
 FMSA_DEV unsigned fmsa_smem_addr(const void *p) { return (unsigned)((const unsigned char *)p - fmsa_smem); }
 FMSA_DEV void fmsa_cp_async16(unsigned dst, const void *src, int src_bytes) {
