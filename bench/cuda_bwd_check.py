@@ -407,6 +407,16 @@ def grid(lib, variants, quick=False):
         ("bf16 d128 mask+softcap+alibi NaN-hidden", dict(dtype=bf, b=1, sq=90, sk=150, d=128, mask=True, alibi=True, softcap=1.5, scale=0.3, nan=True)),
         ("bf16 d256 mask NaN-hidden", dict(dtype=bf, b=1, sq=50, sk=140, d=256, mask=True, nan=True)),
     ]
+    # seqlen_q a multiple of 16: the shapes where OPT bit 13 keeps dq_accum in tiles
+    cases += [
+        ("bf16 d128 GQA 4/2 s256 causal (tiled dQ)", dict(dtype=bf, b=2, sq=256, d=128, hq=4, hkv=2, causal=True)),
+        ("bf16 d128 sq192 sk333 (tiled dQ)", dict(dtype=bf, b=1, sq=192, sk=333, d=128)),
+        ("bf16 d64 s320 causal (tiled dQ)", dict(dtype=bf, b=2, sq=320, d=64, hq=3, causal=True)),
+        ("bf16 d64 sq48 sk200 mask (tiled dQ)", dict(dtype=bf, b=2, sq=48, sk=200, d=64, mask=True)),
+        ("bf16 d256 s144 causal (tiled dQ)", dict(dtype=bf, b=2, sq=144, d=256, hq=2, causal=True)),
+        ("bf16 d96 s160 window(40,10) (tiled dQ)", dict(dtype=bf, b=1, sq=160, d=96, wl=40, wr=10)),
+        ("bf16 d192 s112 softcap 1.5 (tiled dQ)", dict(dtype=bf, b=1, sq=112, d=192, softcap=1.5, scale=0.3)),
+    ]
     if quick:
         cases = cases[:6] + cases[16:20]
     npass = nfail = 0
@@ -558,6 +568,7 @@ def main():
     ap.add_argument("--det", action="store_true")
     ap.add_argument("--sweep", action="store_true")
     ap.add_argument("--variants", action="store_true")
+    ap.add_argument("--only", default="", help="with --variants: keep those whose name ends in _o<one of these>")
     ap.add_argument("--dims", default="64,128,256", help="sweep head dims")
     ap.add_argument("--seqlens", default="512,1024,2048,4096,8192,16384", help="sweep lengths")
     ap.add_argument("--profile", action="store_true", help="one d128 s4096 backward, ours and FA2, for ncu")
@@ -583,7 +594,13 @@ def main():
                     # o8195 = o3 + the tiled dQ accumulator (16 x 8 tiles in lane order)
                     (d64 + "8195", 64), (d128 + "8195", 128), (d256 + "8195", 256),
                     ("fmsa_cuda_bwd_main_bf16_d96_m64_n128_k4_p2_o8195", 96),
-                    ("fmsa_cuda_bwd_main_bf16_d192_m64_n64_k2_p2_o8195", 192)]
+                    ("fmsa_cuda_bwd_main_bf16_d192_m64_n64_k2_p2_o8195", 192),
+                    # o3: the previous library rows, where the rows are o8195
+                    (d64 + "3", 64), (d128 + "3", 128), (d256 + "3", 256),
+                    ("fmsa_cuda_bwd_main_bf16_d96_m64_n128_k4_p2_o3", 96),
+                    ("fmsa_cuda_bwd_main_bf16_d192_m64_n64_k2_p2_o3", 192)]
+        if a.only:
+            variants = [v for v in variants if v[0].rsplit("_o", 1)[-1] in a.only.split(",")]
     t0 = time.time()
     ok = True
     if a.grid or a.quick_grid:

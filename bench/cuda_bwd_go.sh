@@ -3,7 +3,8 @@
 # most important first, each part time-boxed.  PARTS (default "grid lib ab bench"):
 #   grid     dev harness grid (variants, NaN/Inf in hidden keys) and determinism
 #   lib      the library built with the fatbins of build-bwdfat/ (built here),
-#            ctest -L cuda, the backward cases of test_grid_masked_nan
+#            ctest -L cuda (LIB_R narrows it; LIB_R80 also runs those tests with
+#            FLASHMSA_CUDA_ARCH=sm80), the backward cases of test_grid_masked_nan
 #   ab       the harness sweep: library rows (o3) beside the previous code (o0),
 #            the variants and the dQ ablations (AB_ARGS narrows it)
 #   bench    the library sweep beside FA2 / cuDNN (BENCH_ARGS narrows it)
@@ -27,9 +28,15 @@ if has lib; then
     el "library build"
     CMOCKA_PREFIX=$here/../cmocka/usr FATBIN_DIR=$here/build-bwdfat STAGES=build \
         bash bench/cuda_device_run.sh 2>&1 | tail -4
-    el "ctest -L cuda"
-    timeout 100 ctest --test-dir build-cuda -L cuda --output-on-failure >"$OUT/ctest_cuda.log" 2>&1
+    el "ctest -L cuda ${LIB_R:+-R $LIB_R}"
+    timeout ${LIB_TIMEOUT:-100} ctest --test-dir build-cuda -L cuda ${LIB_R:+-R "$LIB_R"} --output-on-failure >"$OUT/ctest_cuda.log" 2>&1
     grep -E "Test +#|tests passed|tests failed|FAIL" "$OUT/ctest_cuda.log" | head -40
+    if [ -n "${LIB_R80:-}" ]; then
+        el "FLASHMSA_CUDA_ARCH=sm80 ctest -R $LIB_R80"
+        FLASHMSA_CUDA_ARCH=sm80 timeout ${LIB_TIMEOUT:-100} ctest --test-dir build-cuda -L cuda -R "$LIB_R80" \
+            --output-on-failure >"$OUT/ctest_cuda_sm80.log" 2>&1
+        grep -E "Test +#|tests passed|tests failed|FAIL" "$OUT/ctest_cuda_sm80.log" | head -20
+    fi
     el "masked-NaN backward cases on cuda"
     for c in 1 3 5 7 9 11 14; do
         timeout 30 build-cuda/tests/test_grid_masked_nan --backend cuda --case $c 2>&1 | tail -3
@@ -49,7 +56,7 @@ fi
 if has bench; then
     el "library sweep"
     [ -x build-cuda/libflashmsa.so ] || [ -f build-cuda/libflashmsa.so ] || echo "no library: run PARTS=lib first"
-    timeout 90 python3 bench/cuda_vs_peers.py --lib build-cuda/libflashmsa.so --json "$OUT/bench.jsonl" \
+    timeout ${BENCH_TIMEOUT:-90} python3 bench/cuda_vs_peers.py --lib build-cuda/libflashmsa.so --json "$OUT/bench.jsonl" \
         ${BENCH_ARGS:---decode "" --seqlens 4096,16384} >"$OUT/bench.log" 2>&1
     sed -n '/^# TFLOP/,$p' "$OUT/bench.log" | cut -c1-250
 fi

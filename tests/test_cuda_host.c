@@ -396,8 +396,11 @@ static void bwd_pick_by_device(void **state) {
     assert_true(plan.launch[1].smem <= 163u << 10);
     assert_int_equal(bwd_plan(128, 9, 227 << 10, 0, &plan), FMSA_SUCCESS);
     assert_non_null(strstr(plan.instance, "_d128_m64_n128_k4_p2_"));
+    /* the sm_90 row keeps dQ's accumulator in tiles (OPT bit 13): its own postprocess */
+    assert_string_equal(plan.launch[2].kernel, "fmsa_cuda_bwd_post_t_bf16");
     assert_int_equal(bwd_plan(128, 8, 163 << 10, 0, &plan), FMSA_SUCCESS);
     assert_non_null(strstr(plan.instance, "_d128_m64_n128_k4_p1_"));
+    assert_string_equal(plan.launch[2].kernel, "fmsa_cuda_bwd_post_bf16");
     assert_int_equal(bwd_plan(256, 8, 163 << 10, 0, &plan), FMSA_SUCCESS);
     assert_non_null(strstr(plan.instance, "_d256_m64_n64_k2_p1_"));
     assert_int_equal(bwd_plan(96, 9, 227 << 10, 1, &plan), FMSA_SUCCESS);
