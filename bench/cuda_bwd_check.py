@@ -484,13 +484,13 @@ def determinism(lib):
     return allok
 
 
-def sweep(lib, variants, dims=(64, 128, 256), ss=(512, 1024, 2048, 4096, 8192, 16384)):
+def sweep(lib, variants, dims=(64, 128, 256), ss=(512, 1024, 2048, 4096, 8192, 16384), masks=(False, True)):
     from torch.nn.attention import SDPBackend, sdpa_kernel
     from triton.testing import do_bench
     import torch.nn.functional as Fn
     rows = []
     for d in dims:
-        for causal in (False, True):
+        for causal in masks:
             for s in ss:
                 h = 2048 // d
                 b = 16384 // s
@@ -568,6 +568,7 @@ def main():
     ap.add_argument("--det", action="store_true")
     ap.add_argument("--sweep", action="store_true")
     ap.add_argument("--variants", action="store_true")
+    ap.add_argument("--causal-only", action="store_true", help="sweep: causal shapes only")
     ap.add_argument("--only", default="", help="with --variants: keep those whose name ends in _o<one of these>")
     ap.add_argument("--dims", default="64,128,256", help="sweep head dims")
     ap.add_argument("--seqlens", default="512,1024,2048,4096,8192,16384", help="sweep lengths")
@@ -598,7 +599,9 @@ def main():
                     # o3: the previous library rows, where the rows are o8195
                     (d64 + "3", 64), (d128 + "3", 128), (d256 + "3", 256),
                     ("fmsa_cuda_bwd_main_bf16_d96_m64_n128_k4_p2_o3", 96),
-                    ("fmsa_cuda_bwd_main_bf16_d192_m64_n64_k2_p2_o3", 192)]
+                    ("fmsa_cuda_bwd_main_bf16_d192_m64_n64_k2_p2_o3", 192),
+                    # o24579 = o8195 + cut tiles without features as full ones plus a select
+                    (d64 + "24579", 64), (d128 + "24579", 128), (d256 + "24579", 256)]
         if a.only:
             variants = [v for v in variants if v[0].rsplit("_o", 1)[-1] in a.only.split(",")]
     t0 = time.time()
@@ -609,7 +612,8 @@ def main():
     if a.det:
         ok &= determinism(lib)
     if a.sweep:
-        sweep(lib, variants, [int(x) for x in a.dims.split(",")], [int(x) for x in a.seqlens.split(",")])
+        sweep(lib, variants, [int(x) for x in a.dims.split(",")], [int(x) for x in a.seqlens.split(",")],
+              (True,) if a.causal_only else (False, True))
     if a.profile:
         from torch.nn.attention import SDPBackend, sdpa_kernel
         import torch.nn.functional as Fn

@@ -43,7 +43,9 @@
  * 12 (with bit 0) loads a tile whose rows all exist without per-row bounds;
  * bit 13 keeps dq_accum in 16 x 8 tiles in the accumulators' lane order
  * (one contiguous 512-byte reduction per warp and n8 tile; rows of whole
- * 16-row groups, else the row layout), with its own postprocess.  Rows of one D are listed preferred first; the
+ * 16-row groups, else the row layout), with its own postprocess; bit 14
+ * computes tiles cut by a causal diagonal, a window or a sequence end
+ * (without mask, ALiBi, softcap) as full ones plus a visibility select.  Rows of one D are listed preferred first; the
  * pick takes the first whose shared memory fits the device (the 1-stage rows
  * are for the A100's 164 KiB, as is d64's 64-row tile).
  */
@@ -51,20 +53,20 @@
     X(bf16, 1, 64, 128, 128, 4, 2, 8195)      \
     X(bf16, 1, 64, 64, 128, 4, 2, 3)          \
     X(bf16, 1, 96, 64, 128, 4, 2, 3)          \
-    X(bf16, 1, 128, 64, 128, 4, 2, 8195)      \
+    X(bf16, 1, 128, 64, 128, 4, 2, 24579)     \
     X(bf16, 1, 128, 64, 128, 4, 1, 3)         \
     X(bf16, 1, 192, 64, 64, 2, 2, 3)          \
     X(bf16, 1, 192, 64, 64, 2, 1, 3)          \
-    X(bf16, 1, 256, 64, 64, 2, 2, 8195)       \
+    X(bf16, 1, 256, 64, 64, 2, 2, 24579)      \
     X(bf16, 1, 256, 64, 64, 2, 1, 3)          \
     X(f16, 0, 64, 128, 128, 4, 2, 8195)       \
     X(f16, 0, 64, 64, 128, 4, 2, 3)           \
     X(f16, 0, 96, 64, 128, 4, 2, 3)           \
-    X(f16, 0, 128, 64, 128, 4, 2, 8195)       \
+    X(f16, 0, 128, 64, 128, 4, 2, 24579)      \
     X(f16, 0, 128, 64, 128, 4, 1, 3)          \
     X(f16, 0, 192, 64, 64, 2, 2, 3)           \
     X(f16, 0, 192, 64, 64, 2, 1, 3)           \
-    X(f16, 0, 256, 64, 64, 2, 2, 8195)        \
+    X(f16, 0, 256, 64, 64, 2, 2, 24579)       \
     X(f16, 0, 256, 64, 64, 2, 1, 3)
 
 /*
@@ -128,7 +130,10 @@
     X(bf16, 1, 128, 64, 128, 4, 2, 3)         \
     X(bf16, 1, 256, 64, 64, 2, 2, 3)          \
     X(bf16, 1, 96, 64, 128, 4, 2, 8195)       \
-    X(bf16, 1, 192, 64, 64, 2, 2, 8195)
+    X(bf16, 1, 192, 64, 64, 2, 2, 8195)       \
+    X(bf16, 1, 64, 128, 128, 4, 2, 24579)     \
+    X(bf16, 1, 128, 64, 128, 4, 2, 8195)      \
+    X(bf16, 1, 256, 64, 64, 2, 2, 8195)
 
 #define FMSA_CUDA_BWD_WARPS 8 ///< warps per block of the main stage
 #define FMSA_CUDA_BWD_MAX_DIM 576 ///< the largest D of the lists (above: refused)

@@ -31,7 +31,7 @@ emu_slot emu_slots[256];
 #define FMSA_CUDA_BWD_ONLY(X) \
     X(bf16, 1, 256, 64, 64, 2, 1, 3) \
     X(bf16, 1, 192, 64, 64, 2, 2, 3) \
-    X(bf16, 1, 128, 64, 128, 4, 2, 3)
+    X(bf16, 1, 128, 64, 128, 4, 2, 24579)
 #define FMSA_CUDA_BWD_ONLY_V(X) \
     X(bf16, 1, 192, 128, 64, 64, 2, 2, 3) \
     X(bf16, 1, 64, 256, 64, 64, 2, 2, 3) \
@@ -51,7 +51,8 @@ struct kent { const char *name; kfn fn; };
 static const kent kents[] = {FMSA_CUDA_BWD_ONLY(KE) FMSA_CUDA_BWD_ONLY_V(KEV)
     {"fmsa_cuda_bwd_pre_bf16", fmsa_cuda_bwd_pre_bf16}, {"fmsa_cuda_bwd_pre_dv_bf16", fmsa_cuda_bwd_pre_dv_bf16},
     {"fmsa_cuda_bwd_post_bf16", fmsa_cuda_bwd_post_bf16}, {"fmsa_cuda_bwd_pre_f16", fmsa_cuda_bwd_pre_f16},
-    {"fmsa_cuda_bwd_pre_dv_f16", fmsa_cuda_bwd_pre_dv_f16}, {"fmsa_cuda_bwd_post_f16", fmsa_cuda_bwd_post_f16}};
+    {"fmsa_cuda_bwd_pre_dv_f16", fmsa_cuda_bwd_pre_dv_f16}, {"fmsa_cuda_bwd_post_f16", fmsa_cuda_bwd_post_f16},
+    {"fmsa_cuda_bwd_post_t_bf16", fmsa_cuda_bwd_post_t_bf16}, {"fmsa_cuda_bwd_post_t_f16", fmsa_cuda_bwd_post_t_f16}};
 static kfn find(const char *n) {
     for (auto &e : kents) if (!strcmp(e.name, n)) return e.fn;
     fprintf(stderr, "kernel %s not in the emulator\n", n); exit(2);
