@@ -165,16 +165,7 @@ FMSA_DEV void fmsa_bwd_main(const fmsa_cuda_bwd_params &P) {
     constexpr int BULK = 0;
 #endif /* __CUDA_ARCH__ */
     constexpr int LDQ = D + 8; /* staging pitch (floats): conflict-free float2 stores */
-    /* OPT bit 11 (sm_90, D <= 128, atomic mode): a step's dQ waits in the
-       staging tile, one float4 per lane and n8 tile in private slots, and
-       its reductions issue in the next step after the S^T / dP^T products,
-       so they drain behind that step's softmax instead of ending this one */
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    constexpr int DEFER = FMSA_CUDA_BWD_STAGED(D) && (OPT & 2048) && !BULK;
-#else
-    constexpr int DEFER = 0;
-#endif /* __CUDA_ARCH__ */
-    static_assert(NQC == 1 || (!BULK && !DEFER), "the staging tile holds one dQ pass");
+    static_assert(NQC == 1 || !BULK, "the staging tile holds one dQ pass");
     /* OPT bit 13: dq_accum in tiles of 16 rows x 8 columns (128 floats), each
        lane's accumulator fragment (rows g, g + 8; columns 2 t4, 2 t4 + 1) at
        4 lane of its tile, tiles [sequence][head][row / 16][column / 8]: a
@@ -183,7 +174,7 @@ FMSA_DEV void fmsa_bwd_main(const fmsa_cuda_bwd_params &P) {
        rows are whole 16-row groups (not varlen, seqlen_q % 16 == 0), so the
        region is the row layout's (the preprocess zeroes it unchanged) and the
        postprocess (fmsa_bwd_post_t) tests the same; else the row layout */
-    constexpr int TQ = (OPT & 8192) && NQC == 1 && !BULK && !DEFER;
+    constexpr int TQ = (OPT & 8192) && NQC == 1 && !BULK;
     const fmsa_cuda_fwd_params &F = P.fwd;
 
     extern __shared__ __align__(16) unsigned char fmsa_smem[];
@@ -370,61 +361,16 @@ FMSA_DEV void fmsa_bwd_main(const fmsa_cuda_bwd_params &P) {
         }                                                                                      \
     } while (0)
 
-    /* OPT bit 12: where every thread copies whole rows (EVEN) and a tile's
-       rows all exist with head_dim == D (a uniform test per step), the
-       copies take a uniform step base plus the thread's offset fixed once,
-       with no per-row bounds and no pointer selects */
-    constexpr int EVEN = THREADS % CH == 0 && BM % LRP == 0;
-    const long long q_toff = (long long)lr0 * F.q_ss + lch * 8;
-    const long long o_toff = (long long)lr0 * P.do_ss + lch * 8;
-#define FMSA_BWD_LOAD_LEAN(st, h, i0)                                                          \
-    do {                                                                                       \
-        if (!OWNV && EVEN && (i0) + BM <= sq && hd == D) {                                     \
-            const long long hq_ = (h), r0_ = q_row0 + (i0);                                    \
-            const unsigned short *qs_ = Qg + (qb * F.q_sb + r0_ * F.q_ss + hq_ * F.q_sh) + q_toff; \
-            const unsigned short *os_ = dOg + (qb * P.do_sb + r0_ * P.do_ss + hq_ * P.do_sh) + o_toff; \
-            const unsigned qd_ = fmsa_smem_addr(sQ + (st) * BM * LDS) + 2 * ls_t;              \
-            const unsigned od_ = fmsa_smem_addr(sdO + (st) * BM * LDS) + 2 * ls_t;             \
-            _Pragma("unroll") for (int r = 0; r < BM; r += LRP) {                              \
-                fmsa_cp_async16(qd_ + 2 * r * LDS, qs_ + r * F.q_ss, 16);                      \
-                fmsa_cp_async16(od_ + 2 * r * LDS, os_ + r * P.do_ss, 16);                     \
-            }                                                                                  \
-            if (tid < BM)                                                                      \
-                fmsa_cp_async4(fmsa_smem_addr(sLse + (st) * BM + tid),                         \
-                               F.lse + qb * F.lse_sb + hq_ * F.lse_sh + (r0_ + tid) * F.lse_ss, 4); \
-            else if (tid < 2 * BM)                                                             \
-                fmsa_cp_async4(fmsa_smem_addr(sDs + (st) * BM + tid - BM),                     \
-                               P.dsum + hq_ * rows_all + qb * F.total_q + r0_ + (tid - BM), 4); \
-        } else {                                                                               \
-            FMSA_BWD_LOAD_AT(st, h, i0);                                                       \
-        }                                                                                      \
-    } while (0)
-
     /* OPT bit 0: the step's head and query tile are counted (cur_h, cur_m
        below, advanced at the top of a step, so they name the next step
        there) instead of divided out of it, for the loads as for the step */
 #define FMSA_BWD_LOAD_ANY(st, it)                                                              \
     do {                                                                                       \
-        if ((OPT & 4096) && (OPT & 1)) FMSA_BWD_LOAD_LEAN(st, cur_h, cur_m * BM);              \
-        else if (OPT & 1) FMSA_BWD_LOAD_AT(st, cur_h, cur_m * BM);                             \
+        if (OPT & 1) FMSA_BWD_LOAD_AT(st, cur_h, cur_m * BM);                                  \
         else FMSA_BWD_LOAD_AT(st, hk * group + (it) / nm, (mb + (it) % nm) * BM);              \
     } while (0)
 
     int cur_h = hk * group, cur_m = mb; /* OPT bit 0: the head and tile of the next step */
-    float *pend = 0; /* DEFER: where the last step's dQ goes (row of mt 0), rows in range */
-    int pend_ok = 0;
-    const int defer = DEFER && !P.deterministic;
-    const long long dq_rstride = (long long)F.heads_q * P.accum_dim;
-    (void)pend, (void)pend_ok, (void)dq_rstride; /* unused without DEFER (sm_80) */
-#define FMSA_BWD_DQ_FLUSH()                                                                    \
-    do {                                                                                       \
-        _Pragma("unroll") for (int mt = 0; mt < MTQ; ++mt)                                     \
-            _Pragma("unroll") for (int nt = 0; nt < NTQ; ++nt) {                               \
-            const float4 v_ = *(const float4 *)(sDq + 4 * ((mt * NTQ + nt) * THREADS + tid));  \
-            if ((pend_ok >> mt) & 1)                                                           \
-                fmsa_red_add4(pend + 16 * mt * dq_rstride + nt * 8, v_.x, v_.y, v_.z, v_.w);  \
-        }                                                                                      \
-    } while (0)
     if (niter > 0) FMSA_BWD_LOAD_ANY(0, 0);
     fmsa_cp_async_commit();
 
@@ -520,9 +466,6 @@ FMSA_DEV void fmsa_bwd_main(const fmsa_cuda_bwd_params &P) {
                 }
             }
         }
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-        if (DEFER && defer && it > 0) FMSA_BWD_DQ_FLUSH(); /* the last step's dQ */
-#endif /* __CUDA_ARCH__ */
 
         /* P and dS in place of S and dP; element (mt, nt, e) is key
            jw + 16 mt + 8 (e / 2), query m0 + qw0 + 8 nt + 2 t4 + e % 2 */
@@ -868,25 +811,6 @@ FMSA_DEV void fmsa_bwd_main(const fmsa_cuda_bwd_params &P) {
                     fmsa_bulk_commit();
                 }
 #endif /* __CUDA_ARCH__ */
-            } else if (DEFER && defer) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-                /* the lane swap of fmsa_bwd_dq_red4 now, the reductions next step */
-                const int odd = t4 & 1;
-#pragma unroll
-                for (int mt = 0; mt < MTQ; ++mt)
-#pragma unroll
-                    for (int nt = 0; nt < NTQ; ++nt) {
-                        const float *x = dq[mt][nt];
-                        const float r0 = __shfl_xor_sync(0xffffffffu, odd ? x[0] : x[2], 1);
-                        const float r1 = __shfl_xor_sync(0xffffffffu, odd ? x[1] : x[3], 1);
-                        *(float4 *)(sDq + 4 * ((mt * NTQ + nt) * THREADS + tid)) =
-                            make_float4(odd ? r0 : x[0], odd ? r1 : x[1], odd ? x[2] : r0, odd ? x[3] : r1);
-                    }
-                pend = rowa0 + 8 * odd * rstride + cq0 + 2 * t4 - 2 * odd;
-                pend_ok = 0;
-#pragma unroll
-                for (int mt = 0; mt < MTQ; ++mt) pend_ok |= (ia0 + 16 * mt + 8 * odd < sq) << mt;
-#endif /* __CUDA_ARCH__ */
             } else if ((OPT & 8) && fmsa_bwd_sum(&dq[0][0][0], MTQ * NTQ * 4) != 1.0e-30f) {
                 /* timing-only ablation: dQ's products without their reductions */
             } else if (TQ && tq && !P.deterministic) {
@@ -984,12 +908,7 @@ FMSA_DEV void fmsa_bwd_main(const fmsa_cuda_bwd_params &P) {
         }
     }
 #undef FMSA_BWD_DKDV
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    if (DEFER && defer && niter > 0) FMSA_BWD_DQ_FLUSH(); /* the last step's dQ */
-#endif /* __CUDA_ARCH__ */
-#undef FMSA_BWD_DQ_FLUSH
 #undef FMSA_BWD_LOAD_AT
-#undef FMSA_BWD_LOAD_LEAN
 #undef FMSA_BWD_LOAD_ANY
     fmsa_cp_async_wait<0>();
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
