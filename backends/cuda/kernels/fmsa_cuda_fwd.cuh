@@ -726,16 +726,20 @@ FMSA_DEV void fmsa_cuda_fwd_block(const fmsa_cuda_fwd_params &p) {
                                                          nb + (t_end - 1 - st) * BN, sk, b, p.head_dim_v * EU);
         fmsa_cp_async_commit();
     }
-    if (SCHED == 2) { /* the single K buffer takes the first tile (its V loads in the loop) */
+    if (SCHED == 2) { /* the single buffers take the first tile's K and V (both free) */
         if (ntiles > 0)
             fmsa_cuda_fwd_load_kv<D16, BN, T, FULL, UL>(p, sKV, kg, p.k_sb * EU, p.k_ss * EU,
                                                         nb + (t_end - 1) * BN, sk, b, p.head_dim * EU);
+        fmsa_cp_async_commit();
+        if (FMSA_CUDA_FWD_SINGLE_V0 && ntiles > 0)
+            fmsa_cuda_fwd_load_kv<DV16, BN, T, FULL, UL>(p, sKV + BN * ROWK, vg, p.v_sb * EU, p.v_ss * EU,
+                                                         nb + (t_end - 1) * BN, sk, b, p.head_dim_v * EU);
         fmsa_cp_async_commit();
     }
     /* the zero row after the stages (FULL's V for keys no row of a warp sees) */
     const unsigned sZ = sKV + STAGES * STAGE_B;
     if (FULL) fmsa_cuda_fwd_zero_row<ROWV, T>(fmsa_smem + BM * ROWQ + STAGES * STAGE_B);
-    fmsa_cp_async_wait<SCHED == 2 ? 1 : 2 * (STAGES - 1)>(); /* Q landed */
+    fmsa_cp_async_wait<SCHED == 2 ? 2 : 2 * (STAGES - 1)>(); /* Q landed */
     if (p.softmax_scale < 0.0f)
         fmsa_cuda_fwd_q_negate<BM, D16, T, ROWQ, F32 ? 0x80000000u : 0x80008000u>(fmsa_smem);
     __syncthreads();
@@ -775,11 +779,16 @@ FMSA_DEV void fmsa_cuda_fwd_block(const fmsa_cuda_fwd_params &p) {
     for (int it = 0; it < ntiles; ++it) {
         const int n0 = nb + (t_end - 1 - it) * BN;
         if (SCHED == 2) {
-            fmsa_cp_async_wait<0>();
+            /* tile 0's V came with its K in the prologue (one load latency less
+             * per block, which short sequences feel); later V load here */
+            if (it == 0) fmsa_cp_async_wait<1>();
+            else fmsa_cp_async_wait<0>();
             __syncthreads(); /* K of tile it visible; every warp is done with V of tile it - 1 */
-            fmsa_cuda_fwd_load_kv<DV16, BN, T, FULL, UL>(p, sKV + BN * ROWK, vg, p.v_sb * EU, p.v_ss * EU, n0,
-                                                         sk, b, p.head_dim_v * EU);
-            fmsa_cp_async_commit();
+            if (!FMSA_CUDA_FWD_SINGLE_V0 || it > 0) {
+                fmsa_cuda_fwd_load_kv<DV16, BN, T, FULL, UL>(p, sKV + BN * ROWK, vg, p.v_sb * EU, p.v_ss * EU,
+                                                             n0, sk, b, p.head_dim_v * EU);
+                fmsa_cp_async_commit();
+            }
         } else {
             fmsa_cp_async_wait<WAIT_K>();
             __syncthreads(); /* tile it visible; every warp is done with stage lstage */
