@@ -11,7 +11,8 @@
 # $B_FLAGS in the host C (the same -D its fatbin was compiled with).  Then bench/cuda_fwd_ab.py
 # (sweep + decode, every build checked against fp64, beside FA2 and cuDNN), ctest -L cuda on
 # A, the forward grids on B, the grids with FLASHMSA_CUDA_ARCH=sm80 on A, and (PROF=1) one
-# Nsight Compute pass over main's and A's kernels beside FA2's (bench/cuda_fwd_prof.py).
+# Nsight Compute pass over main's and A's kernels beside FA2's (bench/cuda_fwd_prof.py), and
+# (PROF_SRC=1) the per-instruction stall samples of A's d128 FAST kernel.
 set -uo pipefail
 ROOT=$(pwd)
 T=$(cd "${T:-.devtree/fwd}" && pwd)
@@ -77,6 +78,15 @@ if [[ "${PROF:-1}" == 1 ]]; then
      python3 bench/cuda_fwd_prof.py --lib main=/tmp/bM/libflashmsa.so --lib A=/tmp/bA/libflashmsa.so \
      ${PROF_ARGS:-} > "$OUT/prof.txt" 2>&1)
   echo "ncu rc=$? $((SECONDS - t)) s: $(grep -c 'fmsa_cuda_fwd\|flash_fwd' "$OUT/prof.txt") kernel lines"
+fi
+if [[ "${PROF_SRC:-0}" == 1 ]]; then  # where A's d128 FAST kernel stalls, per SASS instruction
+  t=$SECONDS
+  (cd "$T" && timeout 120 ncu --profile-from-start off --clock-control none \
+     --kernel-name regex:'fmsa_cuda_fwd_bf16_d128_fast' --section SourceCounters --section WarpStateStats \
+     -o "$OUT/srcA" python3 bench/cuda_fwd_prof.py --lib A=/tmp/bA/libflashmsa.so --shapes 128:4096:full \
+     --no-fa2 > "$L/src_run.txt" 2>&1 &&
+   timeout 60 ncu -i "$OUT/srcA.ncu-rep" --page source --csv --print-source sass > "$OUT/srcA.csv" 2>&1)
+  echo "ncu source rc=$? $((SECONDS - t)) s: $(wc -l < "$OUT/srcA.csv") lines"
 fi
 tar czf "$OUT/logs.tgz" -C "$L" .
 sed -n '/^# NVIDIA/,$p' "$L/ab.txt"
