@@ -133,12 +133,14 @@ FMSA_DEV void fmsa_cuda_fwd_load_tile(const fmsa_cuda_fwd_params &p, unsigned ba
 /// and spilled: NOTES_FWD.md).
 template <int D, int BN, int T>
 FMSA_DEV void fmsa_cuda_fwd_load_tile_u(const fmsa_cuda_fwd_params &p, unsigned base,
-                                        const unsigned short *g, long long ss, int n0, int dim) {
+                                        const unsigned short *g, long long ss, int n0, int dim,
+                                        int live = 1) {
     enum { CPR = D / 8, ROWB = FMSA_CUDA_FWD_PITCH(D) * 2, N = BN * CPR / T, RS = T / CPR };
     /* the caller's rows have T % CPR == 0, RS % 4 == 0, (BN CPR) % T == 0: a
      * thread's rows step by a multiple of 4, so its swizzled chunk is one of
      * two (row r + 4 flips bit 2 of r & 7, i.e. byte 64 of the chunk offset) */
-    const int r0 = (int)threadIdx.x / CPR, c = (int)threadIdx.x % CPR, cok = c * 8 < dim;
+    /* live = 0: every copy zero-fills from p.k (the caller's branch-free tail) */
+    const int r0 = (int)threadIdx.x / CPR, c = (int)threadIdx.x % CPR, cok = live && c * 8 < dim;
     const unsigned short *src = cok ? g + (long long)(n0 + r0) * ss + c * 8 : (const unsigned short *)p.k;
     const long long step = cok ? RS * ss : 0;
     const unsigned dst = base + fmsa_swizzle(r0, c, ROWB), dst4 = (dst - base) ^ 64u;
@@ -792,6 +794,8 @@ FMSA_DEV void fmsa_cuda_fwd_block(const fmsa_cuda_fwd_params &p) {
         } else {
             fmsa_cp_async_wait<WAIT_K>();
             __syncthreads(); /* tile it visible; every warp is done with stage lstage */
+        }
+        if (SCHED != 2 && !UL) {
             const int nx = it + STAGES - 1;
             const unsigned sK = sKV + lstage * STAGE_B;
             if (nx < ntiles)
@@ -822,6 +826,20 @@ FMSA_DEV void fmsa_cuda_fwd_block(const fmsa_cuda_fwd_params &p) {
             }
         if (F32) fmsa_cuda_fwd_qk_f32<D16, BN, MT, ROWQ, ROWK>(s, aRow, sK, kRow, offA, offB);
         else fmsa_cuda_fwd_qk<DTY, D16, BN, MT, QREG, ROWQ, ROWK>(s, qf, aRow, sK, kRow, offA, offB);
+        if (SCHED != 2 && UL) {
+            /* the unrolled loads of tile it + STAGES - 1 (never the top tile) after S,
+             * branch-free (past the last tile they zero-fill a free stage): their
+             * address arithmetic may then fill the issue gaps of S's mma stream */
+            const int nx = it + STAGES - 1, live = nx < ntiles;
+            const unsigned sL = sKV + lstage * STAGE_B;
+            fmsa_cuda_fwd_load_tile_u<D16, BN, T>(p, sL, kg, p.k_ss * EU, nb + (t_end - 1 - nx) * BN,
+                                                  p.head_dim * EU, live);
+            fmsa_cp_async_commit();
+            fmsa_cuda_fwd_load_tile_u<DV16, BN, T>(p, sL + BN * ROWK, vg, p.v_ss * EU, nb + (t_end - 1 - nx) * BN,
+                                                   p.head_dim_v * EU, live);
+            fmsa_cp_async_commit();
+            lstage = lstage + 1 == STAGES ? 0 : lstage + 1;
+        }
         fmsa_cuda_fwd_softmax<DA, BN, MT, FULL, F32>(p, w, rw, n0, edge, s,
                                                                                      m, l, acc);
         if (SCHED == 0) {
