@@ -50,6 +50,7 @@ libs+=(--lib A=/tmp/bA/libflashmsa.so)
 echo "builds: $((SECONDS - t)) s"
 
 t=$SECONDS
+# AB_ARGS is split on spaces, unquoted: no decode rows is AB_ARGS='--decode=' (not --decode "")
 (cd "$T" && timeout 330 python3 bench/cuda_fwd_ab.py "${libs[@]}" ${AB_ARGS:-} \
    --json "$OUT/ab.jsonl" > "$L/ab.txt" 2>&1)
 echo "ab rc=$? $((SECONDS - t)) s"

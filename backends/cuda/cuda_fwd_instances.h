@@ -83,23 +83,13 @@
 #ifndef FMSA_CUDA_FWD_D256_SINGLE
 #define FMSA_CUDA_FWD_D256_SINGLE 1
 #endif
-/* The single-buffer schedule loads tile 0's V with its K in the prologue
- * (1) or in the loop like every later V (0: the first A/B's kernels). */
-#ifndef FMSA_CUDA_FWD_SINGLE_V0
-#define FMSA_CUDA_FWD_SINGLE_V0 1
-#endif
-/* d128 FAST's schedule: K then V barriers (0) or one barrier per tile (1),
- * both over two stages; the A/B build sets it (host C and nvcc). */
-#ifndef FMSA_CUDA_FWD_D128_SYNC
-#define FMSA_CUDA_FWD_D128_SYNC 0
-#endif
 #define FMSA_CUDA_FWD_D256_S(variant) ((variant) == FMSA_CUDA_FWD_FAST && FMSA_CUDA_FWD_D256_SINGLE)
 #define FMSA_CUDA_FWD_INSTANCES_DT(X, DT, dt, variant, vn)                                      \
     X(fmsa_cuda_fwd_##dt##_d64_##vn, DT, 64, 64, variant, 128, 128, FMSA_CUDA_FWD_D64_BN(variant), 2, 1, \
       FMSA_CUDA_FWD_SYNC_U(variant, 0), 2, 1)                                                     \
     X(fmsa_cuda_fwd_##dt##_d96_##vn, DT, 96, 96, variant, 128, 128, 32, 2, 1, 0, 2, 1)          \
     X(fmsa_cuda_fwd_##dt##_d128_##vn, DT, 128, 128, variant, 128, 128, 64, 2, 0,                \
-      FMSA_CUDA_FWD_SYNC_U(variant, (variant) == FMSA_CUDA_FWD_FAST ? FMSA_CUDA_FWD_D128_SYNC : 0), 2, 1) \
+      FMSA_CUDA_FWD_SYNC_U(variant, 0), 2, 1)                                                     \
     X(fmsa_cuda_fwd_##dt##_d192v128_##vn, DT, 192, 128, variant, 256, 128, 64, 2, 0, 1, 1, 1)   \
     X(fmsa_cuda_fwd_##dt##_d192_##vn, DT, 192, 192, variant, 256, 128, 64, 2, 0, 1, 1, 1)       \
     X(fmsa_cuda_fwd_##dt##_d256_##vn, DT, 256, 256, variant, FMSA_CUDA_FWD_D256_S(variant) ? 128 : 256, \

@@ -733,7 +733,7 @@ FMSA_DEV void fmsa_cuda_fwd_block(const fmsa_cuda_fwd_params &p) {
             fmsa_cuda_fwd_load_kv<D16, BN, T, FULL, UL>(p, sKV, kg, p.k_sb * EU, p.k_ss * EU,
                                                         nb + (t_end - 1) * BN, sk, b, p.head_dim * EU);
         fmsa_cp_async_commit();
-        if (FMSA_CUDA_FWD_SINGLE_V0 && ntiles > 0)
+        if (ntiles > 0)
             fmsa_cuda_fwd_load_kv<DV16, BN, T, FULL, UL>(p, sKV + BN * ROWK, vg, p.v_sb * EU, p.v_ss * EU,
                                                          nb + (t_end - 1) * BN, sk, b, p.head_dim_v * EU);
         fmsa_cp_async_commit();
@@ -786,7 +786,7 @@ FMSA_DEV void fmsa_cuda_fwd_block(const fmsa_cuda_fwd_params &p) {
             if (it == 0) fmsa_cp_async_wait<1>();
             else fmsa_cp_async_wait<0>();
             __syncthreads(); /* K of tile it visible; every warp is done with V of tile it - 1 */
-            if (!FMSA_CUDA_FWD_SINGLE_V0 || it > 0) {
+            if (it > 0) {
                 fmsa_cuda_fwd_load_kv<DV16, BN, T, FULL, UL>(p, sKV + BN * ROWK, vg, p.v_sb * EU, p.v_ss * EU,
                                                              n0, sk, b, p.head_dim_v * EU);
                 fmsa_cp_async_commit();
