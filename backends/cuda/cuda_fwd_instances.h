@@ -60,7 +60,8 @@
  * (above 256, where one warp's 16 x DV accumulators exceed its registers);
  * q_in_regs keeps Q's mma fragments in registers for the whole row block
  * (else re-read from shared memory every key tile); sync is the schedule of
- * fmsa_cuda_fwd.cuh (0: barrier for K then for V, 1: one barrier per tile);
+ * fmsa_cuda_fwd.cuh (FMSA_CUDA_FWD_SYNC_*: 0 barrier for K then for V, 1 one
+ * barrier per tile, 2 one K and one V buffer; plus FMSA_CUDA_FWD_LOAD_U);
  * min_blocks feeds
  * __launch_bounds__.  Tile choices per head dim are measured:
  * backends/cuda/NOTES_FWD.md.
