@@ -20,6 +20,7 @@ static fmsa_mem_policy fmsa_ctx_mem_policy(fmsa_context *ctx) {
     fmsa_mem_policy pol;
     pol.handles = ctx->vt->data_handles;
     pol.mem_size = ctx->vt->mem_size;
+    pol.mem_range = ctx->vt->mem_range;
     pol.state = ctx->state;
     return pol;
 }
