@@ -3,6 +3,7 @@
  * it supports the problem and how much workspace it needs, then run.  All
  * checks precede the backend call, so a failure writes nothing.
  */
+#include "common/accumulate.h"
 #include "common/context.h"
 #include "common/error.h"
 #include "common/validate.h"
@@ -94,11 +95,14 @@ fmsa_status fmsa_forward(fmsa_context *ctx, const fmsa_attention_desc *desc, con
     return ctx->vt->forward(ctx->state, &p, workspace, workspace_bytes, stream);
 }
 
-/* dsink of a problem with no rows: zeros, one copy per head (strided views),
- * through the backend's host-to-device copy. */
-static fmsa_status fmsa_zero_dsink(fmsa_context *ctx, const fmsa_problem *p) {
+/* dsink of a problem with no rows: zeros, on the call's stream where the
+ * backend has the elementwise fill (a kernel, so the call stays graph-safe
+ * and ordered with the caller's work), else through host-to-device copies. */
+static fmsa_status fmsa_zero_dsink(fmsa_context *ctx, const fmsa_problem *p,
+                                   const fmsa_tensor *dsink, void *stream) {
     const float zero = 0.0f;
     if (!p->has_dsink) return FMSA_SUCCESS;
+    if (ctx->vt->accumulate) return fmsa_accumulate(ctx, FMSA_ACC_FILL, dsink, NULL, 0.0f, stream);
     for (int64_t h = 0; h < p->heads_q; ++h)
         FMSA_TRY(ctx->vt->copy_to_device(
             ctx->state, p->dsink.data,
@@ -118,7 +122,7 @@ fmsa_status fmsa_backward(fmsa_context *ctx, const fmsa_attention_desc *desc,
     FMSA_TRY(fmsa_prepare(ctx, FMSA_PASS_BACKWARD, desc, &t, 0, &p));
     FMSA_TRY(fmsa_check_workspace(ctx, &p, desc, &t, workspace, workspace_bytes));
     /* nothing to compute, but dsink is still owed its value: the sum over no rows */
-    if (p.batch == 0 || (p.total_q == 0 && p.total_k == 0)) return fmsa_zero_dsink(ctx, &p);
+    if (p.batch == 0 || (p.total_q == 0 && p.total_k == 0)) return fmsa_zero_dsink(ctx, &p, &bt->dsink, stream);
     return ctx->vt->backward(ctx->state, &p, workspace, workspace_bytes, stream);
 }
 
