@@ -1,8 +1,10 @@
 /*
  * The public attention entry points: validate once, ask the backend whether
  * it supports the problem and how much workspace it needs, then run.  All
- * checks precede the backend call, so a failure writes nothing.
+ * checks precede the backend call, so a failure writes nothing.  The passes
+ * with an ALiBi offset (attention_offset.h, the ring's) are the same code.
  */
+#include "common/accumulate.h"
 #include "common/attention_offset.h"
 #include "common/context.h"
 #include "common/error.h"
@@ -21,6 +23,7 @@ static fmsa_mem_policy fmsa_ctx_mem_policy(fmsa_context *ctx) {
     fmsa_mem_policy pol;
     pol.handles = ctx->vt->data_handles;
     pol.mem_size = ctx->vt->mem_size;
+    pol.mem_range = ctx->vt->mem_range;
     pol.state = ctx->state;
     return pol;
 }
@@ -102,11 +105,14 @@ fmsa_status fmsa_forward_offset(fmsa_context *ctx, const fmsa_attention_desc *de
     return ctx->vt->forward(ctx->state, &p, workspace, workspace_bytes, stream);
 }
 
-/* dsink of a problem with no rows: zeros, one copy per head (strided views),
- * through the backend's host-to-device copy. */
-static fmsa_status fmsa_zero_dsink(fmsa_context *ctx, const fmsa_problem *p) {
+/* dsink of a problem with no rows: zeros, on the call's stream where the
+ * backend has the elementwise fill (a kernel, so the call stays graph-safe
+ * and ordered with the caller's work), else through host-to-device copies. */
+static fmsa_status fmsa_zero_dsink(fmsa_context *ctx, const fmsa_problem *p,
+                                   const fmsa_tensor *dsink, void *stream) {
     const float zero = 0.0f;
     if (!p->has_dsink) return FMSA_SUCCESS;
+    if (ctx->vt->accumulate) return fmsa_accumulate(ctx, FMSA_ACC_FILL, dsink, NULL, 0.0f, stream);
     for (int64_t h = 0; h < p->heads_q; ++h)
         FMSA_TRY(ctx->vt->copy_to_device(
             ctx->state, p->dsink.data,
@@ -133,7 +139,7 @@ fmsa_status fmsa_backward_offset(fmsa_context *ctx, const fmsa_attention_desc *d
     if (p.has_alibi) p.alibi_offset = alibi_offset;
     FMSA_TRY(fmsa_check_workspace(ctx, &p, desc, &t, workspace, workspace_bytes));
     /* nothing to compute, but dsink is still owed its value: the sum over no rows */
-    if (p.batch == 0 || (p.total_q == 0 && p.total_k == 0)) return fmsa_zero_dsink(ctx, &p);
+    if (p.batch == 0 || (p.total_q == 0 && p.total_k == 0)) return fmsa_zero_dsink(ctx, &p, &bt->dsink, stream);
     return ctx->vt->backward(ctx->state, &p, workspace, workspace_bytes, stream);
 }
 
