@@ -339,7 +339,7 @@ FMSA_DEV void fmsa_cuda_fwd_softmax(const fmsa_cuda_fwd_params &p, const fmsa_cu
         for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
             for (int hr = 0; hr < 2; ++hr) {
-                const int dist0 = (int)(rw[mt][hr].i + w.off - cb);
+                const int dist0 = (int)(rw[mt][hr].i + w.off + p.alibi_offset - cb);
 #pragma unroll
                 for (int nt = 0; nt < NT; ++nt)
 #pragma unroll
