@@ -38,7 +38,7 @@ class Fwd(C.Structure):
                            "bt_sb", "bt_sp", "su_s", "sinks_s")] + \
         [(n, C.c_int) for n in ("batch", "seqlen_q", "seqlen_k", "heads_q", "heads_kv",
                                 "head_dim", "head_dim_v", "total_q", "total_k", "page_size",
-                                "max_pages", "num_pages", "num_splits")] + \
+                                "max_pages", "num_pages", "num_splits", "alibi_offset")] + \
         [("window_left", LL), ("window_right", LL), ("softmax_scale", C.c_float),
          ("scale_log2", C.c_float), ("softcap", C.c_float), ("is_varlen", C.c_int),
          ("is_paged", C.c_int), ("has_seqused_k", C.c_int)]
