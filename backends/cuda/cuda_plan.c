@@ -9,6 +9,7 @@
 #include <limits.h>
 #include <string.h>
 
+#include "backends/cuda/cuda_bwd_f32_instances.h" /* FMSA_CUDA_BWD_F32 */
 #include "backends/cuda/cuda_internal.h"
 #include "common/error.h"
 
@@ -37,8 +38,8 @@ fmsa_status fmsa_cuda_plan_make(const fmsa_cuda_state *st, const fmsa_problem *p
     plan->ws_o_accum = plan->ws_lse_accum = FMSA_CUDA_WS_NONE;
     plan->ws_dsum = plan->ws_dq_accum = FMSA_CUDA_WS_NONE;
     plan->ws_dk_accum = plan->ws_dv_accum = plan->ws_dq_sems = FMSA_CUDA_WS_NONE;
-    /* The backward kernels run bf16 and f16 only (the forward has fp32 by
-     * 3xTF32); a backward list with fp32 defines FMSA_CUDA_BWD_F32. */
+    /* The backward's fp32 list (cuda_bwd_f32_instances.h, 3xTF32 as the
+     * forward) defines FMSA_CUDA_BWD_F32; without it f32 is refused here. */
 #ifndef FMSA_CUDA_BWD_F32
     if (p->pass != FMSA_PASS_FORWARD && p->dtype == FMSA_DTYPE_F32)
         return fmsa_fail(FMSA_ERR_NOT_SUPPORTED,
