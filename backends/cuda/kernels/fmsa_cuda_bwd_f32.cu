@@ -71,7 +71,9 @@ FMSA_DEV void fmsa_bwd_f32_nt(float c[][4], const float *a, const float *b, int 
     for (int nt = 0; nt < NT; ++nt)
 #pragma unroll
         for (int e = 0; e < 4; ++e) c[nt][e] = 0.0f;
-#pragma unroll
+    static_assert(KS % 8 == 0, "whole chunks of 8 k-steps");
+    /* chunks not unrolled: each is one long unrolled run of loads and mma */
+#pragma unroll 1
     for (int k0 = 0; k0 < KS; k0 += 8) {
         float tb[NT][4], ts[NT][4];
 #pragma unroll
@@ -79,7 +81,7 @@ FMSA_DEV void fmsa_bwd_f32_nt(float c[][4], const float *a, const float *b, int 
 #pragma unroll
             for (int e = 0; e < 4; ++e) tb[nt][e] = ts[nt][e] = 0.0f;
 #pragma unroll
-        for (int ks = k0; ks < k0 + 8 && ks < KS; ++ks) {
+        for (int ks = k0; ks < k0 + 8; ++ks) {
             const float *ap = a + g * LDA + 8 * ks + t;
             unsigned ah[4], al[4];
             fmsa_bwd_f32_split(ap[0], &ah[0], &al[0]);
