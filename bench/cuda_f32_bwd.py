@@ -147,9 +147,9 @@ def peer(name, be, q, k, v, do, causal, fl):
         o.backward(do)
         row["grads"] = [x.grad[0] for x in (qg, kg, vg)]
         with torch.no_grad():
-            tf = do_bench(lambda: sdpa(be, qg, kg, vg, causal), warmup=25, rep=100,
+            tf = do_bench(lambda: sdpa(be, qg, kg, vg, causal), warmup=10, rep=50,
                           return_mode="median")
-        tfb = do_bench(lambda: sdpa(be, qg, kg, vg, causal).backward(do), warmup=25, rep=100,
+        tfb = do_bench(lambda: sdpa(be, qg, kg, vg, causal).backward(do), warmup=10, rep=50,
                        return_mode="median", grad_to_none=[qg, kg, vg])
         row.update(fwd_ms=tf, bwd_ms=tfb - tf, bwd_tflops=2.5 * fl / (tfb - tf) / 1e9)
     except Exception as e:  # noqa: BLE001 - a peer refusing the shape is a result
@@ -183,8 +183,8 @@ def run_shape(b, s, h, d, causal):
         f.bwd()
         f.synchronize()
         rec["err"] = errs([f.dq[0], f.dk[0], f.dv[0]], ref)
-        rec["fwd_ms"] = do_bench(f.fwd, warmup=25, rep=100, return_mode="median")
-        tb = do_bench(f.bwd, warmup=25, rep=100, return_mode="median")
+        rec["fwd_ms"] = do_bench(f.fwd, warmup=10, rep=50, return_mode="median")
+        tb = do_bench(f.bwd, warmup=10, rep=50, return_mode="median")
         f.synchronize()
         rec.update(bwd_ms=tb, bwd_tflops=2.5 * fl / tb / 1e9)
         del f
