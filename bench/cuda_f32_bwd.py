@@ -145,7 +145,7 @@ def peer(name, be, q, k, v, do, causal, fl):
         qg, kg, vg = (x.detach().clone().requires_grad_(True) for x in (q, k, v))
         o = sdpa(be, qg, kg, vg, causal)
         o.backward(do)
-        row["grads"] = [x.grad[0] for x in (qg, kg, vg)]
+        row["grads"] = [x.grad[0].clone() for x in (qg, kg, vg)]  # do_bench adds into .grad
         with torch.no_grad():
             tf = do_bench(lambda: sdpa(be, qg, kg, vg, causal), warmup=10, rep=50,
                           return_mode="median")
