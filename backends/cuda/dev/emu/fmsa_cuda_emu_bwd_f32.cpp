@@ -9,7 +9,7 @@
  * sums, the library's common/naive.c order), and prints the kernel's error
  * over the naive's.  Usage: run_f32.sh, or
  *   fmsa_cuda_emu_bwd_f32 B SQ SK HQ HKV D DV CAUSAL [DET [WL WR [SOFTCAP]]]
- * A pass is max|err| / max|ref| < 1e-4 with no NaN (an indexing bug gives
+ * (EMU_AMP=a multiplies q: scores a times larger.)  A pass is max|err| / max|ref| < 1e-4 with no NaN (an indexing bug gives
  * O(1)); the error over the naive's is printed, not judged: the project's
  * rule is the device grids'.
  */
@@ -194,7 +194,8 @@ int main(int argc, char **argv) {
     const size_t nq = (size_t)B * sq * hq * D, nk = (size_t)B * sk * hkv * D, nv = (size_t)B * sk * hkv * Dv, no = (size_t)B * sq * hq * Dv;
     std::vector<float> q(nq), k(nk), v(nv), dO(no), O(no, 0), lse((size_t)B * hq * sq, -INFINITY);
     unsigned long long seed = 12345;
-    for (auto &x : q) x = (float)(2 * rnd(&seed)); for (auto &x : k) x = (float)(2 * rnd(&seed));
+    const double amp = getenv("EMU_AMP") ? atof(getenv("EMU_AMP")) : 1.0; /* score amplitude */
+    for (auto &x : q) x = (float)(2 * amp * rnd(&seed)); for (auto &x : k) x = (float)(2 * rnd(&seed));
     for (auto &x : v) x = (float)rnd(&seed); for (auto &x : dO) x = (float)rnd(&seed);
     /* O and lse: an fp64 forward rounded to fp32 (what a correct forward hands over) */
     {
