@@ -16,6 +16,8 @@ times on one shape (d128 s1024 causal, GQA 8/2) and compared bitwise.
 
   python3 bench/cuda_f32_bwd.py [--lib build/libflashmsa.so] [--dims 64,128]
                                 [--seqlens 1024,4096] [--masks none,causal] [--json F]
+                                [--det-runs 10] [--peers efficient,math]
+(ok needs MATH among the peers.)
 """
 import argparse
 import ctypes as C
@@ -42,6 +44,7 @@ ap.add_argument("--masks", default="none,causal")
 ap.add_argument("--tokens", type=int, default=16384)
 ap.add_argument("--hidden", type=int, default=2048)
 ap.add_argument("--det-runs", type=int, default=10)
+ap.add_argument("--peers", default="efficient,math", help="SDPA backends beside ('' = none)")
 ap.add_argument("--json", default="")
 ARGS = ap.parse_args()
 
@@ -192,6 +195,8 @@ def run_shape(b, s, h, d, causal):
         rec["error"] = str(e)[:200]
     rec["peers"] = []
     for name, be in (("efficient", SDPBackend.EFFICIENT_ATTENTION), ("math", SDPBackend.MATH)):
+        if name not in ARGS.peers.split(","):
+            continue
         pr = peer(name, be, q, k, v, do, causal, fl)
         if "grads" in pr:
             pr["err"] = errs(pr.pop("grads"), ref)
@@ -259,7 +264,7 @@ def main():
         cell = lambda x: f"{x['bwd_tflops']:6.1f} ({x['bwd_ms']:6.2f})" if "bwd_tflops" in x \
             else "             -"  # noqa: E731
         shape = f"d{r['d']} s{r['s']} {'causal' if r['causal'] else 'full'}"
-        ok = "ERR" if "error" in r else ("yes" if r.get("ok") else "NO")
+        ok = "ERR" if "error" in r else ("-" if "ok" not in r else "yes" if r["ok"] else "NO")
         print(f"{shape:22s} {ok:4s} {cell(r):>16s} {cell(pk.get('efficient', {})):>16s} "
               f"{cell(pk.get('math', {})):>16s}   {fe(r.get('err'))} | "
               f"{fe(pk.get('efficient', {}).get('err'))} | {fe(pk.get('math', {}).get('err'))}")
