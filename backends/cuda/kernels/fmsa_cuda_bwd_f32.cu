@@ -104,58 +104,6 @@ FMSA_DEV void fmsa_bwd_f32_nt(float c[][4], const float *a, const float *b, int 
     }
 }
 
-/// S^T and dP^T together (D == DV): c = A B^T and e = V W^T as fmsa_bwd_f32_nt
-/// computes each, in one loop, so the two products' mma chains interleave.
-template <int KS, int NT, int LD>
-FMSA_DEV void fmsa_bwd_f32_nt2(float c[][4], float e2[][4], const float *a, const float *b,
-                               const float *v, const float *w, int g, int t) {
-    static_assert(KS % 8 == 0, "whole chunks of 8 k-steps");
-#pragma unroll
-    for (int nt = 0; nt < NT; ++nt)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) c[nt][e] = e2[nt][e] = 0.0f;
-#pragma unroll 1
-    for (int k0 = 0; k0 < KS; k0 += 8) {
-        float tb[NT][4], ts[NT][4], ub[NT][4], us[NT][4];
-#pragma unroll
-        for (int nt = 0; nt < NT; ++nt)
-#pragma unroll
-            for (int e = 0; e < 4; ++e) tb[nt][e] = ts[nt][e] = ub[nt][e] = us[nt][e] = 0.0f;
-#pragma unroll
-        for (int ks = k0; ks < k0 + 8; ++ks) {
-            const float *ap = a + g * LD + 8 * ks + t, *vp = v + g * LD + 8 * ks + t;
-            unsigned ah[4], al[4], vh[4], vl[4];
-            fmsa_bwd_f32_split(ap[0], &ah[0], &al[0]);
-            fmsa_bwd_f32_split(ap[8 * LD], &ah[1], &al[1]);
-            fmsa_bwd_f32_split(ap[4], &ah[2], &al[2]);
-            fmsa_bwd_f32_split(ap[8 * LD + 4], &ah[3], &al[3]);
-            fmsa_bwd_f32_split(vp[0], &vh[0], &vl[0]);
-            fmsa_bwd_f32_split(vp[8 * LD], &vh[1], &vl[1]);
-            fmsa_bwd_f32_split(vp[4], &vh[2], &vl[2]);
-            fmsa_bwd_f32_split(vp[8 * LD + 4], &vh[3], &vl[3]);
-#pragma unroll
-            for (int nt = 0; nt < NT; ++nt) {
-                const float *bp = b + (8 * nt + g) * LD + 8 * ks + t;
-                const float *wp = w + (8 * nt + g) * LD + 8 * ks + t;
-                unsigned bh0, bl0, bh1, bl1, wh0, wl0, wh1, wl1;
-                fmsa_bwd_f32_split(bp[0], &bh0, &bl0);
-                fmsa_bwd_f32_split(bp[4], &bh1, &bl1);
-                fmsa_bwd_f32_split(wp[0], &wh0, &wl0);
-                fmsa_bwd_f32_split(wp[4], &wh1, &wl1);
-                fmsa_bwd_f32_mma3(tb[nt], ts[nt], ah, al, bh0, bl0, bh1, bl1);
-                fmsa_bwd_f32_mma3(ub[nt], us[nt], vh, vl, wh0, wl0, wh1, wl1);
-            }
-        }
-#pragma unroll
-        for (int nt = 0; nt < NT; ++nt)
-#pragma unroll
-            for (int e = 0; e < 4; ++e) {
-                c[nt][e] += tb[nt][e] + ts[nt][e];
-                e2[nt][e] += ub[nt][e] + us[nt][e];
-            }
-    }
-}
-
 /// c += A B for 16 rows of A ([m][k], pitch LDA, k taken in the permuted row
 /// order of the file comment) and B ([k][n], pitch LDB, 8 NT columns) over KS
 /// <= 8 k8 steps: one chunk per output tile (dV += P^T dO, dK += dS^T Q).
@@ -418,16 +366,8 @@ FMSA_DEV void fmsa_bwd_f32_main(const fmsa_cuda_bwd_params &P) {
 
         /* S^T and dP^T of the warp's 16 keys x QW queries */
         float s[NTS][4], dp[NTS][4];
-#if F32B_FUSE
-        if (D == DV) {
-            fmsa_bwd_f32_nt2<D / 8, NTS, LDK>(s, dp, sK + kw0 * LDK, q_s + qw0 * LDK, sV + kw0 * LDV,
-                                              do_s + qw0 * LDV, g, t4);
-        } else
-#endif
-        {
-            fmsa_bwd_f32_nt<D / 8, NTS, LDK, LDK>(s, sK + kw0 * LDK, q_s + qw0 * LDK, g, t4);
-            fmsa_bwd_f32_nt<DV / 8, NTS, LDV, LDV>(dp, sV + kw0 * LDV, do_s + qw0 * LDV, g, t4);
-        }
+        fmsa_bwd_f32_nt<D / 8, NTS, LDK, LDK>(s, sK + kw0 * LDK, q_s + qw0 * LDK, g, t4);
+        fmsa_bwd_f32_nt<DV / 8, NTS, LDV, LDV>(dp, sV + kw0 * LDV, do_s + qw0 * LDV, g, t4);
 
         /* P and dS in place of S and dP; element (nt, e) is key jw + 8 (e / 2),
            query m0 + qw0 + 8 nt + 2 t4 + e % 2 */
