@@ -2,7 +2,7 @@
 # A/B of the fp32 backward's S^T / dP^T loop on the device (repo root or a copy):
 #   A = fatbin/ as carried (the separate S^T and dP^T loops), B = the same fatbins with
 #   fbB/fmsa_cuda_bwd_f32.fatbin, built here from the kernel with
-#   backends/cuda/dev/f32bwd_fuse.patch applied (both products in one loop, -DF32B_FUSE=1).
+#   backends/cuda/dev/f32bwd_fuse.patch applied (both products in one loop).
 #   Prepared 2026-12-02, not run (the session's device time was spent).
 #   CMOCKA_PREFIX=<dir> OUT=<dir> bash bench/cuda_f32bwd_ab.sh
 # Builds both libraries, runs the backward grids on B, then times A B (every shape) and
