@@ -33,8 +33,8 @@ fmsa_status fmsa_cuda_bwd_pick(const fmsa_cuda_device *dev, const fmsa_problem *
         (p->head_dim > FMSA_CUDA_BWD_F32_MAX_DIM || p->head_dim_v > FMSA_CUDA_BWD_F32_MAX_DIM))
         return fmsa_fail(FMSA_ERR_NOT_SUPPORTED,
                          "cuda (backward): f32 inputs with head_dim %lld, head_dim_v %lld are not "
-                         "supported by this backend (its fp32 backward, 3xTF32, serves head dims "
-                         "that are multiples of 8 up to %d; bf16/f16 go to %d / %d)",
+                         "supported by this backend (it runs head dims up to %d in f32, by 3xTF32; "
+                         "bf16/f16 go to %d / %d)",
                          (long long)p->head_dim, (long long)p->head_dim_v,
                          FMSA_CUDA_BWD_F32_MAX_DIM, FMSA_CUDA_BWD_MAX_DIM, FMSA_CUDA_BWD_MAX_DIM_V);
     inst = p->dtype == FMSA_DTYPE_F32
