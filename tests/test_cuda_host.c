@@ -17,6 +17,7 @@
 
 #include <cmocka.h>
 
+#include "backends/cuda/cuda_bwd_f32_instances.h"
 #include "backends/cuda/cuda_bwd_instances.h"
 #include "backends/cuda/cuda_fwd_instances.h"
 #include "backends/cuda/cuda_internal.h"
@@ -570,6 +571,23 @@ static void bwd_pick_f32(void **state) {
         assert_non_null(strstr(fmsa_last_error(), "up to 256"));
         assert_int_equal(bwd_plan_v(128, 512, cc, optin, 0, &plan), FMSA_ERR_NOT_SUPPORTED);
         assert_non_null(strstr(fmsa_last_error(), "head_dim_v 512"));
+    }
+    /* every row: its shared memory is the kernel's layout, its tiles what the kernel's
+       static_asserts need (16-key warps, pitches of 4 mod 16, chunks of <= 8 k-steps), and
+       each head dim has a row within sm_80's 163 KiB */
+    for (int i = 0; i < FMSA_CUDA_BWD_F32_NUM; ++i) {
+        const fmsa_cuda_bwd_instance *c = &fmsa_cuda_bwd_f32_list[i];
+        int fits80 = 0;
+        assert_int_equal(c->smem_main, FMSA_CUDA_BWD_F32_SMEM(c->head_dim, c->head_dim_v,
+                                                              c->block_m, c->block_n, c->stages));
+        assert_true(c->own_v && c->head_dim <= FMSA_CUDA_BWD_F32_MAX_DIM &&
+                    c->head_dim_v <= FMSA_CUDA_BWD_F32_MAX_DIM);
+        assert_true(c->head_dim % 16 == 0 && c->head_dim_v % 16 == 0 && c->block_m % 16 == 0 &&
+                    c->block_n % 16 == 0 && c->block_m <= 64 && c->block_n <= 64);
+        for (int j = 0; j < FMSA_CUDA_BWD_F32_NUM; ++j)
+            fits80 |= fmsa_cuda_bwd_f32_list[j].head_dim == c->head_dim &&
+                      fmsa_cuda_bwd_f32_list[j].smem_main <= 163 << 10;
+        assert_true(fits80);
     }
     /* a device whose opt-in memory holds no row: refused naming the shared memory */
     assert_int_equal(bwd_plan(64, 8, 100 << 10, 0, &plan), FMSA_ERR_NOT_SUPPORTED);
