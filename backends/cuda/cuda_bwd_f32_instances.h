@@ -3,8 +3,10 @@
  * kernels/fmsa_cuda_bwd_f32.cu): the rows, their pick and their kernel names.
  * Plain host C.  The three stages and the workspace are the 16-bit list's
  * (cuda_bwd_instances.h: fmsa_cuda_bwd_plan_make lays out dsum, dq_accum and
- * the deterministic counters for any row); only the kernels differ, and the
- * dsink stage is the 16-bit list's own kernel (it reads lse and dsum only).
+ * the deterministic counters for any row); pre and post are the 16-bit ones
+ * with fp32 element access (fmsa_cuda_bwd_pre_post.cu: fmsa_cuda_bwd_pre_f32,
+ * fmsa_cuda_bwd_post_f32), dsink is the same kernel (it reads lse and dsum
+ * only); the main kernels are fmsa_cuda_bwd_f32.cu's.
  */
 #ifndef FMSA_CUDA_BWD_F32_INSTANCES_H
 #define FMSA_CUDA_BWD_F32_INSTANCES_H

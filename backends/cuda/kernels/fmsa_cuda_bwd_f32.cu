@@ -1,8 +1,8 @@
 /*
- * The backward for fp32 tensors (cuda_bwd_f32_instances.h): pre, main and post
- * stages of the 16-bit backward's design with every product on the tensor
- * cores by 3xTF32 (mma.sync m16n8k8; fmsa_cuda_mma.cuh) and fp32 tiles in
- * shared memory.
+ * The backward's main stage for fp32 tensors (cuda_bwd_f32_instances.h; its
+ * pre and post are fmsa_cuda_bwd_pre_post.cu's, in fp32): the 16-bit
+ * backward's design with every product on the tensor cores by 3xTF32
+ * (mma.sync m16n8k8; fmsa_cuda_mma.cuh) and fp32 tiles in shared memory.
  *
  * main: a block owns BN keys of one kv head of one sequence (16 keys per warp
  * along the keys, WK = BN / 16 such warps, WQ = 8 / WK across) and loops over
@@ -43,13 +43,6 @@
 
 #define FMSA_F32B_NEG_INF __int_as_float(0xff800000)
 #define FMSA_F32B_POS_INF __int_as_float(0x7f800000)
-
-/// Lanes per (row, head) of pre and post: the host's fmsa_cuda_bwd_aux_lanes.
-FMSA_DEV int fmsa_bwd_f32_lanes(int head_dim) {
-    int l = 1;
-    while (l < 32 && l * 8 < head_dim) l *= 2;
-    return l;
-}
 
 /// The three tf32 mma of one k8 step: ts += a_lo b_hi + a_hi b_lo, tb += a_hi b_hi.
 FMSA_DEV void fmsa_bwd_f32_mma3(float tb[4], float ts[4], const unsigned ah[4], const unsigned al[4],
@@ -526,79 +519,6 @@ FMSA_DEV void fmsa_bwd_f32_main(const fmsa_cuda_bwd_params &P) {
             }
         }
     }
-}
-
-/// D_i = rowsum(dO * O) (- dlse_i) over head_dim_v in fp32; zeroes the row's
-/// dq_accum and, from the first threads of the grid, the deterministic
-/// counters (the 16-bit preprocess's lanes and order, fp32 loads).
-FMSA_DEV void fmsa_bwd_f32_pre(const fmsa_cuda_bwd_params &P) {
-    const fmsa_cuda_fwd_params &F = P.fwd;
-    const int L = fmsa_bwd_f32_lanes(F.head_dim);
-    const int lane = threadIdx.x & (L - 1);
-    const long long gtid = (long long)blockIdx.x * blockDim.x + threadIdx.x;
-    const long long rows = (long long)(F.is_varlen ? 1 : F.batch) * F.total_q;
-    const long long w = gtid / L;
-    for (long long i = gtid; i < P.num_sems; i += (long long)gridDim.x * blockDim.x) P.dq_sems[i] = 0;
-    const int live = w < rows * F.heads_q;
-    const long long row = live ? w / F.heads_q : 0;
-    const int h = live ? (int)(w % F.heads_q) : 0;
-    const long long qb = row / F.total_q, r = row % F.total_q;
-    float acc = 0.0f;
-    if (live) {
-        const float *o = (const float *)F.o + qb * F.o_sb + r * F.o_ss + h * F.o_sh;
-        const float *d = (const float *)P.dout + qb * P.do_sb + r * P.do_ss + h * P.do_sh;
-        for (int c = lane * 8; c < F.head_dim_v; c += 8 * L) {
-            const float4 o0 = *(const float4 *)(o + c), o1 = *(const float4 *)(o + c + 4);
-            const float4 d0 = *(const float4 *)(d + c), d1 = *(const float4 *)(d + c + 4);
-            acc += o0.x * d0.x;
-            acc += o0.y * d0.y;
-            acc += o0.z * d0.z;
-            acc += o0.w * d0.w;
-            acc += o1.x * d1.x;
-            acc += o1.y * d1.y;
-            acc += o1.z * d1.z;
-            acc += o1.w * d1.w;
-        }
-    }
-    /* groups of L lanes are aligned, so xor within them stays inside */
-    for (int sh = L / 2; sh > 0; sh >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, sh);
-    if (!live) return;
-    if (lane == 0) {
-        if (P.dlse) acc -= P.dlse[qb * P.dlse_sb + h * P.dlse_sh + r * P.dlse_ss];
-        P.dsum[(long long)h * rows + row] = acc;
-    }
-    float4 *z = (float4 *)(P.dq_accum + (row * F.heads_q + h) * (long long)P.accum_dim);
-    for (int c = lane; c < P.accum_dim / 4; c += L) z[c] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-}
-
-/// dq = dq_accum * softmax_scale in fp32.
-FMSA_DEV void fmsa_bwd_f32_post(const fmsa_cuda_bwd_params &P) {
-    const fmsa_cuda_fwd_params &F = P.fwd;
-    const int L = fmsa_bwd_f32_lanes(F.head_dim);
-    const int lane = threadIdx.x & (L - 1);
-    const long long w = ((long long)blockIdx.x * blockDim.x + threadIdx.x) / L;
-    const long long rows = (long long)(F.is_varlen ? 1 : F.batch) * F.total_q;
-    if (w >= rows * F.heads_q) return;
-    const long long row = w / F.heads_q;
-    const int h = (int)(w % F.heads_q);
-    const long long qb = row / F.total_q, r = row % F.total_q;
-    const float *a = P.dq_accum + (row * F.heads_q + h) * (long long)P.accum_dim;
-    float *dq = (float *)P.dq + qb * P.dq_sb + r * P.dq_ss + h * P.dq_sh;
-    const float sc = F.softmax_scale;
-    for (int c = lane * 8; c < F.head_dim; c += 8 * L) {
-        const float4 x = __ldcg((const float4 *)(a + c)), y = __ldcg((const float4 *)(a + c + 4));
-        *(float4 *)(dq + c) = make_float4(x.x * sc, x.y * sc, x.z * sc, x.w * sc);
-        *(float4 *)(dq + c + 4) = make_float4(y.x * sc, y.y * sc, y.z * sc, y.w * sc);
-    }
-}
-
-extern "C" __global__ void __launch_bounds__(32 * FMSA_CUDA_BWD_AUX_WARPS) fmsa_cuda_bwd_pre_f32(
-    const fmsa_cuda_bwd_params p) {
-    fmsa_bwd_f32_pre(p);
-}
-extern "C" __global__ void __launch_bounds__(32 * FMSA_CUDA_BWD_AUX_WARPS) fmsa_cuda_bwd_post_f32(
-    const fmsa_cuda_bwd_params p) {
-    fmsa_bwd_f32_post(p);
 }
 
 #define FMSA_BWD_F32_KERNEL(D, DV, BM, BN, ST)                                                 \

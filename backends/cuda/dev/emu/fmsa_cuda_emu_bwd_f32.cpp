@@ -29,6 +29,7 @@ emu_slot emu_slots[256];
 
 #define FMSA_CUDA_BWD_F32_ONLY(X) FMSA_CUDA_BWD_F32_INSTANCES(X)
 #include "backends/cuda/kernels/fmsa_cuda_bwd_f32.cu"
+#include "backends/cuda/kernels/fmsa_cuda_bwd_pre_post.cu"
 #include "backends/cuda/cuda_bwd_f32_instances.h"
 
 typedef void (*kfn)(const fmsa_cuda_bwd_params);
