@@ -146,6 +146,13 @@ extern "C" __global__ void __launch_bounds__(FMSA_CUDA_BWD_DSINK_THREADS) fmsa_c
     const fmsa_cuda_bwd_params p) {
     fmsa_bwd_dsink(p);
 }
+/* fp32 tensors (cuda_bwd_f32_instances.h): O and dO of head_dim_v columns */
+extern "C" __global__ void __launch_bounds__(256) fmsa_cuda_bwd_pre_f32(const fmsa_cuda_bwd_params p) {
+    fmsa_bwd_pre<FMSA_BWD_AUX_F32, 1>(p);
+}
+extern "C" __global__ void __launch_bounds__(256) fmsa_cuda_bwd_post_f32(const fmsa_cuda_bwd_params p) {
+    fmsa_bwd_post<FMSA_BWD_AUX_F32>(p);
+}
 extern "C" __global__ void __launch_bounds__(256) fmsa_cuda_bwd_pre_bf16(const fmsa_cuda_bwd_params p) {
     fmsa_bwd_pre<1>(p);
 }
@@ -163,11 +170,4 @@ extern "C" __global__ void __launch_bounds__(256) fmsa_cuda_bwd_post_bf16(const 
 }
 extern "C" __global__ void __launch_bounds__(256) fmsa_cuda_bwd_post_f16(const fmsa_cuda_bwd_params p) {
     fmsa_bwd_post<0>(p);
-}
-/* fp32 tensors (cuda_bwd_f32_instances.h): O and dO of head_dim_v columns */
-extern "C" __global__ void __launch_bounds__(256) fmsa_cuda_bwd_pre_f32(const fmsa_cuda_bwd_params p) {
-    fmsa_bwd_pre<FMSA_BWD_AUX_F32, 1>(p);
-}
-extern "C" __global__ void __launch_bounds__(256) fmsa_cuda_bwd_post_f32(const fmsa_cuda_bwd_params p) {
-    fmsa_bwd_post<FMSA_BWD_AUX_F32>(p);
 }
