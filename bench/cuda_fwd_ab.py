@@ -40,7 +40,7 @@ ap.add_argument("--decode", default="32768,131072")
 ap.add_argument("--rounds", type=int, default=2, help="decode rounds")
 ap.add_argument("--check-rows", type=int, default=16)
 ap.add_argument("--json", default="")
-ARGS = ap.parse_args()
+ARGS = ap.parse_args() if __name__ == "__main__" else None  # bench/cuda_fwd_prof.py imports Build
 
 BACKEND_CUDA, FWD = 2, 0
 torch.cuda.init()

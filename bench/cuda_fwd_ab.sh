@@ -1,18 +1,18 @@
 #!/usr/bin/env bash
-# One device call for the forward A/B (issue 14) and the masked-key NaN check (issue 18),
-# run from the repository root of the device tool's tree (main's) with this branch's copy
-# carried in $T (default .devtree/fwd):
+# One device call for the forward A/B (issue 14), run from the repository root of the device
+# tool's tree (main's) with this branch's copy carried in $T (default .devtree/fwd):
 #
 #   bash .devtree/fwd/bench/cuda_fwd_ab.sh
 #
 # $T/fb/common/*.fatbin: the kernel files this branch does not touch (bwd, pre/post,
-# check, merge: main's build); $T/fb/fwd_<name>.fatbin: the forward of each build (nvcc on
-# the development machine, sm_90a).  Builds: main = the repository root's sources with
+# accumulate, check, merge: main's build); $T/fb/fwd_<name>.fatbin: the forward of each
+# build (nvcc on the development machine).  Builds: main = the repository root's sources with
 # fwd_main; A = this branch (its defaults); B, when fwd_B.fatbin is there = this branch with
-# FMSA_CUDA_FWD_SPLIT_D128_STAGES=4 in both the host C and nvcc (and whatever -D its fatbin
-# was compiled with: the first A/B had FMSA_CUDA_FWD_EX2_FMA=1 in A, 0 in B).  Then bench/cuda_fwd_ab.py (sweep + decode, every build checked
-# against fp64, beside FA2 and cuDNN), then ctest -L cuda on A (the masked-key NaN grid
-# included) and the NaN grid on main (which has no fix: it shows what the test catches).
+# $B_FLAGS in the host C (the same -D its fatbin was compiled with).  Then bench/cuda_fwd_ab.py
+# (sweep + decode, every build checked against fp64, beside FA2 and cuDNN), ctest -L cuda on
+# A, the forward grids on B, the grids with FLASHMSA_CUDA_ARCH=sm80 on A, and (PROF=1) one
+# Nsight Compute pass over main's and A's kernels beside FA2's (bench/cuda_fwd_prof.py), and
+# (PROF_SRC=1) the per-instruction stall samples of A's d128 FAST kernel.
 set -uo pipefail
 ROOT=$(pwd)
 T=$(cd "${T:-.devtree/fwd}" && pwd)
@@ -39,8 +39,8 @@ t=$SECONDS
   echo "BUILD A FAILED: $(tail -5 "$L/build_A.log" "$L/cfg_bA.log")"
 libs=(--lib main=/tmp/bM/libflashmsa.so)
 if [[ -d /tmp/fb_B ]]; then
-  { cfg "$T" /tmp/bB /tmp/fb_B "-DFMSA_CUDA_FWD_SPLIT_D128_STAGES=4" OFF &&
-    ninja -C /tmp/bB -j16 flashmsa > "$L/build_B.log" 2>&1; } || echo "BUILD B FAILED"
+  { cfg "$T" /tmp/bB /tmp/fb_B "${B_FLAGS:-}" ON &&
+    ninja -C /tmp/bB -j16 > "$L/build_B.log" 2>&1; } || echo "BUILD B FAILED"
   libs+=(--lib B=/tmp/bB/libflashmsa.so)
 fi
 libs+=(--lib A=/tmp/bA/libflashmsa.so)
@@ -50,6 +50,7 @@ libs+=(--lib A=/tmp/bA/libflashmsa.so)
 echo "builds: $((SECONDS - t)) s"
 
 t=$SECONDS
+# AB_ARGS is split on spaces, unquoted: no decode rows is AB_ARGS='--decode=' (not --decode "")
 (cd "$T" && timeout 330 python3 bench/cuda_fwd_ab.py "${libs[@]}" ${AB_ARGS:-} \
    --json "$OUT/ab.jsonl" > "$L/ab.txt" 2>&1)
 echo "ab rc=$? $((SECONDS - t)) s"
@@ -58,16 +59,36 @@ t=$SECONDS
 timeout 200 ctest --test-dir /tmp/bA -L cuda -j8 --output-on-failure > "$OUT/ctest_cuda.log" 2>&1
 echo "ctest -L cuda rc=$? $((SECONDS - t)) s: $(grep -E 'tests passed|tests failed' "$OUT/ctest_cuda.log")"
 grep -E "^\s*[0-9]+/[0-9]+ Test.*(Failed|Passed|Skipped|Not Run)" "$OUT/ctest_cuda.log" | sed 's/  */ /g'
-FLASHMSA_TEST_BACKEND=cuda timeout 60 /tmp/bA/tests/test_grid_masked_nan --backend cuda --verbose \
-  > "$OUT/nan_A.txt" 2>&1
-echo "masked-NaN grid, this branch: rc=$?"
-FLASHMSA_TEST_BACKEND=cuda timeout 60 /tmp/bM/tests/test_grid_masked_nan --backend cuda --verbose \
-  > "$OUT/nan_main.txt" 2>&1
-echo "masked-NaN grid, main: rc=$?"
+if [[ -d /tmp/bB ]]; then
+  t=$SECONDS
+  timeout 120 ctest --test-dir /tmp/bB -L cuda -R 'grid_forward|grid_edges|grid_large|grid_features|masked_nan|cuda_features|cuda_graph' \
+    -j8 --output-on-failure > "$OUT/ctest_B.log" 2>&1
+  echo "B forward grids rc=$? $((SECONDS - t)) s: $(grep -E 'tests passed|tests failed' "$OUT/ctest_B.log")"
+fi
 t=$SECONDS
 FLASHMSA_CUDA_ARCH=sm80 timeout 90 ctest --test-dir /tmp/bA -L cuda -R '^test_grid_' -j8 \
   > "$OUT/ctest_sm80.log" 2>&1
 echo "sm80 grids rc=$? $((SECONDS - t)) s: $(grep -E 'tests passed|tests failed' "$OUT/ctest_sm80.log")"
+if [[ "${PROF:-1}" == 1 ]]; then
+  t=$SECONDS
+  secs=(--section SpeedOfLight --section ComputeWorkloadAnalysis --section WarpStateStats
+        --section SchedulerStats --section InstructionStats --section Occupancy
+        --section MemoryWorkloadAnalysis)
+  (cd "$T" && timeout 170 ncu --profile-from-start off --clock-control none \
+     --kernel-name regex:'fmsa_cuda_fwd|flash_fwd' "${secs[@]}" --print-details all \
+     python3 bench/cuda_fwd_prof.py --lib main=/tmp/bM/libflashmsa.so --lib A=/tmp/bA/libflashmsa.so \
+     ${PROF_ARGS:-} > "$OUT/prof.txt" 2>&1)
+  echo "ncu rc=$? $((SECONDS - t)) s: $(grep -c 'fmsa_cuda_fwd\|flash_fwd' "$OUT/prof.txt") kernel lines"
+fi
+if [[ "${PROF_SRC:-0}" == 1 ]]; then  # where A's d128 FAST kernel stalls, per SASS instruction
+  t=$SECONDS
+  (cd "$T" && timeout 120 ncu --profile-from-start off --clock-control none \
+     --kernel-name regex:'fmsa_cuda_fwd_bf16_d128_fast' --section SourceCounters --section WarpStateStats \
+     -o "$OUT/srcA" python3 bench/cuda_fwd_prof.py --lib A=/tmp/bA/libflashmsa.so --shapes 128:4096:full \
+     --no-fa2 > "$L/src_run.txt" 2>&1 &&
+   timeout 60 ncu -i "$OUT/srcA.ncu-rep" --page source --csv --print-source sass > "$OUT/srcA.csv" 2>&1)
+  echo "ncu source rc=$? $((SECONDS - t)) s: $(wc -l < "$OUT/srcA.csv") lines"
+fi
 tar czf "$OUT/logs.tgz" -C "$L" .
 sed -n '/^# NVIDIA/,$p' "$L/ab.txt"
 grep -E "^# .*(Error|error|FAIL)" "$L/ab.txt" | head -5

@@ -6,7 +6,10 @@
 #   build     configure with CUDA (fatbins from FATBIN_DIR: no nvcc time), build only the
 #             ring's programs (Ninja -j16)
 #   tests     test_ring_accumulate --backend cuda, test_ring_loopback --backend cuda
-#             (P = 2, 4, 8 virtual ranks on the one GPU), test_ring_nccl (a communicator
+#             (P = 2, 4, 8 virtual ranks on the one GPU), test_ring_alibi_offset --backend
+#             cuda (the ring's ALiBi offset against a padded, masked problem),
+#             test_grid_features --backend cuda (ctest's test_grid_features_cuda: ALiBi
+#             with offset 0 among the rest), test_ring_nccl (a communicator
 #             of size 1; libnccl.so.2 from the Python nvidia-nccl package or torch/lib)
 #   timing    ring_timing --backend cuda (a ring step against the local kernel alone)
 #   sanitize  compute-sanitizer memcheck on test_ring_accumulate and the loopback suite
@@ -30,7 +33,8 @@ if has build; then
   if cmake -S . -B $B -G Ninja -DCMAKE_BUILD_TYPE=Release -DBUILD_TESTING=ON -DFLASHMSA_CUDA=ON \
        -DFLASHMSA_OPENCL=OFF -DFLASHMSA_DIST_MPI=OFF ${CMOCKA_PREFIX:+-DCMAKE_PREFIX_PATH=$CMOCKA_PREFIX} \
        ${FATBIN_DIR:+-DFLASHMSA_CUDA_FATBIN_DIR=$FATBIN_DIR} > "$OUT/build.log" 2>&1 &&
-     ninja -C $B -j16 test_ring_accumulate test_ring_loopback test_ring_nccl ring_timing \
+     ninja -C $B -j16 test_ring_accumulate test_ring_loopback test_ring_alibi_offset \
+       test_grid_features test_ring_nccl ring_timing \
        >> "$OUT/build.log" 2>&1; then
     note build ok "$((SECONDS - t)) s"
   else
@@ -42,10 +46,10 @@ if has tests; then
   note gpu ok "$(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>&1)"
   : > "$OUT/tests.log"
   # RING_TESTS="": only NCCL (where ctest -L cuda already ran these suites)
-  for t in ${RING_TESTS-test_ring_accumulate test_ring_loopback}; do
+  for t in ${RING_TESTS-test_ring_accumulate test_ring_loopback test_ring_alibi_offset test_grid_features}; do
     s=$SECONDS
     echo "=== $t --backend cuda" >> "$OUT/tests.log"
-    $B/tests/$t --backend cuda > "$OUT/$t.tmp" 2>&1
+    FLASHMSA_TEST_BACKEND=cuda $B/tests/$t --backend cuda > "$OUT/$t.tmp" 2>&1
     r=$?
     cat "$OUT/$t.tmp" >> "$OUT/tests.log"
     if [[ $r -eq 0 ]]; then

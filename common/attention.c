@@ -1,8 +1,11 @@
 /*
  * The public attention entry points: validate once, ask the backend whether
  * it supports the problem and how much workspace it needs, then run.  All
- * checks precede the backend call, so a failure writes nothing.
+ * checks precede the backend call, so a failure writes nothing.  The passes
+ * with an ALiBi offset (attention_offset.h, the ring's) are the same code.
  */
+#include "common/accumulate.h"
+#include "common/attention_offset.h"
 #include "common/context.h"
 #include "common/error.h"
 #include "common/validate.h"
@@ -20,6 +23,7 @@ static fmsa_mem_policy fmsa_ctx_mem_policy(fmsa_context *ctx) {
     fmsa_mem_policy pol;
     pol.handles = ctx->vt->data_handles;
     pol.mem_size = ctx->vt->mem_size;
+    pol.mem_range = ctx->vt->mem_range;
     pol.state = ctx->state;
     return pol;
 }
@@ -79,6 +83,13 @@ fmsa_status fmsa_forward(fmsa_context *ctx, const fmsa_attention_desc *desc, con
                          const fmsa_tensor *k, const fmsa_tensor *v, const fmsa_tensor *o,
                          const fmsa_tensor *lse, void *workspace, size_t workspace_bytes,
                          void *stream) {
+    return fmsa_forward_offset(ctx, desc, 0, q, k, v, o, lse, workspace, workspace_bytes, stream);
+}
+
+fmsa_status fmsa_forward_offset(fmsa_context *ctx, const fmsa_attention_desc *desc,
+                                int64_t alibi_offset, const fmsa_tensor *q, const fmsa_tensor *k,
+                                const fmsa_tensor *v, const fmsa_tensor *o, const fmsa_tensor *lse,
+                                void *workspace, size_t workspace_bytes, void *stream) {
     fmsa_call_tensors t = {0};
     fmsa_problem p;
     fmsa_clear_error();
@@ -88,16 +99,20 @@ fmsa_status fmsa_forward(fmsa_context *ctx, const fmsa_attention_desc *desc, con
     t.o = o;
     t.lse = lse;
     FMSA_TRY(fmsa_prepare(ctx, FMSA_PASS_FORWARD, desc, &t, 0, &p));
+    if (p.has_alibi) p.alibi_offset = alibi_offset;
     FMSA_TRY(fmsa_check_workspace(ctx, &p, desc, &t, workspace, workspace_bytes));
     if (p.batch == 0 || p.total_q == 0) return FMSA_SUCCESS; /* nothing to compute or write */
     return ctx->vt->forward(ctx->state, &p, workspace, workspace_bytes, stream);
 }
 
-/* dsink of a problem with no rows: zeros, one copy per head (strided views),
- * through the backend's host-to-device copy. */
-static fmsa_status fmsa_zero_dsink(fmsa_context *ctx, const fmsa_problem *p) {
+/* dsink of a problem with no rows: zeros, on the call's stream where the
+ * backend has the elementwise fill (a kernel, so the call stays graph-safe
+ * and ordered with the caller's work), else through host-to-device copies. */
+static fmsa_status fmsa_zero_dsink(fmsa_context *ctx, const fmsa_problem *p,
+                                   const fmsa_tensor *dsink, void *stream) {
     const float zero = 0.0f;
     if (!p->has_dsink) return FMSA_SUCCESS;
+    if (ctx->vt->accumulate) return fmsa_accumulate(ctx, FMSA_ACC_FILL, dsink, NULL, 0.0f, stream);
     for (int64_t h = 0; h < p->heads_q; ++h)
         FMSA_TRY(ctx->vt->copy_to_device(
             ctx->state, p->dsink.data,
@@ -109,15 +124,22 @@ static fmsa_status fmsa_zero_dsink(fmsa_context *ctx, const fmsa_problem *p) {
 fmsa_status fmsa_backward(fmsa_context *ctx, const fmsa_attention_desc *desc,
                           const fmsa_backward_tensors *bt, void *workspace,
                           size_t workspace_bytes, void *stream) {
+    return fmsa_backward_offset(ctx, desc, 0, bt, workspace, workspace_bytes, stream);
+}
+
+fmsa_status fmsa_backward_offset(fmsa_context *ctx, const fmsa_attention_desc *desc,
+                                 int64_t alibi_offset, const fmsa_backward_tensors *bt,
+                                 void *workspace, size_t workspace_bytes, void *stream) {
     fmsa_call_tensors t;
     fmsa_problem p;
     fmsa_clear_error();
     if (!bt) return fmsa_fail(FMSA_ERR_INVALID_ARGUMENT, "t (the backward's tensors) is NULL");
     t = fmsa_call_tensors_of_backward(bt);
     FMSA_TRY(fmsa_prepare(ctx, FMSA_PASS_BACKWARD, desc, &t, 0, &p));
+    if (p.has_alibi) p.alibi_offset = alibi_offset;
     FMSA_TRY(fmsa_check_workspace(ctx, &p, desc, &t, workspace, workspace_bytes));
     /* nothing to compute, but dsink is still owed its value: the sum over no rows */
-    if (p.batch == 0 || (p.total_q == 0 && p.total_k == 0)) return fmsa_zero_dsink(ctx, &p);
+    if (p.batch == 0 || (p.total_q == 0 && p.total_k == 0)) return fmsa_zero_dsink(ctx, &p, &bt->dsink, stream);
     return ctx->vt->backward(ctx->state, &p, workspace, workspace_bytes, stream);
 }
 

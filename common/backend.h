@@ -108,6 +108,11 @@ typedef struct fmsa_backend_vtable {
     /// of the allocation a handle refers to (OpenCL: CL_MEM_SIZE), so that
     /// validation refuses a view reaching past it.
     fmsa_status (*mem_size)(void *state, const void *data, size_t *bytes);
+    /// Optional (NULL = not asked), for address backends: the allocation that
+    /// holds addr, [*base, *base + *bytes) (CUDA: cuMemGetAddressRange), so that
+    /// validation refuses a view outside device memory or reaching past its
+    /// allocation; fails when addr lies in none.
+    fmsa_status (*mem_range)(void *state, uintptr_t addr, uintptr_t *base, size_t *bytes);
 
     /// Optional (NULL = FMSA_ERR_NOT_SUPPORTED naming the backend): the ring's
     /// elementwise op (common/accumulate.h) on stream, fp32 arithmetic.

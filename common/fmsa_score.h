@@ -10,10 +10,12 @@
 #include "fmsa_portable.h"
 #include "fmsa_seq.h"
 
-/// ALiBi bias of (i, j): -slope * |i + sk - sq - j|.
-FMSA_INLINE float fmsa_alibi_bias(float slope, fmsa_i64 i, fmsa_i64 j, fmsa_i64 sq,
-                                  fmsa_i64 sk) {
-    fmsa_i64 d = fmsa_seq_diag(i, sq, sk) - j;
+/// ALiBi bias of (i, j): -slope * |i + sk - sq - j + off|.  off is the problem's
+/// alibi_offset: 0 from the public API, the distance between a block's and the
+/// whole sequence's diagonals in the ring's local passes.
+FMSA_INLINE float fmsa_alibi_bias(float slope, fmsa_i64 i, fmsa_i64 j, fmsa_i64 sq, fmsa_i64 sk,
+                                  fmsa_i64 off) {
+    fmsa_i64 d = fmsa_seq_diag(i, sq, sk) - j + off;
     return -slope * (float)(d < 0 ? -d : d);
 }
 

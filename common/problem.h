@@ -77,6 +77,10 @@ typedef struct fmsa_problem {
     int64_t page_size;           ///< paged: keys per page
     int64_t max_pages;           ///< paged: block_table.shape[1]
     int64_t num_pages;           ///< paged: k.shape[0]
+    /// Added to ALiBi's distance: the bias of (i, j) is -slope * |i + sk - sq - j + alibi_offset|.
+    /// 0 from the public API; the ring's local passes over blocks of a longer sequence set it so
+    /// that the distance is the global one (common/attention_offset.h).
+    int64_t alibi_offset;
 } fmsa_problem;
 
 /// A validated fmsa_merge_states call: two partial results of the same

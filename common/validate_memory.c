@@ -8,6 +8,7 @@
 #include "common/error.h"
 
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 
 /* Terms of the overlap equation  sum_i c_i * stride_i = delta  (bytes), with
@@ -157,6 +158,25 @@ static fmsa_status fmsa_check_one_view(const fmsa_mem_view *v, const fmsa_mem_po
                              "its buffer holds %zu bytes",
                              v->name, (long long)(v->byte_offset + span),
                              (long long)v->byte_offset, (long long)span, size);
+    }
+    if (!pol->handles && pol->mem_range) {
+        const uintptr_t first = fmsa_mem_origin(v, pol);
+        uintptr_t base = 0;
+        size_t size = 0;
+        if (pol->mem_range(pol->state, first, &base, &size) != FMSA_SUCCESS) {
+            char why[256];
+            snprintf(why, sizeof why, "%s", fmsa_last_error());
+            return fmsa_fail(FMSA_ERR_INVALID_ARGUMENT,
+                             "%s.data + byte_offset = %p + %lld lies in no allocation of this "
+                             "context's device (%s)",
+                             v->name, v->data, (long long)v->byte_offset, why);
+        }
+        /* first >= base: the range holds first */
+        if ((uint64_t)span > (uint64_t)(base + size - first))
+            return fmsa_fail(FMSA_ERR_INVALID_ARGUMENT,
+                             "%s: the view reaches byte %lld past data + byte_offset, but the "
+                             "allocation holding it ends %llu bytes after that point",
+                             v->name, (long long)span, (unsigned long long)(base + size - first));
     }
     if (v->is_output && fmsa_mem_views_overlap(v, v, 0))
         return fmsa_fail(FMSA_ERR_INVALID_ARGUMENT,

@@ -1,7 +1,8 @@
 /*
  * Memory checks of one call, after the shape checks of validate.c and before
  * any write: every view's data pointer aligned to its element size, every view
- * inside its allocation where the backend can tell (OpenCL: CL_MEM_SIZE), and
+ * inside its allocation where the backend can tell (OpenCL: CL_MEM_SIZE; CUDA:
+ * the driver's address range), and
  * no output sharing a byte with an input, another output, the workspace or
  * itself.  Inputs may share memory with each other and broadcast (stride 0).
  *
@@ -35,7 +36,9 @@ typedef struct fmsa_mem_policy {
     int handles; ///< 1: data are opaque handles (cl_mem), 0: addresses
     /// Optional: the byte size of the allocation a handle refers to.
     fmsa_status (*mem_size)(void *state, const void *data, size_t *bytes);
-    void *state; ///< passed to mem_size
+    /// Optional, for addresses: the allocation holding an address (backend.h).
+    fmsa_status (*mem_range)(void *state, uintptr_t addr, uintptr_t *base, size_t *bytes);
+    void *state; ///< passed to mem_size / mem_range
 } fmsa_mem_policy;
 
 /// 1 when views a and b (b == a: a with itself) may share a byte, given that

@@ -24,6 +24,7 @@
 #include <string.h>
 
 #include "common/accumulate.h"
+#include "common/attention_offset.h"
 #include "common/context.h"
 #include "common/error.h"
 #include "common/validate.h"
@@ -122,11 +123,18 @@ static fmsa_status ring_check_local(fmsa_context *ctx, const fmsa_dist_comm *com
                          ctx->vt->data_handles
                              ? "its buffers are handles, which the transports cannot address"
                              : "it lacks the elementwise op and device copy the ring needs");
-    if (desc->alibi_slopes.data || desc->mask.data)
+    if (desc->mask.data)
         return fmsa_fail(FMSA_ERR_NOT_SUPPORTED,
-                         "ring: desc.%s is not supported (it depends on global positions, which "
-                         "the local kernels do not take)",
-                         desc->alibi_slopes.data ? "alibi_slopes" : "mask");
+                         "ring: desc.mask is not supported: a bit mask names every (query, key) "
+                         "pair of the whole sequence, and a rank holds only its own rows of "
+                         "it; causal and windows (desc.causal, desc.window_left/right) are "
+                         "supported and cover the masks of global positions");
+    if (desc->alibi_slopes.data && layout == FMSA_RING_STRIPED)
+        return fmsa_fail(FMSA_ERR_NOT_SUPPORTED,
+                         "ring: desc.alibi_slopes with the striped layout is not supported: "
+                         "striped rows are P positions apart, so ALiBi's distance is not a "
+                         "shift of the local one; use the zigzag layout (balanced causal work "
+                         "too) or the contiguous one");
     if (desc->cu_seqlens_q.data || desc->block_table.data)
         return fmsa_fail(FMSA_ERR_NOT_SUPPORTED, "ring: desc.%s: varlen and paged KV are not "
                          "supported", desc->cu_seqlens_q.data ? "cu_seqlens_q" : "block_table");
@@ -194,6 +202,7 @@ static fmsa_ring_mask ring_mask(const fmsa_attention_desc *desc) {
     m.causal = desc->causal != 0;
     m.window_left = desc->window_left < 0 ? -1 : desc->window_left;
     m.window_right = desc->window_right < 0 ? -1 : desc->window_right;
+    m.alibi = desc->alibi_slopes.data != NULL;
     return m;
 }
 
@@ -352,7 +361,8 @@ static fmsa_status ring_forward_step(fmsa_context *ctx, fmsa_ring_layout layout,
         const fmsa_tensor pl = ring_rows3(&w->part_lse, c->q_row0, c->q_rows);
         const fmsa_tensor ao = ring_rows4(&w->acc_o, c->q_row0, c->q_rows);
         const fmsa_tensor al = ring_rows3(&w->acc_lse, c->q_row0, c->q_rows);
-        FMSA_TRY(fmsa_forward(ctx, &d, &qv, &kv, &vv, &po, &pl, w->local, w->local_bytes, NULL));
+        FMSA_TRY(fmsa_forward_offset(ctx, &d, c->alibi_offset, &qv, &kv, &vv, &po, &pl, w->local,
+                                     w->local_bytes, NULL));
         FMSA_TRY(fmsa_merge_states(ctx, &ao, &al, &po, &pl, &ao, &al, NULL));
     }
     return FMSA_SUCCESS;
@@ -421,7 +431,8 @@ static fmsa_status ring_backward_step(fmsa_context *ctx, fmsa_ring_layout layout
         bt.dk = ring_rows4(&w->part_dk, c->k_row0, c->k_rows);
         bt.dv = ring_rows4(&w->part_dv, c->k_row0, c->k_rows);
         if (c->sinks && desc->sinks.data) bt.dsink = w->part_dsink;
-        FMSA_TRY(fmsa_backward(ctx, &d, &bt, w->local, w->local_bytes, NULL));
+        FMSA_TRY(fmsa_backward_offset(ctx, &d, c->alibi_offset, &bt, w->local, w->local_bytes,
+                                      NULL));
         adq = ring_rows4(&w->acc_o, c->q_row0, c->q_rows);
         adk = ring_rows4(&w->dk[cur], c->k_row0, c->k_rows);
         adv = ring_rows4(&w->dv[cur], c->k_row0, c->k_rows);

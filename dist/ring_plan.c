@@ -14,6 +14,13 @@
  * see a key (i in [max(0, -R), min(nq, nk - L))), the keys to those some row
  * sees, and setting wl' = tau - L, wr' = R - tau, both >= 0 by construction;
  * a side no pair of the call reaches is left unlimited.
+ *
+ * ALiBi (contiguous segments only): the call's row i and key l are at global
+ * positions qp + q0 + i and kp + k0 + l, while its local distance is
+ * i + (k1 - k0) - (q1 - q0) - l; the difference, (qp + q0) - (kp + k0) -
+ * (k1 - k0) + (q1 - q0), is the call's alibi_offset.  Striped rows are at
+ * global distance P (i - l) + r - j: a scaled distance with a fractional
+ * shift, which no integer offset gives, so the plan has none for it.
  */
 #include "dist/ring_plan.h"
 
@@ -82,7 +89,9 @@ static void ring_add_band(fmsa_ring_call *out, int *n, const ring_seg *A, const 
     wl = L == -RING_INF || k0 - (q1 - 1) >= L ? -1 : tau - L;
     wr = R == RING_INF || (k1 - 1) - q0 <= R ? -1 : R - tau;
     out[*n] = (fmsa_ring_call){A->row0 + q0, q1 - q0, B->row0 + k0, k1 - k0, wr == 0, own, wl,
-                               wr == 0 ? -1 : wr};
+                               wr == 0 ? -1 : wr, 0};
+    if (A->stride == 1) /* contiguous segments: the ALiBi offset (header comment) */
+        out[*n].alibi_offset = (A->pos0 + q0) - (B->pos0 + k0) - (k1 - k0) + (q1 - q0);
     ++*n;
 }
 
@@ -95,14 +104,16 @@ int fmsa_ring_plan_step(fmsa_ring_layout layout, int P, int r, int s, int64_t c,
     fmsa_ring_mask m = *mask;
     int bounded, n = 0;
     if (nq < 0 || nk < 0) return -1;
+    if (mask->alibi && layout == FMSA_RING_STRIPED) return -1;
     /* a window reaching past the sequence is none (and keeps the band arithmetic small) */
     if (m.window_left >= S) m.window_left = -1;
     if (m.window_right >= S) m.window_right = -1;
     mask = &m;
     bounded = m.causal || m.window_left >= 0 || m.window_right >= 0;
-    if (!bounded) {
-        /* every key of the block: one pass, which carries the sinks at the rank's own block */
-        if (c > 0) out[n++] = (fmsa_ring_call){0, c, 0, c, 0, s == 0, -1, -1};
+    if (!bounded && !m.alibi) {
+        /* every key of the block: one pass, which carries the sinks at the rank's own block
+         * (with ALiBi the pairs below: each has its own offset) */
+        if (c > 0) out[n++] = (fmsa_ring_call){0, c, 0, c, 0, s == 0, -1, -1, 0};
         return n;
     }
     for (int a = 0; a < nq; ++a)

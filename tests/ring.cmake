@@ -11,12 +11,18 @@ fmsa_add_test(test_ring_loopback LABELS "ring" SOURCES test_ring_loopback.c)
 # (common/accumulate.h), on the CPU and again on OpenCL and CUDA where those
 # are built (exit 77, skipped, without their device).
 fmsa_add_test(test_ring_accumulate LABELS "ring" SOURCES test_ring_accumulate.c)
+# The ALiBi distance offset of the ring's local passes against a padded, masked
+# public problem (tests/test_ring_alibi_offset.c), on every backend built.
+fmsa_add_test(test_ring_alibi_offset LABELS "ring" SOURCES test_ring_alibi_offset.c)
 # The loopback suite on CUDA: P = 2, 4, 8 virtual ranks on device 0.
 foreach(_b opencl cuda)
   string(TOUPPER ${_b} _B)
   if(FLASHMSA_HAVE_${_B})
     add_test(NAME test_ring_accumulate_${_b} COMMAND test_ring_accumulate --backend ${_b})
     set_tests_properties(test_ring_accumulate_${_b} PROPERTIES LABELS "ring;${_b}"
+                         SKIP_RETURN_CODE 77 TIMEOUT 300)
+    add_test(NAME test_ring_alibi_offset_${_b} COMMAND test_ring_alibi_offset --backend ${_b})
+    set_tests_properties(test_ring_alibi_offset_${_b} PROPERTIES LABELS "ring;${_b}"
                          SKIP_RETURN_CODE 77 TIMEOUT 300)
   endif()
 endforeach()

@@ -861,6 +861,25 @@ MCASE(merge_null_ctx, m.ctx = NULL; merge_rejected(m, FMSA_ERR_INVALID_ARGUMENT,
  * backward either run and write (so "nothing written" above is not vacuous;
  * on the CPU the merge must run) or are refused by the backend's gate with
  * every buffer intact. */
+/* A backward with no query and no key rows still owes dsink its value, the
+ * sum over no rows: zeros over the fixture's random dsink, nothing else written. */
+static void dsink_of_no_rows(void **state) {
+    feat_call f = feat_valid();
+    float got[HQ];
+    (void)state;
+    f.c.q.shape[1] = f.c.o.shape[1] = f.c.dout.shape[1] = f.c.dq.shape[1] = 0;
+    f.c.lse.shape[2] = f.dlse.shape[2] = 0;
+    f.c.k.shape[1] = f.c.v.shape[1] = f.c.dk.shape[1] = f.c.dv.shape[1] = 0;
+    f.c.q.data = f.c.o.data = f.c.dout.data = f.c.dq.data = f.c.lse.data = f.dlse.data = NULL;
+    f.c.k.data = f.c.v.data = f.c.dk.data = f.c.dv.data = NULL;
+    assert_int_equal(fmsa_copy_to_host(F.ctx, got, X[XDSINK], 0, sizeof got), FMSA_SUCCESS);
+    for (int h = 0; h < HQ; ++h) assert_true(got[h] != 0.0f); /* the fixture's random values */
+    assert_int_equal(feat_run(BWD, &f), FMSA_SUCCESS);
+    assert_int_equal(fmsa_synchronize(F.ctx, NULL), FMSA_SUCCESS);
+    assert_int_equal(fmsa_copy_to_host(F.ctx, got, X[XDSINK], 0, sizeof got), FMSA_SUCCESS);
+    for (int h = 0; h < HQ; ++h) assert_true(got[h] == 0.0f);
+}
+
 static void feat_valid_calls(void **state) {
     merge_call m = merge_valid();
     feat_call f = feat_valid();
@@ -975,6 +994,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(context_errors),
         /* API v0.2 (issue 13) */
         cmocka_unit_test_setup_teardown(feat_valid_calls, feat_setup, feat_teardown),
+        cmocka_unit_test_setup_teardown(dsink_of_no_rows, feat_setup, feat_teardown),
         cmocka_unit_test_setup_teardown(sinks_wrong_dtype, feat_setup, feat_teardown),
         cmocka_unit_test_setup_teardown(sinks_wrong_shape, feat_setup, feat_teardown),
         cmocka_unit_test_setup_teardown(sinks_wrong_ndim, feat_setup, feat_teardown),

@@ -4,7 +4,9 @@
  * and 4-byte elements) are expanded byte by byte, and fmsa_mem_views_overlap
  * must agree exactly, for pairs and for a view against itself.  Exactness
  * matters both ways: a miss lets an output overwrite an input, a false alarm
- * refuses a valid packed layout.
+ * refuses a valid packed layout.  Also the allocation-extent check through an
+ * address backend's mem_range hook (CUDA's cuMemGetAddressRange), against a
+ * fake allocation.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -14,6 +16,7 @@
 
 #include <cmocka.h>
 
+#include "common/error.h"
 #include "common/validate_memory.h"
 
 enum { SPACE = 4096, TRIALS = 200000 };
@@ -82,7 +85,55 @@ static void pairs_and_self_match_brute_force(void **state) {
     assert_true(selfs > TRIALS / 10 && selfs < TRIALS * 9 / 10);
 }
 
+/* One fake allocation of 256 bytes at this array; any other address lies in none. */
+static char alloc_bytes[512];
+enum { ALLOC_BYTES = 256 };
+
+static fmsa_status fake_range(void *state, uintptr_t addr, uintptr_t *base, size_t *bytes) {
+    const uintptr_t b = (uintptr_t)alloc_bytes;
+    (void)state;
+    if (addr < b || addr >= b + ALLOC_BYTES)
+        return fmsa_fail(FMSA_ERR_INVALID_ARGUMENT, "fake: no allocation");
+    *base = b;
+    *bytes = ALLOC_BYTES;
+    return FMSA_SUCCESS;
+}
+
+static fmsa_mem_view view_1d(const char *name, int64_t byte_offset, int64_t n) {
+    fmsa_mem_view v;
+    memset(&v, 0, sizeof v);
+    v.name = name;
+    v.data = alloc_bytes;
+    v.byte_offset = byte_offset;
+    v.elem = 4;
+    v.ndim = 1;
+    v.shape[0] = n;
+    v.strides[0] = 1;
+    return v;
+}
+
+static void address_extent_through_mem_range(void **state) {
+    const fmsa_mem_policy pol = {0, NULL, fake_range, NULL};
+    fmsa_mem_view v = view_1d("q", 0, ALLOC_BYTES / 4);
+    (void)state;
+    assert_int_equal(fmsa_check_views_memory(&v, 1, &pol), FMSA_SUCCESS); /* exactly fills it */
+    v = view_1d("q", 4, ALLOC_BYTES / 4);                                  /* one element past */
+    assert_int_equal(fmsa_check_views_memory(&v, 1, &pol), FMSA_ERR_INVALID_ARGUMENT);
+    assert_non_null(strstr(fmsa_last_error(), "q: the view reaches byte 256"));
+    assert_non_null(strstr(fmsa_last_error(), "ends 252 bytes after"));
+    v = view_1d("dv", ALLOC_BYTES, 1); /* origin outside the allocation */
+    assert_int_equal(fmsa_check_views_memory(&v, 1, &pol), FMSA_ERR_INVALID_ARGUMENT);
+    assert_non_null(strstr(fmsa_last_error(), "dv.data + byte_offset = "));
+    assert_non_null(strstr(fmsa_last_error(), "fake: no allocation"));
+    /* without the hook nothing is asked (the CPU backend) */
+    {
+        const fmsa_mem_policy none = {0, NULL, NULL, NULL};
+        assert_int_equal(fmsa_check_views_memory(&v, 1, &none), FMSA_SUCCESS);
+    }
+}
+
 int main(void) {
-    const struct CMUnitTest tests[] = {cmocka_unit_test(pairs_and_self_match_brute_force)};
+    const struct CMUnitTest tests[] = {cmocka_unit_test(pairs_and_self_match_brute_force),
+                                       cmocka_unit_test(address_extent_through_mem_range)};
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

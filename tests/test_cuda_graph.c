@@ -7,7 +7,8 @@
  *    given) captured into a CUDA graph in the strictest capture mode (global:
  *    any allocation, synchronisation or synchronous copy inside fails the
  *    capture), replayed, bit-identical to the same calls run directly;
- *  - the deterministic backward, bit-identical over 10 runs.
+ *  - the deterministic backward, bit-identical over 10 runs;
+ *  - a backward with no rows captured too (its dsink zeros are a kernel).
  * Streams and graphs come straight from the driver (dlopen), as an embedder's
  * would.
  */
@@ -295,6 +296,42 @@ static void deterministic_backward_bitwise(void **state) {
     buffers_free(&pb);
 }
 
+/* A backward with no rows still writes dsink (zeros): captured too, so that
+ * write must be a kernel on the stream, not a synchronous copy. */
+static void graph_dsink_of_no_rows(void **state) {
+    const int64_t qs[4] = {B, 0, H, D}, ks[4] = {B, 0, HKV, D}, ls[3] = {B, H, 0}, h = H;
+    const float ones[H] = {1.0f, 1.0f, 1.0f, 1.0f}, sinks[H] = {0.5f, -1.0f, 2.0f, 0.0f};
+    float got[H];
+    void *dsink = dev_copy(ones, sizeof ones), *sk = dev_copy(sinks, sizeof sinks);
+    void *graph = NULL, *exec = NULL;
+    fmsa_attention_desc desc = fmsa_attention_desc_init(D);
+    fmsa_backward_tensors bt;
+    fmsa_status s;
+    (void)state;
+    memset(&bt, 0, sizeof bt);
+    bt.q = fmsa_tensor_contiguous(NULL, FMSA_DTYPE_BF16, 4, qs);
+    bt.k = bt.v = bt.dk = bt.dv = fmsa_tensor_contiguous(NULL, FMSA_DTYPE_BF16, 4, ks);
+    bt.o = bt.dout = bt.dq = bt.q;
+    bt.lse = fmsa_tensor_contiguous(NULL, FMSA_DTYPE_F32, 3, ls);
+    bt.dsink = fmsa_tensor_contiguous(dsink, FMSA_DTYPE_F32, 1, &h);
+    desc.sinks = fmsa_tensor_contiguous(sk, FMSA_DTYPE_F32, 1, &h);
+    CU_OK(G.begin_capture(stream, 0 /* CU_STREAM_CAPTURE_MODE_GLOBAL */));
+    s = fmsa_backward(ctx, &desc, &bt, NULL, 0, stream);
+    CU_OK(G.end_capture(stream, &graph));
+    assert_int_equal(s, FMSA_SUCCESS);
+    assert_int_equal(fmsa_copy_to_host(ctx, got, dsink, 0, sizeof got), FMSA_SUCCESS);
+    for (int i = 0; i < H; ++i) assert_true(got[i] == 1.0f); /* nothing ran during capture */
+    CU_OK(G.instantiate(&exec, graph, 0));
+    CU_OK(G.launch(exec, stream));
+    assert_int_equal(fmsa_synchronize(ctx, stream), FMSA_SUCCESS);
+    assert_int_equal(fmsa_copy_to_host(ctx, got, dsink, 0, sizeof got), FMSA_SUCCESS);
+    for (int i = 0; i < H; ++i) assert_true(got[i] == 0.0f);
+    G.exec_destroy(exec);
+    G.graph_destroy(graph);
+    fmsa_free(ctx, dsink);
+    fmsa_free(ctx, sk);
+}
+
 static int graph_api_load(void) {
     void *lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
     if (!lib) return 0;
@@ -316,6 +353,7 @@ int main(void) {
         cmocka_unit_test(graph_dense),
         cmocka_unit_test(graph_varlen_bounds_given),
         cmocka_unit_test(deterministic_backward_bitwise),
+        cmocka_unit_test(graph_dsink_of_no_rows),
     };
     fmsa_status s = fmsa_context_create(FMSA_BACKEND_CUDA, 0, &ctx);
     int rc;

@@ -329,9 +329,15 @@ static void fwd_pick_value_dims(void **state) {
     /* above 256 the tiles need sm_90's opt-in shared memory */
     assert_null(fwd_pick_name(512, 512, sm80, 512));
     /* d256's 128 x 64 tiles need 192 KiB: sm_80 takes the 64 x 64 row (160 KiB),
-     * sm_90 the first row on the tie; d192 fits sm_80 as it is (144 KiB) */
-    assert_string_equal(fwd_pick_name(256, 256, sm80, 512), "fmsa_cuda_fwd_bf16_d256_m64_fast");
-    assert_string_equal(fwd_pick_name(64, 256, sm80, 512), "fmsa_cuda_fwd_bf16_d256_m64_fast");
+     * sm_90 the first row on the tie; d192 fits sm_80 as it is (144 KiB).  With
+     * FMSA_CUDA_FWD_D256_SINGLE the FAST d256 row is 64 x 64 in 96.5 KiB and fits
+     * sm_80 itself (FULL keeps both rows) */
+    assert_string_equal(fwd_pick_name(256, 256, sm80, 512), FMSA_CUDA_FWD_D256_SINGLE
+                                                              ? "fmsa_cuda_fwd_bf16_d256_fast"
+                                                              : "fmsa_cuda_fwd_bf16_d256_m64_fast");
+    assert_string_equal(fwd_pick_name(64, 256, sm80, 512), FMSA_CUDA_FWD_D256_SINGLE
+                                                             ? "fmsa_cuda_fwd_bf16_d256_fast"
+                                                             : "fmsa_cuda_fwd_bf16_d256_m64_fast");
     assert_string_equal(fwd_pick_name(256, 256, sm90, 512), "fmsa_cuda_fwd_bf16_d256_fast");
     assert_string_equal(fwd_pick_name(192, 192, sm80, 512), "fmsa_cuda_fwd_bf16_d192_fast");
     /* fp32 (3xTF32): to 256, every row within sm_80's opt-in */

@@ -9,6 +9,8 @@
  *
  * The CPU runs P = 1, 2, 3, 8 (odd P included) with f32 and bf16; a GPU runs
  * P = 2, 4, 8 with bf16 and f16 (the CUDA backward has no f32) and head dim 64.
+ * ALiBi runs with the contiguous and zigzag layouts; striped with it, and
+ * bit masks, are refused (checked by status and message).
  */
 #include <pthread.h>
 #include <setjmp.h>
@@ -214,6 +216,52 @@ static void windows(void **state) {
     assert_int_equal(failures, 0);
 }
 
+/* ALiBi over the whole sequence's distances (issue 16): contiguous and zigzag
+ * (each local pass one pair of chunks with its own offset), [Hq] and [B, Hq]
+ * slopes, causal and not, a sliding and a two-sided window reaching across
+ * ranks, GQA, sinks once per row, dlse and softcap on some, fwd and bwd. */
+static void alibi(void **state) {
+    static const int cpu_Ps[] = {2, 3, 8}, gpu_Ps[] = {2, 4, 8};
+    const int *Ps = on_cpu() ? cpu_Ps : gpu_Ps;
+    int failures = 0, cases = 0, refused = 0;
+    (void)state;
+    if (!ring_runs_here()) skip();
+    for (size_t pi = 0; pi < 3; ++pi)
+        for (int layout = 0; layout < 2; ++layout)
+            for (int v = 0; v < 4; ++v) {
+                fmsa_ring_spec s = {0};
+                if (!p_wanted(Ps[pi])) continue;
+                s.P = Ps[pi];
+                s.layout = (fmsa_ring_layout)layout;
+                s.causal = v == 1 || v == 2;
+                s.alibi = v % 2 ? 2 : 1;
+                if (v >= 2) { /* causal: a sliding window; full: a two-sided one */
+                    s.window = 1;
+                    s.window_left = v == 2 ? 5 : 4;
+                    s.window_right = v == 2 ? -1 : 3;
+                }
+                s.dtype = (layout + v) % 2 ? FMSA_DTYPE_BF16
+                                           : (on_cpu() ? FMSA_DTYPE_F32 : FMSA_DTYPE_F16);
+                s.B = 2;
+                s.c = 6; /* zigzag halves of 3 rows */
+                s.Hq = 4;
+                s.Hkv = v == 1 ? 1 : 2;
+                s.D = on_cpu() ? 32 : 64;
+                s.Dv = s.D;
+                s.sinks = v == 0 || v == 2;
+                s.dlse = v == 1;
+                s.softcap = v == 3 ? 20.0f : 0.0f;
+                s.backend = g_opt.backend;
+                s.seed = 53u * (unsigned)(pi * 8 + layout * 4 + v) + 11u;
+                failures += run_spec(&s, &refused);
+                ++cases;
+            }
+    print_message("ring loopback alibi: %d cases, %d failed, %d not supported\n", cases,
+                  failures, refused);
+    assert_int_equal(refused, 0);
+    assert_int_equal(failures, 0);
+}
+
 /* Arguments the ring refuses, on every rank alike, before anything moves. */
 static void refusals(void **state) {
     fmsa_dist_comm *comms[1];
@@ -232,13 +280,34 @@ static void refusals(void **state) {
                      FMSA_ERR_INVALID_ARGUMENT);
     assert_non_null(strstr(fmsa_last_error(), "zigzag"));
     assert_int_equal(bytes, 0);
-    /* ALiBi's bias is a function of global positions the local kernels do not take */
+    /* ALiBi: striped rows are P positions apart, no shift of the local distance
+     * is the global one; contiguous (and zigzag, in `alibi`) are accepted */
     desc.alibi_slopes = fmsa_tensor_contiguous(buf, FMSA_DTYPE_F32, 1, &sh[2]);
-    assert_int_equal(fmsa_ring_workspace_size(ctx, comms[0], FMSA_RING_CONTIGUOUS,
+    assert_int_equal(fmsa_ring_workspace_size(ctx, comms[0], FMSA_RING_STRIPED,
                                               FMSA_PASS_FORWARD, &desc, &q, &q, &q, &bytes),
                      FMSA_ERR_NOT_SUPPORTED);
-    assert_non_null(strstr(fmsa_last_error(), "alibi"));
+    assert_non_null(strstr(fmsa_last_error(), "desc.alibi_slopes with the striped layout"));
+    assert_int_equal(bytes, 0);
+    assert_int_equal(fmsa_ring_workspace_size(ctx, comms[0], FMSA_RING_CONTIGUOUS,
+                                              FMSA_PASS_FORWARD, &desc, &q, &q, &q, &bytes),
+                     FMSA_SUCCESS);
+    assert_true(bytes > 0);
     memset(&desc.alibi_slopes, 0, sizeof desc.alibi_slopes);
+    /* a bit mask names pairs of the whole sequence: refused on every layout */
+    {
+        const int64_t ms[4] = {1, 1, 5, 1};
+        desc.mask = fmsa_tensor_contiguous(buf, FMSA_DTYPE_U8, 4, ms);
+        for (int layout = 0; layout < 3; ++layout) {
+            bytes = 7;
+            assert_int_equal(fmsa_ring_workspace_size(ctx, comms[0], (fmsa_ring_layout)layout,
+                                                      FMSA_PASS_BACKWARD, &desc, &q, &q, &q,
+                                                      &bytes),
+                             FMSA_ERR_NOT_SUPPORTED);
+            assert_non_null(strstr(fmsa_last_error(), "desc.mask is not supported"));
+            assert_int_equal(bytes, 0);
+        }
+        memset(&desc.mask, 0, sizeof desc.mask);
+    }
     assert_int_equal(fmsa_ring_workspace_size(ctx, comms[0], (fmsa_ring_layout)9,
                                               FMSA_PASS_FORWARD, &desc, &q, &q, &q, &bytes),
                      FMSA_ERR_INVALID_ARGUMENT);
@@ -259,6 +328,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(grid),
         cmocka_unit_test(features),
         cmocka_unit_test(windows),
+        cmocka_unit_test(alibi),
         cmocka_unit_test(refusals),
     };
     int rc;

@@ -2,7 +2,9 @@
  * Ring attention over MPI: run as `mpiexec -n P test_ring_mpi` (tests/ring.cmake
  * does for P = 1, 2, 3, 4).  Every process is one rank with its own CPU
  * context; every layout, causal and not, GQA, f32 and bf16, and two windows
- * (causal sliding, two-sided) reaching across ranks; each rank checks
+ * (causal sliding, two-sided) reaching across ranks, and ALiBi over the whole
+ * sequence (contiguous and zigzag, [Hq] and [B, Hq] slopes, causal and not,
+ * windows, sinks); each rank checks
  * its own rows against the whole problem's fp64 reference under the rule
  * (tests/support/fmsa_ring_case.c), and the ranks agree on the verdict.
  */
@@ -25,7 +27,7 @@ int main(int argc, char **argv) {
     }
     for (int layout = 0; layout < 3; ++layout)
         for (int causal = 0; causal < 2; ++causal)
-            for (int di = 0; di < 3; ++di) { /* di = 2: bf16 with a window */
+            for (int di = 0; di < 5; ++di) { /* di = 2: bf16 with a window; 3, 4: ALiBi */
                 fmsa_ring_spec s = {0};
                 fmsa_ring_case *rc;
                 char msg[512], name[160];
@@ -45,7 +47,20 @@ int main(int argc, char **argv) {
                 s.Hkv = 1;
                 s.D = 16;
                 s.Dv = 16;
-                s.seed = 101u + 7u * (unsigned)(layout * 6 + causal * 3 + di);
+                if (di >= 3) { /* ALiBi: not striped (refused, see test_ring_loopback) */
+                    if (layout == FMSA_RING_STRIPED) continue;
+                    s.dtype = di == 3 ? FMSA_DTYPE_F32 : FMSA_DTYPE_BF16;
+                    s.alibi = di == 3 ? 1 : 2;
+                    s.B = 2;
+                    s.Hkv = 2;
+                    s.sinks = di == 3;
+                    if (di == 4) { /* causal: a sliding window; full: a two-sided one */
+                        s.window = 1;
+                        s.window_left = causal ? 6 : 5;
+                        s.window_right = causal ? -1 : 8;
+                    }
+                }
+                s.seed = 101u + 7u * (unsigned)(layout * 10 + causal * 5 + di);
                 fmsa_ring_spec_name(&s, name, sizeof name);
                 rc = fmsa_ring_case_make(&s);
                 if (!rc) {

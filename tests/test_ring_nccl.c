@@ -4,7 +4,7 @@
  * over a CUDA context, runs the ring forward and backward (the backward's
  * dK/dV exchange is an ncclSend/ncclRecv to itself; the verdict and dsink go
  * through ncclAllReduce) for every layout, causal and not, bf16 and f16,
- * sinks and dlse, against the fp64 reference under the rule
+ * sinks and dlse, ALiBi ([B, Hq] slopes, contiguous and zigzag), against the fp64 reference under the rule
  * (tests/support/fmsa_ring_case.c).  NCCL is dlopened here too (no header):
  * put libnccl.so.2's folder on LD_LIBRARY_PATH.  Exit 77 (skipped) without a
  * CUDA device or without NCCL.  The transport logs (INFO) whether its
@@ -68,7 +68,7 @@ int main(void) {
     }
     for (int layout = 0; layout < 3; ++layout)
         for (int causal = 0; causal < 2; ++causal)
-            for (int di = 0; di < 2; ++di) {
+            for (int di = 0; di < 3; ++di) { /* di = 2: bf16 with ALiBi [B, Hq] */
                 fmsa_ring_spec s;
                 fmsa_ring_case *rcase;
                 char msg[512], name[160];
@@ -86,7 +86,12 @@ int main(void) {
                 s.sinks = di;
                 s.dlse = causal;
                 s.softcap = layout == 1 ? 20.0f : 0.0f;
-                s.seed = 7u + 13u * (unsigned)(layout * 4 + causal * 2 + di);
+                if (di == 2) {
+                    if (layout == FMSA_RING_STRIPED) continue; /* refused with ALiBi */
+                    s.dtype = FMSA_DTYPE_BF16;
+                    s.alibi = 2;
+                }
+                s.seed = 7u + 13u * (unsigned)(layout * 4 + causal * 2 + di) + (di == 2 ? 1000u : 0u);
                 s.backend = FMSA_BACKEND_CUDA;
                 fmsa_ring_spec_name(&s, name, sizeof name);
                 if (!(rcase = fmsa_ring_case_make(&s))) {

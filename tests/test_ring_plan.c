@@ -5,7 +5,10 @@
  * aligned causal flag and window on the call's rows and keys), must make
  * visible exactly the (query row, key row) pairs whose global positions the
  * whole sequence's mask makes visible, each pair in one call only; and at
- * step 0 the sink term must reach every query row exactly once.
+ * step 0 the sink term must reach every query row exactly once.  With ALiBi
+ * (contiguous and zigzag) every visible pair's local distance plus the call's
+ * offset must be the global distance (so a call never spans two chunks);
+ * striped with ALiBi has no plan.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -68,8 +71,21 @@ static int check(fmsa_ring_layout layout, int P, int64_t c, const fmsa_ring_mask
                 }
                 for (int64_t i = 0; i < x->q_rows; ++i) {
                     if (x->sinks) sinks[x->q_row0 + i]++;
-                    for (int64_t l = 0; l < x->k_rows; ++l)
-                        if (call_visible(x, i, l)) seen[x->q_row0 + i][x->k_row0 + l]++;
+                    for (int64_t l = 0; l < x->k_rows; ++l) {
+                        /* ALiBi's distance as the local pass forms it, with the call's offset */
+                        const int64_t dist = i + x->k_rows - x->q_rows - l + x->alibi_offset;
+                        const int64_t want = pos_of(layout, P, r, c, x->q_row0 + i) -
+                                             pos_of(layout, P, j, c, x->k_row0 + l);
+                        if (!call_visible(x, i, l)) continue;
+                        seen[x->q_row0 + i][x->k_row0 + l]++;
+                        if (m->alibi && dist != want) {
+                            snprintf(why, len, "r %d s %d call %d: row %lld key %lld at ALiBi "
+                                     "distance %lld, globally %lld", r, s, k,
+                                     (long long)(x->q_row0 + i), (long long)(x->k_row0 + l),
+                                     (long long)dist, (long long)want);
+                            return 1;
+                        }
+                    }
                 }
                 if (x->sinks && s != 0) {
                     snprintf(why, len, "r %d s %d: sinks after step 0", r, s);
@@ -96,12 +112,13 @@ static int check(fmsa_ring_layout layout, int P, int64_t c, const fmsa_ring_mask
     return 0;
 }
 
-static void bands(void **state) {
-    static const int64_t wins[][2] = {{-1, -1}, {0, -1}, {1, -1}, {5, -1}, {7, 3}, {-1, 4},
-                                      {0, 0},   {2, 2},  {13, 0}, {3, 11}, {-1, 0}, {0, 6}};
+static const int64_t wins[][2] = {{-1, -1}, {0, -1}, {1, -1}, {5, -1}, {7, 3}, {-1, 4},
+                                  {0, 0},   {2, 2},  {13, 0}, {3, 11}, {-1, 0}, {0, 6}};
+
+/* Every layout (alibi = 0) or the contiguous and zigzag ones with ALiBi. */
+static void sweep(int alibi) {
     int cases = 0, bad = 0;
-    (void)state;
-    for (int layout = 0; layout < 3; ++layout)
+    for (int layout = 0; layout < (alibi ? 2 : 3); ++layout)
         for (int P = 1; P <= 8; ++P)
             for (int64_t c = 2; c <= MAX_C; ++c) {
                 if (layout == FMSA_RING_ZIGZAG && c % 2) continue;
@@ -112,6 +129,7 @@ static void bands(void **state) {
                         m.causal = causal;
                         m.window_left = wins[w][0];
                         m.window_right = causal ? -1 : wins[w][1];
+                        m.alibi = alibi;
                         ++cases;
                         if (check((fmsa_ring_layout)layout, P, c, &m, why, sizeof why)) {
                             if (++bad <= 10)
@@ -122,11 +140,25 @@ static void bands(void **state) {
                         }
                     }
             }
-    print_message("ring plan: %d cases, %d failed\n", cases, bad);
+    print_message("ring plan%s: %d cases, %d failed\n", alibi ? " with ALiBi" : "", cases, bad);
     assert_int_equal(bad, 0);
 }
 
+static void bands(void **state) {
+    (void)state;
+    sweep(0);
+}
+
+static void alibi(void **state) {
+    fmsa_ring_call calls[FMSA_RING_MAX_CALLS];
+    const fmsa_ring_mask m = {0, -1, -1, 1};
+    (void)state;
+    sweep(1);
+    /* striped rows are P positions apart: no offset gives ALiBi's distance */
+    assert_int_equal(fmsa_ring_plan_step(FMSA_RING_STRIPED, 3, 1, 0, 4, &m, calls), -1);
+}
+
 int main(void) {
-    const struct CMUnitTest tests[] = {cmocka_unit_test(bands)};
+    const struct CMUnitTest tests[] = {cmocka_unit_test(bands), cmocka_unit_test(alibi)};
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -27,6 +27,7 @@ void fmsa_cpu_score_init(fmsa_cpu_score *sc, const fmsa_problem *p, const fmsa_s
     sc->softcap = p->softcap > 0.0f ? p->softcap : 0.0f;
     sc->has_alibi = p->has_alibi;
     sc->alibi_slope = 0.0f;
+    sc->alibi_offset = p->alibi_offset;
     if (p->has_alibi) {
         const float *slopes = (const float *)fmsa_viewn_host(&p->alibi);
         sc->alibi_slope = slopes[b * p->alibi.s0 + h * p->alibi.s1];
@@ -91,7 +92,9 @@ void fmsa_cpu_score_apply(const fmsa_cpu_score *sc, int rows, int64_t i0, int co
         }
         if (sc->has_alibi)
             for (int c = lo; c < hi; ++c)
-                sr[c] += fmsa_alibi_bias(sc->alibi_slope, i, j0 + c, sc->sq, sc->sk) * FMSA_LOG2E;
+                sr[c] += fmsa_alibi_bias(sc->alibi_slope, i, j0 + c, sc->sq, sc->sk,
+                                          sc->alibi_offset) *
+                          FMSA_LOG2E;
         if (sc->mask) {
             const uint8_t *mrow = sc->mask + i * sc->mask_row_stride;
             for (int c = lo; c < hi; ++c)

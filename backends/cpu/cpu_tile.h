@@ -27,6 +27,7 @@ typedef struct fmsa_cpu_score {
     float softcap;             ///< > 0: s = softcap * tanh(s / softcap), then s2 = s * log2(e)
     int has_alibi;             ///< ALiBi bias applied
     float alibi_slope;         ///< slope of this (sequence, head), natural-log units
+    int64_t alibi_offset;      ///< added to ALiBi's distance (fmsa_problem.alibi_offset)
     const uint8_t *mask;       ///< mask bytes of row 0 of this (sequence, head); NULL = none
     int64_t mask_row_stride;   ///< bytes between mask rows
 } fmsa_cpu_score;

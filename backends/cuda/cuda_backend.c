@@ -190,91 +190,25 @@ static fmsa_status fmsa_cuda_synchronize(void *state, void *stream) {
     return s;
 }
 
-/* [first, last] bytes a view's kernels may touch: rows x heads x width
- * elements of elem bytes from data + byte_offset (0 rows: nothing). */
-static fmsa_status fmsa_cuda_check_range(const fmsa_cuda_state *st, const char *name,
-                                         const void *data, int64_t byte_offset, int64_t n0,
-                                         int64_t s0, int64_t n1, int64_t s1, int64_t n2,
-                                         int64_t s2, int64_t width, size_t elem) {
-    fmsa_cu_deviceptr base = 0, first;
+/* The allocation holding addr, for validation's extent check
+ * (common/validate_memory.c): a host pointer or a short buffer would
+ * otherwise fault on the device, which kills the whole context (the caller's
+ * too), not just this call.  A host query: no synchronisation, graph-safe. */
+static fmsa_status fmsa_cuda_mem_range(void *state, uintptr_t addr, uintptr_t *base,
+                                       size_t *bytes) {
+    const fmsa_cuda_state *st = (const fmsa_cuda_state *)state;
+    fmsa_cu_deviceptr b = 0;
     size_t size = 0;
-    int64_t last;
     fmsa_cu_result rc;
-    if (!data || n0 <= 0 || n1 <= 0 || n2 <= 0 || width <= 0) return FMSA_SUCCESS;
-    /* validation already proved these products fit int64 */
-    last = ((n0 - 1) * s0 + (n1 - 1) * s1 + (n2 - 1) * s2 + width) * (int64_t)elem;
-    first = fmsa_cuda_dptr(data) + (fmsa_cu_deviceptr)byte_offset;
-    rc = st->cu->cuMemGetAddressRange(&base, &size, first);
+    FMSA_TRY(fmsa_cuda_push(st));
+    rc = st->cu->cuMemGetAddressRange(&b, &size, (fmsa_cu_deviceptr)addr);
+    fmsa_cuda_pop(st);
     if (rc != FMSA_CU_SUCCESS)
         return fmsa_fail(FMSA_ERR_INVALID_ARGUMENT,
-                         "%s.data + byte_offset = %#llx is not device memory of this CUDA context "
-                         "(cuMemGetAddressRange: %d)",
-                         name, (unsigned long long)first, (int)rc);
-    if (first + (fmsa_cu_deviceptr)last > base + size)
-        return fmsa_fail(FMSA_ERR_INVALID_ARGUMENT,
-                         "%s: the view reaches byte %lld past data + byte_offset, but the "
-                         "allocation holding it ends %llu bytes after that point",
-                         name, (long long)last, (unsigned long long)(base + size - first));
-    return FMSA_SUCCESS;
-}
-
-/* Every tensor the kernels touch must lie inside one allocation: a host
- * pointer or a short buffer would otherwise fault on the device, which kills
- * the whole context (the caller's too), not just this call. */
-static fmsa_status fmsa_cuda_check_ranges(const fmsa_cuda_state *st, const fmsa_problem *p) {
-    const size_t e = fmsa_problem_elem_size(p);
-    const int64_t bq = p->is_varlen ? 1 : p->batch;
-    /* widths: q, dq, k, dk are head_dim wide; o, dout, v, dv head_dim_v */
-    const int64_t wq[] = {p->head_dim, p->head_dim_v, p->head_dim_v, p->head_dim};
-    const int64_t wk[] = {p->head_dim, p->head_dim_v, p->head_dim, p->head_dim_v};
-    const int64_t bk = p->is_paged ? p->num_pages : bq;
-    const int64_t rows_k = p->is_paged ? p->page_size : p->total_k;
-    const fmsa_view4 *q4[] = {&p->q, &p->o, &p->dout, &p->dq};
-    const char *qn[] = {"q", "o", "dout", "dq"};
-    const fmsa_view4 *k4[] = {&p->k, &p->v, &p->dk, &p->dv};
-    const char *kn[] = {"k", "v", "dk", "dv"};
-    const int n4 = p->pass == FMSA_PASS_BACKWARD ? 4 : 2;
-    for (int i = 0; i < n4; ++i) {
-        const fmsa_view4 *v = q4[i]; /* workspace queries have no outputs: data NULL */
-        FMSA_TRY(fmsa_cuda_check_range(st, qn[i], v->data, v->byte_offset, bq, v->sb, p->total_q,
-                                       v->ss, p->heads_q, v->sh, wq[i], e));
-    }
-    for (int i = 0; i < n4; ++i) {
-        const fmsa_view4 *v = k4[i];
-        FMSA_TRY(fmsa_cuda_check_range(st, kn[i], v->data, v->byte_offset, bk, v->sb, rows_k,
-                                       v->ss, p->heads_kv, v->sh, wk[i], e));
-    }
-    if (p->has_lse)
-        FMSA_TRY(fmsa_cuda_check_range(st, "lse", p->lse.data, p->lse.byte_offset, bq, p->lse.s0,
-                                       p->heads_q, p->lse.s1, p->total_q, p->lse.s2, 1, 4));
-    if (p->has_sinks)
-        FMSA_TRY(fmsa_cuda_check_range(st, "desc.sinks", p->sinks.data, p->sinks.byte_offset,
-                                       p->heads_q, p->sinks.s0, 1, 0, 1, 0, 1, 4));
-    if (p->has_alibi)
-        FMSA_TRY(fmsa_cuda_check_range(st, "desc.alibi_slopes", p->alibi.data,
-                                       p->alibi.byte_offset, p->batch, p->alibi.s0, p->heads_q,
-                                       p->alibi.s1, 1, 0, 1, 4));
-    if (p->has_mask)
-        FMSA_TRY(fmsa_cuda_check_range(st, "desc.mask", p->mask.data, p->mask.byte_offset,
-                                       p->batch, p->mask.s0, p->heads_q, p->mask.s1, p->seqlen_q,
-                                       p->mask.s2, (p->seqlen_k + 7) / 8, 1));
-    if (p->is_varlen) {
-        FMSA_TRY(fmsa_cuda_check_range(st, "desc.cu_seqlens_q", p->cu_seqlens_q.data,
-                                       p->cu_seqlens_q.byte_offset, p->batch + 1,
-                                       p->cu_seqlens_q.s0, 1, 0, 1, 0, 1, 4));
-        FMSA_TRY(fmsa_cuda_check_range(st, "desc.cu_seqlens_k", p->cu_seqlens_k.data,
-                                       p->cu_seqlens_k.byte_offset, p->batch + 1,
-                                       p->cu_seqlens_k.s0, 1, 0, 1, 0, 1, 4));
-    }
-    if (p->is_paged) {
-        FMSA_TRY(fmsa_cuda_check_range(st, "desc.block_table", p->block_table.data,
-                                       p->block_table.byte_offset, p->batch, p->block_table.s0,
-                                       p->max_pages, p->block_table.s1, 1, 0, 1, 4));
-        if (p->has_seqused_k)
-            FMSA_TRY(fmsa_cuda_check_range(st, "desc.seqused_k", p->seqused_k.data,
-                                           p->seqused_k.byte_offset, p->batch, p->seqused_k.s0,
-                                           1, 0, 1, 0, 1, 4));
-    }
+                         "not device memory of this CUDA context: cuMemGetAddressRange: %d",
+                         (int)rc);
+    *base = (uintptr_t)b;
+    *bytes = size;
     return FMSA_SUCCESS;
 }
 
@@ -290,18 +224,11 @@ static fmsa_status fmsa_cuda_check_ranges(const fmsa_cuda_state *st, const fmsa_
 #endif /* FMSA_CUDA_BWD_FEATURES */
 
 static fmsa_status fmsa_cuda_supports(void *state, const fmsa_problem *p) {
-    fmsa_cuda_state *st = (fmsa_cuda_state *)state;
+    const fmsa_cuda_state *st = (const fmsa_cuda_state *)state;
     fmsa_cuda_plan plan;
-    fmsa_status s;
     FMSA_TRY(fmsa_problem_require(p, p->pass == FMSA_PASS_FORWARD ? "cuda (forward)" : "cuda (backward)",
                                   p->pass == FMSA_PASS_FORWARD ? FMSA_CUDA_FWD_FEATURES
                                                                : FMSA_CUDA_BWD_FEATURES));
-    /* a view outside its allocation is an invalid argument whatever the
-     * kernels support, so it is checked before the plan */
-    FMSA_TRY(fmsa_cuda_push(st));
-    s = fmsa_cuda_check_ranges(st, p);
-    fmsa_cuda_pop(st);
-    FMSA_TRY(s);
     return fmsa_cuda_plan_make(st, p, &plan);
 }
 
@@ -324,27 +251,9 @@ static fmsa_status fmsa_cuda_backward(void *state, const fmsa_problem *p, void *
                                   (fmsa_cu_stream)stream);
 }
 
-/* fmsa_merge_states: every view inside one allocation, then one launch. */
+/* fmsa_merge_states: one launch (validation checked every view's allocation). */
 static fmsa_status fmsa_cuda_merge(void *state, const fmsa_merge_problem *mp, void *stream) {
-    fmsa_cuda_state *st = (fmsa_cuda_state *)state;
-    const fmsa_view4 *o4[] = {&mp->o_a, &mp->o_b, &mp->o};
-    const fmsa_viewn *l4[] = {&mp->lse_a, &mp->lse_b, &mp->lse};
-    const fmsa_dtype dt[] = {mp->dtype_a, mp->dtype_b, mp->dtype_o};
-    const char *on[] = {"o_a", "o_b", "o"}, *ln[] = {"lse_a", "lse_b", "lse"};
-    fmsa_status s = FMSA_SUCCESS;
-    FMSA_TRY(fmsa_cuda_push(st));
-    for (int i = 0; i < 3 && s == FMSA_SUCCESS; ++i) {
-        const size_t e = dt[i] == FMSA_DTYPE_F32 ? 4 : 2;
-        s = fmsa_cuda_check_range(st, on[i], o4[i]->data, o4[i]->byte_offset, mp->batch,
-                                  o4[i]->sb, mp->seqlen, o4[i]->ss, mp->heads, o4[i]->sh,
-                                  mp->head_dim_v, e);
-        if (s == FMSA_SUCCESS)
-            s = fmsa_cuda_check_range(st, ln[i], l4[i]->data, l4[i]->byte_offset, mp->batch,
-                                      l4[i]->s0, mp->heads, l4[i]->s1, mp->seqlen, l4[i]->s2, 1, 4);
-    }
-    fmsa_cuda_pop(st);
-    if (s != FMSA_SUCCESS) return s;
-    return fmsa_cuda_run_merge(st, mp, (fmsa_cu_stream)stream);
+    return fmsa_cuda_run_merge((fmsa_cuda_state *)state, mp, (fmsa_cu_stream)stream);
 }
 
 static fmsa_status fmsa_cuda_accumulate(void *state, const fmsa_accumulate_problem *ap,
@@ -370,6 +279,7 @@ static const fmsa_backend_vtable fmsa_cuda_vtable = {
     .context_destroy = fmsa_cuda_context_destroy,
     .mem_alloc = fmsa_cuda_mem_alloc,
     .mem_free = fmsa_cuda_mem_free,
+    .mem_range = fmsa_cuda_mem_range,
     .copy_to_device = fmsa_cuda_copy_to_device,
     .copy_to_host = fmsa_cuda_copy_to_host,
     .synchronize = fmsa_cuda_synchronize,

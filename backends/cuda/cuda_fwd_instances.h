@@ -34,6 +34,13 @@
            FMSA_CUDA_FWD_PITCH(FMSA_CUDA_FWD_EU(dt) * (dv))) +                            \
       FMSA_CUDA_FWD_PITCH(FMSA_CUDA_FWD_EU(dt) * (dv))) * 2)
 
+/// The sync column: a schedule in its low two bits (fmsa_cuda_fwd.cuh) ...
+#define FMSA_CUDA_FWD_SYNC_KV 0     ///< barrier for K, then for V, over 2+ stages (FA2's order)
+#define FMSA_CUDA_FWD_SYNC_ONE 1    ///< one barrier per tile for K and V
+#define FMSA_CUDA_FWD_SYNC_SINGLE 2 ///< one K and one V buffer (stages 1): V loads during S, K during P V
+/// ... plus this flag: FAST 16-bit rows load K / V by the unrolled loader.
+#define FMSA_CUDA_FWD_LOAD_U 4
+
 #define FMSA_CUDA_FWD_FAST 0 ///< no softcap, ALiBi, bit mask or paged KV; windows, varlen, GQA yes
 #define FMSA_CUDA_FWD_FULL 1 ///< every feature, each behind a run-time check
 
@@ -53,7 +60,8 @@
  * (above 256, where one warp's 16 x DV accumulators exceed its registers);
  * q_in_regs keeps Q's mma fragments in registers for the whole row block
  * (else re-read from shared memory every key tile); sync is the schedule of
- * fmsa_cuda_fwd.cuh (0: barrier for K then for V, 1: one barrier per tile);
+ * fmsa_cuda_fwd.cuh (FMSA_CUDA_FWD_SYNC_*: 0 barrier for K then for V, 1 one
+ * barrier per tile, 2 one K and one V buffer; plus FMSA_CUDA_FWD_LOAD_U);
  * min_blocks feeds
  * __launch_bounds__.  Tile choices per head dim are measured:
  * backends/cuda/NOTES_FWD.md.
@@ -66,13 +74,30 @@
  * takes it only where the first does not fit (a tie goes to the first row).
  * Above 256 (2 warps per 16 rows, 64 x 32 tiles): 192-221 KB, sm_90 only; on
  * sm_80 the pick finds no instance and says so. */
+/// The sync column of the rows the 2026-12-02 A/B retuned: FAST takes the
+/// unrolled loader (FULL's per-copy paging and window checks keep the rolled one).
+#define FMSA_CUDA_FWD_SYNC_U(variant, sync) ((sync) | ((variant) == FMSA_CUDA_FWD_FAST ? FMSA_CUDA_FWD_LOAD_U : 0))
+/* d256 FAST: 64 x 64 on 4 warps with one K and one V buffer (96.5 KB, two
+ * blocks per SM, FlashAttention-2's d256 shape) instead of 128 x 64 on 8 warps
+ * over two stages (192 KB, one block per SM); the A/B build sets 0 for the
+ * old row (both the host C and nvcc). */
+#ifndef FMSA_CUDA_FWD_D256_SINGLE
+#define FMSA_CUDA_FWD_D256_SINGLE 1
+#endif
+#define FMSA_CUDA_FWD_D256_S(variant) ((variant) == FMSA_CUDA_FWD_FAST && FMSA_CUDA_FWD_D256_SINGLE)
 #define FMSA_CUDA_FWD_INSTANCES_DT(X, DT, dt, variant, vn)                                      \
-    X(fmsa_cuda_fwd_##dt##_d64_##vn, DT, 64, 64, variant, 128, 128, FMSA_CUDA_FWD_D64_BN(variant), 2, 1, 0, 2, 1) \
+    X(fmsa_cuda_fwd_##dt##_d64_##vn, DT, 64, 64, variant, 128, 128, FMSA_CUDA_FWD_D64_BN(variant), 2, 1, \
+      FMSA_CUDA_FWD_SYNC_U(variant, 0), 2, 1)                                                     \
     X(fmsa_cuda_fwd_##dt##_d96_##vn, DT, 96, 96, variant, 128, 128, 32, 2, 1, 0, 2, 1)          \
-    X(fmsa_cuda_fwd_##dt##_d128_##vn, DT, 128, 128, variant, 128, 128, 64, 2, 0, 0, 2, 1)       \
+    X(fmsa_cuda_fwd_##dt##_d128_##vn, DT, 128, 128, variant, 128, 128, 64, 2, 0,                \
+      FMSA_CUDA_FWD_SYNC_U(variant, 0), 2, 1)                                                     \
     X(fmsa_cuda_fwd_##dt##_d192v128_##vn, DT, 192, 128, variant, 256, 128, 64, 2, 0, 1, 1, 1)   \
     X(fmsa_cuda_fwd_##dt##_d192_##vn, DT, 192, 192, variant, 256, 128, 64, 2, 0, 1, 1, 1)       \
-    X(fmsa_cuda_fwd_##dt##_d256_##vn, DT, 256, 256, variant, 256, 128, 64, 2, 0, 1, 1, 1)       \
+    X(fmsa_cuda_fwd_##dt##_d256_##vn, DT, 256, 256, variant, FMSA_CUDA_FWD_D256_S(variant) ? 128 : 256, \
+      FMSA_CUDA_FWD_D256_S(variant) ? 64 : 128, 64, FMSA_CUDA_FWD_D256_S(variant) ? 1 : 2, 0,     \
+      FMSA_CUDA_FWD_D256_S(variant) ? FMSA_CUDA_FWD_SYNC_SINGLE | FMSA_CUDA_FWD_LOAD_U            \
+                                    : FMSA_CUDA_FWD_SYNC_U(variant, 1),                         \
+      FMSA_CUDA_FWD_D256_S(variant) ? 2 : 1, 1)                                                   \
     X(fmsa_cuda_fwd_##dt##_d256_m64_##vn, DT, 256, 256, variant, 128, 64, 64, 2, 0, 1, 1, 1)    \
     X(fmsa_cuda_fwd_##dt##_d512_##vn, DT, 512, 512, variant, 256, 64, 32, 2, 0, 1, 1, 2)        \
     X(fmsa_cuda_fwd_##dt##_d576v512_##vn, DT, 576, 512, variant, 256, 64, 32, 2, 0, 1, 1, 2)    \

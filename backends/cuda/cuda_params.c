@@ -4,6 +4,7 @@
  * geometry narrowed to the kernels' int (fmsa_cuda_plan_make has checked
  * that it fits) and the softmax scale in exp2 form.
  */
+#include <stddef.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -15,6 +16,11 @@
 static fmsa_cu_deviceptr fmsa_cuda_at(const void *data, int64_t byte_offset) {
     return data ? (fmsa_cu_deviceptr)(uintptr_t)data + (fmsa_cu_deviceptr)byte_offset : 0;
 }
+
+/* alibi_offset fills padding: the layout of every other field is unchanged. */
+_Static_assert(offsetof(fmsa_cuda_fwd_params, alibi_offset) + sizeof(int) ==
+                   offsetof(fmsa_cuda_fwd_params, window_left),
+               "fmsa_cuda_fwd_params.alibi_offset must sit in the padding before window_left");
 
 #define FMSA_CUDA_PTR(type, data, off) ((type)(uintptr_t)fmsa_cuda_at((data), (off)))
 #define FMSA_CUDA_WS(type, ws, off)                                            \
@@ -73,6 +79,7 @@ void fmsa_cuda_fwd_params_fill(const fmsa_problem *p, const fmsa_cuda_plan *plan
     out->max_pages = (int)p->max_pages;
     out->num_pages = (int)p->num_pages;
     out->num_splits = plan->num_splits > 0 ? plan->num_splits : 1;
+    out->alibi_offset = (int)p->alibi_offset; /* fmsa_cuda_plan_make checked its range */
     out->window_left = p->window_left;
     out->window_right = p->window_right;
     out->softmax_scale = p->softmax_scale;

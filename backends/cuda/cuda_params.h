@@ -56,6 +56,10 @@ typedef struct fmsa_cuda_fwd_params {
     int total_q, total_k;           ///< rows along dim 1 of q and k
     int page_size, max_pages, num_pages; ///< paged KV geometry (0 otherwise)
     int num_splits;                 ///< split-KV: key ranges per (row tile, head); 1 = no split
+    /// Added to ALiBi's distance (fmsa_problem.alibi_offset; 0 but in the ring's passes).  In
+    /// the 4 bytes of padding before window_left, so that the struct's size and every other
+    /// field's offset stay as they were (the backward embeds it; cuda_params.c checks).
+    int alibi_offset;
     long long window_left;          ///< -1 = unlimited
     long long window_right;         ///< -1 = unlimited; causal folded in as 0
     float softmax_scale;            ///< multiplies q.k

@@ -33,6 +33,13 @@ fmsa_status fmsa_cuda_plan_make(const fmsa_cuda_state *st, const fmsa_problem *p
     FMSA_TRY(fmsa_cuda_fits_int("desc.page_size", p->page_size));
     FMSA_TRY(fmsa_cuda_fits_int("desc.block_table.shape[1]", p->max_pages));
     FMSA_TRY(fmsa_cuda_fits_int("k.shape[0] (pages)", p->num_pages));
+    /* ALiBi's distance, i + sk - sq - j + the ring's offset, is formed in int: at most
+     * max(sq, sk) + |offset| (offset 0: the bound the lengths' own checks give) */
+    if (p->has_alibi)
+        FMSA_TRY(fmsa_cuda_fits_int("the ALiBi distance (max(seqlen_q, seqlen_k) + ring offset)",
+                                    (p->seqlen_q > p->seqlen_k ? p->seqlen_q : p->seqlen_k) +
+                                        (p->alibi_offset < 0 ? -p->alibi_offset
+                                                             : p->alibi_offset)));
     memset(plan, 0, sizeof *plan);
     plan->num_splits = 1;
     plan->ws_o_accum = plan->ws_lse_accum = FMSA_CUDA_WS_NONE;

@@ -41,6 +41,12 @@ void fmsa_ocl_arg_viewn(fmsa_ocl_args *a, const fmsa_viewn *v, size_t elem) {
     fmsa_ocl_arg_long4(a, v->data ? v->byte_offset / (int64_t)elem : 0, v->s0, v->s1, v->s2);
 }
 
+void fmsa_ocl_arg_alibi(fmsa_ocl_args *a, const fmsa_problem *p) {
+    fmsa_ocl_arg_mem(a, p->alibi.data);
+    fmsa_ocl_arg_long4(a, p->alibi.data ? p->alibi.byte_offset / 4 : 0, p->alibi.s0, p->alibi.s1,
+                       p->alibi_offset);
+}
+
 void fmsa_ocl_arg_cu(fmsa_ocl_args *a, const fmsa_problem *p) {
     fmsa_ocl_arg_mem(a, p->cu_seqlens_q.data);
     fmsa_ocl_arg_mem(a, p->cu_seqlens_k.data);

@@ -28,6 +28,9 @@ void fmsa_ocl_arg_long(fmsa_ocl_args *a, int64_t x);
 void fmsa_ocl_arg_view4(fmsa_ocl_args *a, const fmsa_view4 *v, size_t elem);
 /// A small tensor: (buffer, (element offset, s0, s1, s2)); absent = NULL, offset 0.
 void fmsa_ocl_arg_viewn(fmsa_ocl_args *a, const fmsa_viewn *v, size_t elem);
+/// The ALiBi slopes: (buffer, (element offset, s0, s1, alibi_offset)); the
+/// slopes' third stride is always 0, so its slot carries the problem's offset.
+void fmsa_ocl_arg_alibi(fmsa_ocl_args *a, const fmsa_problem *p);
 /// cu_seqlens_q, cu_seqlens_k and (offset q, stride q, offset k, stride k).
 void fmsa_ocl_arg_cu(fmsa_ocl_args *a, const fmsa_problem *p);
 

@@ -33,7 +33,7 @@ fmsa_status fmsa_ocl_run_forward(fmsa_ocl_state *st, const fmsa_problem *p, cl_m
     fmsa_ocl_arg_view4(&a, &p->v, e);
     fmsa_ocl_arg_view4(&a, &p->o, e);
     fmsa_ocl_arg_viewn(&a, &p->lse, 4);
-    fmsa_ocl_arg_viewn(&a, &p->alibi, 4);
+    fmsa_ocl_arg_alibi(&a, p);
     fmsa_ocl_arg_viewn(&a, &p->mask, 1);
     fmsa_ocl_arg_cu(&a, p);
     fmsa_ocl_arg_paged(&a, p);
@@ -56,7 +56,7 @@ static void fmsa_ocl_arg_bwd_tail(fmsa_ocl_args *a, const fmsa_problem *p, cl_me
     fmsa_ocl_arg_viewn(a, &p->lse, 4);
     fmsa_ocl_arg_mem(a, ws);
     fmsa_ocl_arg_long(a, p->total_q);
-    fmsa_ocl_arg_viewn(a, &p->alibi, 4);
+    fmsa_ocl_arg_alibi(a, p);
     fmsa_ocl_arg_viewn(a, &p->mask, 1);
     fmsa_ocl_arg_cu(a, p);
     fmsa_ocl_arg_dims(a, p);

@@ -27,12 +27,16 @@
  * [B, c, H, D] shards with every rank holding the same c, causal or not,
  * windows (sliding, two-sided, one-sided), GQA, softcap, sinks (counted once per row, at the rank's own block), a value head
  * dim of its own, dlse and dsink in the backward (dsink summed over all ranks),
- * each as far as the backend's own passes support it.  Every tensor and the
+ * ALiBi with the contiguous and zigzag layouts (its distance is the whole
+ * sequence's: each local pass covers one pair of contiguous chunks and
+ * shifts the local distance to the global one), each as far as the
+ * backend's own passes support it.  Every tensor and the
  * workspace live in the context's memory (fmsa_malloc: device memory on a
  * GPU); all the ring's arithmetic runs there, on the context's default stream.
- * Refused with FMSA_ERR_NOT_SUPPORTED: ALiBi and bit masks (their bias and
- * bits are functions of global positions, which the local kernels do not
- * take: a block's |i - j| is not its local one), varlen, paged KV, and OpenCL (its buffers are cl_mem handles, which a transport's
+ * Refused with FMSA_ERR_NOT_SUPPORTED: bit masks (a mask names the pairs of
+ * the whole sequence, a rank holds only its rows), ALiBi with the striped
+ * layout (rows P positions apart: ALiBi's distance is no shift of the local
+ * one), varlen, paged KV, and OpenCL (its buffers are cl_mem handles, which a transport's
  * send/recv pointers cannot name).
  * Transports: MPI (fmsa_dist_comm_from_mpi, in the separate library
  * flashmsa_dist, which links MPI, so that libflashmsa itself never needs it;

@@ -21,6 +21,8 @@ struct fmsa_ring_case {
     int64_t S;                       ///< whole sequence: P * c
     void *q, *k, *v, *dout;          ///< whole inputs, spec dtype
     float *sinks;                    ///< [Hq] sink logits (NULL without)
+    float *alibi;                    ///< ALiBi slopes, [Hq] or [B, Hq] (NULL without)
+    int64_t n_alibi;                 ///< their count
     float *dlse;                     ///< [B, Hq, S] lse gradient (NULL without)
     double ref_dsink_max, nv_dsink_err; ///< dsink yardstick: max |ref|, max |naive - ref|
     double *ref_dsink;               ///< [Hq] (NULL without sinks)
@@ -38,10 +40,11 @@ void fmsa_ring_spec_name(const fmsa_ring_spec *s, char *buf, size_t len) {
     if (s->window)
         snprintf(win, sizeof win, " window %lld/%lld", (long long)s->window_left,
                  (long long)s->window_right);
-    snprintf(buf, len, "P=%d %s %s %s B=%lld c=%lld H=%lld/%lld D=%lld/%lld%s%s%s", s->P,
+    snprintf(buf, len, "P=%d %s %s %s B=%lld c=%lld H=%lld/%lld D=%lld/%lld%s%s%s%s", s->P,
              lay[s->layout], s->causal ? "causal" : "full", dt[s->dtype], (long long)s->B,
              (long long)s->c, (long long)s->Hq, (long long)s->Hkv, (long long)s->D,
-             (long long)s->Dv, s->softcap > 0 ? " softcap" : "", s->sinks ? " sinks" : "", win);
+             (long long)s->Dv, s->softcap > 0 ? " softcap" : "", s->sinks ? " sinks" : "",
+             s->alibi == 1 ? " alibi[Hq]" : s->alibi == 2 ? " alibi[B,Hq]" : "", win);
 }
 
 /* Values in [-1, 1), rounded to the dtype (so the oracles see what is stored). */
@@ -77,6 +80,13 @@ static fmsa_tensor t3(void *p, int64_t a, int64_t b, int64_t c) {
     return fmsa_tensor_contiguous(p, FMSA_DTYPE_F32, 3, sh);
 }
 
+/* The spec's ALiBi slopes at p: [Hq] or [B, Hq] (the desc's alibi_slopes). */
+static fmsa_tensor alibi_tensor(const fmsa_ring_spec *s, void *p) {
+    const int64_t sh[2] = {s->B, s->Hq};
+    return s->alibi == 2 ? fmsa_tensor_contiguous(p, FMSA_DTYPE_F32, 2, sh)
+                         : fmsa_tensor_contiguous(p, FMSA_DTYPE_F32, 1, &sh[1]);
+}
+
 /* The whole problem as the validator sees it (host memory). */
 static int whole_problem(const fmsa_ring_case *rc, fmsa_pass pass, void *o, void *lse, void *dq,
                          void *dk, void *dv, fmsa_problem *p) {
@@ -101,6 +111,7 @@ static int whole_problem(const fmsa_ring_case *rc, fmsa_pass pass, void *o, void
         desc.window_right = s->window_right;
     }
     if (rc->sinks) desc.sinks = fmsa_tensor_contiguous(rc->sinks, FMSA_DTYPE_F32, 1, hs);
+    if (rc->alibi) desc.alibi_slopes = alibi_tensor(s, rc->alibi);
     memset(&ct, 0, sizeof ct);
     if (rc->dlse) ct.dlse = &tdl;
     ct.q = &q;
@@ -132,6 +143,7 @@ void fmsa_ring_case_free(fmsa_ring_case *rc) {
     free(rc->nv_dk);
     free(rc->nv_dv);
     free(rc->sinks);
+    free(rc->alibi);
     free(rc->dlse);
     free(rc->ref_dsink);
     free(rc->x_dsink);
@@ -165,6 +177,13 @@ fmsa_ring_case *fmsa_ring_case_make(const fmsa_ring_spec *spec) {
         rc->x_dsink = (double *)calloc((size_t)spec->Hq, sizeof(double));
     }
     if (spec->dlse) rc->dlse = (float *)draw(nl, FMSA_DTYPE_F32, &seed);
+    if (spec->alibi) { /* slopes in [0.05, 0.55): a bias of several units across a few ranks */
+        rc->n_alibi = spec->alibi == 2 ? spec->B * spec->Hq : spec->Hq;
+        rc->alibi = (float *)draw((size_t)rc->n_alibi, FMSA_DTYPE_F32, &seed);
+        for (int64_t h = 0; rc->alibi && h < rc->n_alibi; ++h)
+            rc->alibi[h] = 0.25f * rc->alibi[h] + 0.3f;
+        if (!rc->alibi) rc->n_alibi = 0;
+    }
     rc->ref_o = malloc(no * sizeof(double));
     rc->ref_lse = malloc(nl * sizeof(double));
     rc->ref_dq = malloc(nq * sizeof(double));
@@ -181,7 +200,7 @@ fmsa_ring_case *fmsa_ring_case_make(const fmsa_ring_spec *spec) {
     scratch[2] = malloc(nq * 4 + 1);
     scratch[3] = malloc(nk * 4 + 1);
     scratch[4] = malloc(nv * 4 + 1);
-    if (rc->q && rc->k && rc->v && rc->dout && rc->ref_o && rc->ref_lse && rc->ref_dq &&
+    if (rc->q && rc->k && rc->v && rc->dout && (rc->alibi || !spec->alibi) && rc->ref_o && rc->ref_lse && rc->ref_dq &&
         rc->ref_dk && rc->ref_dv && rc->nv_o && rc->nv_lse && rc->nv_dq && rc->nv_dk &&
         rc->nv_dv && scratch[0] && scratch[1] && scratch[2] && scratch[3] && scratch[4] &&
         whole_problem(rc, FMSA_PASS_FORWARD, scratch[0], scratch[1], scratch[2], scratch[3],
@@ -289,7 +308,7 @@ int fmsa_ring_case_run_on(const fmsa_ring_case *rc, fmsa_dist_comm *comm, fmsa_c
     const int64_t c = s->c, S = rc->S;
     int rank = 0, size = 0, bad = 0, rc_out = -1;
     fmsa_context *ctx = ctx_in;
-    enum { Q, K, V, DO, O, LSE, DQ, DK, DV, DLSE, DSINK, SINKS, NB };
+    enum { Q, K, V, DO, O, LSE, DQ, DK, DV, DLSE, DSINK, SINKS, ALIBI, NB };
     guarded g[NB];
     void *buf[NB] = {0}, *dev[NB] = {0};
     void *ws = NULL;
@@ -308,6 +327,7 @@ int fmsa_ring_case_run_on(const fmsa_ring_case *rc, fmsa_dist_comm *comm, fmsa_c
     bytes[DO] = bytes[O] = (size_t)(s->B * c * s->Hq * s->Dv) * es;
     bytes[LSE] = bytes[DLSE] = (size_t)(s->B * s->Hq * c) * 4;
     bytes[DSINK] = bytes[SINKS] = (size_t)s->Hq * 4;
+    bytes[ALIBI] = (size_t)(rc->n_alibi ? rc->n_alibi : 1) * 4;
     for (int i = 0; i < NB; ++i)
         if (!(buf[i] = guarded_make(&g[i], bytes[i]))) goto done;
     /* this rank's shard: rows of the layout gathered from the whole inputs */
@@ -329,6 +349,7 @@ int fmsa_ring_case_run_on(const fmsa_ring_case *rc, fmsa_dist_comm *comm, fmsa_c
                 ((float *)buf[DLSE])[(b * s->Hq + h) * c + i] = rc->dlse[(b * s->Hq + h) * S + gi];
         }
     if (rc->sinks) memcpy(buf[SINKS], rc->sinks, bytes[SINKS]);
+    if (rc->alibi) memcpy(buf[ALIBI], rc->alibi, bytes[ALIBI]);
     if (!ctx && fmsa_context_create(s->backend ? s->backend : FMSA_BACKEND_CPU, 0, &ctx) !=
                     FMSA_SUCCESS) {
         snprintf(msg, len, "context: %s", fmsa_last_error());
@@ -362,6 +383,10 @@ int fmsa_ring_case_run_on(const fmsa_ring_case *rc, fmsa_dist_comm *comm, fmsa_c
         if (rc->sinks) {
             desc.sinks = fmsa_tensor_contiguous(dev[SINKS], FMSA_DTYPE_F32, 1, hs);
             desc.sinks.byte_offset = GUARD;
+        }
+        if (rc->alibi) {
+            desc.alibi_slopes = alibi_tensor(s, dev[ALIBI]);
+            desc.alibi_slopes.byte_offset = GUARD;
         }
         st = fmsa_ring_workspace_size(ctx, comm, s->layout, FMSA_PASS_FORWARD, &desc, &q, &k, &v,
                                       &wsf);

@@ -26,6 +26,7 @@ typedef struct fmsa_ring_spec {
     int64_t window_left, window_right; ///< with window: the whole sequence's window (-1 = none)
     unsigned seed;           ///< data
     fmsa_backend backend;    ///< the ranks' backend (0 = the CPU) for fmsa_ring_case_run
+    int alibi;               ///< ALiBi slopes over the whole sequence: 0 none, 1 [Hq], 2 [B, Hq]
 } fmsa_ring_spec;
 
 /// The whole problem and its yardsticks, identical on every rank.

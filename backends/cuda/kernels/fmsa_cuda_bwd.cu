@@ -554,7 +554,7 @@ FMSA_DEV void fmsa_bwd_main(const fmsa_cuda_bwd_params &P) {
                                 grad = 1.0f - (c * inv_cap) * (c * inv_cap);
                             }
                             if (F.alibi) {
-                                const long long dist = diag - j;
+                                const long long dist = diag - j + F.alibi_offset;
                                 c += -slope * (float)(dist < 0 ? -dist : dist);
                             }
                             s2 = c * FMSA_LOG2E;

@@ -410,7 +410,7 @@ FMSA_DEV void fmsa_bwd_f32_main(const fmsa_cuda_bwd_params &P) {
                             grad = 1.0f - (c / cap) * (c / cap);
                         }
                         if (F.alibi) {
-                            const long long dist = diag - j;
+                            const long long dist = diag - j + F.alibi_offset; /* the ring's shift, 0 otherwise */
                             c += -slope * (float)(dist < 0 ? -dist : dist);
                         }
                         s2 = c * FMSA_LOG2E;

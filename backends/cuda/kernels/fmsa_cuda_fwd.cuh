@@ -122,6 +122,34 @@ FMSA_DEV void fmsa_cuda_fwd_load_tile(const fmsa_cuda_fwd_params &p, unsigned ba
     }
 }
 
+/// fmsa_cuda_fwd_load_tile for FAST 16-bit tiles (no paging, no lower bound),
+/// unrolled, for a tile of keys all below the sequence end (the caller takes
+/// fmsa_cuda_fwd_load_tile for the one tile across it): a copy is a 64-bit
+/// pointer step and the cp.async at an immediate shared offset, where the
+/// rolled loop spent ~15 issue slots a copy (counter, pointer steps, bound,
+/// the select of a safe address).  A thread whose chunk is past dim
+/// zero-fills from p.k.  The pointer steps live inside the tile, so no copy's
+/// address stays live across the key loop (the first unrolled loader's did,
+/// and spilled: NOTES_FWD.md).
+template <int D, int BN, int T>
+FMSA_DEV void fmsa_cuda_fwd_load_tile_u(const fmsa_cuda_fwd_params &p, unsigned base,
+                                        const unsigned short *g, long long ss, int n0, int dim,
+                                        int live = 1) {
+    enum { CPR = D / 8, ROWB = FMSA_CUDA_FWD_PITCH(D) * 2, N = BN * CPR / T, RS = T / CPR };
+    /* the caller's rows have T % CPR == 0, RS % 4 == 0, (BN CPR) % T == 0: a
+     * thread's rows step by a multiple of 4, so its swizzled chunk is one of
+     * two (row r + 4 flips bit 2 of r & 7, i.e. byte 64 of the chunk offset) */
+    /* live = 0: every copy zero-fills from p.k (the caller's branch-free tail) */
+    const int r0 = (int)threadIdx.x / CPR, c = (int)threadIdx.x % CPR, cok = live && c * 8 < dim;
+    const unsigned short *src = cok ? g + (long long)(n0 + r0) * ss + c * 8 : (const unsigned short *)p.k;
+    const long long step = cok ? RS * ss : 0;
+    const unsigned dst = base + fmsa_swizzle(r0, c, ROWB), dst4 = (dst - base) ^ 64u;
+#pragma unroll
+    for (int it = 0; it < N; ++it, src += step)
+        fmsa_cp_async16((RS % 8 == 0 || it % 2 == 0) ? dst + it * RS * ROWB : base + dst4 + it * RS * ROWB,
+                        src, cok ? 16 : 0);
+}
+
 /// Per-lane ldmatrix addresses: row r's chunk c sits at chunk c ^ (r & 7);
 /// every row a lane addresses has r & 7 == lane & 7, so the low chunk pairs a
 /// lane visits are 4 offsets fixed for the whole kernel (offA: A operands and
@@ -311,7 +339,7 @@ FMSA_DEV void fmsa_cuda_fwd_softmax(const fmsa_cuda_fwd_params &p, const fmsa_cu
         for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
             for (int hr = 0; hr < 2; ++hr) {
-                const int dist0 = (int)(rw[mt][hr].i + w.off - cb);
+                const int dist0 = (int)(rw[mt][hr].i + w.off + p.alibi_offset - cb);
 #pragma unroll
                 for (int nt = 0; nt < NT; ++nt)
 #pragma unroll
@@ -604,11 +632,25 @@ FMSA_DEV void fmsa_cuda_fwd_state_init(const fmsa_cuda_fwd_params &p, int h, flo
     }
 }
 
+/// One K or V tile of the main kernel: the unrolled loader where the row asks
+/// for it (UL: FAST 16-bit rows), else the general one.
+template <int D, int BN, int T, int FULL, int UL>
+FMSA_DEV void fmsa_cuda_fwd_load_kv(const fmsa_cuda_fwd_params &p, unsigned base, const unsigned short *g,
+                                    long long sb, long long ss, int n0, int sk, int b, int dim) {
+    if (UL && n0 + BN <= sk) fmsa_cuda_fwd_load_tile_u<D, BN, T>(p, base, g, ss, n0, dim);
+    else fmsa_cuda_fwd_load_tile<D, BN, T, FULL>(p, base, g, sb, ss, n0, 0, sk, b, dim);
+}
+
 /*
  * SYNC, how a block's warps meet the K/V stages (each tile is two cp.async
- * groups, K then V):  0  wait for K, barrier, S and softmax; wait for V,
- * barrier, P V (FlashAttention-2's order);  1  wait for K and V, one barrier
- * per tile.  CS: warps per row group (each owns DV / CS output columns).
+ * groups, K then V), its low two bits (FMSA_CUDA_FWD_SYNC_*):  0  wait for K,
+ * barrier, S and softmax; wait for V, barrier, P V (FlashAttention-2's order
+ * over STAGES stages);  1  wait for K and V, one barrier per tile;  2  one K
+ * and one V buffer (STAGES 1, FlashAttention-2's own d256 scheme): V of tile
+ * j loads during S of tile j, K of tile j + 1 during P V of tile j, so two
+ * blocks fit an SM where two stages would not.  Bit 2 (FMSA_CUDA_FWD_LOAD_U)
+ * takes the unrolled loader for FAST 16-bit rows.  CS: warps per row group
+ * (each owns DV / CS output columns).
  */
 template <int DTY, int D, int DV, int BM, int BN, int NW, int STAGES, int QREG, int FULL,
           int SYNC, int CS>
@@ -618,13 +660,17 @@ FMSA_DEV void fmsa_cuda_fwd_block(const fmsa_cuda_fwd_params &p) {
         T = NW * 32, MT = BM * CS / (16 * NW), ROWQ = FMSA_CUDA_FWD_PITCH(D16 > DV16 ? D16 : DV16) * 2,
         ROWK = FMSA_CUDA_FWD_PITCH(D16) * 2, ROWV = FMSA_CUDA_FWD_PITCH(DV16) * 2, CPR = D16 / 8,
         KS = D16 / 16, NT = BN / 8, DA = DV / CS, DT = DA / 8, CPA = DA * EU / 8,
-        STAGE_B = BN * (ROWK + ROWV), WAIT_K = SYNC == 0 ? 2 * STAGES - 3 : 2 * STAGES - 4
+        SCHED = SYNC & 3, UL = (SYNC & FMSA_CUDA_FWD_LOAD_U) && !FULL && !F32,
+        STAGE_B = BN * (ROWK + ROWV), WAIT_K = SCHED == 0 ? 2 * STAGES - 3 : 2 * STAGES - 4
     };
     static_assert(BM * CS % (16 * NW) == 0 && NW % CS == 0 && BN % 16 == 0 && D % 16 == 0 &&
-                      DA % 16 == 0 && STAGES >= 2, "tile");
+                      DA % 16 == 0 && (SCHED == 2 ? STAGES == 1 : STAGES >= 2), "tile");
     static_assert((BM * CPR) % T == 0 && (16 * MT * CPA) % 32 == 0,
                   "every thread copies the same number of Q and O chunks");
-    static_assert(BN <= 128 && (SYNC == 0 || SYNC == 1), "mask bits of a tile row fit 32 bits");
+    static_assert(BN <= 128 && SCHED <= 2, "mask bits of a tile row fit 32 bits");
+    static_assert(!UL || (T % CPR == 0 && (T / CPR) % 4 == 0 && (BN * CPR) % T == 0 &&
+                          T % (DV16 / 8) == 0 && (T / (DV16 / 8)) % 4 == 0 && (BN * DV16 / 8) % T == 0),
+                  "the unrolled loader's rows: a thread's swizzled chunk is fixed");
     extern __shared__ __align__(128) unsigned char fmsa_smem[];
     typedef unsigned short elem;
 
@@ -674,18 +720,28 @@ FMSA_DEV void fmsa_cuda_fwd_block(const fmsa_cuda_fwd_params &p) {
     for (int st = 0; st < STAGES - 1; ++st) {
         const unsigned sK = sKV + st * STAGE_B;
         if (st < ntiles)
-            fmsa_cuda_fwd_load_tile<D16, BN, T, FULL>(p, sK, kg, p.k_sb * EU, p.k_ss * EU,
-                                                      nb + (t_end - 1 - st) * BN, 0, sk, b, p.head_dim * EU);
+            fmsa_cuda_fwd_load_kv<D16, BN, T, FULL, UL>(p, sK, kg, p.k_sb * EU, p.k_ss * EU,
+                                                        nb + (t_end - 1 - st) * BN, sk, b, p.head_dim * EU);
         fmsa_cp_async_commit();
         if (st < ntiles)
-            fmsa_cuda_fwd_load_tile<DV16, BN, T, FULL>(p, sK + BN * ROWK, vg, p.v_sb * EU, p.v_ss * EU,
-                                                       nb + (t_end - 1 - st) * BN, 0, sk, b, p.head_dim_v * EU);
+            fmsa_cuda_fwd_load_kv<DV16, BN, T, FULL, UL>(p, sK + BN * ROWK, vg, p.v_sb * EU, p.v_ss * EU,
+                                                         nb + (t_end - 1 - st) * BN, sk, b, p.head_dim_v * EU);
+        fmsa_cp_async_commit();
+    }
+    if (SCHED == 2) { /* the single buffers take the first tile's K and V (both free) */
+        if (ntiles > 0)
+            fmsa_cuda_fwd_load_kv<D16, BN, T, FULL, UL>(p, sKV, kg, p.k_sb * EU, p.k_ss * EU,
+                                                        nb + (t_end - 1) * BN, sk, b, p.head_dim * EU);
+        fmsa_cp_async_commit();
+        if (ntiles > 0)
+            fmsa_cuda_fwd_load_kv<DV16, BN, T, FULL, UL>(p, sKV + BN * ROWK, vg, p.v_sb * EU, p.v_ss * EU,
+                                                         nb + (t_end - 1) * BN, sk, b, p.head_dim_v * EU);
         fmsa_cp_async_commit();
     }
     /* the zero row after the stages (FULL's V for keys no row of a warp sees) */
     const unsigned sZ = sKV + STAGES * STAGE_B;
     if (FULL) fmsa_cuda_fwd_zero_row<ROWV, T>(fmsa_smem + BM * ROWQ + STAGES * STAGE_B);
-    fmsa_cp_async_wait<2 * (STAGES - 1)>(); /* Q landed */
+    fmsa_cp_async_wait<SCHED == 2 ? 2 : 2 * (STAGES - 1)>(); /* Q landed */
     if (p.softmax_scale < 0.0f)
         fmsa_cuda_fwd_q_negate<BM, D16, T, ROWQ, F32 ? 0x80000000u : 0x80008000u>(fmsa_smem);
     __syncthreads();
@@ -724,18 +780,31 @@ FMSA_DEV void fmsa_cuda_fwd_block(const fmsa_cuda_fwd_params &p) {
     int stage = 0, lstage = STAGES - 1;
     for (int it = 0; it < ntiles; ++it) {
         const int n0 = nb + (t_end - 1 - it) * BN;
-        fmsa_cp_async_wait<WAIT_K>();
-        __syncthreads(); /* tile it visible; every warp is done with stage lstage */
-        {
+        if (SCHED == 2) {
+            /* tile 0's V came with its K in the prologue (one load latency less
+             * per block, which short sequences feel); later V load here */
+            if (it == 0) fmsa_cp_async_wait<1>();
+            else fmsa_cp_async_wait<0>();
+            __syncthreads(); /* K of tile it visible; every warp is done with V of tile it - 1 */
+            if (it > 0) {
+                fmsa_cuda_fwd_load_kv<DV16, BN, T, FULL, UL>(p, sKV + BN * ROWK, vg, p.v_sb * EU, p.v_ss * EU,
+                                                             n0, sk, b, p.head_dim_v * EU);
+                fmsa_cp_async_commit();
+            }
+        } else {
+            fmsa_cp_async_wait<WAIT_K>();
+            __syncthreads(); /* tile it visible; every warp is done with stage lstage */
+        }
+        if (SCHED != 2 && !UL) {
             const int nx = it + STAGES - 1;
             const unsigned sK = sKV + lstage * STAGE_B;
             if (nx < ntiles)
-                fmsa_cuda_fwd_load_tile<D16, BN, T, FULL>(p, sK, kg, p.k_sb * EU, p.k_ss * EU, nb + (t_end - 1 - nx) * BN,
-                                                          0, sk, b, p.head_dim * EU);
+                fmsa_cuda_fwd_load_kv<D16, BN, T, FULL, UL>(p, sK, kg, p.k_sb * EU, p.k_ss * EU,
+                                                            nb + (t_end - 1 - nx) * BN, sk, b, p.head_dim * EU);
             fmsa_cp_async_commit();
             if (nx < ntiles)
-                fmsa_cuda_fwd_load_tile<DV16, BN, T, FULL>(p, sK + BN * ROWK, vg, p.v_sb * EU, p.v_ss * EU,
-                                                           nb + (t_end - 1 - nx) * BN, 0, sk, b, p.head_dim_v * EU);
+                fmsa_cuda_fwd_load_kv<DV16, BN, T, FULL, UL>(p, sK + BN * ROWK, vg, p.v_sb * EU, p.v_ss * EU,
+                                                             nb + (t_end - 1 - nx) * BN, sk, b, p.head_dim_v * EU);
             fmsa_cp_async_commit();
             lstage = lstage + 1 == STAGES ? 0 : lstage + 1;
         }
@@ -757,11 +826,32 @@ FMSA_DEV void fmsa_cuda_fwd_block(const fmsa_cuda_fwd_params &p) {
             }
         if (F32) fmsa_cuda_fwd_qk_f32<D16, BN, MT, ROWQ, ROWK>(s, aRow, sK, kRow, offA, offB);
         else fmsa_cuda_fwd_qk<DTY, D16, BN, MT, QREG, ROWQ, ROWK>(s, qf, aRow, sK, kRow, offA, offB);
+        if (SCHED != 2 && UL) {
+            /* the unrolled loads of tile it + STAGES - 1 (never the top tile) after S,
+             * branch-free (past the last tile they zero-fill a free stage): their
+             * address arithmetic may then fill the issue gaps of S's mma stream */
+            const int nx = it + STAGES - 1, live = nx < ntiles;
+            const unsigned sL = sKV + lstage * STAGE_B;
+            fmsa_cuda_fwd_load_tile_u<D16, BN, T>(p, sL, kg, p.k_ss * EU, nb + (t_end - 1 - nx) * BN,
+                                                  p.head_dim * EU, live);
+            fmsa_cp_async_commit();
+            fmsa_cuda_fwd_load_tile_u<DV16, BN, T>(p, sL + BN * ROWK, vg, p.v_ss * EU, nb + (t_end - 1 - nx) * BN,
+                                                   p.head_dim_v * EU, live);
+            fmsa_cp_async_commit();
+            lstage = lstage + 1 == STAGES ? 0 : lstage + 1;
+        }
         fmsa_cuda_fwd_softmax<DA, BN, MT, FULL, F32>(p, w, rw, n0, edge, s,
                                                                                      m, l, acc);
-        if (SYNC == 0) {
+        if (SCHED == 0) {
             fmsa_cp_async_wait<2 * STAGES - 2>();
             __syncthreads(); /* V of tile it visible */
+        } else if (SCHED == 2) {
+            fmsa_cp_async_wait<0>();
+            __syncthreads(); /* V of tile it visible; every warp is done with K of tile it */
+            if (it + 1 < ntiles)
+                fmsa_cuda_fwd_load_kv<D16, BN, T, FULL, UL>(p, sKV, kg, p.k_sb * EU, p.k_ss * EU, n0 - BN, sk, b,
+                                                            p.head_dim * EU);
+            fmsa_cp_async_commit();
         }
         fmsa_cuda_fwd_pv_any<DTY, DA, BN, MT, ROWV>(acc, s, sK + BN * ROWK, vRow, offA, cp * DA,
                                                    FULL && (edge || p.mask), sZ);

@@ -134,7 +134,7 @@ __kernel __attribute__((reqd_work_group_size(1, 1, 1))) void fmsa_ocl_cpu_bwd_dk
                         /* rel = key - (i + sk - sq) for keys j0 + 8 rb + lane */
                         const int8 rel =
                             (int8)(fc_clamp_int(j0 + 8 * rb - (i + s.sk - s.sq))) + FC_LANE0;
-                        float8 x = fc_score2(sa[j][rb], rel, flags, fp.z, slope);
+                        float8 x = fc_score2(sa[j][rb], rel, flags, fp.z, slope, (int)av.w);
                         if (!full) {
                             int8 vis = rel <= (int8)(fc_clamp_int(j_last - (i + s.sk - s.sq)));
                             if (flags & FC_WINDOW) vis &= fc_window_vis(rel, win);
@@ -261,7 +261,7 @@ __kernel __attribute__((reqd_work_group_size(1, 1, 1))) void fmsa_ocl_cpu_bwd_dq
 #pragma unroll
                 for (int rb = 0; rb < FC_RB; ++rb) {
                     const int8 rel = (int8)(fc_clamp_int(j - diag0 - 8 * rb)) - FC_LANE0;
-                    float8 x = fc_score2(sa[jj][rb], rel, flags, fp.z, slope);
+                    float8 x = fc_score2(sa[jj][rb], rel, flags, fp.z, slope, (int)av.w);
                     if (!full) {
                         const int8 vis = fc_rows_vis(rel, j, ke, flags, win, mask, mv, b, h,
                                                      i0 + 8 * rb, i_last);

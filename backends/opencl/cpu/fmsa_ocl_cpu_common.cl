@@ -126,11 +126,12 @@ inline int fc_clamp_int(long x) { return (int)clamp(x, -(long)(1 << 30), (long)(
 
 /* Base-2 score of 8 (query, key) pairs from the scaled dot product x:
  * x is raw * scale * log2(e) without softcap, raw * scale with it.  rel =
- * key - (query + sk - sq) per lane (the ALiBi distance and window test). */
-inline float8 fc_score2(float8 x, int8 rel, int flags, float softcap, float slope) {
+ * key - (query + sk - sq) per lane (the ALiBi distance and window test);
+ * aoff is added to ALiBi's distance (fmsa_problem.alibi_offset). */
+inline float8 fc_score2(float8 x, int8 rel, int flags, float softcap, float slope, int aoff) {
     float8 s2 = x;
     if (flags & FC_SOFTCAP) s2 = softcap * tanh(x / softcap) * FMSA_LOG2E;
-    if (flags & FC_ALIBI) s2 += (-slope * convert_float8(abs(rel))) * FMSA_LOG2E;
+    if (flags & FC_ALIBI) s2 += (-slope * convert_float8(abs(rel - (int8)(aoff)))) * FMSA_LOG2E;
     return s2;
 }
 

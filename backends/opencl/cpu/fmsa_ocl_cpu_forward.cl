@@ -99,7 +99,7 @@ __kernel __attribute__((reqd_work_group_size(1, 1, 1))) void fmsa_ocl_cpu_forwar
                 for (int rb = 0; rb < FC_RB; ++rb) {
                     /* rel = j - (row + sk - sq) for rows i0 + 8 rb + lane */
                     const int8 rel = (int8)(fc_clamp_int(j - diag0 - 8 * rb)) - FC_LANE0;
-                    float8 x = fc_score2(vload8(kc * FC_RB + rb, sc), rel, flags, fp.z, slope);
+                    float8 x = fc_score2(vload8(kc * FC_RB + rb, sc), rel, flags, fp.z, slope, (int)av.w);
                     if (!full) {
                         const int8 vis = fc_rows_vis(rel, j, ke, flags, win, mask, mv, b, h,
                                                      i0 + 8 * rb, i_last);

@@ -262,7 +262,7 @@ fmsa_status fmsa_ocl_cpu_run_forward(fmsa_ocl_state *st, const fmsa_problem *p,
         fmsa_ocl_arg_view4(&a, &p->q, e);
         fmsa_ocl_arg_view4(&a, &p->o, e);
         fmsa_ocl_arg_viewn(&a, &p->lse, 4);
-        fmsa_ocl_arg_viewn(&a, &p->alibi, 4);
+        fmsa_ocl_arg_alibi(&a, p);
         fmsa_ocl_arg_viewn(&a, &p->mask, 1);
         fmsa_ocl_arg_cu(&a, p);
         fmsa_ocl_arg_mem(&a, p->seqused_k.data);
@@ -287,7 +287,7 @@ static void fmsa_ocl_cpu_arg_bwd_tail(fmsa_ocl_args *a, const fmsa_problem *p, c
     fmsa_ocl_arg_viewn(a, &p->lse, 4);
     fmsa_ocl_arg_mem(a, ws);
     fmsa_ocl_arg_long(a, p->total_q);
-    fmsa_ocl_arg_viewn(a, &p->alibi, 4);
+    fmsa_ocl_arg_alibi(a, p);
     fmsa_ocl_arg_viewn(a, &p->mask, 1);
     fmsa_ocl_arg_cu(a, p);
     fmsa_ocl_arg_long4(a, slot0, rows, p->heads_kv, off);

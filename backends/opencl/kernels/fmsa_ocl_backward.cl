@@ -252,7 +252,7 @@ __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void fmsa_ocl_bwd_dkdv(
                     const long qi = m0 + sy + i * S_NY, kj = n0 + sx + j * S_NX;
                     g[i][j] = fmsa_bwd_grad_factor(sc[i][j], fp);
                     sc[i][j] = fmsa_softmax_p_from_lse(
-                        fmsa_score2(sc[i][j], qi, kj, &s, fp, slope, win, mrow[i], full), lse2[i]);
+                        fmsa_score2(sc[i][j], qi, kj, &s, fp, slope, av.w, win, mrow[i], full), lse2[i]);
                     Ps[(sy + i * S_NY) * PS + sx + j * S_NX] = sc[i][j];
                 }
 #if QDO2
@@ -466,7 +466,7 @@ __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void fmsa_ocl_bwd_dq(
                 const long qi = m0 + sy + i * S_NY, kj = n0 + sx + j * S_NX;
                 const float g = fmsa_bwd_grad_factor(sc[i][j], fp);
                 const float pr = fmsa_softmax_p_from_lse(
-                    fmsa_score2(sc[i][j], qi, kj, &s, fp, slope, win, mrow[i], full), lse2[i]);
+                    fmsa_score2(sc[i][j], qi, kj, &s, fp, slope, av.w, win, mrow[i], full), lse2[i]);
                 dSs[(sy + i * S_NY) * PS + sx + j * S_NX] = fmsa_ds(pr, dp[i][j], dd[i], g);
             }
         barrier(CLK_LOCAL_MEM_FENCE);

@@ -259,7 +259,7 @@ inline void fmsa_load_q(__local qtile_t *dst, int w4, __global const elem_t *src
 /* Base-2 score of (i, j) from the raw dot product, or -inf when masked.
  * fp.x = scale, fp.y = scale * log2(e), fp.z = softcap. */
 inline float fmsa_score2(float raw, long i, long j, const fmsa_seq *s, float4 fp, float slope,
-                         long2 win, __global const uchar *mrow, int full) {
+                         long aoff, long2 win, __global const uchar *mrow, int full) {
     float s2;
 #if FMSA_SOFTCAP
     s2 = fmsa_softcap_apply(raw * fp.x, fp.z) * FMSA_LOG2E;
@@ -267,7 +267,7 @@ inline float fmsa_score2(float raw, long i, long j, const fmsa_seq *s, float4 fp
     s2 = raw * fp.y;
 #endif /* FMSA_SOFTCAP */
 #if FMSA_ALIBI
-    s2 += fmsa_alibi_bias(slope, i, j, s->sq, s->sk) * FMSA_LOG2E;
+    s2 += fmsa_alibi_bias(slope, i, j, s->sq, s->sk, aoff) * FMSA_LOG2E;
 #endif /* FMSA_ALIBI */
     if (full) return s2;
     if (j >= s->sk || i >= s->sq) return -INFINITY;

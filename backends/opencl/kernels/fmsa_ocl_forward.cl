@@ -105,7 +105,7 @@ __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void fmsa_ocl_forward(
 #pragma unroll
             for (int j = 0; j < S_TN; ++j) {
                 const long kj = n0 + sx + j * S_NX;
-                sc[i][j] = fmsa_score2(sc[i][j], qi, kj, &s, fp, slope, win, mrow[i], full);
+                sc[i][j] = fmsa_score2(sc[i][j], qi, kj, &s, fp, slope, av.w, win, mrow[i], full);
                 mx = fmax(mx, sc[i][j]);
             }
             pmax[(sy + i * S_NY) * S_NX + sx] = mx;
