@@ -15,9 +15,6 @@
 
 #include "backends/cuda/cuda_bwd_instances.h"
 
-/// Tells cuda_plan.c that the backward has an fp32 list (it refuses f32 otherwise).
-#define FMSA_CUDA_BWD_F32 1
-
 /*
  * X(D, DV, BM, BN, STAGES): head dim, value head dim, query rows per step,
  * keys per block (16 per warp along the keys, FMSA_CUDA_BWD_WARPS warps), Q/dO
