@@ -3,7 +3,7 @@
  * message naming the field, and leave every output buffer bit-identical.
  *
  * One valid problem (B 2, Sq 16, Sk 24, Hq 4, Hkv 2, D 16, fp32; bf16 on CUDA,
- * whose kernels take no fp32) is built;
+ * chosen when its backward took no fp32, kept as the 16-bit control) is built;
  * each case copies it, breaks one thing, calls the API and compares every
  * buffer (inputs and outputs) with a snapshot taken before the call.  A
  * control case checks that the unbroken call succeeds and does write, so the
@@ -61,8 +61,9 @@ typedef struct fixture {
 
 static fixture F;
 static fmsa_test_options opts;
-/* The control's dtype: one the backend runs (CUDA has no fp32 kernels), so the
- * control call can succeed and the "nothing written" checks mean something. */
+/* The control's dtype: one the backend runs (bf16 on CUDA, chosen when its backward
+ * had no fp32 kernels), so the control call can succeed and the "nothing written"
+ * checks mean something. */
 static fmsa_dtype DT = FMSA_DTYPE_F32;
 /* A 16-bit dtype other than DT, for the mismatch cases. */
 #define DT_OTHER (DT == FMSA_DTYPE_BF16 ? FMSA_DTYPE_F16 : FMSA_DTYPE_BF16)

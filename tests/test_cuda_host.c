@@ -17,6 +17,7 @@
 
 #include <cmocka.h>
 
+#include "backends/cuda/cuda_bwd_f32_instances.h"
 #include "backends/cuda/cuda_bwd_instances.h"
 #include "backends/cuda/cuda_fwd_instances.h"
 #include "backends/cuda/cuda_internal.h"
@@ -279,9 +280,14 @@ static void plan_refusals(void **state) {
     assert_int_equal(fmsa_cuda_plan_make(&st, &p, &plan), FMSA_ERR_NOT_SUPPORTED);
     assert_non_null(strstr(fmsa_last_error(), "cuda (forward): f32"));
     assert_non_null(strstr(fmsa_last_error(), "runs head dims up to 256"));
+    /* the backward runs it too (its own 3xTF32 list, bwd_pick_f32), to 256 */
     p = fwd_problem();
     p.dtype = FMSA_DTYPE_F32;
     p.pass = FMSA_PASS_BACKWARD;
+    assert_int_equal(fmsa_cuda_plan_make(&st, &p, &plan), FMSA_SUCCESS);
+    assert_non_null(strstr(plan.instance, "fmsa_cuda_bwd_f32_main_d64v64_"));
+    p.head_dim = p.head_dim_v = 512;
+    p.q.ss = p.q.sh = p.k.ss = p.k.sh = p.v.ss = p.v.sh = p.o.ss = p.o.sh = 512;
     assert_int_equal(fmsa_cuda_plan_make(&st, &p, &plan), FMSA_ERR_NOT_SUPPORTED);
     assert_non_null(strstr(fmsa_last_error(), "cuda (backward): f32"));
     assert_non_null(strstr(fmsa_last_error(), "not supported by this backend"));
@@ -349,6 +355,8 @@ static void fwd_pick_value_dims(void **state) {
 
 /* An aligned bf16 backward of head dims (d, dv) on a device of compute
  * capability cc with optin bytes of shared memory per block. */
+static fmsa_dtype bwd_plan_dtype = FMSA_DTYPE_BF16; /* bwd_pick_f32 sets f32 */
+
 static fmsa_status bwd_plan_v(int d, int dv, int cc, size_t optin, int dsink, fmsa_cuda_plan *plan) {
     static fmsa_cuda_device dev;
     static fmsa_cuda_state st;
@@ -362,7 +370,7 @@ static fmsa_status bwd_plan_v(int d, int dv, int cc, size_t optin, int dsink, fm
     st.dev = &dev;
     memset(&p, 0, sizeof p);
     p.pass = FMSA_PASS_BACKWARD;
-    p.dtype = FMSA_DTYPE_BF16;
+    p.dtype = bwd_plan_dtype;
     p.batch = 2, p.seqlen_q = p.seqlen_k = p.total_q = p.total_k = 300;
     p.heads_q = 6, p.heads_kv = 2, p.head_dim = d, p.head_dim_v = dv, p.softmax_scale = 0.1f;
     p.has_lse = 1;
@@ -527,6 +535,75 @@ static void bwd_instance_rows(void **state) {
     assert_int_equal(FMSA_CUDA_BWD_SMEM_BASE_V(128, 128, 64, 128, 2), FMSA_CUDA_BWD_SMEM_BASE(128, 64, 128, 2));
 }
 
+/* The fp32 backward's pick (cuda_bwd_f32_instances.h): its own rows, pre and
+ * post, the 16-bit list's dsink stage; the smallest D + DV that covers both
+ * dims and fits (the 2-stage d256 row on sm_90 only), refused above 256. */
+static void bwd_pick_f32(void **state) {
+    fmsa_cuda_plan plan;
+    (void)state;
+    bwd_plan_dtype = FMSA_DTYPE_F32;
+    for (int cc = 8; cc <= 9; ++cc) {
+        const size_t optin = cc >= 9 ? 227u << 10 : 163u << 10;
+        assert_int_equal(bwd_plan(64, cc, optin, 0, &plan), FMSA_SUCCESS);
+        assert_string_equal(plan.instance, "fmsa_cuda_bwd_f32_main_d64v64_m64_n64_p2");
+        assert_string_equal(plan.launch[0].kernel, "fmsa_cuda_bwd_pre_f32");
+        assert_string_equal(plan.launch[2].kernel, "fmsa_cuda_bwd_post_f32");
+        assert_int_equal(plan.launches, 3);
+        assert_int_equal(plan.launch[1].smem, 140304);
+        assert_int_equal(plan.launch[1].threads, 256);
+        assert_int_equal(plan.launch[1].grid[0], 5); /* 300 keys in 64-key blocks */
+        assert_int_equal(plan.launch[1].grid[1], 2), assert_int_equal(plan.launch[1].grid[2], 2);
+        assert_int_equal(plan.accum_dim, 64);
+        assert_int_equal(bwd_plan(8, cc, optin, 1, &plan), FMSA_SUCCESS);
+        assert_non_null(strstr(plan.instance, "_d64v64_"));
+        assert_int_equal(plan.launches, 4);
+        assert_string_equal(plan.launch[3].kernel, "fmsa_cuda_bwd_dsink");
+        assert_int_equal(bwd_plan(128, cc, optin, 0, &plan), FMSA_SUCCESS);
+        assert_string_equal(plan.instance, "fmsa_cuda_bwd_f32_main_d128v128_m32_n64_p2");
+        assert_int_equal(plan.launch[1].smem, 154128);
+        assert_int_equal(bwd_plan(72, cc, optin, 0, &plan), FMSA_SUCCESS);
+        assert_non_null(strstr(plan.instance, "_d128v128_"));
+        assert_int_equal(plan.accum_dim, 128);
+        assert_int_equal(bwd_plan(256, cc, optin, 0, &plan), FMSA_SUCCESS);
+        assert_string_equal(plan.instance, cc >= 9 ? "fmsa_cuda_bwd_f32_main_d256v256_m32_n32_p2"
+                                                   : "fmsa_cuda_bwd_f32_main_d256v256_m32_n32_p1");
+        assert_int_equal(plan.launch[1].smem, cc >= 9 ? 209424 : 142608);
+        assert_int_equal(plan.launch[1].grid[0], 10); /* 300 keys in 32-key blocks */
+        assert_int_equal(bwd_plan_v(192, 128, cc, optin, 0, &plan), FMSA_SUCCESS);
+        assert_non_null(strstr(plan.instance, "_d256v256_"));
+        assert_int_equal(bwd_plan_v(64, 256, cc, optin, 0, &plan), FMSA_SUCCESS);
+        assert_non_null(strstr(plan.instance, "_d256v256_"));
+        assert_int_equal(bwd_plan_v(64, 40, cc, optin, 0, &plan), FMSA_SUCCESS);
+        assert_non_null(strstr(plan.instance, "_d64v64_"));
+        assert_int_equal(bwd_plan(264, cc, optin, 0, &plan), FMSA_ERR_NOT_SUPPORTED);
+        assert_non_null(strstr(fmsa_last_error(), "cuda (backward): f32"));
+        assert_non_null(strstr(fmsa_last_error(), "up to 256"));
+        assert_int_equal(bwd_plan_v(128, 512, cc, optin, 0, &plan), FMSA_ERR_NOT_SUPPORTED);
+        assert_non_null(strstr(fmsa_last_error(), "head_dim_v 512"));
+    }
+    /* every row: its shared memory is the kernel's layout, its tiles what the kernel's
+       static_asserts need (16-key warps, pitches of 4 mod 16, chunks of <= 8 k-steps), and
+       each head dim has a row within sm_80's 163 KiB */
+    for (int i = 0; i < FMSA_CUDA_BWD_F32_NUM; ++i) {
+        const fmsa_cuda_bwd_instance *c = &fmsa_cuda_bwd_f32_list[i];
+        int fits80 = 0;
+        assert_int_equal(c->smem_main, FMSA_CUDA_BWD_F32_SMEM(c->head_dim, c->head_dim_v,
+                                                              c->block_m, c->block_n, c->stages));
+        assert_true(c->own_v && c->head_dim <= FMSA_CUDA_BWD_F32_MAX_DIM &&
+                    c->head_dim_v <= FMSA_CUDA_BWD_F32_MAX_DIM);
+        assert_true(c->head_dim % 16 == 0 && c->head_dim_v % 16 == 0 && c->block_m % 16 == 0 &&
+                    c->block_n % 16 == 0 && c->block_m <= 64 && c->block_n <= 64);
+        for (int j = 0; j < FMSA_CUDA_BWD_F32_NUM; ++j)
+            fits80 |= fmsa_cuda_bwd_f32_list[j].head_dim == c->head_dim &&
+                      fmsa_cuda_bwd_f32_list[j].smem_main <= 163 << 10;
+        assert_true(fits80);
+    }
+    /* a device whose opt-in memory holds no row: refused naming the shared memory */
+    assert_int_equal(bwd_plan(64, 8, 100 << 10, 0, &plan), FMSA_ERR_NOT_SUPPORTED);
+    assert_non_null(strstr(fmsa_last_error(), "shared memory"));
+    bwd_plan_dtype = FMSA_DTYPE_BF16;
+}
+
 /* dlse, sinks and dsink reach the backward's params with their own strides. */
 static void bwd_params_dlse_sinks(void **state) {
     fmsa_problem p = fwd_problem();
@@ -612,6 +689,7 @@ int main(void) {
         cmocka_unit_test(bwd_pick_by_device),
         cmocka_unit_test(bwd_pick_value_dims),
         cmocka_unit_test(bwd_instance_rows),
+        cmocka_unit_test(bwd_pick_f32),
         cmocka_unit_test(validation_defers_metadata_reads),
         cmocka_unit_test(validation_defers_block_table),
         cmocka_unit_test(plan_refusals),

@@ -8,7 +8,8 @@
  * rule (tests/support/fmsa_ring_case.c).
  *
  * The CPU runs P = 1, 2, 3, 8 (odd P included) with f32 and bf16; a GPU runs
- * P = 2, 4, 8 with bf16 and f16 (the CUDA backward has no f32) and head dim 64.
+ * P = 2, 4, 8 with bf16 and f16 and head dim 64 (the CUDA backward's f32 came later; this
+ * suite does not run it yet).
  * ALiBi runs with the contiguous and zigzag layouts; striped with it, and
  * bit masks, are refused (checked by status and message).
  */

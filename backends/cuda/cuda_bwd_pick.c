@@ -5,6 +5,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "backends/cuda/cuda_bwd_f32_instances.h"
 #include "backends/cuda/cuda_bwd_instances.h"
 #include "backends/cuda/cuda_internal.h"
 #include "common/error.h"
@@ -27,8 +28,19 @@ fmsa_status fmsa_cuda_bwd_pick(const fmsa_cuda_device *dev, const fmsa_problem *
                          "dims that are multiples of 8 up to %d and %d; above that it has none)",
                          (long long)p->head_dim, (long long)p->head_dim_v, FMSA_CUDA_BWD_MAX_DIM,
                          FMSA_CUDA_BWD_MAX_DIM_V);
-    inst = fmsa_cuda_bwd_select(p->dtype, (int)p->head_dim, (int)p->head_dim_v, smem_max,
-                                dev->cc_major);
+    /* fp32 (3xTF32): a list of its own, to 256 (cuda_bwd_f32_instances.h) */
+    if (p->dtype == FMSA_DTYPE_F32 &&
+        (p->head_dim > FMSA_CUDA_BWD_F32_MAX_DIM || p->head_dim_v > FMSA_CUDA_BWD_F32_MAX_DIM))
+        return fmsa_fail(FMSA_ERR_NOT_SUPPORTED,
+                         "cuda (backward): f32 inputs with head_dim %lld, head_dim_v %lld are not "
+                         "supported by this backend (it runs head dims up to %d in f32, by 3xTF32; "
+                         "bf16/f16 go to %d / %d)",
+                         (long long)p->head_dim, (long long)p->head_dim_v,
+                         FMSA_CUDA_BWD_F32_MAX_DIM, FMSA_CUDA_BWD_MAX_DIM, FMSA_CUDA_BWD_MAX_DIM_V);
+    inst = p->dtype == FMSA_DTYPE_F32
+               ? fmsa_cuda_bwd_f32_select((int)p->head_dim, (int)p->head_dim_v, smem_max)
+               : fmsa_cuda_bwd_select(p->dtype, (int)p->head_dim, (int)p->head_dim_v, smem_max,
+                                      dev->cc_major);
     /* no row fits this device's shared memory: the hardware's limit, said in
      * the words a feature refusal uses (as the forward's pick does) */
     if (!inst)
@@ -43,7 +55,7 @@ fmsa_status fmsa_cuda_bwd_pick(const fmsa_cuda_device *dev, const fmsa_problem *
     if (fmsa_cuda_bwd_plan_make(&bp, inst, &bplan) != 0)
         return fmsa_fail(FMSA_ERR_NOT_SUPPORTED,
                          "cuda (backward): no instance for dtype %d, head_dim %lld, head_dim_v %lld "
-                         "on %s (bf16/f16, head dims <= %d / %d, not paged, 16-byte aligned tensors "
+                         "on %s (bf16/f16/f32, head dims <= %d / %d (f32: 256), not paged, 16-byte aligned tensors "
                          "with strides of 8 elements, shared memory within %zu bytes; above 256 "
                          "only sm_90's opt-in 227 KiB fits)",
                          (int)p->dtype, (long long)p->head_dim, (long long)p->head_dim_v,

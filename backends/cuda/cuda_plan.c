@@ -44,14 +44,6 @@ fmsa_status fmsa_cuda_plan_make(const fmsa_cuda_state *st, const fmsa_problem *p
     plan->ws_o_accum = plan->ws_lse_accum = FMSA_CUDA_WS_NONE;
     plan->ws_dsum = plan->ws_dq_accum = FMSA_CUDA_WS_NONE;
     plan->ws_dk_accum = plan->ws_dv_accum = plan->ws_dq_sems = FMSA_CUDA_WS_NONE;
-    /* The backward kernels run bf16 and f16 only (the forward has fp32 by
-     * 3xTF32); a backward list with fp32 defines FMSA_CUDA_BWD_F32. */
-#ifndef FMSA_CUDA_BWD_F32
-    if (p->pass != FMSA_PASS_FORWARD && p->dtype == FMSA_DTYPE_F32)
-        return fmsa_fail(FMSA_ERR_NOT_SUPPORTED,
-                         "cuda (backward): f32 inputs are not supported by this backend (its "
-                         "backward runs bf16 and f16; its forward runs f32)");
-#endif /* FMSA_CUDA_BWD_F32 */
     if (p->pass == FMSA_PASS_FORWARD) FMSA_TRY(fmsa_cuda_fwd_pick(dev, p, plan));
     else FMSA_TRY(fmsa_cuda_bwd_pick(dev, p, plan));
     /* An instance list that promises what the device cannot launch is a bug

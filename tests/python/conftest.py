@@ -37,7 +37,7 @@ GATE_MESSAGES = {
     "dim_v": r"a value head dim of its own is not supported by this backend",
     "large_dim": r"this backend runs head dims up to",
     "merge": r"fmsa_merge_states is not supported by this backend",
-    # a backend without kernels for a dtype in a pass (CUDA: no f32 backward)
+    # a backend without kernels for a dtype in a pass (CUDA: f32 past head dim 256)
     "dtype": r"runs bf16 and f16 inputs|f32 inputs are not supported by this backend|in f32",
 }
 

@@ -16,10 +16,14 @@ FMSA_DEV int fmsa_bwd_aux_lanes(int head_dim) {
     return l;
 }
 
+/// The element type argument of pre and post for fp32 tensors (BF16 = 1 bf16, 0 f16).
+#define FMSA_BWD_AUX_F32 2
+
 /// D_i = rowsum(dO * O) (- dlse_i) in fp32; zeroes the row's dq_accum and,
 /// from the first threads of the grid, the deterministic counters.  OWNV: the
 /// rows of O and dO have head_dim_v columns (the _V instances' preprocess);
 /// 0 reads head_dim, as the square rows always have (their kernel unchanged).
+/// BF16 = FMSA_BWD_AUX_F32: fp32 O and dO (the fp32 list's rows, OWNV 1).
 template <int BF16, int OWNV = 0>
 FMSA_DEV void fmsa_bwd_pre(const fmsa_cuda_bwd_params &P) {
     const fmsa_cuda_fwd_params &F = P.fwd;
@@ -34,7 +38,22 @@ FMSA_DEV void fmsa_bwd_pre(const fmsa_cuda_bwd_params &P) {
     const int h = live ? (int)(w % F.heads_q) : 0;
     const long long qb = row / F.total_q, r = row % F.total_q;
     float acc = 0.0f;
-    if (live) {
+    if (BF16 == FMSA_BWD_AUX_F32 && live) {
+        const float *o = (const float *)F.o + qb * F.o_sb + r * F.o_ss + h * F.o_sh;
+        const float *d = (const float *)P.dout + qb * P.do_sb + r * P.do_ss + h * P.do_sh;
+        for (int c = lane * 8; c < (OWNV ? F.head_dim_v : F.head_dim); c += 8 * L) {
+            const float4 o0 = *(const float4 *)(o + c), o1 = *(const float4 *)(o + c + 4);
+            const float4 d0 = *(const float4 *)(d + c), d1 = *(const float4 *)(d + c + 4);
+            acc += o0.x * d0.x;
+            acc += o0.y * d0.y;
+            acc += o0.z * d0.z;
+            acc += o0.w * d0.w;
+            acc += o1.x * d1.x;
+            acc += o1.y * d1.y;
+            acc += o1.z * d1.z;
+            acc += o1.w * d1.w;
+        }
+    } else if (live) {
         const unsigned short *o = (const unsigned short *)F.o + qb * F.o_sb + r * F.o_ss + h * F.o_sh;
         const unsigned short *d = (const unsigned short *)P.dout + qb * P.do_sb + r * P.do_ss + h * P.do_sh;
         for (int c = lane * 8; c < (OWNV ? F.head_dim_v : F.head_dim); c += 8 * L) {
@@ -60,7 +79,7 @@ FMSA_DEV void fmsa_bwd_pre(const fmsa_cuda_bwd_params &P) {
     for (int c = lane; c < P.accum_dim / 4; c += L) z[c] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
 }
 
-/// dq = dq_accum * softmax_scale, rounded to the dtype.
+/// dq = dq_accum * softmax_scale, rounded to the dtype (BF16 = FMSA_BWD_AUX_F32: fp32).
 template <int BF16>
 FMSA_DEV void fmsa_bwd_post(const fmsa_cuda_bwd_params &P) {
     const fmsa_cuda_fwd_params &F = P.fwd;
@@ -73,6 +92,16 @@ FMSA_DEV void fmsa_bwd_post(const fmsa_cuda_bwd_params &P) {
     const int h = (int)(w % F.heads_q);
     const long long qb = row / F.total_q, r = row % F.total_q;
     const float *a = P.dq_accum + (row * F.heads_q + h) * (long long)P.accum_dim;
+    if (BF16 == FMSA_BWD_AUX_F32) {
+        float *dqf = (float *)P.dq + qb * P.dq_sb + r * P.dq_ss + h * P.dq_sh;
+        const float sc = F.softmax_scale;
+        for (int c = lane * 8; c < F.head_dim; c += 8 * L) {
+            const float4 x = __ldcg((const float4 *)(a + c)), y = __ldcg((const float4 *)(a + c + 4));
+            *(float4 *)(dqf + c) = make_float4(x.x * sc, x.y * sc, x.z * sc, x.w * sc);
+            *(float4 *)(dqf + c + 4) = make_float4(y.x * sc, y.y * sc, y.z * sc, y.w * sc);
+        }
+        return;
+    }
     unsigned short *dq = (unsigned short *)P.dq + qb * P.dq_sb + r * P.dq_ss + h * P.dq_sh;
     const float sc = F.softmax_scale;
     for (int c = lane * 8; c < F.head_dim; c += 8 * L) {
@@ -161,6 +190,13 @@ FMSA_DEV void fmsa_bwd_dsink(const fmsa_cuda_bwd_params &P) {
 extern "C" __global__ void __launch_bounds__(FMSA_CUDA_BWD_DSINK_THREADS) fmsa_cuda_bwd_dsink(
     const fmsa_cuda_bwd_params p) {
     fmsa_bwd_dsink(p);
+}
+/* fp32 tensors (cuda_bwd_f32_instances.h): O and dO of head_dim_v columns */
+extern "C" __global__ void __launch_bounds__(256) fmsa_cuda_bwd_pre_f32(const fmsa_cuda_bwd_params p) {
+    fmsa_bwd_pre<FMSA_BWD_AUX_F32, 1>(p);
+}
+extern "C" __global__ void __launch_bounds__(256) fmsa_cuda_bwd_post_f32(const fmsa_cuda_bwd_params p) {
+    fmsa_bwd_post<FMSA_BWD_AUX_F32>(p);
 }
 extern "C" __global__ void __launch_bounds__(256) fmsa_cuda_bwd_pre_bf16(const fmsa_cuda_bwd_params p) {
     fmsa_bwd_pre<1>(p);

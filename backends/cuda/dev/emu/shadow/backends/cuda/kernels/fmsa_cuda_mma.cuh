@@ -30,7 +30,7 @@ extern int emu_cur;
 extern emu_u3 blockIdx, blockDim, gridDim;
 #define threadIdx (emu_tidx[emu_cur])
 
-enum { OP_NONE, OP_SYNC, OP_LDM4, OP_LDM4T, OP_LDM2, OP_LDM2T, OP_MMA1, OP_MMA0, OP_SHFL };
+enum { OP_NONE, OP_SYNC, OP_LDM4, OP_LDM4T, OP_LDM2, OP_LDM2T, OP_MMA1, OP_MMA0, OP_SHFL, OP_MMATF32 };
 struct emu_slot { unsigned addr; unsigned r[4]; unsigned a[4], b0, b1; float c[4]; float fv; int mask; };
 extern emu_slot emu_slots[256];
 void emu_yield(int op);
@@ -109,4 +109,23 @@ FMSA_DEV void fmsa_bulk_wait_read(void) { emu_no_bulk(); }
 FMSA_DEV void fmsa_bulk_wait(void) { emu_no_bulk(); }
 #endif
 FMSA_DEV int fmsa_ld_acquire(const int *p) { return *p; }
+
+/* tf32 (the fp32 backward): cvt.rna.tf32.f32 and mma.sync m16n8k8 tf32, the
+   accumulation rounded toward zero (the truncating tensor core's pessimistic model) */
+FMSA_DEV unsigned fmsa_tf32(float x) {
+    unsigned u = __float_as_uint(x);
+    if ((u & 0x7f800000u) == 0x7f800000u) return u;
+    return (u + 0x1000u) & ~0x1fffu;
+}
+FMSA_DEV void fmsa_tf32_split(unsigned x, unsigned *hi, unsigned *lo) {
+    *hi = fmsa_tf32(__uint_as_float(x));
+    *lo = fmsa_tf32(__uint_as_float(x) - __uint_as_float(*hi));
+}
+FMSA_DEV void fmsa_mma1688_tf32(float d[4], const unsigned a[4], unsigned b0, unsigned b1) {
+    emu_slot *s = &emu_slots[emu_cur];
+    for (int i = 0; i < 4; ++i) s->a[i] = a[i], s->c[i] = d[i];
+    s->b0 = b0, s->b1 = b1;
+    emu_yield(OP_MMATF32);
+    for (int i = 0; i < 4; ++i) d[i] = emu_slots[emu_cur].c[i];
+}
 #endif
