@@ -27,31 +27,15 @@
  */
 #include "backends/cuda/cuda_bwd_instances.h"
 #include "backends/cuda/cuda_params.h"
+#include "backends/cuda/kernels/fmsa_cuda_bwd_block.cuh"
 #include "backends/cuda/kernels/fmsa_cuda_mma.cuh"
 #include "common/fmsa_portable.h"
 
-#define FMSA_NEG_INF_F __int_as_float(0xff800000)
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
 #define FMSA_BWD_SM90 1
 #else
 #define FMSA_BWD_SM90 0
 #endif /* __CUDA_ARCH__ */
-#define FMSA_POS_INF_F __int_as_float(0x7f800000)
-
-/// Query tiles [*mb, *me) whose rows can see keys [n0, n1) of a sequence (window bounds only).
-FMSA_DEV void fmsa_bwd_mrange(long long n0, long long n1, long long sq, long long sk,
-                              long long wl, long long wr, int bm, int *mb, int *me) {
-    const long long off = sk - sq;
-    long long ilo = 0, ihi = sq - 1;
-    if (wr >= 0 && n0 - off - wr > ilo) ilo = n0 - off - wr;
-    if (wl >= 0 && (n1 - 1) - off + wl < ihi) ihi = (n1 - 1) - off + wl;
-    if (n1 <= n0 || ilo > ihi) {
-        *mb = *me = 0;
-        return;
-    }
-    *mb = (int)(ilo / bm);
-    *me = (int)(ihi / bm) + 1;
-}
 
 /// The dQ fragment (rows g, g+8; columns c, c+1 of an n8 tile) added to
 /// dq_accum: on sm_90 (V4) lane pairs swap halves so that each lane adds 4
@@ -195,45 +179,10 @@ FMSA_DEV void fmsa_bwd_main(const fmsa_cuda_bwd_params &P) {
     const int g = lane >> 2, t4 = lane & 3;
     const int ntiles = (F.seqlen_k + BN - 1) / BN;
     int n, hk, b;
-    if (P.deterministic) {
-        /* block order by ticket: a block that waits for a lower key tile's
-           turn knows that tile's block already runs or has finished */
-        int tk;
-        if (tid == 0) *sTicket = atomicAdd(P.dq_sems + P.num_sems - 1, 1);
-        __syncthreads();
-        tk = *sTicket;
-        n = tk % ntiles;
-        tk /= ntiles;
-        hk = tk % F.heads_kv;
-        b = tk / F.heads_kv;
-    } else {
-        n = blockIdx.x;
-        hk = blockIdx.y;
-        b = blockIdx.z;
-    }
-
-    /* the sequence; cu_seqlens are checked here, where they are read */
-    long long q_row0 = 0, k_row0 = 0, qb = b, kb = b;
-    int sq = F.seqlen_q, sk = F.seqlen_k;
-    if (F.is_varlen) {
-        const int q0 = F.cu_seqlens_q[(long long)b * F.cu_q_s];
-        const int q1 = F.cu_seqlens_q[(long long)(b + 1) * F.cu_q_s];
-        const int k0 = F.cu_seqlens_k[(long long)b * F.cu_k_s];
-        const int k1 = F.cu_seqlens_k[(long long)(b + 1) * F.cu_k_s];
-        int bad = q0 < 0 || q1 < q0 || q1 > F.total_q || q1 - q0 > F.seqlen_q || k0 < 0 ||
-                  k1 < k0 || k1 > F.total_k || k1 - k0 > F.seqlen_k;
-        if (b == 0 && (q0 != 0 || k0 != 0)) bad = 1;
-        if (b == F.batch - 1 && (q1 != F.total_q || k1 != F.total_k)) bad = 1;
-        if (bad) {
-            if (tid == 0 && F.status) atomicOr(F.status, FMSA_CUDA_STATUS_BAD_CU_SEQLENS);
-            return;
-        }
-        q_row0 = q0;
-        k_row0 = k0;
-        sq = q1 - q0;
-        sk = k1 - k0;
-        qb = kb = 0;
-    }
+    fmsa_bwd_block_coords(P, ntiles, tid, sTicket, &n, &hk, &b);
+    long long q_row0, k_row0, qb, kb;
+    int sq, sk;
+    if (!fmsa_bwd_block_seq(F, b, tid, &q_row0, &k_row0, &qb, &kb, &sq, &sk)) return;
     const int n0 = n * BN;
     if (n0 >= sk) return;
     const int n1 = n0 + BN < sk ? n0 + BN : sk;

@@ -37,12 +37,10 @@
  */
 #include "backends/cuda/cuda_bwd_f32_instances.h"
 #include "backends/cuda/cuda_params.h"
-#include "backends/cuda/kernels/fmsa_cuda_bwd_range.cuh"
+#include "backends/cuda/kernels/fmsa_cuda_bwd_block.cuh"
 #include "backends/cuda/kernels/fmsa_cuda_mma.cuh"
 #include "common/fmsa_portable.h"
 
-#define FMSA_F32B_NEG_INF __int_as_float(0xff800000)
-#define FMSA_F32B_POS_INF __int_as_float(0x7f800000)
 
 /// The three tf32 mma of one k8 step: ts += a_lo b_hi + a_hi b_lo, tb += a_hi b_hi.
 FMSA_DEV void fmsa_bwd_f32_mma3(float tb[4], float ts[4], const unsigned ah[4], const unsigned al[4],
@@ -230,45 +228,10 @@ FMSA_DEV void fmsa_bwd_f32_main(const fmsa_cuda_bwd_params &P) {
     const int g = lane >> 2, t4 = lane & 3;
     const int ntiles = (F.seqlen_k + BN - 1) / BN;
     int n, hk, b;
-    if (P.deterministic) {
-        /* block order by ticket: a block that waits for a lower key tile's
-           turn knows that tile's block already runs or has finished */
-        int tk;
-        if (tid == 0) *sTicket = atomicAdd(P.dq_sems + P.num_sems - 1, 1);
-        __syncthreads();
-        tk = *sTicket;
-        n = tk % ntiles;
-        tk /= ntiles;
-        hk = tk % F.heads_kv;
-        b = tk / F.heads_kv;
-    } else {
-        n = blockIdx.x;
-        hk = blockIdx.y;
-        b = blockIdx.z;
-    }
-
-    /* the sequence; cu_seqlens are checked here, where they are read */
-    long long q_row0 = 0, k_row0 = 0, qb = b, kb = b;
-    int sq = F.seqlen_q, sk = F.seqlen_k;
-    if (F.is_varlen) {
-        const int q0 = F.cu_seqlens_q[(long long)b * F.cu_q_s];
-        const int q1 = F.cu_seqlens_q[(long long)(b + 1) * F.cu_q_s];
-        const int k0 = F.cu_seqlens_k[(long long)b * F.cu_k_s];
-        const int k1 = F.cu_seqlens_k[(long long)(b + 1) * F.cu_k_s];
-        int bad = q0 < 0 || q1 < q0 || q1 > F.total_q || q1 - q0 > F.seqlen_q || k0 < 0 ||
-                  k1 < k0 || k1 > F.total_k || k1 - k0 > F.seqlen_k;
-        if (b == 0 && (q0 != 0 || k0 != 0)) bad = 1;
-        if (b == F.batch - 1 && (q1 != F.total_q || k1 != F.total_k)) bad = 1;
-        if (bad) {
-            if (tid == 0 && F.status) atomicOr(F.status, FMSA_CUDA_STATUS_BAD_CU_SEQLENS);
-            return;
-        }
-        q_row0 = q0;
-        k_row0 = k0;
-        sq = q1 - q0;
-        sk = k1 - k0;
-        qb = kb = 0;
-    }
+    fmsa_bwd_block_coords(P, ntiles, tid, sTicket, &n, &hk, &b);
+    long long q_row0, k_row0, qb, kb;
+    int sq, sk;
+    if (!fmsa_bwd_block_seq(F, b, tid, &q_row0, &k_row0, &qb, &kb, &sq, &sk)) return;
     const int n0 = n * BN;
     if (n0 >= sk) return;
     const int n1 = n0 + BN < sk ? n0 + BN : sk;
@@ -276,7 +239,7 @@ FMSA_DEV void fmsa_bwd_f32_main(const fmsa_cuda_bwd_params &P) {
     const int hd = F.head_dim, hdv = F.head_dim_v;
     const long long wl = F.window_left, wr = F.window_right, off = (long long)sk - sq;
     int mb, me;
-    fmsa_bwd_tile_range(n0, n1, sq, sk, wl, wr, BM, &mb, &me);
+    fmsa_bwd_mrange(n0, n1, sq, sk, wl, wr, BM, &mb, &me);
     const int nm = me - mb;
     const int niter = group * nm;
     const long long rows_all = (long long)(F.is_varlen ? 1 : F.batch) * F.total_q;
@@ -373,8 +336,8 @@ FMSA_DEV void fmsa_bwd_f32_main(const fmsa_cuda_bwd_params &P) {
             for (int nt = 0; nt < NTS; ++nt) {
                 const float2 l2 = *(const float2 *)(lse_s + nt * 8 + 2 * t4);
                 const float2 dd = *(const float2 *)(ds_s + nt * 8 + 2 * t4);
-                const float la = l2.x == FMSA_F32B_NEG_INF ? FMSA_F32B_POS_INF : l2.x * FMSA_LOG2E;
-                const float lb = l2.y == FMSA_F32B_NEG_INF ? FMSA_F32B_POS_INF : l2.y * FMSA_LOG2E;
+                const float la = l2.x == FMSA_NEG_INF_F ? FMSA_POS_INF_F : l2.x * FMSA_LOG2E;
+                const float lb = l2.y == FMSA_NEG_INF_F ? FMSA_POS_INF_F : l2.y * FMSA_LOG2E;
 #pragma unroll
                 for (int e = 0; e < 4; ++e) {
                     const float pe = fmsa_ex2(fmaf(s[nt][e], F.scale_log2, -((e & 1) ? lb : la)));
@@ -396,7 +359,7 @@ FMSA_DEV void fmsa_bwd_f32_main(const fmsa_cuda_bwd_params &P) {
                     const int i = m0 + qw0 + il;
                     const int j = jw + ((e & 2) ? 8 : 0);
                     const float lraw = lse_s[il];
-                    const float l2 = lraw == FMSA_F32B_NEG_INF ? FMSA_F32B_POS_INF : lraw * FMSA_LOG2E;
+                    const float l2 = lraw == FMSA_NEG_INF_F ? FMSA_POS_INF_F : lraw * FMSA_LOG2E;
                     const long long diag = (long long)i + off;
                     int vis = i < sq && j < sk && (wl < 0 || j >= diag - wl) && (wr < 0 || j <= diag + wr);
                     if (vis && mrow0) vis = (mrow0[(long long)i * F.mask_ss + (j >> 3)] >> (j & 7)) & 1;
@@ -466,7 +429,7 @@ FMSA_DEV void fmsa_bwd_f32_main(const fmsa_cuda_bwd_params &P) {
                 for (int n2 = 0; n2 < n; ++n2) {
                     int b2, e2;
                     const int a2 = n2 * BN, z2 = a2 + BN < sk ? a2 + BN : sk;
-                    fmsa_bwd_tile_range(a2, z2, sq, sk, wl, wr, BM, &b2, &e2);
+                    fmsa_bwd_mrange(a2, z2, sq, sk, wl, wr, BM, &b2, &e2);
                     turn += (m >= b2 && m < e2);
                 }
                 while (fmsa_ld_acquire(sem) != turn) {

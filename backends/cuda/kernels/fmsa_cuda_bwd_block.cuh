@@ -1,0 +1,83 @@
+/*
+ * What every backward main kernel (16-bit and fp32) derives first: its block's
+ * key tile, kv head and sequence (ticket order in the deterministic mode),
+ * the sequence's rows (cu_seqlens checked where they are read), and the query
+ * tiles its keys meet.  One copy, so the two kernels cannot drift apart.
+ */
+#ifndef FMSA_CUDA_BWD_BLOCK_CUH
+#define FMSA_CUDA_BWD_BLOCK_CUH
+
+#include "backends/cuda/cuda_params.h"
+#include "backends/cuda/kernels/fmsa_cuda_mma.cuh"
+
+#define FMSA_NEG_INF_F __int_as_float(0xff800000)
+#define FMSA_POS_INF_F __int_as_float(0x7f800000)
+
+/// Query tiles [*mb, *me) whose rows can see keys [n0, n1) of a sequence (window bounds only).
+FMSA_DEV void fmsa_bwd_mrange(long long n0, long long n1, long long sq, long long sk,
+                              long long wl, long long wr, int bm, int *mb, int *me) {
+    const long long off = sk - sq;
+    long long ilo = 0, ihi = sq - 1;
+    if (wr >= 0 && n0 - off - wr > ilo) ilo = n0 - off - wr;
+    if (wl >= 0 && (n1 - 1) - off + wl < ihi) ihi = (n1 - 1) - off + wl;
+    if (n1 <= n0 || ilo > ihi) {
+        *mb = *me = 0;
+        return;
+    }
+    *mb = (int)(ilo / bm);
+    *me = (int)(ihi / bm) + 1;
+}
+
+/// The block's key tile *n, kv head *hk and sequence *b: the grid's indices,
+/// or in the deterministic mode a ticket taken in launch order, so that a
+/// block waiting for a lower key tile's turn knows that tile's block already
+/// runs or has finished.  Every thread of the block calls it (one barrier).
+FMSA_DEV void fmsa_bwd_block_coords(const fmsa_cuda_bwd_params &P, int ntiles, int tid,
+                                    int *sTicket, int *n, int *hk, int *b) {
+    if (P.deterministic) {
+        int tk;
+        if (tid == 0) *sTicket = atomicAdd(P.dq_sems + P.num_sems - 1, 1);
+        __syncthreads();
+        tk = *sTicket;
+        *n = tk % ntiles;
+        tk /= ntiles;
+        *hk = tk % P.fwd.heads_kv;
+        *b = tk / P.fwd.heads_kv;
+    } else {
+        *n = blockIdx.x;
+        *hk = blockIdx.y;
+        *b = blockIdx.z;
+    }
+}
+
+/// Sequence b's first query / key rows, batch indices and lengths (varlen:
+/// from cu_seqlens, checked here, where they are read).  Returns 0 when they
+/// are malformed (thread 0 has set the status bit): the block then exits.
+FMSA_DEV int fmsa_bwd_block_seq(const fmsa_cuda_fwd_params &F, int b, int tid,
+                                long long *q_row0, long long *k_row0, long long *qb,
+                                long long *kb, int *sq, int *sk) {
+    *q_row0 = 0, *k_row0 = 0, *qb = b, *kb = b;
+    *sq = F.seqlen_q, *sk = F.seqlen_k;
+    if (F.is_varlen) {
+        const int q0 = F.cu_seqlens_q[(long long)b * F.cu_q_s];
+        const int q1 = F.cu_seqlens_q[(long long)(b + 1) * F.cu_q_s];
+        const int k0 = F.cu_seqlens_k[(long long)b * F.cu_k_s];
+        const int k1 = F.cu_seqlens_k[(long long)(b + 1) * F.cu_k_s];
+        int bad = q0 < 0 || q1 < q0 || q1 > F.total_q || q1 - q0 > F.seqlen_q || k0 < 0 ||
+                  k1 < k0 || k1 > F.total_k || k1 - k0 > F.seqlen_k;
+        if (b == 0 && (q0 != 0 || k0 != 0)) bad = 1;
+        if (b == F.batch - 1 && (q1 != F.total_q || k1 != F.total_k)) bad = 1;
+        if (bad) {
+            if (tid == 0 && F.status) atomicOr(F.status, FMSA_CUDA_STATUS_BAD_CU_SEQLENS);
+            return 0;
+        }
+        *q_row0 = q0;
+        *k_row0 = k0;
+        *sq = q1 - q0;
+        *sk = k1 - k0;
+        *qb = *kb = 0;
+    }
+    return 1;
+}
+
+#endif /* FMSA_CUDA_BWD_BLOCK_CUH */
