@@ -20,7 +20,6 @@ times on one shape (d128 s1024 causal, GQA 8/2) and compared bitwise.
 (ok needs MATH among the peers.)
 """
 import argparse
-import ctypes as C
 import json
 import math
 import os
@@ -33,8 +32,7 @@ from triton.testing import do_bench
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from flashmsa._capi import BackwardTensors, prototype  # noqa: E402
-from cuda_rows_check import tdesc  # noqa: E402
+from cuda_fmsa_call import Fmsa as FmsaCall, Library  # noqa: E402
 
 ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
 ap.add_argument("--lib", default="build/libflashmsa.so")
@@ -50,61 +48,12 @@ ARGS = ap.parse_args()
 
 torch.backends.cuda.matmul.allow_tf32 = False
 torch.backends.cudnn.allow_tf32 = False
-LIB = prototype(C.CDLL(os.path.abspath(ARGS.lib)))
-FMSA_BACKEND_CUDA, FMSA_FWD, FMSA_BWD = 2, 0, 1
+LIBRARY = Library(ARGS.lib)
 U32 = 2.0 ** -24
 
 
-def check(st, what):
-    if st != 0:
-        raise RuntimeError(f"{what}: status {st}: {LIB.fmsa_last_error().decode()}")
-
-
-torch.cuda.init()
-CTX = C.c_void_p()
-check(LIB.fmsa_context_create(FMSA_BACKEND_CUDA, torch.cuda.current_device(), C.byref(CTX)),
-      "fmsa_context_create(cuda)")
-
-
-class Fmsa:
-    """flashmsa's forward and backward on fixed fp32 tensors."""
-
-    def __init__(self, q, k, v, do, causal, det=False):
-        d = q.shape[3]
-        self.desc = LIB.fmsa_attention_desc_init(d)
-        self.desc.causal = int(causal)
-        self.desc.deterministic = int(det)
-        b, s, h, _ = q.shape
-        self.o = torch.empty(b, s, h, v.shape[3], device="cuda", dtype=q.dtype)
-        self.lse = torch.empty(b, h, s, device="cuda", dtype=torch.float32)
-        self.do = do
-        self.dq, self.dk, self.dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
-        self.t = [tdesc(x) for x in (q, k, v, self.o, self.lse, do, self.dq, self.dk, self.dv)]
-        ws = []
-        for p in (FMSA_FWD, FMSA_BWD):
-            n = C.c_size_t()
-            check(LIB.fmsa_workspace_size(CTX, p, C.byref(self.desc), *map(C.byref, self.t[:3]),
-                                          C.byref(n)), "fmsa_workspace_size")
-            ws.append(n.value)
-        self.ws = torch.empty(max(ws + [1]), device="cuda", dtype=torch.uint8)
-
-    def fwd(self):
-        tq, tk, tv, to, tl = self.t[:5]
-        check(LIB.fmsa_forward(CTX, C.byref(self.desc), C.byref(tq), C.byref(tk), C.byref(tv),
-                               C.byref(to), C.byref(tl), self.ws.data_ptr(), self.ws.numel(),
-                               torch.cuda.current_stream().cuda_stream), "fmsa_forward")
-
-    def bwd(self):
-        t = self.t
-        bt = BackwardTensors(q=t[0], k=t[1], v=t[2], o=t[3], lse=t[4], dout=t[5], dq=t[6],
-                             dk=t[7], dv=t[8])
-        check(LIB.fmsa_backward(CTX, C.byref(self.desc), C.byref(bt), self.ws.data_ptr(),
-                                self.ws.numel(), torch.cuda.current_stream().cuda_stream),
-              "fmsa_backward")
-
-    def synchronize(self):
-        check(LIB.fmsa_synchronize(CTX, torch.cuda.current_stream().cuda_stream),
-              "fmsa_synchronize")
+def Fmsa(q, k, v, do, causal, det=False):  # noqa: N802 - the shared class, bound to LIBRARY
+    return FmsaCall(LIBRARY, q, k, v, causal, do=do, det=det)
 
 
 def reference(q, k, v, do, causal):

@@ -20,7 +20,6 @@ attention of PyTorch SDPA's MATH backend (S materialised by cuBLAS, softmax, P V
 8 kv-heads, d 128, one query row, K+V bytes read per second.  A short table last.
 """
 import argparse
-import ctypes as C
 import json
 import os
 import sys
@@ -32,8 +31,8 @@ from triton.testing import do_bench
 # The ctypes mirror of the C API is the Python package's (python/flashmsa/_capi.py).
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from flashmsa._capi import BackwardTensors as BwdTensors, prototype  # noqa: E402
-from cuda_rows_check import reference_rows, rule_ok, tdesc  # noqa: E402
+from cuda_fmsa_call import Fmsa as FmsaCall, Library  # noqa: E402
+from cuda_rows_check import reference_rows, rule_ok  # noqa: E402
 
 ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
 ap.add_argument("--lib", default="build/libflashmsa.so")
@@ -58,60 +57,11 @@ else:
     PEERS_ERROR = None
 
 # ---------------------------------------------------------------- ctypes API
-FMSA_BACKEND_CUDA, FMSA_FWD, FMSA_BWD = 2, 0, 1
+LIBRARY = Library(ARGS.lib)
 
 
-LIB = prototype(C.CDLL(os.path.abspath(ARGS.lib)))
-
-
-def check(st, what):
-    if st != 0:
-        raise RuntimeError(f"{what}: status {st}: {LIB.fmsa_last_error().decode()}")
-
-
-torch.cuda.init()
-CTX = C.c_void_p()
-check(LIB.fmsa_context_create(FMSA_BACKEND_CUDA, torch.cuda.current_device(), C.byref(CTX)),
-      "fmsa_context_create(cuda)")
-
-
-class Fmsa:
-    """flashmsa's forward / backward on fixed tensors (descriptors built once)."""
-
-    def __init__(self, q, k, v, causal, backward=True):
-        b, s, h, d = q.shape
-        self.desc = LIB.fmsa_attention_desc_init(d)
-        self.desc.causal = int(causal)
-        self.o = torch.empty(b, s, h, v.shape[3], device="cuda", dtype=q.dtype)
-        self.lse = torch.empty(b, h, s, device="cuda", dtype=torch.float32)
-        self.do = torch.randn_like(self.o)
-        self.dq, self.dk, self.dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
-        self.t = [tdesc(x) for x in (q, k, v, self.o, self.lse, self.do, self.dq, self.dk, self.dv)]
-        ws = []
-        for p in (FMSA_FWD, FMSA_BWD) if backward else (FMSA_FWD,):
-            n = C.c_size_t()
-            check(LIB.fmsa_workspace_size(CTX, p, C.byref(self.desc), *map(C.byref, self.t[:3]),
-                                          C.byref(n)), "fmsa_workspace_size")
-            ws.append(n.value)
-        self.ws = torch.empty(max(ws + [1]), device="cuda", dtype=torch.uint8)
-
-    def fwd(self):
-        tq, tk, tv, to, tl = self.t[:5]
-        check(LIB.fmsa_forward(CTX, C.byref(self.desc), C.byref(tq), C.byref(tk), C.byref(tv),
-                               C.byref(to), C.byref(tl), self.ws.data_ptr(), self.ws.numel(),
-                               torch.cuda.current_stream().cuda_stream), "fmsa_forward")
-
-    def bwd(self):
-        t = self.t
-        bt = BwdTensors(q=t[0], k=t[1], v=t[2], o=t[3], lse=t[4], dout=t[5], dq=t[6], dk=t[7],
-                        dv=t[8])
-        check(LIB.fmsa_backward(CTX, C.byref(self.desc), C.byref(bt),
-                                self.ws.data_ptr(), self.ws.numel(),
-                                torch.cuda.current_stream().cuda_stream), "fmsa_backward")
-
-    def synchronize(self):
-        check(LIB.fmsa_synchronize(CTX, torch.cuda.current_stream().cuda_stream),
-              "fmsa_synchronize")
+def Fmsa(q, k, v, causal, backward=True):  # noqa: N802 - the shared class, bound to LIBRARY
+    return FmsaCall(LIBRARY, q, k, v, causal, backward=backward)
 
 
 def check_run(f, q, k, v, causal, backward):
