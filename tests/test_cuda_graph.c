@@ -303,7 +303,8 @@ static void graph_dsink_of_no_rows(void **state) {
     const float ones[H] = {1.0f, 1.0f, 1.0f, 1.0f}, sinks[H] = {0.5f, -1.0f, 2.0f, 0.0f};
     float got[H];
     void *dsink = dev_copy(ones, sizeof ones), *sk = dev_copy(sinks, sizeof sinks);
-    void *graph = NULL, *exec = NULL;
+    void *graph = NULL, *exec = NULL, *ws = NULL;
+    size_t wsbytes = 0;
     fmsa_attention_desc desc = fmsa_attention_desc_init(D);
     fmsa_backward_tensors bt;
     fmsa_status s;
@@ -315,9 +316,15 @@ static void graph_dsink_of_no_rows(void **state) {
     bt.lse = fmsa_tensor_contiguous(NULL, FMSA_DTYPE_F32, 3, ls);
     bt.dsink = fmsa_tensor_contiguous(dsink, FMSA_DTYPE_F32, 1, &h);
     desc.sinks = fmsa_tensor_contiguous(sk, FMSA_DTYPE_F32, 1, &h);
+    /* the workspace is asked for and allocated before the capture, as a caller would */
+    assert_int_equal(fmsa_workspace_size(ctx, FMSA_PASS_BACKWARD, &desc, &bt.q, &bt.k, &bt.v,
+                                         &wsbytes),
+                     FMSA_SUCCESS);
+    ws = wsbytes ? dev_copy(NULL, wsbytes) : NULL;
     CU_OK(G.begin_capture(stream, 0 /* CU_STREAM_CAPTURE_MODE_GLOBAL */));
-    s = fmsa_backward(ctx, &desc, &bt, NULL, 0, stream);
+    s = fmsa_backward(ctx, &desc, &bt, ws, wsbytes, stream);
     CU_OK(G.end_capture(stream, &graph));
+    if (s != FMSA_SUCCESS) print_error("fmsa_backward: %s\n", fmsa_last_error());
     assert_int_equal(s, FMSA_SUCCESS);
     assert_int_equal(fmsa_copy_to_host(ctx, got, dsink, 0, sizeof got), FMSA_SUCCESS);
     for (int i = 0; i < H; ++i) assert_true(got[i] == 1.0f); /* nothing ran during capture */
@@ -330,6 +337,7 @@ static void graph_dsink_of_no_rows(void **state) {
     G.graph_destroy(graph);
     fmsa_free(ctx, dsink);
     fmsa_free(ctx, sk);
+    fmsa_free(ctx, ws);
 }
 
 static int graph_api_load(void) {
