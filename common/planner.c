@@ -118,6 +118,7 @@ static size_t fmsa_plan_row_bytes(const fmsa_arch_table *t, const fmsa_tile_row 
     int64_t st = r->stages;
     int64_t bytes = 0;
     if (t->model == FMSA_SRAM_MODEL_NONE) return 0;
+    if (r->sram_bytes) return r->sram_bytes;
     if (t->model == FMSA_SRAM_MODEL_CPU && r->dtypes == FMSA_PLAN_DTYPES_BF16_MMA) {
         /* bf16 operands: fwd Q, K, V, P in bf16 + fp32 S, acc, (m, l);
          * bwd Q, dO, K, V, P, dS in bf16 + fp32 S, dP, dK, dV, dQ, (lse, D) */
@@ -154,8 +155,11 @@ static size_t fmsa_plan_row_bytes(const fmsa_arch_table *t, const fmsa_tile_row 
 /// True when row r may serve this request (pass, head dim, dtype, features).
 static int fmsa_plan_row_applies(const fmsa_tile_row *r, const fmsa_plan_request *req) {
     int is16 = req->dtype == FMSA_DTYPE_F16 || req->dtype == FMSA_DTYPE_BF16;
+    int64_t dv = req->head_dim_v > 0 ? req->head_dim_v : req->head_dim; /* 0: D_v = D */
     if (r->pass != req->pass) return 0;
     if (req->head_dim > r->max_head_dim) return 0;
+    if (r->max_head_dim_v == FMSA_PLAN_DV_SAME && dv != req->head_dim) return 0;
+    if (r->max_head_dim_v > 0 && dv > r->max_head_dim_v) return 0;
     if (r->dtypes == FMSA_PLAN_DTYPES_16BIT && !is16) return 0;
     if (r->dtypes == FMSA_PLAN_DTYPES_F32 && req->dtype != FMSA_DTYPE_F32) return 0;
     if (r->dtypes == FMSA_PLAN_DTYPES_BF16_MMA &&
@@ -274,6 +278,7 @@ fmsa_status fmsa_plan_tiles(const fmsa_device_info *dev, const fmsa_plan_request
     plan->warps = best->warps;
     plan->sram_bytes = best_bytes;
     plan->table_row = best->name;
+    plan->row = best;
     plan->dtypes = (int)best->dtypes;
     plan->sram = best->sram;
     plan->verified = best->verified;
@@ -388,6 +393,7 @@ unsigned fmsa_plan_features(const fmsa_problem *p) {
 void fmsa_plan_request_from_problem(const fmsa_problem *p, unsigned caps,
                                     fmsa_plan_request *req) {
     req->head_dim = p->head_dim;
+    req->head_dim_v = p->head_dim_v;
     req->dtype = p->dtype;
     req->pass = p->pass;
     req->features = fmsa_plan_features(p);

@@ -33,7 +33,7 @@ enum {
 
 /// What the planner is asked.
 typedef struct fmsa_plan_request {
-    int64_t head_dim;   ///< D (multiple of 8, <= 256)
+    int64_t head_dim;   ///< D (multiple of 8, <= FMSA_HEAD_DIM_MAX)
     fmsa_dtype dtype;   ///< element type of q/k/v
     fmsa_pass pass;     ///< forward or backward
     unsigned features;  ///< FMSA_FEAT_* bits
@@ -41,6 +41,7 @@ typedef struct fmsa_plan_request {
     int64_t seqlen_k;   ///< longest key sequence
     int64_t batch_heads;///< batch * heads_q: independent row blocks of work
     unsigned caps;      ///< FMSA_PLAN_CAP_* bits the backend's kernels have (0 = none)
+    int64_t head_dim_v; ///< D_v, 0 = D (read only by rows that bound it: max_head_dim_v != 0)
 } fmsa_plan_request;
 
 /// What the planner answers.
@@ -56,6 +57,8 @@ typedef struct fmsa_tile_plan {
     int verified;       ///< the row's verified flag: 0 = no kernel has run this row yet
                         ///< (ints in pairs, so the struct has no padding bytes)
     const char *table_row; ///< name of the table row that produced the plan (for logs/tests)
+    /// the row itself: backends of compiled kernels find the kernel of this row
+    const struct fmsa_tile_row *row;
 } fmsa_tile_plan;
 
 struct fmsa_problem;
@@ -129,7 +132,17 @@ typedef struct fmsa_tile_row {
     /// 1: a kernel of this tree runs the row and passes the fp64 grids on it;
     /// 0: no kernel yet (the shape is from the table's cited source, unmeasured)
     int verified;
+    /// value head dims served: 0 any (the row does not bound D_v), > 0 up to
+    /// this, FMSA_PLAN_DV_SAME only D_v == D (compiled-kernel rows: CUDA)
+    int max_head_dim_v;
+    /// the block's exact on-chip bytes where the row is one compiled kernel
+    /// (its padding and extras are the kernel's, not the model's); 0 = the
+    /// table's model
+    unsigned sram_bytes;
 } fmsa_tile_row;
+
+/// fmsa_tile_row.max_head_dim_v: the row serves D_v == D only.
+#define FMSA_PLAN_DV_SAME (-1)
 
 /// One architecture's table.
 typedef struct fmsa_arch_table {

@@ -8,6 +8,10 @@
 fmsa_add_test(test_cuda_host LABELS api cuda SOURCES test_cuda_host.c)
 set_tests_properties(test_cuda_host PROPERTIES ENVIRONMENT "CUDA_VISIBLE_DEVICES=")
 
+# The planner's CUDA rows against the compiled instances (one to one, and the
+# planner's choice is the instance lists' rule on every head-dim pair).
+fmsa_add_test(test_cuda_plan_rows LABELS api cuda SOURCES test_cuda_plan_rows.c)
+
 # The device-side metadata check, graph capture of forward + backward, the
 # deterministic backward bitwise over 10 runs.
 fmsa_add_test(test_cuda_graph LABELS cuda SOURCES test_cuda_graph.c)

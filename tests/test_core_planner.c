@@ -71,6 +71,7 @@ static size_t model_bytes(const fmsa_arch_table *t, const fmsa_tile_row *r, int6
     int64_t b = 0;
     unsigned f = r->sram;
     if (t->model == FMSA_SRAM_MODEL_NONE) return 0; /* private memory only */
+    if (r->sram_bytes) return r->sram_bytes;        /* a compiled kernel's own bytes */
     if (t->model == FMSA_SRAM_MODEL_CPU && r->dtypes == FMSA_PLAN_DTYPES_BF16_MMA) {
         if (r->pass == FMSA_PASS_FORWARD)
             return (size_t)(2 * (bm * d + 2 * bn * d + bm * bn) + 4 * (bm * bn + bm * d + 2 * bm));
@@ -95,7 +96,10 @@ static size_t model_bytes(const fmsa_arch_table *t, const fmsa_tile_row *r, int6
 
 static int applies(const fmsa_tile_row *r, const fmsa_plan_request *q) {
     int is16 = q->dtype == FMSA_DTYPE_F16 || q->dtype == FMSA_DTYPE_BF16;
+    int64_t dv = q->head_dim_v > 0 ? q->head_dim_v : q->head_dim;
     return r->pass == q->pass && q->head_dim <= r->max_head_dim &&
+           !(r->max_head_dim_v == FMSA_PLAN_DV_SAME && dv != q->head_dim) &&
+           !(r->max_head_dim_v > 0 && dv > r->max_head_dim_v) &&
            !(r->dtypes == FMSA_PLAN_DTYPES_16BIT && !is16) &&
            !(r->dtypes == FMSA_PLAN_DTYPES_F32 && q->dtype != FMSA_DTYPE_F32) &&
            !(r->dtypes == FMSA_PLAN_DTYPES_BF16_MMA &&
@@ -150,20 +154,17 @@ static expect model_plan(const fmsa_device_info *d, const fmsa_arch_table *t,
 }
 
 /* Matrix-instruction / SIMD granularity per arch family, from the hardware:
- * sm80 mma.sync m16n8k16 (16 rows per warp fwd), sm90 wgmma M = 64 per
- * consumer warpgroup plus one producer WG, CDNA MFMA 16 or 32 rows per wave,
+ * CUDA mma.sync m16n8k16 (16 or 32 rows a warp in the forward, or two warps
+ * sharing 16 rows; the backward's 8 warps), CDNA MFMA 16 or 32 rows per wave,
  * OpenCL 8-row quantum with one work-item per row, CPU the SIMD width. */
 static void check_granularity(const char *family, fmsa_pass pass, int bm, int bn, int stages,
                               int warps, int64_t simd, const char *what) {
     char msg[160];
     int ok = bm > 0 && bn > 0 && stages >= 1 && warps >= 1;
-    if (ok && strcmp(family, "sm80") == 0) {
-        ok = bm % 16 == 0 && bn % 16 == 0 && (pass != FMSA_PASS_FORWARD || bm % (16 * warps) == 0);
-    } else if (ok && strcmp(family, "sm90") == 0) {
-        if (pass == FMSA_PASS_FORWARD)
-            ok = bm % 64 == 0 && warps == 4 * (1 + bm / 64) && bn % 16 == 0;
-        else
-            ok = bn % 64 == 0 && warps == 4 * (1 + bn / 64) && bm % 16 == 0;
+    if (ok && strcmp(family, "cuda") == 0) {
+        ok = bm % 16 == 0 && bn % 16 == 0 &&
+             (pass == FMSA_PASS_FORWARD ? bm % (16 * warps) == 0 || (16 * warps) % bm == 0
+                                        : warps == 8);
     } else if (ok && strcmp(family, "cdna") == 0) {
         ok = bm % 16 == 0 && bn % 16 == 0 &&
              (pass == FMSA_PASS_FORWARD ? bm % (16 * warps) == 0 : bn % (16 * warps) == 0);
@@ -193,8 +194,7 @@ static void family_of(const char *name, char *fam, size_t cap) {
 
 static const char *expected_family(const fmsa_arch_table *t) {
     if (t->backend == FMSA_BACKEND_CPU) return "cpu";
-    if (strcmp(t->arch, "sm80") == 0) return "sm80";
-    if (strcmp(t->arch, "sm90") == 0) return "sm90";
+    if (strcmp(t->arch, "sm80") == 0 || strcmp(t->arch, "sm90") == 0) return "cuda";
     if (strcmp(t->arch, "gfx942") == 0 || strcmp(t->arch, "gfx90a") == 0) return "cdna";
     if (strcmp(t->arch, "opencl") == 0 || strcmp(t->arch, "opencl-cpu") == 0) return "opencl";
     return "?";
@@ -208,11 +208,11 @@ static fmsa_sram_model expected_model(const fmsa_arch_table *t) {
     return FMSA_SRAM_MODEL_GPU;
 }
 
-/* Whether a kernel of this tree runs a table's rows: the CPU and OpenCL
- * tables yes; the CUDA and HIP tables wait for their kernels.  When one
- * lands, its rows turn RUN one by one and this rule moves with them. */
+/* Whether a kernel of this tree runs a table's rows: the CPU, OpenCL and
+ * CUDA tables yes; the HIP tables wait for their kernels.  When they land,
+ * their rows turn RUN one by one and this rule moves with them. */
 static int expected_verified(const fmsa_arch_table *t) {
-    return t->backend == FMSA_BACKEND_CPU || t->backend == FMSA_BACKEND_OPENCL;
+    return t->backend != FMSA_BACKEND_HIP;
 }
 
 /* ------------------------------------------------------------------------ */
@@ -299,7 +299,8 @@ static void tables_are_well_formed(void **state) {
 /* The realistic device of each GPU family, and its limit. */
 static fmsa_device_info flagship(const char *fam) {
     if (strcmp(fam, "sm80") == 0) return mkdev(FMSA_BACKEND_CUDA, "sm80", 48 * KIB, 163 * KIB, 108, 32);
-    if (strcmp(fam, "sm90") == 0) return mkdev(FMSA_BACKEND_CUDA, "sm90", 48 * KIB, 227 * KIB, 132, 32);
+    if (strcmp(fam, "sm90") == 0 || strcmp(fam, "cuda") == 0)
+        return mkdev(FMSA_BACKEND_CUDA, "sm90", 48 * KIB, 227 * KIB, 132, 32);
     if (strcmp(fam, "cdna") == 0) return mkdev(FMSA_BACKEND_HIP, "gfx942", 64 * KIB, 0, 304, 64);
     if (strcmp(fam, "opencl") == 0) return mkdev(FMSA_BACKEND_OPENCL, "opencl", 2048 * KIB, 0, 16, 1);
     return mkdev(FMSA_BACKEND_CPU, "x86-avx512", 48 * KIB, 2048 * KIB, 16, 16);
@@ -348,16 +349,27 @@ static void flagship_shapes(void **state) {
     fmsa_device_info avx_bigl1 = mkdev(FMSA_BACKEND_CPU, "x86-avx512", 128 * KIB, 1024 * KIB, 8, 16);
     fmsa_device_info avx_smalll2 = mkdev(FMSA_BACKEND_CPU, "x86-avx512", 32 * KIB, 256 * KIB, 8, 16);
     (void)state;
-    expect_row(&h100, 128, FMSA_DTYPE_BF16, FMSA_PASS_FORWARD, 0, "sm90-fwd-d128-128x176", 128, 176);
-    expect_row(&h100, 128, FMSA_DTYPE_F16, FMSA_PASS_FORWARD, FMSA_FEAT_CAUSAL, "sm90-fwd-d128-128x128", 128, 128);
-    expect_row(&h100, 128, FMSA_DTYPE_F16, FMSA_PASS_FORWARD, FMSA_FEAT_PAGED, "sm90-fwd-d128-128x128", 128, 128);
-    expect_row(&h100, 256, FMSA_DTYPE_BF16, FMSA_PASS_FORWARD, 0, "sm90-fwd-d256-128x80", 128, 80);
-    expect_row(&h100, 64, FMSA_DTYPE_BF16, FMSA_PASS_FORWARD, 0, "sm90-fwd-d64-192x192", 192, 192);
-    expect_row(&h100, 64, FMSA_DTYPE_BF16, FMSA_PASS_FORWARD, FMSA_FEAT_CAUSAL, "sm90-fwd-d64-192x128", 192, 128);
-    expect_row(&h100, 128, FMSA_DTYPE_BF16, FMSA_PASS_BACKWARD, 0, "sm90-bwd-d128-64x128", 64, 128);
-    expect_row(&a100, 128, FMSA_DTYPE_BF16, FMSA_PASS_FORWARD, 0, "sm80-fwd-d128-128x64", 128, 64);
-    expect_row(&a100, 64, FMSA_DTYPE_F16, FMSA_PASS_BACKWARD, 0, "sm80-bwd-d64-128x128", 128, 128);
-    expect_row(&a100_noopt, 128, FMSA_DTYPE_F16, FMSA_PASS_FORWARD, 0, "sm80-fwd-d128-64x64", 64, 64);
+    /* CUDA: the mma.sync kernels' rows (common/plan_tables/cuda_mma.c), the
+     * ones the H200 and the A100 run (bench/RESULTS.md, NOTES_FWD/BWD.md) */
+    expect_row(&h100, 128, FMSA_DTYPE_BF16, FMSA_PASS_FORWARD, 0, "cuda-fwd-d128-fast-128x64-p2", 128, 64);
+    expect_row(&h100, 128, FMSA_DTYPE_F16, FMSA_PASS_FORWARD, FMSA_FEAT_CAUSAL, "cuda-fwd-d128-fast-128x64-p2", 128, 64);
+    expect_row(&h100, 128, FMSA_DTYPE_F16, FMSA_PASS_FORWARD, FMSA_FEAT_PAGED, "cuda-fwd-d128-full-128x64-p2", 128, 64);
+    expect_row(&h100, 256, FMSA_DTYPE_BF16, FMSA_PASS_FORWARD, 0, "cuda-fwd-d256-fast-64x64-p1", 64, 64);
+    expect_row(&h100, 256, FMSA_DTYPE_BF16, FMSA_PASS_FORWARD, FMSA_FEAT_ALIBI, "cuda-fwd-d256-full-128x64-p2", 128, 64);
+    expect_row(&h100, 64, FMSA_DTYPE_BF16, FMSA_PASS_FORWARD, 0, "cuda-fwd-d64-fast-128x128-p2", 128, 128);
+    expect_row(&h100, 64, FMSA_DTYPE_BF16, FMSA_PASS_FORWARD, FMSA_FEAT_SOFTCAP, "cuda-fwd-d64-full-128x64-p2", 128, 64);
+    expect_row(&h100, 128, FMSA_DTYPE_BF16, FMSA_PASS_BACKWARD, 0, "cuda-bwd-d128-64x128-p2", 64, 128);
+    expect_row(&h100, 64, FMSA_DTYPE_BF16, FMSA_PASS_BACKWARD, 0, "cuda-bwd-d64-128x128-p2", 128, 128);
+    expect_row(&a100, 128, FMSA_DTYPE_BF16, FMSA_PASS_FORWARD, 0, "cuda-fwd-d128-fast-128x64-p2", 128, 64);
+    expect_row(&a100, 256, FMSA_DTYPE_BF16, FMSA_PASS_FORWARD, FMSA_FEAT_MASK, "cuda-fwd-d256-full-64x64-p2", 64, 64);
+    expect_row(&a100, 64, FMSA_DTYPE_F16, FMSA_PASS_BACKWARD, 0, "cuda-bwd-d64-64x128-p2", 64, 128);
+    expect_row(&a100, 128, FMSA_DTYPE_F16, FMSA_PASS_BACKWARD, 0, "cuda-bwd-d128-64x128-p1", 64, 128);
+    {
+        /* without the opt-in (48 KiB) no 16-bit CUDA kernel fits: refused */
+        fmsa_plan_request q = {128, FMSA_DTYPE_F16, FMSA_PASS_FORWARD, 0, 4096, 4096, 64, 0};
+        fmsa_tile_plan p;
+        assert_int_equal(fmsa_plan_tiles(&a100_noopt, &q, &p), FMSA_ERR_NOT_SUPPORTED);
+    }
     expect_row(&mi300, 128, FMSA_DTYPE_BF16, FMSA_PASS_FORWARD, 0, "cdna-fwd-d128-256x64", 256, 64);
     expect_row(&nv_cl, 128, FMSA_DTYPE_F16, FMSA_PASS_FORWARD, 0, "opencl-fwd-d128-64x64", 64, 64);
     expect_row(&nv_cl, 128, FMSA_DTYPE_F32, FMSA_PASS_FORWARD, 0, "opencl-fwd-d128-32x32", 32, 32);

@@ -256,6 +256,7 @@ static void plan_refusals(void **state) {
     (void)state;
     memset(&dev, 0, sizeof dev);
     memset(&st, 0, sizeof st);
+    dev.info.backend = FMSA_BACKEND_CUDA;
     snprintf(dev.info.arch, sizeof dev.info.arch, "sm90");
     dev.info.sram_per_block = 48 << 10, dev.info.sram_per_block_optin = 227 << 10;
     dev.max_threads_per_block = 1024;
@@ -293,17 +294,35 @@ static void plan_refusals(void **state) {
     assert_non_null(strstr(fmsa_last_error(), "not supported by this backend"));
 }
 
-/* The forward's pick over head dim pairs: the smallest D + Dv instance that
- * covers both and fits the device's shared memory (sm_90 227 KiB, sm_80 163 KiB). */
+/* The forward's pick over head dim pairs (through the planner's rows): the
+ * smallest D + Dv instance that covers both and fits the device's shared
+ * memory (sm_90 227 KiB, sm_80 163 KiB); an aligned problem without features. */
 static const char *fwd_pick_name_dt(int dt, int D, int Dv, long long smem, int seqlen_q) {
-    fmsa_cuda_fwd_params p;
-    fmsa_cuda_fwd_plan plan;
+    static fmsa_cuda_device dev;
+    static fmsa_cuda_state st;
+    static fmsa_cuda_plan plan;
+    fmsa_problem p;
+    memset(&dev, 0, sizeof dev);
+    memset(&st, 0, sizeof st);
+    dev.info.backend = FMSA_BACKEND_CUDA;
+    snprintf(dev.info.arch, sizeof dev.info.arch, smem > (163 << 10) ? "sm90" : "sm80");
+    dev.info.sram_per_block = 48 << 10, dev.info.sram_per_block_optin = (size_t)smem;
+    dev.info.multiprocessors = 132;
+    dev.max_threads_per_block = 1024;
+    st.dev = &dev;
     memset(&p, 0, sizeof p);
+    p.pass = FMSA_PASS_FORWARD;
+    p.dtype = dt == FMSA_CUDA_DT_BF16 ? FMSA_DTYPE_BF16
+              : dt == FMSA_CUDA_DT_F32 ? FMSA_DTYPE_F32 : FMSA_DTYPE_F16;
     p.batch = 2, p.seqlen_q = seqlen_q, p.seqlen_k = 4096, p.heads_q = 8, p.heads_kv = 2;
     p.head_dim = D, p.head_dim_v = Dv, p.total_q = seqlen_q, p.total_k = 4096;
-    p.window_left = p.window_right = -1;
-    if (fmsa_cuda_fwd_make_plan(dt, &p, 132, smem, -1, &plan) != 0) return NULL;
-    return plan.launch[0].name;
+    p.softmax_scale = 0.1f, p.window_left = p.window_right = -1;
+    p.q = view4(1, 0, (int64_t)seqlen_q * 8 * D, 8 * D, D);
+    p.k = view4(2, 0, 4096 * 2 * D, 2 * D, D);
+    p.v = view4(3, 0, 4096 * 2 * Dv, 2 * Dv, Dv);
+    p.o = view4(4, 0, (int64_t)seqlen_q * 8 * Dv, 8 * Dv, Dv);
+    if (fmsa_cuda_plan_make(&st, &p, &plan) != FMSA_SUCCESS) return NULL;
+    return plan.instance;
 }
 
 static const char *fwd_pick_name(int D, int Dv, long long smem, int seqlen_q) {
@@ -363,6 +382,7 @@ static fmsa_status bwd_plan_v(int d, int dv, int cc, size_t optin, int dsink, fm
     fmsa_problem p;
     memset(&dev, 0, sizeof dev);
     memset(&st, 0, sizeof st);
+    dev.info.backend = FMSA_BACKEND_CUDA;
     snprintf(dev.info.arch, sizeof dev.info.arch, "sm%d0", cc);
     dev.cc_major = cc;
     dev.info.sram_per_block = 48 << 10, dev.info.sram_per_block_optin = optin;

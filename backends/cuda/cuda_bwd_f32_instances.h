@@ -63,6 +63,9 @@ static const fmsa_cuda_bwd_instance fmsa_cuda_bwd_f32_list[] = {
     FMSA_CUDA_BWD_F32_INSTANCES(FMSA_CUDA_BWD_F32_ROW)};
 #define FMSA_CUDA_BWD_F32_NUM ((int)(sizeof fmsa_cuda_bwd_f32_list / sizeof fmsa_cuda_bwd_f32_list[0]))
 
+/// The selection rule that the planner's row order (common/plan_tables/cuda_mma.c)
+/// encodes; the library picks through the planner, test_cuda_host checks that
+/// both agree on every head-dim pair and device, and the dev tools call this.
 /// The fp32 row for head dims (multiples of 8, at most 256): the smallest D +
 /// DV covering both whose shared memory fits smem_max, the first on a tie;
 /// NULL where none.
@@ -77,6 +80,22 @@ static inline const fmsa_cuda_bwd_instance *fmsa_cuda_bwd_f32_select(int head_di
         if (!best || c->head_dim + c->head_dim_v < best->head_dim + best->head_dim_v) best = c;
     }
     return best;
+}
+/// The instance of a planner row for dtype (fp32 rows from this list, 16-bit
+/// ones from fmsa_cuda_bwd_row_instance): NULL where the list has none.
+static inline const fmsa_cuda_bwd_instance *fmsa_cuda_bwd_instance_of(
+    fmsa_dtype dtype, int head_dim, int head_dim_v, int block_m, int block_n, int stages,
+    size_t smem_bytes, int cc_major) {
+    if (dtype != FMSA_DTYPE_F32)
+        return fmsa_cuda_bwd_row_instance(dtype, head_dim, head_dim_v, block_m, block_n, stages,
+                                          smem_bytes, cc_major);
+    for (int i = 0; i < FMSA_CUDA_BWD_F32_NUM; ++i) {
+        const fmsa_cuda_bwd_instance *c = &fmsa_cuda_bwd_f32_list[i];
+        if (c->head_dim == head_dim && c->head_dim_v == head_dim_v && c->block_m == block_m &&
+            c->block_n == block_n && c->stages == stages && (size_t)c->smem_main == smem_bytes)
+            return c;
+    }
+    return NULL;
 }
 #endif /* __CUDACC__ */
 

@@ -218,6 +218,9 @@ static const fmsa_cuda_bwd_instance fmsa_cuda_bwd_instance_list[] = {
 #define FMSA_CUDA_BWD_NUM_INSTANCES \
     ((int)(sizeof fmsa_cuda_bwd_instance_list / sizeof fmsa_cuda_bwd_instance_list[0]))
 
+/// The selection rule that the planner's row order (common/plan_tables/cuda_mma.c)
+/// encodes; the library picks through the planner, test_cuda_host checks that
+/// both agree on every head-dim pair and device, and the dev tools call this.
 /// The instance for a dtype and head dims: among the rows with D >= head_dim
 /// and DV >= head_dim_v (an _V row where they differ) whose shared memory on
 /// a device of compute capability cc_major fits smem_max bytes, the smallest
@@ -240,6 +243,29 @@ static inline const fmsa_cuda_bwd_instance *fmsa_cuda_bwd_select(fmsa_dtype dtyp
         if (!best || c->head_dim + c->head_dim_v < best->head_dim + best->head_dim_v) best = c;
     }
     return best;
+}
+
+/// The 16-bit instance of a planner row (common/plan_tables/cuda_mma.c) for
+/// dtype: the same dims (head_dim_v FMSA_PLAN_DV_SAME, -1: a square row),
+/// tile, stages and shared memory on a device of compute capability
+/// cc_major; NULL where the list has none (f32, or a row without its kernel:
+/// a bug the host test test_cuda_host rules out).
+static inline const fmsa_cuda_bwd_instance *fmsa_cuda_bwd_row_instance(
+    fmsa_dtype dtype, int head_dim, int head_dim_v, int block_m, int block_n, int stages,
+    size_t smem_bytes, int cc_major) {
+    int bf16;
+    if (dtype == FMSA_DTYPE_BF16) bf16 = 1;
+    else if (dtype == FMSA_DTYPE_F16) bf16 = 0;
+    else return NULL;
+    for (int i = 0; i < FMSA_CUDA_BWD_NUM_INSTANCES; ++i) {
+        const fmsa_cuda_bwd_instance *c = &fmsa_cuda_bwd_instance_list[i];
+        if (c->bf16 == bf16 && c->head_dim == head_dim &&
+            (c->own_v ? c->head_dim_v == head_dim_v : head_dim_v < 0) &&
+            c->block_m == block_m && c->block_n == block_n && c->stages == stages &&
+            fmsa_cuda_bwd_smem(c, cc_major) == smem_bytes)
+            return c;
+    }
+    return NULL;
 }
 
 typedef struct fmsa_cuda_bwd_plan {

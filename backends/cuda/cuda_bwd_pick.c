@@ -1,6 +1,7 @@
 /*
- * The backward's pick over its instance list (cuda_bwd_instances.h): the
- * instance, its three launches (pre, main, post) and its workspace layout.
+ * The backward's pick: the planner's row (common/plan_tables/cuda_mma.c), the
+ * instance of that row (cuda_bwd_instances.h, cuda_bwd_f32_instances.h), its
+ * launches (pre, main, post, dsink) and its workspace layout.
  */
 #include <stdint.h>
 #include <string.h>
@@ -9,6 +10,7 @@
 #include "backends/cuda/cuda_bwd_instances.h"
 #include "backends/cuda/cuda_internal.h"
 #include "common/error.h"
+#include "common/planner.h"
 
 fmsa_status fmsa_cuda_bwd_pick(const fmsa_cuda_device *dev, const fmsa_problem *p,
                                fmsa_cuda_plan *plan) {
@@ -18,6 +20,8 @@ fmsa_status fmsa_cuda_bwd_pick(const fmsa_cuda_device *dev, const fmsa_problem *
                                 ? dev->info.sram_per_block_optin
                                 : dev->info.sram_per_block;
     const fmsa_cuda_bwd_instance *inst;
+    fmsa_plan_request req;
+    fmsa_tile_plan tiles;
     memset(&bplan, 0, sizeof bplan);
     /* no compiled pair covers the dims: say which dims the list has */
     if (p->head_dim > FMSA_CUDA_BWD_MAX_DIM || p->head_dim_v > FMSA_CUDA_BWD_MAX_DIM_V ||
@@ -37,10 +41,17 @@ fmsa_status fmsa_cuda_bwd_pick(const fmsa_cuda_device *dev, const fmsa_problem *
                          "bf16/f16 go to %d / %d)",
                          (long long)p->head_dim, (long long)p->head_dim_v,
                          FMSA_CUDA_BWD_F32_MAX_DIM, FMSA_CUDA_BWD_MAX_DIM, FMSA_CUDA_BWD_MAX_DIM_V);
-    inst = p->dtype == FMSA_DTYPE_F32
-               ? fmsa_cuda_bwd_f32_select((int)p->head_dim, (int)p->head_dim_v, smem_max)
-               : fmsa_cuda_bwd_select(p->dtype, (int)p->head_dim, (int)p->head_dim_v, smem_max,
-                                      dev->cc_major);
+    fmsa_plan_request_from_problem(p, 0u, &req);
+    inst = NULL;
+    if (fmsa_plan_tiles(&dev->info, &req, &tiles) == FMSA_SUCCESS) {
+        inst = fmsa_cuda_bwd_instance_of(p->dtype, tiles.row->max_head_dim,
+                                         tiles.row->max_head_dim_v, tiles.block_m, tiles.block_n,
+                                         tiles.stages, tiles.sram_bytes, dev->cc_major);
+        if (!inst)
+            return fmsa_fail(FMSA_ERR_INTERNAL,
+                             "cuda (backward): plan row %s has no compiled instance",
+                             tiles.table_row);
+    }
     /* no row fits this device's shared memory: the hardware's limit, said in
      * the words a feature refusal uses (as the forward's pick does) */
     if (!inst)

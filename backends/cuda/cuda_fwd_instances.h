@@ -129,13 +129,14 @@ typedef struct fmsa_cuda_fwd_instance {
     int threads;      ///< block size (1-D)
     int block_m;      ///< query rows per block
     int block_n;      ///< keys per tile
+    int stages;       ///< K/V buffers
     int smem_bytes;   ///< dynamic shared memory; > 48 KiB needs the opt-in attribute
 } fmsa_cuda_fwd_instance;
 
 /// The instance table, in list order; *count receives its length.
 static inline const fmsa_cuda_fwd_instance *fmsa_cuda_fwd_instance_table(int *count) {
 #define FMSA_CUDA_FWD_ROW(name, dt, d, dv, variant, threads, bm, bn, stages, qreg, sync, minb, cs) \
-    {#name, dt, d, dv, variant, threads, bm, bn, FMSA_CUDA_FWD_SMEM(dt, d, dv, bm, bn, stages)},
+    {#name, dt, d, dv, variant, threads, bm, bn, stages, FMSA_CUDA_FWD_SMEM(dt, d, dv, bm, bn, stages)},
     static const fmsa_cuda_fwd_instance table[] = {FMSA_CUDA_FWD_INSTANCES(FMSA_CUDA_FWD_ROW)};
 #undef FMSA_CUDA_FWD_ROW
     *count = (int)(sizeof table / sizeof table[0]);
@@ -149,6 +150,9 @@ static inline int fmsa_cuda_fwd_variant(const fmsa_cuda_fwd_params *p) {
                                                                       : FMSA_CUDA_FWD_FAST;
 }
 
+/// The selection rule that the planner's row order (common/plan_tables/cuda_mma.c)
+/// encodes; the library picks through the planner, test_cuda_host checks that
+/// both agree on every head-dim pair and device, and the dev tools call this.
 /// Picks the instance for a validated problem (dtype: the dtype code of q/k/v/o,
 /// FMSA_CUDA_DT_*) on a device with smem_max bytes of shared memory per block
 /// (opt-in): same dtype and variant, D >= head_dim, DV >= head_dim_v, fits
@@ -171,6 +175,24 @@ static inline int fmsa_cuda_fwd_select(int dtype, const fmsa_cuda_fwd_params *p,
             best = i;
     }
     return best;
+}
+
+/// The instance of a planner row (common/plan_tables/cuda_mma.c) for dtype
+/// code dtype: the same variant, dims, tile, warps, stages and shared memory;
+/// -1 where the list has none (a row without its kernel: a bug the host test
+/// test_cuda_host rules out).
+static inline int fmsa_cuda_fwd_instance_of(int dtype, int variant, int head_dim, int head_dim_v,
+                                            int warps, int block_m, int block_n, int stages,
+                                            long long smem_bytes) {
+    int n, i;
+    const fmsa_cuda_fwd_instance *t = fmsa_cuda_fwd_instance_table(&n);
+    for (i = 0; i < n; ++i)
+        if (t[i].dtype == dtype && t[i].variant == variant && t[i].head_dim == head_dim &&
+            t[i].head_dim_v == head_dim_v && t[i].threads == 32 * warps &&
+            t[i].block_m == block_m && t[i].block_n == block_n && t[i].stages == stages &&
+            t[i].smem_bytes == smem_bytes)
+            return i;
+    return -1;
 }
 
 /// Grid of instance inst for problem p: x = query row blocks of the longest
@@ -227,7 +249,7 @@ static inline void fmsa_cuda_fwd_grid(const fmsa_cuda_fwd_instance *inst,
 /// The split instance table (same row type; block_m = 16, block_n = keys per stage).
 static inline const fmsa_cuda_fwd_instance *fmsa_cuda_fwd_split_table(int *count) {
 #define FMSA_CUDA_FWD_SPLIT_ROW(name, dt, d, variant, threads, bnw, stages) \
-    {#name, dt, d, d, variant, threads, 16, (threads) / 32 * (bnw), FMSA_CUDA_FWD_SPLIT_SMEM(dt, d, threads, stages)},
+    {#name, dt, d, d, variant, threads, 16, (threads) / 32 * (bnw), stages, FMSA_CUDA_FWD_SPLIT_SMEM(dt, d, threads, stages)},
     static const fmsa_cuda_fwd_instance table[] = {FMSA_CUDA_FWD_SPLIT_INSTANCES(FMSA_CUDA_FWD_SPLIT_ROW)};
 #undef FMSA_CUDA_FWD_SPLIT_ROW
     *count = (int)(sizeof table / sizeof table[0]);
@@ -276,12 +298,13 @@ static inline int fmsa_cuda_fwd_num_splits(const fmsa_cuda_fwd_params *p, int ke
     return 1;
 }
 
-/// Plans a validated forward for a device of num_sms SMs; force_splits < 0
-/// decides by itself, 0 forces the main kernel, n > 0 forces the split kernel
-/// with n splits where it applies (tests).  Returns 0, or -1 when no instance
-/// serves the problem (FMSA_ERR_NOT_SUPPORTED).
-static inline int fmsa_cuda_fwd_make_plan(int dtype, const fmsa_cuda_fwd_params *p, int num_sms,
-                                          long long smem_max, int force_splits,
+/// Plans a validated forward whose main kernel is instance main (the planned
+/// row's, fmsa_cuda_fwd_instance_of) for a device of num_sms SMs and smem_max
+/// bytes of shared memory per block; force_splits < 0 decides by itself, 0
+/// forces the main kernel, n > 0 forces the split kernel with n splits where
+/// it applies (tests).  Returns 0, or -1 when main is not an instance.
+static inline int fmsa_cuda_fwd_make_plan(int dtype, const fmsa_cuda_fwd_params *p, int main,
+                                          int num_sms, long long smem_max, int force_splits,
                                           fmsa_cuda_fwd_plan *plan) {
     const int variant = fmsa_cuda_fwd_variant(p);
     const long long group = p->heads_kv > 0 ? p->heads_q / p->heads_kv : 0;
@@ -290,7 +313,8 @@ static inline int fmsa_cuda_fwd_make_plan(int dtype, const fmsa_cuda_fwd_params 
     plan->num_launches = 0;
     plan->num_splits = 1;
     plan->workspace_bytes = plan->lse_offset = 0;
-    if (fmsa_cuda_fwd_select(dtype, p, smem_max) < 0) return -1;
+    fmsa_cuda_fwd_instance_table(&n);
+    if (main < 0 || main >= n) return -1;
     if (p->seqlen_q <= 0) return 0;
     if (p->seqlen_q * group <= 16 && force_splits != 0 && p->heads_kv <= 65535) {
         const fmsa_cuda_fwd_instance *t = fmsa_cuda_fwd_split_table(&n);
@@ -334,7 +358,7 @@ static inline int fmsa_cuda_fwd_make_plan(int dtype, const fmsa_cuda_fwd_params 
     }
     {
         const fmsa_cuda_fwd_instance *t = fmsa_cuda_fwd_instance_table(&n);
-        const fmsa_cuda_fwd_instance *in = &t[fmsa_cuda_fwd_select(dtype, p, smem_max)];
+        const fmsa_cuda_fwd_instance *in = &t[main];
         plan->num_launches = 1;
         plan->launch[0].name = in->name;
         fmsa_cuda_fwd_grid(in, p, plan->launch[0].grid);

@@ -1,7 +1,8 @@
 /*
- * The forward's pick over its instance list (cuda_fwd_instances.h): dtype,
- * variant and the smallest compiled head dim that serves the problem, the
- * alignment its 16-byte loads need, and the grid.
+ * The forward's pick: the planner's row (common/plan_tables/cuda_mma.c: the
+ * smallest compiled head dims that serve the problem and fit the device), the
+ * instance of that row (cuda_fwd_instances.h), the alignment its 16-byte
+ * loads need, and the grid.
  */
 #include <stdint.h>
 #include <string.h>
@@ -9,6 +10,7 @@
 #include "backends/cuda/cuda_fwd_instances.h"
 #include "backends/cuda/cuda_internal.h"
 #include "common/error.h"
+#include "common/planner.h"
 
 /* 16-byte cp.async and stores: aligned origins, strides of whole 16-byte
  * chunks (8 elements of 16 bits, 4 of fp32). */
@@ -33,6 +35,8 @@ fmsa_status fmsa_cuda_fwd_pick(const fmsa_cuda_device *dev, const fmsa_problem *
                                fmsa_cuda_plan *plan) {
     fmsa_cuda_fwd_params fp;
     fmsa_cuda_fwd_plan fplan;
+    fmsa_plan_request req;
+    fmsa_tile_plan tiles;
     const fmsa_cuda_fwd_instance *table;
     const char *table_name;
     int n, i, dt, chunk;
@@ -53,14 +57,21 @@ fmsa_status fmsa_cuda_fwd_pick(const fmsa_cuda_device *dev, const fmsa_problem *
     dt = fmsa_cuda_fwd_dtype(p->dtype);
     chunk = p->dtype == FMSA_DTYPE_F32 ? 4 : 8;
     fmsa_cuda_fwd_params_fill(p, plan, 0, 0, &fp);
-    i = fmsa_cuda_fwd_select(dt, &fp, smem_max);
-    if (i < 0)
+    fmsa_plan_request_from_problem(p, 0u, &req);
+    if (p->batch > 65535 || p->heads_q > 65535 || fmsa_plan_tiles(&dev->info, &req, &tiles) != FMSA_SUCCESS)
         return fmsa_fail(FMSA_ERR_NOT_SUPPORTED,
                          "cuda (forward): head_dim %lld, head_dim_v %lld, batch %lld, heads %lld "
                          "is not supported by this backend on %s (no instance fits: %lld bytes of "
                          "shared memory per block, batch and heads at most 65535)",
                          (long long)p->head_dim, (long long)p->head_dim_v, (long long)p->batch,
                          (long long)p->heads_q, dev->info.arch, smem_max);
+    i = fmsa_cuda_fwd_instance_of(dt, tiles.row->not_with ? FMSA_CUDA_FWD_FAST : FMSA_CUDA_FWD_FULL,
+                                  tiles.row->max_head_dim, tiles.row->max_head_dim_v, tiles.warps,
+                                  tiles.block_m, tiles.block_n, tiles.stages,
+                                  (long long)tiles.sram_bytes);
+    if (i < 0)
+        return fmsa_fail(FMSA_ERR_INTERNAL, "cuda (forward): plan row %s has no compiled instance",
+                         tiles.table_row);
     FMSA_TRY(fmsa_cuda_fwd_aligned("q", &p->q, chunk));
     FMSA_TRY(fmsa_cuda_fwd_aligned("k", &p->k, chunk));
     FMSA_TRY(fmsa_cuda_fwd_aligned("v", &p->v, chunk));
@@ -68,7 +79,7 @@ fmsa_status fmsa_cuda_fwd_pick(const fmsa_cuda_device *dev, const fmsa_problem *
     table = fmsa_cuda_fwd_instance_table(&n);
     table_name = table[i].name;
     /* one decision for main kernel vs split-KV decode (and the split count) */
-    if (fmsa_cuda_fwd_make_plan(dt, &fp, dev->info.multiprocessors,
+    if (fmsa_cuda_fwd_make_plan(dt, &fp, i, dev->info.multiprocessors,
                                 smem_max, -1, &fplan) != 0)
         return fmsa_fail(FMSA_ERR_INTERNAL, "cuda: forward plan failed after its instance was found");
     plan->instance = fplan.num_launches > 0 ? fplan.launch[0].name : table_name;

@@ -97,14 +97,14 @@ typedef struct fmsa_cuda_plan {
 } fmsa_cuda_plan;
 
 /// The one function deciding what runs (STYLE habit 6): checks the problem
-/// against what the kernels index (32-bit geometry) and asks the instance
-/// lists for the pass's plan.  Used by supports, workspace_size, forward and
+/// against what the kernels index (32-bit geometry) and asks the pass's pick
+/// (the planner's row, then that row's compiled instance) for the plan.  Used by supports, workspace_size, forward and
 /// backward.
 fmsa_status fmsa_cuda_plan_make(const fmsa_cuda_state *st, const fmsa_problem *p,
                                 fmsa_cuda_plan *plan);
 
-/// The instance lists' pick functions (cuda_fwd_instances.h / cuda_bwd_instances.h
-/// of the kernel branches): fill plan for a problem the device can run, or
+/// The picks (the planner's row from common/plan_tables/cuda_mma.c, then its
+/// instance in cuda_fwd_instances.h / cuda_bwd_instances.h): fill plan for a problem the device can run, or
 /// FMSA_ERR_NOT_SUPPORTED naming what is missing.  plan arrives zeroed with
 /// every workspace offset FMSA_CUDA_WS_NONE and num_splits 1.
 fmsa_status fmsa_cuda_fwd_pick(const fmsa_cuda_device *dev, const fmsa_problem *p,

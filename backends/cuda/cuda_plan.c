@@ -2,9 +2,10 @@
  * The one decision of what a pass runs (STYLE habit 6): supports,
  * workspace_size, forward and backward all call fmsa_cuda_plan_make, so
  * "supported" cannot disagree with "what runs" and the workspace asked for is
- * the workspace used.  The instance lists (cuda_fwd_instances.h,
- * cuda_bwd_instances.h) pick the kernels; this file checks what the kernels'
- * int geometry can index and that the pick fits the device.
+ * the workspace used.  The planner's CUDA rows (common/plan_tables/cuda_mma.c)
+ * choose the tiles and the picks run the instance of the chosen row
+ * (cuda_fwd_pick.c, cuda_bwd_pick.c); this file checks what the kernels' int
+ * geometry can index and that the pick fits the device.
  */
 #include <limits.h>
 #include <string.h>

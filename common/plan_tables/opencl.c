@@ -18,28 +18,28 @@
 
 static const fmsa_tile_row fmsa_rows_opencl[] = {
 /*   name                        pass maxD dtypes not_with  Br   Bc st  w  sram run  KiB f16 / f32 */
-    {"opencl-fwd-d64-128x64",    FWD,  64, ANY,   0,       128,  64, 1, 4, Q, RUN},  /* 32 / 64 */
-    {"opencl-fwd-d64-64x64",     FWD,  64, ANY,   0,        64,  64, 1, 2, Q, RUN},  /* 24 / 48 */
-    {"opencl-fwd-d64-32x32",     FWD,  64, ANY,   0,        32,  32, 1, 1, Q, RUN},  /* 12 / 24 */
-    {"opencl-fwd-d64-16x16",     FWD,  64, ANY,   0,        16,  16, 1, 1, Q, RUN},  /*  6 / 12 */
-    {"opencl-fwd-d128-64x64",    FWD, 128, ANY,   0,        64,  64, 1, 2, Q, RUN},  /* 48 / 96 */
-    {"opencl-fwd-d128-64x32",    FWD, 128, ANY,   0,        64,  32, 1, 2, Q, RUN},  /* 32 / 64 */
-    {"opencl-fwd-d128-32x32",    FWD, 128, ANY,   0,        32,  32, 1, 1, Q, RUN},  /* 24 / 48 */
-    {"opencl-fwd-d128-16x16",    FWD, 128, ANY,   0,        16,  16, 1, 1, Q, RUN},  /* 12 / 24 */
-    {"opencl-fwd-d256-32x32",    FWD, 256, ANY,   0,        32,  32, 1, 1, Q, RUN},  /* 48 / 96 */
-    {"opencl-fwd-d256-16x32",    FWD, 256, ANY,   0,        16,  32, 1, 1, Q, RUN},  /* 40 / 80 */
-    {"opencl-fwd-d256-16x16",    FWD, 256, ANY,   0,        16,  16, 1, 1, Q, RUN},  /* 24 / 48 */
-    {"opencl-fwd-d256-8x8",      FWD, 256, ANY,   0,         8,   8, 1, 1, Q, RUN},  /* 12 / 24: 16 KiB devices */
+    {"opencl-fwd-d64-128x64",    FWD,  64, ANY,   0,       128,  64, 1, 4, Q, RUN, 0, 0},  /* 32 / 64 */
+    {"opencl-fwd-d64-64x64",     FWD,  64, ANY,   0,        64,  64, 1, 2, Q, RUN, 0, 0},  /* 24 / 48 */
+    {"opencl-fwd-d64-32x32",     FWD,  64, ANY,   0,        32,  32, 1, 1, Q, RUN, 0, 0},  /* 12 / 24 */
+    {"opencl-fwd-d64-16x16",     FWD,  64, ANY,   0,        16,  16, 1, 1, Q, RUN, 0, 0},  /*  6 / 12 */
+    {"opencl-fwd-d128-64x64",    FWD, 128, ANY,   0,        64,  64, 1, 2, Q, RUN, 0, 0},  /* 48 / 96 */
+    {"opencl-fwd-d128-64x32",    FWD, 128, ANY,   0,        64,  32, 1, 2, Q, RUN, 0, 0},  /* 32 / 64 */
+    {"opencl-fwd-d128-32x32",    FWD, 128, ANY,   0,        32,  32, 1, 1, Q, RUN, 0, 0},  /* 24 / 48 */
+    {"opencl-fwd-d128-16x16",    FWD, 128, ANY,   0,        16,  16, 1, 1, Q, RUN, 0, 0},  /* 12 / 24 */
+    {"opencl-fwd-d256-32x32",    FWD, 256, ANY,   0,        32,  32, 1, 1, Q, RUN, 0, 0},  /* 48 / 96 */
+    {"opencl-fwd-d256-16x32",    FWD, 256, ANY,   0,        16,  32, 1, 1, Q, RUN, 0, 0},  /* 40 / 80 */
+    {"opencl-fwd-d256-16x16",    FWD, 256, ANY,   0,        16,  16, 1, 1, Q, RUN, 0, 0},  /* 24 / 48 */
+    {"opencl-fwd-d256-8x8",      FWD, 256, ANY,   0,         8,   8, 1, 1, Q, RUN, 0, 0},  /* 12 / 24: 16 KiB devices */
     /* backward, planner KiB (f16 / f32); real KiB on 48 KiB: dK/dV + dQ */
-    {"opencl-bwd-d64-64x64",     BWD,  64, H16,   0,        64,  64, 1, 2, Q, RUN},  /* 32: halved, 64x32 k 43.5 + 32x32 38.5 */
-    {"opencl-bwd-d64-32x32",     BWD,  64, ANY,   0,        32,  32, 1, 1, Q, RUN},  /* 16 / 32: QDO2 43.0 + 38.5 */
-    {"opencl-bwd-d64-16x16",     BWD,  64, ANY,   0,        16,  16, 1, 1, Q, RUN},  /*  8 / 16: QDO2 19.5 + 18.3 */
-    {"opencl-bwd-d128-32x32",    BWD, 128, H16,   0,        32,  32, 1, 1, Q, RUN},  /* 32: k 42.0 + 32x32 k KV1 45.8 */
-    {"opencl-bwd-f32-d128-16x32",BWD, 128, F32,   0,        16,  32, 1, 1, Q, RUN},  /* 48: 45.8 + 32x16 KV1 43.8 */
-    {"opencl-bwd-d128-16x16",    BWD, 128, ANY,   0,        16,  16, 1, 1, Q, RUN},  /* 16 / 32: QDO2 35.5 + 34.3 */
-    {"opencl-bwd-d256-16x32",    BWD, 256, ANY,   0,        16,  32, 1, 1, Q, RUN},  /* 48 / 96 */
-    {"opencl-bwd-d256-16x16",    BWD, 256, ANY,   0,        16,  16, 1, 1, Q, RUN},  /* 32 / 64 */
-    {"opencl-bwd-d256-8x8",      BWD, 256, ANY,   0,         8,   8, 1, 1, Q, RUN},  /* 16 / 32: 16 KiB devices */
+    {"opencl-bwd-d64-64x64",     BWD,  64, H16,   0,        64,  64, 1, 2, Q, RUN, 0, 0},  /* 32: halved, 64x32 k 43.5 + 32x32 38.5 */
+    {"opencl-bwd-d64-32x32",     BWD,  64, ANY,   0,        32,  32, 1, 1, Q, RUN, 0, 0},  /* 16 / 32: QDO2 43.0 + 38.5 */
+    {"opencl-bwd-d64-16x16",     BWD,  64, ANY,   0,        16,  16, 1, 1, Q, RUN, 0, 0},  /*  8 / 16: QDO2 19.5 + 18.3 */
+    {"opencl-bwd-d128-32x32",    BWD, 128, H16,   0,        32,  32, 1, 1, Q, RUN, 0, 0},  /* 32: k 42.0 + 32x32 k KV1 45.8 */
+    {"opencl-bwd-f32-d128-16x32",BWD, 128, F32,   0,        16,  32, 1, 1, Q, RUN, 0, 0},  /* 48: 45.8 + 32x16 KV1 43.8 */
+    {"opencl-bwd-d128-16x16",    BWD, 128, ANY,   0,        16,  16, 1, 1, Q, RUN, 0, 0},  /* 16 / 32: QDO2 35.5 + 34.3 */
+    {"opencl-bwd-d256-16x32",    BWD, 256, ANY,   0,        16,  32, 1, 1, Q, RUN, 0, 0},  /* 48 / 96 */
+    {"opencl-bwd-d256-16x16",    BWD, 256, ANY,   0,        16,  16, 1, 1, Q, RUN, 0, 0},  /* 32 / 64 */
+    {"opencl-bwd-d256-8x8",      BWD, 256, ANY,   0,         8,   8, 1, 1, Q, RUN, 0, 0},  /* 16 / 32: 16 KiB devices */
 };
 
 /* JIT per problem: D exactly */
@@ -58,8 +58,8 @@ const fmsa_arch_table fmsa_plan_table_opencl = {
  */
 static const fmsa_tile_row fmsa_rows_opencl_cpu[] = {
 /*   name                        pass maxD dtypes not_with  Br   Bc st  w  sram run */
-    {"opencl-cpu-fwd-d256-16x32",FWD, 256, ANY,   0,        16,  32, 1, 1, 0, RUN},
-    {"opencl-cpu-bwd-d256-32x16",BWD, 256, ANY,   0,        32,  16, 1, 1, 0, RUN},
+    {"opencl-cpu-fwd-d256-16x32",FWD, 256, ANY,   0,        16,  32, 1, 1, 0, RUN, 0, 0},
+    {"opencl-cpu-bwd-d256-32x16",BWD, 256, ANY,   0,        32,  16, 1, 1, 0, RUN, 0, 0},
 };
 
 const fmsa_arch_table fmsa_plan_table_opencl_cpu = {

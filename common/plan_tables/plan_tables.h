@@ -50,7 +50,7 @@ extern const fmsa_arch_table fmsa_plan_table_x86_avx512, fmsa_plan_table_x86_avx
     fmsa_plan_table_x86, fmsa_plan_table_aarch64, fmsa_plan_table_cpu;
 /* opencl.c */
 extern const fmsa_arch_table fmsa_plan_table_opencl, fmsa_plan_table_opencl_cpu;
-/* sm80.c, sm90.c, cdna.c */
+/* cuda_mma.c (sm80, sm90), cdna.c */
 extern const fmsa_arch_table fmsa_plan_table_sm80, fmsa_plan_table_sm90,
     fmsa_plan_table_gfx942, fmsa_plan_table_gfx90a;
 

@@ -1,0 +1,203 @@
+/*
+ * The CUDA tile choice, without a device: the planner's rows
+ * (common/plan_tables/cuda_mma.c) and the compiled instances
+ * (backends/cuda/cuda_fwd_instances.h, cuda_bwd_instances.h,
+ * cuda_bwd_f32_instances.h) are one to one -- every row has its kernel in
+ * each dtype it serves, with the same tile, warps, stages and shared memory,
+ * and every kernel has its row -- and the planner's choice is the instance
+ * lists' rule (the smallest D + D_v that covers the problem and fits, the
+ * earlier row on a tie) for every head-dim pair on the devices we target.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "backends/cuda/cuda_bwd_f32_instances.h"
+#include "backends/cuda/cuda_bwd_instances.h"
+#include "backends/cuda/cuda_fwd_instances.h"
+#include "common/planner.h"
+
+#define KIB 1024
+#define MAX_DIM 576
+
+static fmsa_device_info cuda_dev(const char *arch, size_t optin) {
+    fmsa_device_info d;
+    memset(&d, 0, sizeof d);
+    d.backend = FMSA_BACKEND_CUDA;
+    snprintf(d.arch, sizeof d.arch, "%s", arch);
+    d.sram_per_block = 48 * KIB;
+    d.sram_per_block_optin = optin;
+    d.multiprocessors = 132;
+    d.warp_size = 32;
+    return d;
+}
+
+static const fmsa_arch_table *cuda_table(void) {
+    fmsa_device_info d = cuda_dev("sm90", 227 * KIB);
+    const fmsa_arch_table *t = fmsa_plan_find_table(&d);
+    assert_non_null(t);
+    return t;
+}
+
+static int fwd_variant_of(const fmsa_tile_row *r) {
+    return r->not_with ? FMSA_CUDA_FWD_FAST : FMSA_CUDA_FWD_FULL;
+}
+
+static int fwd_row_instance(const fmsa_tile_row *r, int dt) {
+    return fmsa_cuda_fwd_instance_of(dt, fwd_variant_of(r), r->max_head_dim, r->max_head_dim_v,
+                                     r->warps, r->block_m, r->block_n, r->stages,
+                                     (long long)r->sram_bytes);
+}
+
+static const fmsa_cuda_bwd_instance *bwd_row_instance(const fmsa_tile_row *r, fmsa_dtype dt,
+                                                      int cc) {
+    return fmsa_cuda_bwd_instance_of(dt, r->max_head_dim, r->max_head_dim_v, r->block_m,
+                                     r->block_n, r->stages, r->sram_bytes, cc);
+}
+
+/* Every row: its kernel in each dtype of its class, on both compute
+ * capabilities; every kernel (main, not the split decode ones): one row. */
+static void rows_and_instances_are_one_to_one(void **state) {
+    const fmsa_arch_table *t = cuda_table();
+    int n, i, r, hits;
+    const fmsa_cuda_fwd_instance *fi = fmsa_cuda_fwd_instance_table(&n);
+    (void)state;
+    for (r = 0; r < t->num_rows; ++r) {
+        const fmsa_tile_row *row = &t->rows[r];
+        const int f32 = row->dtypes == FMSA_PLAN_DTYPES_F32;
+        assert_true(row->verified == 1 && row->sram_bytes > 0);
+        if (row->pass == FMSA_PASS_FORWARD) {
+            if (f32) assert_true(fwd_row_instance(row, FMSA_CUDA_DT_F32) >= 0);
+            else assert_true(fwd_row_instance(row, FMSA_CUDA_DT_BF16) >= 0 &&
+                             fwd_row_instance(row, FMSA_CUDA_DT_F16) >= 0);
+        } else {
+            for (int cc = 8; cc <= 9; ++cc) {
+                if (f32) assert_non_null(bwd_row_instance(row, FMSA_DTYPE_F32, cc));
+                else assert_true(bwd_row_instance(row, FMSA_DTYPE_BF16, cc) &&
+                                 bwd_row_instance(row, FMSA_DTYPE_F16, cc));
+            }
+        }
+    }
+    for (i = 0; i < n; ++i) {
+        hits = 0;
+        for (r = 0; r < t->num_rows; ++r) {
+            const fmsa_tile_row *row = &t->rows[r];
+            if (row->pass == FMSA_PASS_FORWARD &&
+                (row->dtypes == FMSA_PLAN_DTYPES_F32) == (fi[i].dtype == FMSA_CUDA_DT_F32) &&
+                fwd_row_instance(row, fi[i].dtype) == i)
+                ++hits;
+        }
+        if (hits != 1) fail_msg("forward instance %s has %d rows", fi[i].name, hits);
+    }
+    for (i = 0; i < FMSA_CUDA_BWD_NUM_INSTANCES + FMSA_CUDA_BWD_F32_NUM; ++i) {
+        const fmsa_cuda_bwd_instance *c = i < FMSA_CUDA_BWD_NUM_INSTANCES
+                                              ? &fmsa_cuda_bwd_instance_list[i]
+                                              : &fmsa_cuda_bwd_f32_list[i - FMSA_CUDA_BWD_NUM_INSTANCES];
+        const fmsa_dtype dt = c->bf16 < 0 ? FMSA_DTYPE_F32 : c->bf16 ? FMSA_DTYPE_BF16 : FMSA_DTYPE_F16;
+        hits = 0;
+        for (r = 0; r < t->num_rows; ++r)
+            if (t->rows[r].pass == FMSA_PASS_BACKWARD && bwd_row_instance(&t->rows[r], dt, 9) == c)
+                ++hits;
+        if (hits != 1) fail_msg("backward instance %s has %d rows", c->main, hits);
+    }
+}
+
+/* The devices: H100/H200 (227 KiB opt-in), A100 (163), sm86/89 (99), none (48). */
+static const struct {
+    const char *arch;
+    size_t optin;
+    int cc;
+} devices[] = {{"sm90", 227 * KIB, 9}, {"sm80", 163 * KIB, 8}, {"sm86", 99 * KIB, 8},
+               {"sm80", 0, 8}};
+
+static int plan_row(const fmsa_device_info *d, fmsa_pass pass, fmsa_dtype dt, unsigned feat,
+                    int D, int Dv, const fmsa_tile_row **row) {
+    fmsa_plan_request q;
+    fmsa_tile_plan p;
+    memset(&q, 0, sizeof q);
+    q.head_dim = D, q.head_dim_v = Dv, q.dtype = dt, q.pass = pass, q.features = feat;
+    q.seqlen_q = q.seqlen_k = 4096, q.batch_heads = 64;
+    if (fmsa_plan_tiles(d, &q, &p) != FMSA_SUCCESS) return 0;
+    *row = p.row;
+    return 1;
+}
+
+/* The forward: the planned row's instance is fmsa_cuda_fwd_select's, except
+ * where no instance of the problem's variant fits: there the planner may take
+ * a FULL row (every feature behind run-time checks) for a FAST problem. */
+static void forward_plan_is_the_instance_rule(void **state) {
+    const int dts[3] = {FMSA_CUDA_DT_BF16, FMSA_CUDA_DT_F16, FMSA_CUDA_DT_F32};
+    const fmsa_dtype pdt[3] = {FMSA_DTYPE_BF16, FMSA_DTYPE_F16, FMSA_DTYPE_F32};
+    long long agree = 0;
+    (void)state;
+    for (size_t k = 0; k < sizeof devices / sizeof devices[0]; ++k) {
+        const fmsa_device_info d = cuda_dev(devices[k].arch, devices[k].optin);
+        const long long smem = devices[k].optin ? (long long)devices[k].optin : 48 * KIB;
+        for (int t = 0; t < 3; ++t)
+            for (int full = 0; full < 2; ++full)
+                for (int D = 8; D <= MAX_DIM; D += 8)
+                    for (int Dv = 8; Dv <= MAX_DIM; Dv += 8) {
+                        fmsa_cuda_fwd_params fp;
+                        const fmsa_tile_row *row = NULL;
+                        int want, got = -1;
+                        memset(&fp, 0, sizeof fp);
+                        fp.batch = 2, fp.heads_q = 8, fp.heads_kv = 2;
+                        fp.head_dim = D, fp.head_dim_v = Dv, fp.alibi = full ? (const float *)8 : NULL;
+                        want = fmsa_cuda_fwd_select(dts[t], &fp, smem);
+                        if (plan_row(&d, FMSA_PASS_FORWARD, pdt[t], full ? FMSA_FEAT_ALIBI : 0u, D,
+                                     Dv, &row))
+                            got = fwd_row_instance(row, dts[t]);
+                        if (want >= 0 && got != want)
+                            fail_msg("%s fwd dt %d full %d (%d, %d): planner %d, rule %d",
+                                     d.arch, dts[t], full, D, Dv, got, want);
+                        if (want < 0 && got >= 0 && (full || fwd_variant_of(row) != FMSA_CUDA_FWD_FULL))
+                            fail_msg("%s fwd dt %d full %d (%d, %d): planner %s where the rule has none",
+                                     d.arch, dts[t], full, D, Dv, row->name);
+                        agree += want >= 0;
+                    }
+    }
+    assert_true(agree > 10000);
+}
+
+/* The backward: the planned row's instance is fmsa_cuda_bwd_select's (16-bit)
+ * or fmsa_cuda_bwd_f32_select's, everywhere. */
+static void backward_plan_is_the_instance_rule(void **state) {
+    const fmsa_dtype dts[3] = {FMSA_DTYPE_BF16, FMSA_DTYPE_F16, FMSA_DTYPE_F32};
+    long long agree = 0;
+    (void)state;
+    for (size_t k = 0; k < sizeof devices / sizeof devices[0]; ++k) {
+        const fmsa_device_info d = cuda_dev(devices[k].arch, devices[k].optin);
+        const size_t smem = devices[k].optin ? devices[k].optin : 48 * KIB;
+        for (int t = 0; t < 3; ++t)
+            for (int D = 8; D <= MAX_DIM; D += 8)
+                for (int Dv = 8; Dv <= MAX_DIM; Dv += 8) {
+                    const fmsa_tile_row *row = NULL;
+                    const fmsa_cuda_bwd_instance *want =
+                        dts[t] == FMSA_DTYPE_F32
+                            ? fmsa_cuda_bwd_f32_select(D, Dv, smem)
+                            : fmsa_cuda_bwd_select(dts[t], D, Dv, smem, devices[k].cc);
+                    const fmsa_cuda_bwd_instance *got = NULL;
+                    if (plan_row(&d, FMSA_PASS_BACKWARD, dts[t], 0u, D, Dv, &row))
+                        got = bwd_row_instance(row, dts[t], devices[k].cc);
+                    if (got != want)
+                        fail_msg("%s bwd dt %d (%d, %d): planner %s, rule %s", d.arch, (int)dts[t],
+                                 D, Dv, got ? got->main : "none", want ? want->main : "none");
+                    agree += want != NULL;
+                }
+    }
+    assert_true(agree > 10000);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(rows_and_instances_are_one_to_one),
+        cmocka_unit_test(forward_plan_is_the_instance_rule),
+        cmocka_unit_test(backward_plan_is_the_instance_rule),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
