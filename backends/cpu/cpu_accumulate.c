@@ -27,7 +27,9 @@ fmsa_status fmsa_cpu_accumulate(void *state, const fmsa_accumulate_problem *ap, 
                     }
                     if (ap->mode == FMSA_ACC_FILL) x = ap->fill;
                     else x = fmsa_load_f32(s, sv->dtype, si);
-                    if (ap->mode == FMSA_ACC_ADD) x += fmsa_load_f32(d, dv->dtype, di);
+                    if (ap->mode == FMSA_ACC_ADD_SCALED) x *= ap->fill;
+                    if (ap->mode == FMSA_ACC_ADD || ap->mode == FMSA_ACC_ADD_SCALED)
+                        x += fmsa_load_f32(d, dv->dtype, di);
                     fmsa_store_f32(d, dv->dtype, di, x);
                 }
     return FMSA_SUCCESS;
