@@ -24,7 +24,7 @@ typedef enum fmsa_acc_mode {
     FMSA_ACC_COPY = 0, ///< dst = src (rounded to dst's dtype; bitwise when the dtypes match)
     FMSA_ACC_ADD = 1,  ///< dst = dst + src in fp32, rounded to dst's dtype
     FMSA_ACC_FILL = 2, ///< dst = fill (src absent)
-    FMSA_ACC_ADD_SCALED = 3, ///< dst = dst + fill * src in fp32 (fill is the scale)
+    FMSA_ACC_ADD_SCALED = 3, ///< dst = fma(src, fill, dst) in fp32 (fill is the scale), rounded to dst's dtype
 } fmsa_acc_mode;
 
 /// One side of the op: a 4-d strided view (element strides).

@@ -115,7 +115,7 @@ __kernel void fmsa_ocl_accumulate(__global uchar *d, long dv, long4 ds, __global
         return;
     }
     x = mt.x == 2 ? fill : fmsa_ocl_aux_load(s, mt.z, si);
-    if (mt.x == 3) x *= fill;
-    if (mt.x == 1 || mt.x == 3) x += fmsa_ocl_aux_load(d, mt.y, di);
+    if (mt.x == 3) x = fma(x, fill, fmsa_ocl_aux_load(d, mt.y, di)); /* one rounding */
+    if (mt.x == 1) x += fmsa_ocl_aux_load(d, mt.y, di);
     fmsa_ocl_aux_store(d, mt.y, di, x);
 }
