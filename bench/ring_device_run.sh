@@ -11,9 +11,12 @@
 #             test_grid_features --backend cuda (ctest's test_grid_features_cuda: ALiBi
 #             with offset 0 among the rest), test_ring_nccl (a communicator
 #             of size 1; libnccl.so.2 from the Python nvidia-nccl package or torch/lib)
+#   sm80      the tests stage's suites again with FLASHMSA_CUDA_ARCH=sm80 (the A100 kernels
+#             on the H200), NCCL left out
 #   timing    ring_timing --backend cuda (a ring step against the local kernel alone)
 #   sanitize  compute-sanitizer memcheck on test_ring_accumulate and the loopback suite
-#             with P = 2 only (FLASHMSA_RING_MAX_P=2: memcheck makes every launch slow)
+#             with P = 2 only (FLASHMSA_RING_MAX_P=2: memcheck makes every launch slow;
+#             SAN_TIMEOUT bounds the loopback run, default 120 s)
 # Logs go to $OUT; a short table is printed last; the exit status is the first failure's.
 set -uo pipefail
 top=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -76,6 +79,23 @@ if has tests; then
   rm -f "$OUT/nccl.tmp"
 fi
 
+if has sm80; then
+  : > "$OUT/sm80.log"
+  for t in ${RING_TESTS-test_ring_accumulate test_ring_loopback test_ring_alibi_offset test_grid_features}; do
+    s=$SECONDS
+    echo "=== FLASHMSA_CUDA_ARCH=sm80 $t --backend cuda" >> "$OUT/sm80.log"
+    FLASHMSA_CUDA_ARCH=sm80 FLASHMSA_TEST_BACKEND=cuda $B/tests/$t --backend cuda > "$OUT/$t.tmp" 2>&1
+    r=$?
+    cat "$OUT/$t.tmp" >> "$OUT/sm80.log"
+    if [[ $r -eq 0 ]]; then
+      note "sm80 $t" ok "$(grep -hE 'cases|PASSED' "$OUT/$t.tmp" | tr '\n' ' ') ($((SECONDS - s)) s)"
+    else
+      note "sm80 $t" FAIL "rc=$r see sm80.log"
+    fi
+    rm -f "$OUT/$t.tmp"
+  done
+fi
+
 if has timing; then
   if $B/tests/ring_timing --backend cuda > "$OUT/ring_timing.md" 2> "$OUT/ring_timing.err"; then
     note timing ok "ring_timing.md"
@@ -87,7 +107,7 @@ fi
 if has sanitize; then
   s=$SECONDS
   { timeout 60 compute-sanitizer --tool memcheck --report-api-errors no --error-exitcode 9 $B/tests/test_ring_accumulate --backend cuda &&
-    FLASHMSA_RING_MAX_P=2 timeout 120 compute-sanitizer --tool memcheck --report-api-errors no --error-exitcode 9 \
+    FLASHMSA_RING_MAX_P=2 timeout ${SAN_TIMEOUT:-120} compute-sanitizer --tool memcheck --report-api-errors no --error-exitcode 9 \
       $B/tests/test_ring_loopback --backend cuda; } \
     > "$OUT/sanitize.log" 2>&1
   r=$?

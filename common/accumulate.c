@@ -73,7 +73,8 @@ fmsa_status fmsa_accumulate(fmsa_context *ctx, fmsa_acc_mode mode, const fmsa_te
     fmsa_accumulate_problem ap;
     int64_t ss[4];
     if (!ctx || !dst) return fmsa_fail(FMSA_ERR_INVALID_ARGUMENT, "accumulate: ctx or dst is NULL");
-    if (mode != FMSA_ACC_COPY && mode != FMSA_ACC_ADD && mode != FMSA_ACC_FILL)
+    if (mode != FMSA_ACC_COPY && mode != FMSA_ACC_ADD && mode != FMSA_ACC_FILL &&
+        mode != FMSA_ACC_ADD_SCALED)
         return fmsa_fail(FMSA_ERR_INVALID_ARGUMENT, "accumulate: mode = %d", (int)mode);
     memset(&ap, 0, sizeof ap);
     ap.mode = mode;

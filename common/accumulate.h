@@ -1,6 +1,6 @@
 /*
  * The elementwise op the ring driver needs on the context's device
- * (dist/ring.c): dst = src, dst += src or dst = fill over strided 4-d views
+ * (dist/ring.c): dst = src, dst += src, dst += x * src or dst = x over strided 4-d views
  * of any float dtype (mixed dtypes allowed), arithmetic fp32; and a
  * device-to-device byte copy.  With them the ring packs K/V, sums the fp32
  * gradient partials, rounds the results once and moves blocks between
@@ -24,6 +24,7 @@ typedef enum fmsa_acc_mode {
     FMSA_ACC_COPY = 0, ///< dst = src (rounded to dst's dtype; bitwise when the dtypes match)
     FMSA_ACC_ADD = 1,  ///< dst = dst + src in fp32, rounded to dst's dtype
     FMSA_ACC_FILL = 2, ///< dst = fill (src absent)
+    FMSA_ACC_ADD_SCALED = 3, ///< dst = fma(src, fill, dst) in fp32 (fill is the scale), rounded to dst's dtype
 } fmsa_acc_mode;
 
 /// One side of the op: a 4-d strided view (element strides).
@@ -37,7 +38,7 @@ typedef struct fmsa_acc_view {
 /// The validated op a backend runs: every view 4-d, shapes equal.
 typedef struct fmsa_accumulate_problem {
     fmsa_acc_mode mode;
-    float fill;        ///< FMSA_ACC_FILL's value
+    float fill;        ///< FMSA_ACC_FILL's value, FMSA_ACC_ADD_SCALED's scale
     int64_t shape[4];  ///< extents of dst (and src)
     int64_t count;     ///< elements (product of shape), > 0
     fmsa_acc_view dst; ///< written

@@ -13,6 +13,14 @@
  * touches its data on the host; the host waits only where the transport does
  * (and once at the end of the backward, for dsink's all-reduce).
  *
+ * ALiBi with the striped layout (ring_plan.c): the calls run with the slopes
+ * times P (a copy in the workspace, made on the device) and the constant of
+ * their side of the diagonal moves their lse: added to the forward's partial
+ * lse before the merge, taken from the lse the backward's call reads (a copy
+ * of its rows), each by the elementwise op with the slopes broadcast over
+ * rows.  A bit mask: each call reads a view of the rank's mask rows starting
+ * at the byte of its first key's global column.
+ *
  * Failures: arguments are checked on every rank before the ring starts, and
  * the ranks agree (an all-reduce of the verdict) so that none is left waiting
  * for a rank that returned; a failure inside the ring (out of memory in a
@@ -100,7 +108,41 @@ typedef struct ring_shape {
     int P, r;
     int64_t B, c, Hq, Hkv, D, Dv;
     fmsa_dtype dt;
+    int striped_alibi;       ///< ALiBi with the striped layout: scaled slopes, lse shifts
+    int32_t slopes_ndim;     ///< with it: desc.alibi_slopes' shape
+    int64_t slopes_shape[2];
 } ring_shape;
+
+/* A bit mask (flashmsa_dist.h): the rank's own rows (in its shard's order)
+ * over the whole sequence's key columns, which the calls read through views
+ * starting at a byte, so every chunk of keys must start at a multiple of 8. */
+static fmsa_status ring_check_mask(const fmsa_attention_desc *desc, fmsa_ring_layout layout,
+                                   const ring_shape *sh) {
+    const fmsa_tensor *m = &desc->mask;
+    const int64_t S = (int64_t)sh->P * sh->c;
+    const int64_t chunk = layout == FMSA_RING_ZIGZAG ? sh->c / 2 : sh->c;
+    if (m->ndim != 4)
+        return fmsa_fail(FMSA_ERR_INVALID_ARGUMENT, "desc.mask.ndim = %d: expected 4",
+                         (int)m->ndim);
+    if (m->shape[2] != sh->c || m->shape[3] < (S + 7) / 8)
+        return fmsa_fail(FMSA_ERR_INVALID_ARGUMENT,
+                         "desc.mask.shape = [., ., %lld, %lld]: a ring rank passes its own rows "
+                         "over the whole sequence's keys, [., ., %lld, >= %lld] here (c = "
+                         "q.shape[1] rows, ceil(P c / 8) bytes)",
+                         (long long)m->shape[2], (long long)m->shape[3], (long long)sh->c,
+                         (long long)((S + 7) / 8));
+    /* contiguous: blocks start at columns j c (only 0 when P = 1); zigzag: chunks at j c/2 */
+    if ((layout == FMSA_RING_ZIGZAG || sh->P > 1) && chunk % 8)
+        return fmsa_fail(FMSA_ERR_NOT_SUPPORTED,
+                         "ring: desc.mask with the %s layout needs %s (%lld) a multiple of 8: "
+                         "the calls read the keys of each chunk through a view of the bit-packed "
+                         "mask, which can start only at a byte (8 columns)",
+                         layout == FMSA_RING_ZIGZAG ? "zigzag" : "contiguous",
+                         layout == FMSA_RING_ZIGZAG ? "the chunk q.shape[1] / 2"
+                                                    : "q.shape[1] with P > 1",
+                         (long long)chunk);
+    return FMSA_SUCCESS;
+}
 
 /* What the ring refuses before any rank starts, and the shard's shape. */
 static fmsa_status ring_check_local(fmsa_context *ctx, const fmsa_dist_comm *comm,
@@ -123,18 +165,12 @@ static fmsa_status ring_check_local(fmsa_context *ctx, const fmsa_dist_comm *com
                          ctx->vt->data_handles
                              ? "its buffers are handles, which the transports cannot address"
                              : "it lacks the elementwise op and device copy the ring needs");
-    if (desc->mask.data)
+    if (desc->mask.data && layout == FMSA_RING_STRIPED)
         return fmsa_fail(FMSA_ERR_NOT_SUPPORTED,
-                         "ring: desc.mask is not supported: a bit mask names every (query, key) "
-                         "pair of the whole sequence, and a rank holds only its own rows of "
-                         "it; causal and windows (desc.causal, desc.window_left/right) are "
-                         "supported and cover the masks of global positions");
-    if (desc->alibi_slopes.data && layout == FMSA_RING_STRIPED)
-        return fmsa_fail(FMSA_ERR_NOT_SUPPORTED,
-                         "ring: desc.alibi_slopes with the striped layout is not supported: "
-                         "striped rows are P positions apart, so ALiBi's distance is not a "
-                         "shift of the local one; use the zigzag layout (balanced causal work "
-                         "too) or the contiguous one");
+                         "ring: desc.mask with the striped layout is not supported: a rank's "
+                         "mask rows span the whole sequence's key columns, and the keys a "
+                         "striped rank holds are every P-th column, which no view of the "
+                         "bit-packed rows can select; use the contiguous or zigzag layout");
     if (desc->cu_seqlens_q.data || desc->block_table.data)
         return fmsa_fail(FMSA_ERR_NOT_SUPPORTED, "ring: desc.%s: varlen and paged KV are not "
                          "supported", desc->cu_seqlens_q.data ? "cu_seqlens_q" : "block_table");
@@ -158,11 +194,23 @@ static fmsa_status ring_check_local(fmsa_context *ctx, const fmsa_dist_comm *com
     sh->D = q->shape[3];
     sh->Dv = v->shape[3];
     sh->dt = q->dtype;
+    sh->striped_alibi = desc->alibi_slopes.data && layout == FMSA_RING_STRIPED;
+    sh->slopes_ndim = 0;
+    if (sh->striped_alibi) {
+        /* the local passes validate the slopes; this sizes their copy */
+        if (desc->alibi_slopes.ndim < 1 || desc->alibi_slopes.ndim > 2)
+            return fmsa_fail(FMSA_ERR_INVALID_ARGUMENT, "desc.alibi_slopes.ndim = %d: expected "
+                             "1 ([Hq]) or 2 ([B, Hq])", (int)desc->alibi_slopes.ndim);
+        sh->slopes_ndim = desc->alibi_slopes.ndim;
+        for (int32_t i = 0; i < sh->slopes_ndim; ++i)
+            sh->slopes_shape[i] = desc->alibi_slopes.shape[i];
+    }
     if (layout == FMSA_RING_ZIGZAG && sh->c % 2)
         return fmsa_fail(FMSA_ERR_INVALID_ARGUMENT,
                          "q.shape[1] = %lld: the zigzag layout holds two equal chunks per rank "
                          "(an even count)",
                          (long long)sh->c);
+    if (desc->mask.data) return ring_check_mask(desc, layout, sh);
     return FMSA_SUCCESS;
 }
 
@@ -186,13 +234,23 @@ static fmsa_status ring_agree(fmsa_dist_comm *comm, fmsa_status local) {
 /* ------------------------------------------------------------- the plan */
 
 /// The local description of one call: the ring's, with its causal flag and
-/// window and the sinks only where the call carries them.
-static fmsa_attention_desc ring_desc(const fmsa_attention_desc *desc, const fmsa_ring_call *c) {
+/// window, the sinks only where the call carries them, the mask's view of the
+/// call's rows and key columns, and (striped ALiBi) the scaled slopes, when
+/// slopes is not NULL (sizes need no values: NULL keeps the description's).
+static fmsa_attention_desc ring_desc(const fmsa_attention_desc *desc, const fmsa_ring_call *c,
+                                     const fmsa_tensor *slopes) {
     fmsa_attention_desc d = *desc;
     d.causal = c->causal;
     d.window_left = c->window_left;
     d.window_right = c->window_right;
     if (!c->sinks) memset(&d.sinks, 0, sizeof d.sinks);
+    if (d.mask.data) { /* rows of the rank's shard, columns of the whole sequence (u8) */
+        const int64_t byte0 = c->k_pos0 / 8; /* the plan starts every call's keys at a byte */
+        d.mask.byte_offset += c->q_row0 * d.mask.strides[2] + byte0 * d.mask.strides[3];
+        d.mask.shape[2] = c->q_rows;
+        d.mask.shape[3] -= byte0;
+    }
+    if (slopes && c->alibi_scale != 1) d.alibi_slopes = *slopes;
     return d;
 }
 
@@ -203,6 +261,7 @@ static fmsa_ring_mask ring_mask(const fmsa_attention_desc *desc) {
     m.window_left = desc->window_left < 0 ? -1 : desc->window_left;
     m.window_right = desc->window_right < 0 ? -1 : desc->window_right;
     m.alibi = desc->alibi_slopes.data != NULL;
+    m.mask = desc->mask.data != NULL;
     return m;
 }
 
@@ -218,7 +277,7 @@ static fmsa_status ring_local_ws(fmsa_context *ctx, fmsa_ring_layout layout, fms
         const int n = fmsa_ring_plan_step(layout, sh->P, sh->r, s, sh->c, &m, calls);
         if (n < 0) return fmsa_fail(FMSA_ERR_INTERNAL, "ring: no plan for step %d", s);
         for (int i = 0; i < n; ++i) {
-            const fmsa_attention_desc d = ring_desc(desc, &calls[i]);
+            const fmsa_attention_desc d = ring_desc(desc, &calls[i], NULL);
             const fmsa_tensor qv = ring_rows4(q, calls[i].q_row0, calls[i].q_rows);
             const fmsa_tensor kv = ring_rows4(k, calls[i].k_row0, calls[i].k_rows);
             const fmsa_tensor vv = ring_rows4(v, calls[i].k_row0, calls[i].k_rows);
@@ -241,6 +300,8 @@ typedef struct ring_ws {
     fmsa_tensor part_lse;     ///< forward: a call's lse
     fmsa_tensor part_dk, part_dv; ///< backward: a call's dK / dV (input dtype)
     fmsa_tensor dsink, part_dsink; ///< backward: [Hq] fp32
+    fmsa_tensor slopes;       ///< striped ALiBi: desc.alibi_slopes times P, fp32, their shape
+    fmsa_tensor lse_shift;    ///< striped ALiBi, backward: fp32 [B, Hq, c], the lse a call reads
     void *local;              ///< the local passes' workspace
     size_t local_bytes;
     size_t bytes;             ///< total
@@ -274,7 +335,10 @@ static void ring_ws_layout(char *base, fmsa_pass pass, const ring_shape *sh, siz
         w->part_dv = ring_tensor(&a, sh->dt, 4, vs);
         w->dsink = ring_tensor(&a, FMSA_DTYPE_F32, 1, &sh->Hq);
         w->part_dsink = ring_tensor(&a, FMSA_DTYPE_F32, 1, &sh->Hq);
+        if (sh->striped_alibi) w->lse_shift = ring_tensor(&a, FMSA_DTYPE_F32, 3, ls);
     }
+    if (sh->striped_alibi) w->slopes = ring_tensor(&a, FMSA_DTYPE_F32, sh->slopes_ndim,
+                                                   sh->slopes_shape);
     w->local = ring_take(&a, local);
     w->local_bytes = local;
     w->bytes = a.used;
@@ -344,6 +408,40 @@ static fmsa_status ring_prepare(fmsa_context *ctx, fmsa_dist_comm *comm, fmsa_ri
     return FMSA_SUCCESS;
 }
 
+/* ------------------------------------------------ striped ALiBi */
+
+/// desc.alibi_slopes ([Hq] or [B, Hq]) as a [B, Hq, rows] view that repeats
+/// each slope over the rows (stride 0): the source of a call's lse shift.
+static fmsa_tensor ring_slopes_rows(const fmsa_attention_desc *desc, int64_t B, int64_t Hq,
+                                    int64_t rows) {
+    const fmsa_tensor *a = &desc->alibi_slopes;
+    fmsa_tensor v = *a;
+    v.ndim = 3;
+    v.shape[0] = B;
+    v.shape[1] = Hq;
+    v.shape[2] = rows;
+    v.strides[0] = a->ndim == 2 ? a->strides[0] : 0;
+    v.strides[1] = a->ndim == 2 ? a->strides[1] : a->strides[0];
+    v.strides[2] = 0;
+    return v;
+}
+
+/// lse (fp32 [B, Hq, rows]) += scale * slope of its (sequence, head).
+static fmsa_status ring_shift_lse(fmsa_context *ctx, const fmsa_attention_desc *desc,
+                                  const fmsa_tensor *lse, float scale) {
+    const fmsa_tensor sr = ring_slopes_rows(desc, lse->shape[0], lse->shape[1], lse->shape[2]);
+    return fmsa_accumulate(ctx, FMSA_ACC_ADD_SCALED, lse, &sr, scale, NULL);
+}
+
+/// The striped calls' slopes: desc.alibi_slopes times P, into the workspace.
+static fmsa_status ring_scale_slopes(fmsa_context *ctx, const fmsa_attention_desc *desc,
+                                     const ring_shape *sh, const ring_ws *w) {
+    if (!sh->striped_alibi) return FMSA_SUCCESS;
+    FMSA_TRY(ring_fill(ctx, &w->slopes, 0.0f));
+    return fmsa_accumulate(ctx, FMSA_ACC_ADD_SCALED, &w->slopes, &desc->alibi_slopes,
+                           (float)sh->P, NULL);
+}
+
 /* One forward step's calls on block buffer `cur`, merged into the state. */
 static fmsa_status ring_forward_step(fmsa_context *ctx, fmsa_ring_layout layout,
                                      const fmsa_attention_desc *desc, const ring_shape *sh,
@@ -353,7 +451,7 @@ static fmsa_status ring_forward_step(fmsa_context *ctx, fmsa_ring_layout layout,
     const int n = fmsa_ring_plan_step(layout, sh->P, sh->r, s, sh->c, &m, calls);
     for (int i = 0; i < n; ++i) {
         const fmsa_ring_call *c = &calls[i];
-        const fmsa_attention_desc d = ring_desc(desc, c);
+        const fmsa_attention_desc d = ring_desc(desc, c, &w->slopes);
         const fmsa_tensor qv = ring_rows4(q, c->q_row0, c->q_rows);
         const fmsa_tensor kv = ring_rows4(&w->k[cur], c->k_row0, c->k_rows);
         const fmsa_tensor vv = ring_rows4(&w->v[cur], c->k_row0, c->k_rows);
@@ -363,6 +461,8 @@ static fmsa_status ring_forward_step(fmsa_context *ctx, fmsa_ring_layout layout,
         const fmsa_tensor al = ring_rows3(&w->acc_lse, c->q_row0, c->q_rows);
         FMSA_TRY(fmsa_forward_offset(ctx, &d, c->alibi_offset, &qv, &kv, &vv, &po, &pl, w->local,
                                      w->local_bytes, NULL));
+        /* striped ALiBi: the constant the call's scores lack joins its lse */
+        if (c->alibi_add) FMSA_TRY(ring_shift_lse(ctx, desc, &pl, (float)c->alibi_add));
         FMSA_TRY(fmsa_merge_states(ctx, &ao, &al, &po, &pl, &ao, &al, NULL));
     }
     return FMSA_SUCCESS;
@@ -383,6 +483,7 @@ fmsa_status fmsa_ring_forward(fmsa_context *ctx, fmsa_dist_comm *comm, fmsa_ring
     if (!comm) return st;
     comm->ctx = ctx; /* the loopback copies blocks with it */
     FMSA_TRY(ring_agree(comm, st));
+    FMSA_TRY(ring_scale_slopes(ctx, desc, &sh, &w));
     FMSA_TRY(ring_pack_kv(ctx, &w, k, v));
     FMSA_TRY(ring_fill(ctx, &w.acc_o, 0.0f));
     FMSA_TRY(ring_fill(ctx, &w.acc_lse, -INFINITY));
@@ -416,7 +517,7 @@ static fmsa_status ring_backward_step(fmsa_context *ctx, fmsa_ring_layout layout
     const int n = fmsa_ring_plan_step(layout, sh->P, sh->r, s, sh->c, &m, calls);
     for (int i = 0; i < n; ++i) {
         const fmsa_ring_call *c = &calls[i];
-        const fmsa_attention_desc d = ring_desc(desc, c);
+        const fmsa_attention_desc d = ring_desc(desc, c, &w->slopes);
         fmsa_backward_tensors bt;
         fmsa_tensor adq, adk, adv;
         memset(&bt, 0, sizeof bt);
@@ -431,6 +532,12 @@ static fmsa_status ring_backward_step(fmsa_context *ctx, fmsa_ring_layout layout
         bt.dk = ring_rows4(&w->part_dk, c->k_row0, c->k_rows);
         bt.dv = ring_rows4(&w->part_dv, c->k_row0, c->k_rows);
         if (c->sinks && desc->sinks.data) bt.dsink = w->part_dsink;
+        if (c->alibi_add) { /* striped ALiBi: P = exp(s + add slope - lse), s the call's score */
+            const fmsa_tensor ls = ring_rows3(&w->lse_shift, c->q_row0, c->q_rows);
+            FMSA_TRY(ring_copy(ctx, &ls, &bt.lse));
+            FMSA_TRY(ring_shift_lse(ctx, desc, &ls, -(float)c->alibi_add));
+            bt.lse = ls;
+        }
         FMSA_TRY(fmsa_backward_offset(ctx, &d, c->alibi_offset, &bt, w->local, w->local_bytes,
                                       NULL));
         adq = ring_rows4(&w->acc_o, c->q_row0, c->q_rows);
@@ -497,6 +604,7 @@ fmsa_status fmsa_ring_backward(fmsa_context *ctx, fmsa_dist_comm *comm, fmsa_rin
     if (!comm) return st;
     comm->ctx = ctx; /* the loopback copies blocks with it */
     FMSA_TRY(ring_agree(comm, st));
+    FMSA_TRY(ring_scale_slopes(ctx, desc, &sh, &w));
     FMSA_TRY(ring_pack_kv(ctx, &w, &t->k, &t->v));
     FMSA_TRY(ring_fill(ctx, &w.dk[0], 0.0f));
     FMSA_TRY(ring_fill(ctx, &w.dv[0], 0.0f));

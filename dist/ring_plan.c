@@ -18,11 +18,26 @@
  * ALiBi (contiguous segments only): the call's row i and key l are at global
  * positions qp + q0 + i and kp + k0 + l, while its local distance is
  * i + (k1 - k0) - (q1 - q0) - l; the difference, (qp + q0) - (kp + k0) -
- * (k1 - k0) + (q1 - q0), is the call's alibi_offset.  Striped rows are at
- * global distance P (i - l) + r - j: a scaled distance with a fractional
- * shift, which no integer offset gives, so the plan has none for it.
+ * (k1 - k0) + (q1 - q0), is the call's alibi_offset.
+ *
+ * ALiBi, striped: rank r's row i and rank j's key l are at global distance
+ * P x + d, x = i - l, d = r - j, |d| < P.  So |P x + d| = P |x| + d for x > 0,
+ * |d| for x = 0 and P |x| - d for x < 0: on each side of the local diagonal
+ * the bias is -(P slope) |x| plus a constant.  With d != 0 a pair is run as
+ * up to three calls (the bands x > 0, x = 0, x < 0), each with slopes scaled
+ * by P, the offset of x (the formula above with both segments at 0) and its
+ * constant (alibi_add = -d, -|d|, d); at d = 0 (step 0) it is one call.  This
+ * needs no kernel to know of strides: the constant moves the call's lse.
+ *
+ * Bit mask: a call's keys are a run of the mask's global columns, which a
+ * view of the bit-packed rows can start only at a byte, so k0 is lowered to
+ * the column that is a multiple of 8 below it (segments start at one: the
+ * driver checks); the keys added are left of the band, which the call's left
+ * window then masks.
  */
 #include "dist/ring_plan.h"
+
+#include <string.h>
 
 #define RING_INF INT64_MAX
 
@@ -72,11 +87,14 @@ static void ring_band(const ring_seg *A, const ring_seg *B, const fmsa_ring_mask
     }
 }
 
-/* The call running band [L, R] of the pair, if any pair of it is visible. */
+/* The call running band [L, R] of the pair, if any pair of it is visible;
+ * add: the striped ALiBi constant of the band (header comment); mask: the
+ * keys start at a byte of the bit mask. */
 static void ring_add_band(fmsa_ring_call *out, int *n, const ring_seg *A, const ring_seg *B,
-                          int64_t L, int64_t R, int own) {
+                          int64_t L, int64_t R, int own, int64_t add, int mask) {
     const int64_t nq = A->rows, nk = B->rows;
     int64_t q0, q1, k0, k1, tau, wl, wr;
+    fmsa_ring_call *c = &out[*n];
     if (nq <= 0 || nk <= 0 || L > R) return; /* L > R: an empty band (striped rows of one parity) */
     q0 = R == RING_INF ? 0 : max64(0, -R);
     q1 = L == -RING_INF ? nq : min64(nq, nk - L);
@@ -84,14 +102,27 @@ static void ring_add_band(fmsa_ring_call *out, int *n, const ring_seg *A, const 
     k0 = L == -RING_INF ? 0 : max64(0, q0 + L);
     k1 = R == RING_INF ? nk : min64(nk, q1 - 1 + R + 1);
     if (k0 >= k1) return;
+    if (mask) k0 -= (B->pos0 + k0) % 8; /* B->pos0 % 8 == 0, so k0 stays >= 0 */
     tau = k1 - q1;
     /* a bound no pair of the call reaches is no bound */
     wl = L == -RING_INF || k0 - (q1 - 1) >= L ? -1 : tau - L;
     wr = R == RING_INF || (k1 - 1) - q0 <= R ? -1 : R - tau;
-    out[*n] = (fmsa_ring_call){A->row0 + q0, q1 - q0, B->row0 + k0, k1 - k0, wr == 0, own, wl,
-                               wr == 0 ? -1 : wr, 0};
-    if (A->stride == 1) /* contiguous segments: the ALiBi offset (header comment) */
-        out[*n].alibi_offset = (A->pos0 + q0) - (B->pos0 + k0) - (k1 - k0) + (q1 - q0);
+    memset(c, 0, sizeof *c);
+    c->q_row0 = A->row0 + q0;
+    c->q_rows = q1 - q0;
+    c->k_row0 = B->row0 + k0;
+    c->k_rows = k1 - k0;
+    c->causal = wr == 0;
+    c->sinks = own;
+    c->window_left = wl;
+    c->window_right = wr == 0 ? -1 : wr;
+    c->k_pos0 = B->pos0 + B->stride * k0;
+    c->alibi_scale = (int)A->stride;
+    c->alibi_add = add;
+    /* the ALiBi offset (header comment): of the global distance for contiguous segments,
+     * of x for striped ones (both at 0) */
+    if (A->stride == 1) c->alibi_offset = (A->pos0 + q0) - (B->pos0 + k0) - (k1 - k0) + (q1 - q0);
+    else c->alibi_offset = q0 - k0 - (k1 - k0) + (q1 - q0);
     ++*n;
 }
 
@@ -104,25 +135,45 @@ int fmsa_ring_plan_step(fmsa_ring_layout layout, int P, int r, int s, int64_t c,
     fmsa_ring_mask m = *mask;
     int bounded, n = 0;
     if (nq < 0 || nk < 0) return -1;
-    if (mask->alibi && layout == FMSA_RING_STRIPED) return -1;
+    if (mask->mask) /* every call's keys must start at a byte of the mask */
+        for (int b = 0; b < nk; ++b)
+            if (ks[b].stride != 1 || ks[b].pos0 % 8) return -1;
     /* a window reaching past the sequence is none (and keeps the band arithmetic small) */
     if (m.window_left >= S) m.window_left = -1;
     if (m.window_right >= S) m.window_right = -1;
     mask = &m;
     bounded = m.causal || m.window_left >= 0 || m.window_right >= 0;
-    if (!bounded && !m.alibi) {
+    if (!bounded && !m.alibi && !m.mask) {
         /* every key of the block: one pass, which carries the sinks at the rank's own block
-         * (with ALiBi the pairs below: each has its own offset) */
-        if (c > 0) out[n++] = (fmsa_ring_call){0, c, 0, c, 0, s == 0, -1, -1, 0};
+         * (with ALiBi or a mask the pairs below: each has its own offset or mask columns) */
+        if (c > 0) {
+            memset(&out[0], 0, sizeof out[0]);
+            out[0].q_rows = out[0].k_rows = c;
+            out[0].sinks = s == 0;
+            out[0].window_left = out[0].window_right = -1;
+            out[0].alibi_scale = 1;
+            out[0].k_pos0 = ks[0].pos0;
+            n = 1;
+        }
         return n;
     }
     for (int a = 0; a < nq; ++a)
         for (int b = 0; b < nk; ++b) {
-            int64_t L, R;
-            ring_band(&qs[a], &ks[b], mask, &L, &R);
             /* the sink term once per row: at step 0, the pair of the row's own chunk,
              * which holds the row's own position and so covers every row */
-            ring_add_band(out, &n, &qs[a], &ks[b], L, R, s == 0 && a == b);
+            const int own = s == 0 && a == b;
+            const int64_t d = (int64_t)r - j;
+            int64_t L, R;
+            ring_band(&qs[a], &ks[b], mask, &L, &R);
+            if (m.alibi && qs[a].stride > 1 && d != 0) {
+                /* striped ALiBi off the rank's own block: the sides of x = i - l = -(l - i) */
+                ring_add_band(out, &n, &qs[a], &ks[b], L, min64(R, -1), own, -d, m.mask);
+                ring_add_band(out, &n, &qs[a], &ks[b], max64(L, 0), min64(R, 0), own,
+                              d < 0 ? d : -d, m.mask);
+                ring_add_band(out, &n, &qs[a], &ks[b], max64(L, 1), R, own, d, m.mask);
+            } else {
+                ring_add_band(out, &n, &qs[a], &ks[b], L, R, own, 0, m.mask);
+            }
         }
     return n;
 }

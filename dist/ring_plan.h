@@ -21,27 +21,42 @@ typedef struct fmsa_ring_call {
     int sinks;              ///< this call carries the sink term of its rows (step 0, once per row)
     int64_t window_left;    ///< the local pass's window (-1 = unlimited)
     int64_t window_right;   ///< (-1 = unlimited; with causal always -1)
-    /// ALiBi: what the local pass adds to its distance (fmsa_problem.alibi_offset) so that
-    /// row i and key j of the call are at the global distance q_pos(i) - k_pos(j); 0 without
+    /// ALiBi: what the local pass adds to its distance (fmsa_problem.alibi_offset).  Contiguous
+    /// segments: row i and key j of the call are then at the global distance q_pos(i) - k_pos(j).
+    /// Striped: at the distance x = (i - j) of the rank-local indices (see alibi_scale)
     int64_t alibi_offset;
+    /// ALiBi: the local pass's slopes are the description's times alibi_scale (1; P in the
+    /// striped layout), and alibi_add * slope is the constant its scores then lack, which the
+    /// driver adds to the call's lse (forward) and takes from the lse it reads (backward):
+    /// -slope |P x + d| = -(P slope) |x| + alibi_add slope on one side of x = 0 (d = r - j)
+    int alibi_scale;
+    int64_t alibi_add;
+    /// Global position of key k_row0 (stride 1 in the contiguous and zigzag layouts: with a
+    /// bit mask, the mask column where the call's keys start, a multiple of 8)
+    int64_t k_pos0;
 } fmsa_ring_call;
 
 enum { FMSA_RING_MAX_CALLS = 4 };
 
 /// The global mask: causal, and the window of the description (-1 = none);
-/// alibi: the passes carry ALiBi, so every call must be one contiguous
-/// (query segment, key segment) pair, whose distances differ from the global
-/// ones by a constant (the striped layout has no such form: no plan).
+/// alibi: the passes carry ALiBi, so every call is one (query segment, key
+/// segment) pair, whose distances differ from the global ones by a constant
+/// (contiguous segments) or, striped, one side of the local diagonal
+/// (alibi_scale, alibi_add); mask: the passes carry a bit mask over the global
+/// key columns, so every call is one pair of contiguous segments whose keys
+/// start at a column that is a multiple of 8 (a byte of the mask; striped
+/// keys are no run of columns: no plan).
 typedef struct fmsa_ring_mask {
     int causal;
     int64_t window_left, window_right;
     int alibi;
+    int mask;
 } fmsa_ring_mask;
 
 /// The calls of step s (0 <= s < P) of rank r, which then holds the block of
 /// rank (r - s) mod P; c rows per rank.  Returns the number of calls written,
-/// or -1 if the layout cannot hold c (zigzag needs c even) or the mask
-/// (striped with ALiBi).
+/// or -1 if the layout cannot hold c (zigzag needs c even) or the mask (a bit
+/// mask with the striped layout, or with a segment starting off a byte).
 int fmsa_ring_plan_step(fmsa_ring_layout layout, int P, int r, int s, int64_t c,
                         const fmsa_ring_mask *mask, fmsa_ring_call out[FMSA_RING_MAX_CALLS]);
 

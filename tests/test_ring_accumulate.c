@@ -1,6 +1,6 @@
 /*
  * The ring's elementwise op and device copy (common/accumulate.h) on the
- * backend --backend names: copy, fp32 add and fill over strided 4-d views in
+ * backend --backend names: copy, fp32 add, scaled add (one fma) and fill over strided 4-d views in
  * every pair of float dtypes, against the same arithmetic done here on dense
  * host arrays.  Every element outside the destination view (gaps between its
  * strided rows, guards) must come back unchanged, every element inside it
@@ -88,6 +88,7 @@ static void one(fmsa_acc_mode mode, fmsa_dtype dd, fmsa_dtype sd, float fill) {
                         continue;
                     }
                     if (mode == FMSA_ACC_ADD) x += fmsa_load_f32(hd, dd, i);
+                    if (mode == FMSA_ACC_ADD_SCALED) x = fmaf(x, fill, fmsa_load_f32(hd, dd, i));
                     fmsa_store_f32(hd, dd, i, x);
                 }
     if (memcmp(hd, back, span * ed) != 0) {
@@ -114,10 +115,48 @@ static void modes(void **state) {
         for (int j = 0; j < 3; ++j) {
             one(FMSA_ACC_COPY, dts[i], dts[j], 0.0f);
             one(FMSA_ACC_ADD, dts[i], dts[j], 0.0f);
+            one(FMSA_ACC_ADD_SCALED, dts[i], dts[j], -3.0f);
+            one(FMSA_ACC_ADD_SCALED, dts[i], dts[j], 0.3f);
         }
         one(FMSA_ACC_FILL, dts[i], dts[i], 0.0f);
         one(FMSA_ACC_FILL, dts[i], dts[i], -INFINITY);
     }
+}
+
+/* The ring's lse shift (dist/ring.c): an fp32 [2, 3, 5] lse view += x times
+ * a [2, 3] slope each, read through a view that repeats it over the last dim
+ * (stride 0), and a [3] one repeated over the first two. */
+static void scaled_broadcast(void **state) {
+    float h[2 * 3 * 5], sl[6], back[2 * 3 * 5];
+    void *dl = NULL, *ds = NULL;
+    const int64_t sh[3] = {2, 3, 5};
+    fmsa_tensor tl, ts;
+    (void)state;
+    for (int i = 0; i < 30; ++i) h[i] = draw();
+    for (int i = 0; i < 6; ++i) sl[i] = draw();
+    assert_int_equal(fmsa_malloc(g_ctx, sizeof h, &dl), FMSA_SUCCESS);
+    assert_int_equal(fmsa_malloc(g_ctx, sizeof sl, &ds), FMSA_SUCCESS);
+    assert_int_equal(fmsa_copy_to_device(g_ctx, ds, 0, sl, sizeof sl), FMSA_SUCCESS);
+    tl = fmsa_tensor_contiguous(dl, FMSA_DTYPE_F32, 3, sh);
+    ts = fmsa_tensor_contiguous(ds, FMSA_DTYPE_F32, 3, sh);
+    for (int v = 0; v < 2; ++v) {
+        assert_int_equal(fmsa_copy_to_device(g_ctx, dl, 0, h, sizeof h), FMSA_SUCCESS);
+        ts.strides[0] = v ? 0 : 3; /* [B, Hq] slopes, or [Hq] repeated over B */
+        ts.strides[1] = 1;
+        ts.strides[2] = 0;
+        assert_int_equal(fmsa_accumulate(g_ctx, FMSA_ACC_ADD_SCALED, &tl, &ts, -2.0f, NULL),
+                         FMSA_SUCCESS);
+        assert_int_equal(fmsa_synchronize(g_ctx, NULL), FMSA_SUCCESS);
+        assert_int_equal(fmsa_copy_to_host(g_ctx, back, dl, 0, sizeof back), FMSA_SUCCESS);
+        for (int b = 0; b < 2; ++b)
+            for (int k = 0; k < 3; ++k)
+                for (int i = 0; i < 5; ++i) {
+                    const int n = (b * 3 + k) * 5 + i;
+                    assert_true(back[n] == fmaf(sl[v ? k : b * 3 + k], -2.0f, h[n]));
+                }
+    }
+    fmsa_free(g_ctx, dl);
+    fmsa_free(g_ctx, ds);
 }
 
 /* What the op refuses: shapes that differ, a non-float dtype. */
@@ -168,6 +207,7 @@ static void copy_device(void **state) {
 int main(int argc, char **argv) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(modes),
+        cmocka_unit_test(scaled_broadcast),
         cmocka_unit_test(refusals),
         cmocka_unit_test(copy_device),
     };

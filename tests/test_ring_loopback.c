@@ -10,8 +10,10 @@
  * The CPU runs P = 1, 2, 3, 8 (odd P included) with f32 and bf16; a GPU runs
  * P = 2, 4, 8 with bf16 and f16 and head dim 64 (the CUDA backward's f32 came later; this
  * suite does not run it yet).
- * ALiBi runs with the contiguous and zigzag layouts; striped with it, and
- * bit masks, are refused (checked by status and message).
+ * ALiBi runs with every layout (striped: scaled slopes and lse shifts, odd P
+ * on the CPU); bit masks with the contiguous and zigzag layouts (chunks a
+ * multiple of 8); a mask with the striped layout or with chunks off a byte is
+ * refused (checked by status and message).
  */
 #include <pthread.h>
 #include <setjmp.h>
@@ -218,9 +220,11 @@ static void windows(void **state) {
 }
 
 /* ALiBi over the whole sequence's distances (issue 16): contiguous and zigzag
- * (each local pass one pair of chunks with its own offset), [Hq] and [B, Hq]
- * slopes, causal and not, a sliding and a two-sided window reaching across
- * ranks, GQA, sinks once per row, dlse and softcap on some, fwd and bwd. */
+ * (each local pass one pair of chunks with its own offset) and striped (each
+ * side of the local diagonal a pass of its own, slopes times P, the side's
+ * constant in the lse), [Hq] and [B, Hq] slopes, causal and not, a sliding and
+ * a two-sided window reaching across ranks, GQA, sinks once per row, dlse and
+ * softcap on some, fwd and bwd. */
 static void alibi(void **state) {
     static const int cpu_Ps[] = {2, 3, 8}, gpu_Ps[] = {2, 4, 8};
     const int *Ps = on_cpu() ? cpu_Ps : gpu_Ps;
@@ -228,7 +232,7 @@ static void alibi(void **state) {
     (void)state;
     if (!ring_runs_here()) skip();
     for (size_t pi = 0; pi < 3; ++pi)
-        for (int layout = 0; layout < 2; ++layout)
+        for (int layout = 0; layout < 3; ++layout)
             for (int v = 0; v < 4; ++v) {
                 fmsa_ring_spec s = {0};
                 if (!p_wanted(Ps[pi])) continue;
@@ -263,6 +267,56 @@ static void alibi(void **state) {
     assert_int_equal(failures, 0);
 }
 
+/* Bit masks across ranks: each rank passes its own rows over the whole
+ * sequence's key columns; contiguous and zigzag (c = 16: chunks of 16 and 8
+ * columns, each starting at a byte), [B, Hq] and broadcast [1, 1] masks with a
+ * fully masked row, causal and not, windows, ALiBi, GQA, sinks, dlse and
+ * softcap on some; and P = 1 with a shard no multiple of 8 (one block at
+ * column 0). */
+static void masks(void **state) {
+    static const int cpu_Ps[] = {2, 3, 8}, gpu_Ps[] = {2, 4, 8};
+    const int *Ps = on_cpu() ? cpu_Ps : gpu_Ps;
+    int failures = 0, cases = 0, refused = 0;
+    (void)state;
+    if (!ring_runs_here()) skip();
+    for (size_t pi = 0; pi < 4; ++pi)
+        for (int layout = 0; layout < 2; ++layout)
+            for (int v = 0; v < 4; ++v) {
+                fmsa_ring_spec s = {0};
+                if (pi == 3 && (layout != 0 || v > 1)) continue;
+                if (pi < 3 && !p_wanted(Ps[pi])) continue;
+                s.P = pi == 3 ? 1 : Ps[pi];
+                s.layout = (fmsa_ring_layout)layout;
+                s.causal = v == 1 || v == 2;
+                s.mask = v % 2 ? 2 : 1;
+                s.alibi = v == 1 ? 1 : v == 2 ? 2 : 0;
+                if (v >= 2) { /* causal: a sliding window; full: a two-sided one */
+                    s.window = 1;
+                    s.window_left = v == 2 ? 9 : 7;
+                    s.window_right = v == 2 ? -1 : 5;
+                }
+                s.dtype = (layout + v) % 2 ? FMSA_DTYPE_BF16
+                                           : (on_cpu() ? FMSA_DTYPE_F32 : FMSA_DTYPE_F16);
+                s.B = 2;
+                s.c = pi == 3 ? 13 : 16;
+                s.Hq = 4;
+                s.Hkv = v == 1 ? 1 : 2;
+                s.D = on_cpu() ? 32 : 64;
+                s.Dv = s.D;
+                s.sinks = v == 0 || v == 2;
+                s.dlse = v == 1;
+                s.softcap = v == 3 ? 20.0f : 0.0f;
+                s.backend = g_opt.backend;
+                s.seed = 59u * (unsigned)(pi * 8 + layout * 4 + v) + 7u;
+                failures += run_spec(&s, &refused);
+                ++cases;
+            }
+    print_message("ring loopback masks: %d cases, %d failed, %d not supported\n", cases, failures,
+                  refused);
+    assert_int_equal(refused, 0);
+    assert_int_equal(failures, 0);
+}
+
 /* Arguments the ring refuses, on every rank alike, before anything moves. */
 static void refusals(void **state) {
     fmsa_dist_comm *comms[1];
@@ -281,32 +335,55 @@ static void refusals(void **state) {
                      FMSA_ERR_INVALID_ARGUMENT);
     assert_non_null(strstr(fmsa_last_error(), "zigzag"));
     assert_int_equal(bytes, 0);
-    /* ALiBi: striped rows are P positions apart, no shift of the local distance
-     * is the global one; contiguous (and zigzag, in `alibi`) are accepted */
+    /* ALiBi: every layout is accepted (striped: slopes times P, the lse shifted) */
     desc.alibi_slopes = fmsa_tensor_contiguous(buf, FMSA_DTYPE_F32, 1, &sh[2]);
-    assert_int_equal(fmsa_ring_workspace_size(ctx, comms[0], FMSA_RING_STRIPED,
-                                              FMSA_PASS_FORWARD, &desc, &q, &q, &q, &bytes),
-                     FMSA_ERR_NOT_SUPPORTED);
-    assert_non_null(strstr(fmsa_last_error(), "desc.alibi_slopes with the striped layout"));
-    assert_int_equal(bytes, 0);
-    assert_int_equal(fmsa_ring_workspace_size(ctx, comms[0], FMSA_RING_CONTIGUOUS,
-                                              FMSA_PASS_FORWARD, &desc, &q, &q, &q, &bytes),
-                     FMSA_SUCCESS);
-    assert_true(bytes > 0);
+    for (int layout = 0; layout < 3; layout += 2) {
+        bytes = 0;
+        assert_int_equal(fmsa_ring_workspace_size(ctx, comms[0], (fmsa_ring_layout)layout,
+                                                  FMSA_PASS_BACKWARD, &desc, &q, &q, &q, &bytes),
+                         FMSA_SUCCESS);
+        assert_true(bytes > 0);
+    }
     memset(&desc.alibi_slopes, 0, sizeof desc.alibi_slopes);
-    /* a bit mask names pairs of the whole sequence: refused on every layout */
+    /* bit masks: the rank's rows over every key column, read through byte views */
     {
-        const int64_t ms[4] = {1, 1, 5, 1};
+        const int64_t ms[4] = {1, 1, 5, 1}, ms6[4] = {1, 1, 6, 2}, sh6[4] = {2, 6, 4, 32};
+        const int64_t ms10[4] = {1, 1, 5, 2};
+        const fmsa_tensor q6 = fmsa_tensor_contiguous(buf, FMSA_DTYPE_F32, 4, sh6);
+        fmsa_dist_comm *two[2];
         desc.mask = fmsa_tensor_contiguous(buf, FMSA_DTYPE_U8, 4, ms);
-        for (int layout = 0; layout < 3; ++layout) {
-            bytes = 7;
-            assert_int_equal(fmsa_ring_workspace_size(ctx, comms[0], (fmsa_ring_layout)layout,
-                                                      FMSA_PASS_BACKWARD, &desc, &q, &q, &q,
-                                                      &bytes),
-                             FMSA_ERR_NOT_SUPPORTED);
-            assert_non_null(strstr(fmsa_last_error(), "desc.mask is not supported"));
-            assert_int_equal(bytes, 0);
-        }
+        /* one rank, contiguous: one block at column 0, any shard */
+        assert_int_equal(fmsa_ring_workspace_size(ctx, comms[0], FMSA_RING_CONTIGUOUS,
+                                                  FMSA_PASS_BACKWARD, &desc, &q, &q, &q, &bytes),
+                         FMSA_SUCCESS);
+        /* striped keys are every P-th column */
+        bytes = 7;
+        assert_int_equal(fmsa_ring_workspace_size(ctx, comms[0], FMSA_RING_STRIPED,
+                                                  FMSA_PASS_BACKWARD, &desc, &q, &q, &q, &bytes),
+                         FMSA_ERR_NOT_SUPPORTED);
+        assert_non_null(strstr(fmsa_last_error(), "desc.mask with the striped layout"));
+        assert_int_equal(bytes, 0);
+        /* zigzag chunks of 3 rows start off a byte */
+        desc.mask = fmsa_tensor_contiguous(buf, FMSA_DTYPE_U8, 4, ms6);
+        assert_int_equal(fmsa_ring_workspace_size(ctx, comms[0], FMSA_RING_ZIGZAG,
+                                                  FMSA_PASS_FORWARD, &desc, &q6, &q6, &q6, &bytes),
+                         FMSA_ERR_NOT_SUPPORTED);
+        assert_non_null(strstr(fmsa_last_error(), "desc.mask with the zigzag layout needs"));
+        /* two ranks of 5 rows: block 1 starts at column 5 */
+        assert_int_equal(fmsa_dist_comm_loopback(2, two), FMSA_SUCCESS);
+        desc.mask = fmsa_tensor_contiguous(buf, FMSA_DTYPE_U8, 4, ms10);
+        assert_int_equal(fmsa_ring_workspace_size(ctx, two[1], FMSA_RING_CONTIGUOUS,
+                                                  FMSA_PASS_FORWARD, &desc, &q, &q, &q, &bytes),
+                         FMSA_ERR_NOT_SUPPORTED);
+        assert_non_null(strstr(fmsa_last_error(), "desc.mask with the contiguous layout needs"));
+        /* ... and a mask must cover the whole sequence's columns (10 keys: 2 bytes) */
+        desc.mask = fmsa_tensor_contiguous(buf, FMSA_DTYPE_U8, 4, ms);
+        assert_int_equal(fmsa_ring_workspace_size(ctx, two[1], FMSA_RING_CONTIGUOUS,
+                                                  FMSA_PASS_FORWARD, &desc, &q, &q, &q, &bytes),
+                         FMSA_ERR_INVALID_ARGUMENT);
+        assert_non_null(strstr(fmsa_last_error(), "desc.mask.shape"));
+        fmsa_dist_comm_destroy(two[0]);
+        fmsa_dist_comm_destroy(two[1]);
         memset(&desc.mask, 0, sizeof desc.mask);
     }
     assert_int_equal(fmsa_ring_workspace_size(ctx, comms[0], (fmsa_ring_layout)9,
@@ -330,6 +407,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(features),
         cmocka_unit_test(windows),
         cmocka_unit_test(alibi),
+        cmocka_unit_test(masks),
         cmocka_unit_test(refusals),
     };
     int rc;

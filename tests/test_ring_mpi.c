@@ -2,9 +2,10 @@
  * Ring attention over MPI: run as `mpiexec -n P test_ring_mpi` (tests/ring.cmake
  * does for P = 1, 2, 3, 4).  Every process is one rank with its own CPU
  * context; every layout, causal and not, GQA, f32 and bf16, and two windows
- * (causal sliding, two-sided) reaching across ranks, and ALiBi over the whole
- * sequence (contiguous and zigzag, [Hq] and [B, Hq] slopes, causal and not,
- * windows, sinks); each rank checks
+ * (causal sliding, two-sided) reaching across ranks, ALiBi over the whole
+ * sequence (every layout, [Hq] and [B, Hq] slopes, causal and not, windows,
+ * sinks), and bit masks (contiguous and zigzag, each rank its own rows over
+ * every key column, a fully masked row, with ALiBi on some); each rank checks
  * its own rows against the whole problem's fp64 reference under the rule
  * (tests/support/fmsa_ring_case.c), and the ranks agree on the verdict.
  */
@@ -27,7 +28,7 @@ int main(int argc, char **argv) {
     }
     for (int layout = 0; layout < 3; ++layout)
         for (int causal = 0; causal < 2; ++causal)
-            for (int di = 0; di < 5; ++di) { /* di = 2: bf16 with a window; 3, 4: ALiBi */
+            for (int di = 0; di < 6; ++di) { /* di = 2: bf16 with a window; 3, 4: ALiBi; 5: mask */
                 fmsa_ring_spec s = {0};
                 fmsa_ring_case *rc;
                 char msg[512], name[160];
@@ -47,8 +48,7 @@ int main(int argc, char **argv) {
                 s.Hkv = 1;
                 s.D = 16;
                 s.Dv = 16;
-                if (di >= 3) { /* ALiBi: not striped (refused, see test_ring_loopback) */
-                    if (layout == FMSA_RING_STRIPED) continue;
+                if (di == 3 || di == 4) { /* ALiBi (striped: slopes times P, lse shifts) */
                     s.dtype = di == 3 ? FMSA_DTYPE_F32 : FMSA_DTYPE_BF16;
                     s.alibi = di == 3 ? 1 : 2;
                     s.B = 2;
@@ -59,6 +59,17 @@ int main(int argc, char **argv) {
                         s.window_left = causal ? 6 : 5;
                         s.window_right = causal ? -1 : 8;
                     }
+                }
+                if (di == 5) { /* a bit mask: not striped (refused, see test_ring_loopback) */
+                    if (layout == FMSA_RING_STRIPED) continue;
+                    s.dtype = causal ? FMSA_DTYPE_BF16 : FMSA_DTYPE_F32;
+                    s.c = 16; /* chunks of 16 and 8 keys: each starts at a byte of the mask */
+                    s.mask = causal ? 2 : 1;
+                    s.alibi = causal ? 2 : 0;
+                    s.B = 2;
+                    s.Hkv = 2;
+                    s.sinks = !causal;
+                    s.dlse = causal;
                 }
                 s.seed = 101u + 7u * (unsigned)(layout * 10 + causal * 5 + di);
                 fmsa_ring_spec_name(&s, name, sizeof name);

@@ -4,7 +4,8 @@
  * over a CUDA context, runs the ring forward and backward (the backward's
  * dK/dV exchange is an ncclSend/ncclRecv to itself; the verdict and dsink go
  * through ncclAllReduce) for every layout, causal and not, bf16 and f16,
- * sinks and dlse, ALiBi ([B, Hq] slopes, contiguous and zigzag), against the fp64 reference under the rule
+ * sinks and dlse, ALiBi ([B, Hq] slopes, every layout), a bit mask (contiguous and zigzag),
+ * against the fp64 reference under the rule
  * (tests/support/fmsa_ring_case.c).  NCCL is dlopened here too (no header):
  * put libnccl.so.2's folder on LD_LIBRARY_PATH.  Exit 77 (skipped) without a
  * CUDA device or without NCCL.  The transport logs (INFO) whether its
@@ -68,7 +69,7 @@ int main(void) {
     }
     for (int layout = 0; layout < 3; ++layout)
         for (int causal = 0; causal < 2; ++causal)
-            for (int di = 0; di < 3; ++di) { /* di = 2: bf16 with ALiBi [B, Hq] */
+            for (int di = 0; di < 4; ++di) { /* di = 2: bf16 with ALiBi [B, Hq]; 3: a mask */
                 fmsa_ring_spec s;
                 fmsa_ring_case *rcase;
                 char msg[512], name[160];
@@ -87,9 +88,15 @@ int main(void) {
                 s.dlse = causal;
                 s.softcap = layout == 1 ? 20.0f : 0.0f;
                 if (di == 2) {
-                    if (layout == FMSA_RING_STRIPED) continue; /* refused with ALiBi */
                     s.dtype = FMSA_DTYPE_BF16;
                     s.alibi = 2;
+                }
+                if (di == 3) { /* a bit mask [B, Hq] (not striped: refused, test_ring_loopback) */
+                    if (layout == FMSA_RING_STRIPED) continue;
+                    s.c = 32; /* zigzag chunks of 16 keys: each starts at a byte of the mask */
+                    s.mask = 1;
+                    s.alibi = causal ? 1 : 0;
+                    s.sinks = 1;
                 }
                 s.seed = 7u + 13u * (unsigned)(layout * 4 + causal * 2 + di) + (di == 2 ? 1000u : 0u);
                 s.backend = FMSA_BACKEND_CUDA;

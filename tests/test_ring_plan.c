@@ -6,9 +6,13 @@
  * visible exactly the (query row, key row) pairs whose global positions the
  * whole sequence's mask makes visible, each pair in one call only; and at
  * step 0 the sink term must reach every query row exactly once.  With ALiBi
- * (contiguous and zigzag) every visible pair's local distance plus the call's
- * offset must be the global distance (so a call never spans two chunks);
- * striped with ALiBi has no plan.
+ * every visible pair's bias as the call forms it, -(scale slope) |local
+ * distance + offset| + add slope, must be the global one, -slope |global
+ * distance|: contiguous and zigzag with scale 1 and add 0 (the signed distances
+ * equal, so a call never spans two chunks), striped with scale P and the
+ * constant of the call's side of the diagonal.  With a bit mask (contiguous and
+ * zigzag, chunks a multiple of 8) every call's keys start at a global column
+ * that is a multiple of 8; striped with a mask has no plan.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -21,7 +25,7 @@
 
 #include "dist/ring_plan.h"
 
-enum { MAX_C = 10 };
+enum { MAX_C = 32 };
 
 static int64_t pos_of(fmsa_ring_layout layout, int P, int r, int64_t c, int64_t i) {
     const int64_t half = c / 2;
@@ -69,6 +73,18 @@ static int check(fmsa_ring_layout layout, int P, int64_t c, const fmsa_ring_mask
                     snprintf(why, len, "r %d s %d call %d: bad ranges", r, s, k);
                     return 1;
                 }
+                if (x->k_pos0 != pos_of(layout, P, j, c, x->k_row0) ||
+                    (m->mask && x->k_pos0 % 8)) {
+                    snprintf(why, len, "r %d s %d call %d: keys at global %lld (key %lld at %lld)",
+                             r, s, k, (long long)x->k_pos0, (long long)x->k_row0,
+                             (long long)pos_of(layout, P, j, c, x->k_row0));
+                    return 1;
+                }
+                if (m->alibi && x->alibi_scale != (layout == FMSA_RING_STRIPED ? P : 1)) {
+                    snprintf(why, len, "r %d s %d call %d: ALiBi scale %d", r, s, k,
+                             x->alibi_scale);
+                    return 1;
+                }
                 for (int64_t i = 0; i < x->q_rows; ++i) {
                     if (x->sinks) sinks[x->q_row0 + i]++;
                     for (int64_t l = 0; l < x->k_rows; ++l) {
@@ -76,13 +92,17 @@ static int check(fmsa_ring_layout layout, int P, int64_t c, const fmsa_ring_mask
                         const int64_t dist = i + x->k_rows - x->q_rows - l + x->alibi_offset;
                         const int64_t want = pos_of(layout, P, r, c, x->q_row0 + i) -
                                              pos_of(layout, P, j, c, x->k_row0 + l);
+                        const int64_t adist = dist < 0 ? -dist : dist, awant = want < 0 ? -want : want;
+                        const int exact = x->alibi_scale == 1 && x->alibi_add == 0;
                         if (!call_visible(x, i, l)) continue;
                         seen[x->q_row0 + i][x->k_row0 + l]++;
-                        if (m->alibi && dist != want) {
+                        if (m->alibi && (exact ? dist != want
+                                               : x->alibi_scale * adist - x->alibi_add != awant)) {
                             snprintf(why, len, "r %d s %d call %d: row %lld key %lld at ALiBi "
-                                     "distance %lld, globally %lld", r, s, k,
+                                     "distance %lld (scale %d, add %lld), globally %lld", r, s, k,
                                      (long long)(x->q_row0 + i), (long long)(x->k_row0 + l),
-                                     (long long)dist, (long long)want);
+                                     (long long)dist, x->alibi_scale, (long long)x->alibi_add,
+                                     (long long)want);
                             return 1;
                         }
                     }
@@ -115,13 +135,22 @@ static int check(fmsa_ring_layout layout, int P, int64_t c, const fmsa_ring_mask
 static const int64_t wins[][2] = {{-1, -1}, {0, -1}, {1, -1}, {5, -1}, {7, 3}, {-1, 4},
                                   {0, 0},   {2, 2},  {13, 0}, {3, 11}, {-1, 0}, {0, 6}};
 
-/* Every layout (alibi = 0) or the contiguous and zigzag ones with ALiBi. */
-static void sweep(int alibi) {
+/* Shard sizes of a sweep: 2..10, and with a mask those whose chunks start at a
+ * byte (contiguous: any c at P = 1, else 8 and 16; zigzag: 16 and 32). */
+static int c_wanted(int mask, int layout, int P, int64_t c) {
+    if (layout == FMSA_RING_ZIGZAG && c % 2) return 0;
+    if (!mask) return c <= 10;
+    if (layout == FMSA_RING_CONTIGUOUS) return P == 1 ? c <= 10 : c == 8 || c == 16;
+    return c == 16 || c == 32;
+}
+
+/* Every layout, with ALiBi or not; with a mask the contiguous and zigzag ones. */
+static void sweep(int alibi, int mask) {
     int cases = 0, bad = 0;
-    for (int layout = 0; layout < (alibi ? 2 : 3); ++layout)
+    for (int layout = 0; layout < (mask ? 2 : 3); ++layout)
         for (int P = 1; P <= 8; ++P)
             for (int64_t c = 2; c <= MAX_C; ++c) {
-                if (layout == FMSA_RING_ZIGZAG && c % 2) continue;
+                if (!c_wanted(mask, layout, P, c)) continue;
                 for (int causal = 0; causal < 2; ++causal)
                     for (size_t w = 0; w < sizeof wins / sizeof wins[0]; ++w) {
                         fmsa_ring_mask m;
@@ -130,6 +159,7 @@ static void sweep(int alibi) {
                         m.window_left = wins[w][0];
                         m.window_right = causal ? -1 : wins[w][1];
                         m.alibi = alibi;
+                        m.mask = mask;
                         ++cases;
                         if (check((fmsa_ring_layout)layout, P, c, &m, why, sizeof why)) {
                             if (++bad <= 10)
@@ -140,25 +170,35 @@ static void sweep(int alibi) {
                         }
                     }
             }
-    print_message("ring plan%s: %d cases, %d failed\n", alibi ? " with ALiBi" : "", cases, bad);
+    print_message("ring plan%s%s: %d cases, %d failed\n", alibi ? " with ALiBi" : "",
+                  mask ? " with a mask" : "", cases, bad);
     assert_int_equal(bad, 0);
 }
 
 static void bands(void **state) {
     (void)state;
-    sweep(0);
+    sweep(0, 0);
 }
 
 static void alibi(void **state) {
-    fmsa_ring_call calls[FMSA_RING_MAX_CALLS];
-    const fmsa_ring_mask m = {0, -1, -1, 1};
     (void)state;
-    sweep(1);
-    /* striped rows are P positions apart: no offset gives ALiBi's distance */
-    assert_int_equal(fmsa_ring_plan_step(FMSA_RING_STRIPED, 3, 1, 0, 4, &m, calls), -1);
+    sweep(1, 0);
+}
+
+static void masks(void **state) {
+    fmsa_ring_call calls[FMSA_RING_MAX_CALLS];
+    const fmsa_ring_mask m = {0, -1, -1, 0, 1};
+    (void)state;
+    sweep(0, 1);
+    sweep(1, 1);
+    /* striped keys are no run of mask columns; contiguous blocks of 12 start off a byte */
+    assert_int_equal(fmsa_ring_plan_step(FMSA_RING_STRIPED, 3, 1, 0, 8, &m, calls), -1);
+    assert_int_equal(fmsa_ring_plan_step(FMSA_RING_CONTIGUOUS, 3, 1, 0, 12, &m, calls), -1);
+    assert_int_equal(fmsa_ring_plan_step(FMSA_RING_ZIGZAG, 2, 0, 0, 8, &m, calls), -1);
 }
 
 int main(void) {
-    const struct CMUnitTest tests[] = {cmocka_unit_test(bands), cmocka_unit_test(alibi)};
+    const struct CMUnitTest tests[] = {cmocka_unit_test(bands), cmocka_unit_test(alibi),
+                                       cmocka_unit_test(masks)};
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

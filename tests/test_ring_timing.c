@@ -11,6 +11,11 @@
  * behind the kernel; it says nothing about link bandwidth.
  *
  *   ring_timing [--backend cuda]   (prints one markdown table row per case)
+ *
+ * FLASHMSA_RING_TIMING=alibi times causal zigzag and striped rings with and
+ * without ALiBi ([Hq] slopes) instead: what striped ALiBi's extra passes
+ * (each side of a block's diagonal its own, plus the lse shifts) cost per step
+ * beside zigzag's one pass per pair of chunks.
  */
 #define _POSIX_C_SOURCE 200809L /* pthread barriers, clock_gettime */
 #include <pthread.h>
@@ -36,12 +41,14 @@ typedef struct shard {
     void *mem, *ws;
     size_t ws_bytes;
     fmsa_tensor q, k, v, o, lse, dout, dq, dk, dv;
+    fmsa_tensor slopes; ///< [Hq] ALiBi slopes (with cfg.alibi)
 } shard;
 
 typedef struct cfg {
     int P, layout, causal;
     int64_t B, c, Hq, Hkv, D;
     fmsa_dtype dt;
+    int alibi; ///< ALiBi with [Hq] slopes
 } cfg;
 
 static fmsa_tensor t4(void *base, size_t *off, fmsa_dtype dt, int64_t a, int64_t b, int64_t c,
@@ -73,6 +80,9 @@ static int shard_make(shard *s, fmsa_context *ctx, const cfg *g) {
         s->lse = fmsa_tensor_contiguous(s->mem, FMSA_DTYPE_F32, 3, lsh);
         s->lse.byte_offset = (int64_t)off;
         off += (size_t)(g->B * g->Hq * g->c) * 4;
+        s->slopes = fmsa_tensor_contiguous(s->mem, FMSA_DTYPE_F32, 1, &g->Hq);
+        s->slopes.byte_offset = (int64_t)off;
+        off += (size_t)g->Hq * 4;
         if (pass == 0) {
             total = off;
             if (fmsa_malloc(ctx, total, &s->mem) != FMSA_SUCCESS) return -1;
@@ -81,7 +91,8 @@ static int shard_make(shard *s, fmsa_context *ctx, const cfg *g) {
     if (fmsa_accumulate(ctx, FMSA_ACC_FILL, &s->q, NULL, 0.02f, NULL) ||
         fmsa_accumulate(ctx, FMSA_ACC_FILL, &s->k, NULL, -0.03f, NULL) ||
         fmsa_accumulate(ctx, FMSA_ACC_FILL, &s->v, NULL, 0.5f, NULL) ||
-        fmsa_accumulate(ctx, FMSA_ACC_FILL, &s->dout, NULL, 0.25f, NULL))
+        fmsa_accumulate(ctx, FMSA_ACC_FILL, &s->dout, NULL, 0.25f, NULL) ||
+        fmsa_accumulate(ctx, FMSA_ACC_FILL, &s->slopes, NULL, 0.0625f, NULL))
         return -1;
     return 0;
 }
@@ -100,15 +111,16 @@ typedef struct job {
     char msg[256];
 } job;
 
-static fmsa_attention_desc cfg_desc(const cfg *g) {
+static fmsa_attention_desc cfg_desc(const cfg *g, const shard *s) {
     fmsa_attention_desc d = fmsa_attention_desc_init(g->D);
     d.causal = g->causal;
+    if (g->alibi) d.alibi_slopes = s->slopes;
     return d;
 }
 
 static void *rank_main(void *arg) {
     job *j = (job *)arg;
-    const fmsa_attention_desc d = cfg_desc(j->g);
+    const fmsa_attention_desc d = cfg_desc(j->g, j->sh);
     fmsa_backward_tensors bt;
     shard *s = j->sh;
     memset(&bt, 0, sizeof bt);
@@ -137,7 +149,7 @@ static void *rank_main(void *arg) {
 
 /* Seconds per local pass of the step's work on ctx (shard 0's tensors). */
 static double local_time(const cfg *g, shard *s, int backward) {
-    fmsa_attention_desc d = cfg_desc(g);
+    fmsa_attention_desc d = cfg_desc(g, s);
     fmsa_backward_tensors bt;
     double t0;
     size_t w = 0;
@@ -230,11 +242,12 @@ static int run_cfg(const cfg *g, fmsa_context **ctx) {
     fmsa_dist_comm *comms[MAX_P];
     pthread_barrier_t bar;
     double tl_f, tl_b, tc, tm_f, tm_b, t[3] = {0, 0, 0}, tr_f, tr_b;
-    const fmsa_attention_desc d = cfg_desc(g);
+    fmsa_attention_desc d;
     int bad = 0;
     for (int r = 0; r < g->P; ++r) {
         size_t wf = 0, wb = 0;
         if (shard_make(&sh[r], ctx[r], g) != 0) return -1;
+        d = cfg_desc(g, &sh[r]);
         if (r == 0 && fmsa_dist_comm_loopback(g->P, comms) != FMSA_SUCCESS) return -1;
         if (fmsa_ring_workspace_size(ctx[r], comms[r], (fmsa_ring_layout)g->layout,
                                      FMSA_PASS_FORWARD, &d, &sh[r].q, &sh[r].k, &sh[r].v, &wf) ||
@@ -278,7 +291,9 @@ static int run_cfg(const cfg *g, fmsa_context **ctx) {
     tr_b = t[2] / REPS / (g->P * g->P);
     printf("| %d | %s %s | %lld | %.1f | %.1f | %+.1f (%.0f%%) | %.1f | %.1f | %.1f | %+.1f (%.0f%%) "
            "| %.1f | %.1f |\n",
-           g->P, lay[g->layout], g->causal ? "causal" : "full", (long long)g->c, tl_f * 1e6,
+           g->P, lay[g->layout], g->causal ? (g->alibi ? "causal alibi" : "causal")
+                                           : (g->alibi ? "full alibi" : "full"),
+           (long long)g->c, tl_f * 1e6,
            tr_f * 1e6, (tr_f - tl_f) * 1e6, 100.0 * (tr_f - tl_f) / tl_f, tm_f * 1e6, tl_b * 1e6,
            tr_b * 1e6, (tr_b - tl_b) * 1e6, 100.0 * (tr_b - tl_b) / tl_b, tm_b * 1e6, tc * 1e6);
     fflush(stdout);
@@ -309,13 +324,22 @@ int main(int argc, char **argv) {
     printf("| P | layout | c | fwd local | fwd ring step | ring - local | fwd merge | bwd local | "
            "bwd ring step | ring - local | bwd fp32 sums | K/V copy |\n"
            "|---|---|---|---|---|---|---|---|---|---|---|---|\n");
-    for (size_t ci = 0; ci < 2; ++ci)
-        for (int mode = 0; mode < 2; ++mode)
-            for (size_t pi = 0; pi < 3; ++pi) {
-                cfg g = {Ps[pi], mode ? FMSA_RING_ZIGZAG : FMSA_RING_CONTIGUOUS, mode, 1, cs[ci],
-                         Hq, Hkv, D, FMSA_DTYPE_BF16};
-                if (run_cfg(&g, ctx) != 0) rc = 1;
-            }
+    if (getenv("FLASHMSA_RING_TIMING") && !strcmp(getenv("FLASHMSA_RING_TIMING"), "alibi")) {
+        for (size_t pi = 1; pi < 3; ++pi) /* P = 4, 8; the largest shard */
+            for (int layout = FMSA_RING_ZIGZAG; layout <= FMSA_RING_STRIPED; ++layout)
+                for (int alibi = 0; alibi < 2; ++alibi) {
+                    cfg g = {Ps[pi], layout, 1, 1, cs[1], Hq, Hkv, D, FMSA_DTYPE_BF16, alibi};
+                    if (run_cfg(&g, ctx) != 0) rc = 1;
+                }
+    } else {
+        for (size_t ci = 0; ci < 2; ++ci)
+            for (int mode = 0; mode < 2; ++mode)
+                for (size_t pi = 0; pi < 3; ++pi) {
+                    cfg g = {Ps[pi], mode ? FMSA_RING_ZIGZAG : FMSA_RING_CONTIGUOUS, mode, 1,
+                             cs[ci], Hq, Hkv, D, FMSA_DTYPE_BF16, 0};
+                    if (run_cfg(&g, ctx) != 0) rc = 1;
+                }
+    }
     for (int r = 0; r < MAX_P; ++r) fmsa_context_destroy(ctx[r]);
     return rc;
 }

@@ -1,4 +1,5 @@
 /* The ring's elementwise op and device copy on host memory (common/accumulate.h). */
+#include <math.h>
 #include <string.h>
 
 #include "backends/cpu/cpu_internal.h"
@@ -27,6 +28,9 @@ fmsa_status fmsa_cpu_accumulate(void *state, const fmsa_accumulate_problem *ap, 
                     }
                     if (ap->mode == FMSA_ACC_FILL) x = ap->fill;
                     else x = fmsa_load_f32(s, sv->dtype, si);
+                    /* one rounding (fmaf), as the CUDA and OpenCL ops do */
+                    if (ap->mode == FMSA_ACC_ADD_SCALED)
+                        x = fmaf(x, ap->fill, fmsa_load_f32(d, dv->dtype, di));
                     if (ap->mode == FMSA_ACC_ADD) x += fmsa_load_f32(d, dv->dtype, di);
                     fmsa_store_f32(d, dv->dtype, di, x);
                 }

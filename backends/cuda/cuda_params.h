@@ -115,16 +115,16 @@ typedef struct fmsa_cuda_merge_params {
     int vec4;                       ///< 1: every row's o_a, o_b, o start 4-element aligned
 } fmsa_cuda_merge_params;
 
-/// The ring's elementwise op (common/accumulate.h): dst = src, dst += src or
-/// dst = fill over a 4-d strided view, fp32 arithmetic; dtypes FMSA_CUDA_MERGE_*.
+/// The ring's elementwise op (common/accumulate.h): dst = src, dst += src, dst += fill * src
+/// or dst = fill over a 4-d strided view, fp32 arithmetic; dtypes FMSA_CUDA_MERGE_*.
 typedef struct fmsa_cuda_acc_params {
     void *dst;                      ///< written
     const void *src;                ///< read (NULL for fill)
     long long ds[4], ss[4];         ///< element strides of dst and src
     long long n1, n2, n3;           ///< extents of dims 1..3 (dim 0 follows from count)
     long long count;                ///< elements
-    float fill;                     ///< the fill value
-    int mode;                       ///< FMSA_ACC_COPY / ADD / FILL (0 / 1 / 2)
+    float fill;                     ///< the fill value (ADD_SCALED: the scale)
+    int mode;                       ///< FMSA_ACC_COPY / ADD / FILL / ADD_SCALED (0 / 1 / 2 / 3)
     int dtype_dst, dtype_src;       ///< FMSA_CUDA_MERGE_*
 } fmsa_cuda_acc_params;
 

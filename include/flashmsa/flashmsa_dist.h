@@ -25,19 +25,35 @@
  *
  * What the ring supports today: the CPU and CUDA backends, non-varlen
  * [B, c, H, D] shards with every rank holding the same c, causal or not,
- * windows (sliding, two-sided, one-sided), GQA, softcap, sinks (counted once per row, at the rank's own block), a value head
- * dim of its own, dlse and dsink in the backward (dsink summed over all ranks),
- * ALiBi with the contiguous and zigzag layouts (its distance is the whole
- * sequence's: each local pass covers one pair of contiguous chunks and
- * shifts the local distance to the global one), each as far as the
- * backend's own passes support it.  Every tensor and the
- * workspace live in the context's memory (fmsa_malloc: device memory on a
- * GPU); all the ring's arithmetic runs there, on the context's default stream.
- * Refused with FMSA_ERR_NOT_SUPPORTED: bit masks (a mask names the pairs of
- * the whole sequence, a rank holds only its rows), ALiBi with the striped
- * layout (rows P positions apart: ALiBi's distance is no shift of the local
- * one), varlen, paged KV, and OpenCL (its buffers are cl_mem handles, which a transport's
- * send/recv pointers cannot name).
+ * windows (sliding, two-sided, one-sided), GQA, softcap, sinks (counted once
+ * per row, at the rank's own block), a value head dim of its own, dlse and
+ * dsink in the backward (dsink summed over all ranks), ALiBi with every
+ * layout (its distance is the whole sequence's: contiguous and zigzag run
+ * each pair of contiguous chunks as a pass whose local distance is shifted to
+ * the global one; striped runs each side of a block's local diagonal as a
+ * pass with the slopes times P and that side's constant in its lse, so a
+ * striped block off the rank's own costs up to three passes), and bit masks
+ * with the contiguous and zigzag layouts (below), each as far as the
+ * backend's own passes support it.  Every tensor and the workspace live in
+ * the context's memory (fmsa_malloc: device memory on a GPU); all the ring's
+ * arithmetic runs there, on the context's default stream.
+ *
+ * Bit masks (desc.mask): each rank passes its own query rows, in its shard's
+ * order, over the whole sequence's key columns in global order: u8
+ * [B|1, Hq|1, c, >= ceil(P c / 8)], bit (k & 7) of byte k >> 3 of row i keeps
+ * global key k for the rank's local row i (so rank r's rows are rows
+ * pos(r, i) of the whole sequence's mask).  Each local pass reads the mask
+ * through a view that starts at the byte of its first key's column, so every
+ * chunk of keys must start at a multiple of 8: the contiguous layout needs c
+ * a multiple of 8 when P > 1 (any c with one rank), the zigzag layout c / 2 a
+ * multiple of 8.  Refused with FMSA_ERR_NOT_SUPPORTED, naming the field and
+ * the layout: other shard sizes, and the striped layout (a rank's keys are
+ * every P-th column, which no byte view selects); a mask narrower than
+ * ceil(P c / 8) bytes or with other than c rows is FMSA_ERR_INVALID_ARGUMENT.
+ *
+ * Refused with FMSA_ERR_NOT_SUPPORTED besides: varlen, paged KV, and OpenCL
+ * (its buffers are cl_mem handles, which a transport's send/recv pointers
+ * cannot name).
  * Transports: MPI (fmsa_dist_comm_from_mpi, in the separate library
  * flashmsa_dist, which links MPI, so that libflashmsa itself never needs it;
  * host memory, or device memory with a CUDA-aware MPI), NCCL and RCCL
@@ -49,7 +65,8 @@
  * Arithmetic: each block's result is rounded to the input dtype by the local
  * pass, then merged (forward) or summed (backward) in fp32 workspace; the
  * result is rounded once more.  That adds at most one rounding of the input
- * dtype per block to what a single-device pass does.
+ * dtype per block to what a single-device pass does (striped ALiBi: an fp32
+ * rounding of P times each slope and of each shifted lse besides).
  */
 #ifndef FLASHMSA_FLASHMSA_DIST_H
 #define FLASHMSA_FLASHMSA_DIST_H
@@ -138,7 +155,8 @@ typedef enum fmsa_ring_layout {
 
 /// Bytes of workspace fmsa_ring_forward / fmsa_ring_backward need on this
 /// rank, in the context's memory (the K/V double buffers, fp32 partial
-/// state, the local pass's workspace).  q, k, v are this rank's shards.
+/// state, the local pass's workspace; striped ALiBi: the scaled slopes and,
+/// in the backward, an fp32 lse copy).  q, k, v are this rank's shards.
 FMSA_API fmsa_status fmsa_ring_workspace_size(fmsa_context *ctx, const fmsa_dist_comm *comm,
                                               fmsa_ring_layout layout, fmsa_pass pass,
                                               const fmsa_attention_desc *desc,

@@ -23,6 +23,8 @@ struct fmsa_ring_case {
     float *sinks;                    ///< [Hq] sink logits (NULL without)
     float *alibi;                    ///< ALiBi slopes, [Hq] or [B, Hq] (NULL without)
     int64_t n_alibi;                 ///< their count
+    unsigned char *mask;             ///< [Bm, Hm, S, mask_bytes] (NULL without)
+    int64_t mask_b, mask_h, mask_bytes; ///< its batch and head extents, bytes per row
     float *dlse;                     ///< [B, Hq, S] lse gradient (NULL without)
     double ref_dsink_max, nv_dsink_err; ///< dsink yardstick: max |ref|, max |naive - ref|
     double *ref_dsink;               ///< [Hq] (NULL without sinks)
@@ -40,11 +42,12 @@ void fmsa_ring_spec_name(const fmsa_ring_spec *s, char *buf, size_t len) {
     if (s->window)
         snprintf(win, sizeof win, " window %lld/%lld", (long long)s->window_left,
                  (long long)s->window_right);
-    snprintf(buf, len, "P=%d %s %s %s B=%lld c=%lld H=%lld/%lld D=%lld/%lld%s%s%s%s", s->P,
+    snprintf(buf, len, "P=%d %s %s %s B=%lld c=%lld H=%lld/%lld D=%lld/%lld%s%s%s%s%s", s->P,
              lay[s->layout], s->causal ? "causal" : "full", dt[s->dtype], (long long)s->B,
              (long long)s->c, (long long)s->Hq, (long long)s->Hkv, (long long)s->D,
              (long long)s->Dv, s->softcap > 0 ? " softcap" : "", s->sinks ? " sinks" : "",
-             s->alibi == 1 ? " alibi[Hq]" : s->alibi == 2 ? " alibi[B,Hq]" : "", win);
+             s->alibi == 1 ? " alibi[Hq]" : s->alibi == 2 ? " alibi[B,Hq]" : "", win,
+             s->mask == 1 ? " mask[B,Hq]" : s->mask == 2 ? " mask[1,1]" : "");
 }
 
 /* Values in [-1, 1), rounded to the dtype (so the oracles see what is stored). */
@@ -112,6 +115,8 @@ static int whole_problem(const fmsa_ring_case *rc, fmsa_pass pass, void *o, void
     }
     if (rc->sinks) desc.sinks = fmsa_tensor_contiguous(rc->sinks, FMSA_DTYPE_F32, 1, hs);
     if (rc->alibi) desc.alibi_slopes = alibi_tensor(s, rc->alibi);
+    if (rc->mask)
+        desc.mask = t4(rc->mask, FMSA_DTYPE_U8, rc->mask_b, rc->mask_h, rc->S, rc->mask_bytes);
     memset(&ct, 0, sizeof ct);
     if (rc->dlse) ct.dlse = &tdl;
     ct.q = &q;
@@ -144,6 +149,7 @@ void fmsa_ring_case_free(fmsa_ring_case *rc) {
     free(rc->nv_dv);
     free(rc->sinks);
     free(rc->alibi);
+    free(rc->mask);
     free(rc->dlse);
     free(rc->ref_dsink);
     free(rc->x_dsink);
@@ -184,6 +190,24 @@ fmsa_ring_case *fmsa_ring_case_make(const fmsa_ring_spec *spec) {
             rc->alibi[h] = 0.25f * rc->alibi[h] + 0.3f;
         if (!rc->alibi) rc->n_alibi = 0;
     }
+    if (spec->mask) { /* bits from the seed: 3 of 4 kept; row 1 of sequence 0 fully masked */
+        size_t nm;
+        rc->mask_b = spec->mask == 1 ? spec->B : 1;
+        rc->mask_h = spec->mask == 1 ? spec->Hq : 1;
+        rc->mask_bytes = (rc->S + 7) / 8;
+        nm = (size_t)(rc->mask_b * rc->mask_h * rc->S * rc->mask_bytes);
+        rc->mask = (unsigned char *)malloc(nm);
+        for (size_t i = 0; rc->mask && i < nm; ++i) {
+            unsigned char x = 0;
+            for (int bit = 0; bit < 8; ++bit) {
+                seed = seed * 1664525u + 1013904223u;
+                x |= (unsigned char)((((seed >> 12) & 3u) != 0) << bit);
+            }
+            rc->mask[i] = x;
+        }
+        for (int64_t h = 0; rc->mask && rc->S > 1 && h < rc->mask_h; ++h)
+            memset(rc->mask + (h * rc->S + 1) * rc->mask_bytes, 0, (size_t)rc->mask_bytes);
+    }
     rc->ref_o = malloc(no * sizeof(double));
     rc->ref_lse = malloc(nl * sizeof(double));
     rc->ref_dq = malloc(nq * sizeof(double));
@@ -200,7 +224,8 @@ fmsa_ring_case *fmsa_ring_case_make(const fmsa_ring_spec *spec) {
     scratch[2] = malloc(nq * 4 + 1);
     scratch[3] = malloc(nk * 4 + 1);
     scratch[4] = malloc(nv * 4 + 1);
-    if (rc->q && rc->k && rc->v && rc->dout && (rc->alibi || !spec->alibi) && rc->ref_o && rc->ref_lse && rc->ref_dq &&
+    if (rc->q && rc->k && rc->v && rc->dout && (rc->alibi || !spec->alibi) &&
+        (rc->mask || !spec->mask) && rc->ref_o && rc->ref_lse && rc->ref_dq &&
         rc->ref_dk && rc->ref_dv && rc->nv_o && rc->nv_lse && rc->nv_dq && rc->nv_dk &&
         rc->nv_dv && scratch[0] && scratch[1] && scratch[2] && scratch[3] && scratch[4] &&
         whole_problem(rc, FMSA_PASS_FORWARD, scratch[0], scratch[1], scratch[2], scratch[3],
@@ -308,7 +333,7 @@ int fmsa_ring_case_run_on(const fmsa_ring_case *rc, fmsa_dist_comm *comm, fmsa_c
     const int64_t c = s->c, S = rc->S;
     int rank = 0, size = 0, bad = 0, rc_out = -1;
     fmsa_context *ctx = ctx_in;
-    enum { Q, K, V, DO, O, LSE, DQ, DK, DV, DLSE, DSINK, SINKS, ALIBI, NB };
+    enum { Q, K, V, DO, O, LSE, DQ, DK, DV, DLSE, DSINK, SINKS, ALIBI, MASK, NB };
     guarded g[NB];
     void *buf[NB] = {0}, *dev[NB] = {0};
     void *ws = NULL;
@@ -328,6 +353,7 @@ int fmsa_ring_case_run_on(const fmsa_ring_case *rc, fmsa_dist_comm *comm, fmsa_c
     bytes[LSE] = bytes[DLSE] = (size_t)(s->B * s->Hq * c) * 4;
     bytes[DSINK] = bytes[SINKS] = (size_t)s->Hq * 4;
     bytes[ALIBI] = (size_t)(rc->n_alibi ? rc->n_alibi : 1) * 4;
+    bytes[MASK] = rc->mask ? (size_t)(rc->mask_b * rc->mask_h * c * rc->mask_bytes) : 1;
     for (int i = 0; i < NB; ++i)
         if (!(buf[i] = guarded_make(&g[i], bytes[i]))) goto done;
     /* this rank's shard: rows of the layout gathered from the whole inputs */
@@ -348,6 +374,12 @@ int fmsa_ring_case_run_on(const fmsa_ring_case *rc, fmsa_dist_comm *comm, fmsa_c
             for (int64_t h = 0; rc->dlse && h < s->Hq; ++h)
                 ((float *)buf[DLSE])[(b * s->Hq + h) * c + i] = rc->dlse[(b * s->Hq + h) * S + gi];
         }
+    /* the rank's mask: its own rows (in the shard's order) over every key column */
+    for (int64_t bh = 0; rc->mask && bh < rc->mask_b * rc->mask_h; ++bh)
+        for (int64_t i = 0; i < c; ++i)
+            memcpy((unsigned char *)buf[MASK] + (bh * c + i) * rc->mask_bytes,
+                   rc->mask + (bh * S + pos_of(s, rank, i)) * rc->mask_bytes,
+                   (size_t)rc->mask_bytes);
     if (rc->sinks) memcpy(buf[SINKS], rc->sinks, bytes[SINKS]);
     if (rc->alibi) memcpy(buf[ALIBI], rc->alibi, bytes[ALIBI]);
     if (!ctx && fmsa_context_create(s->backend ? s->backend : FMSA_BACKEND_CPU, 0, &ctx) !=
@@ -387,6 +419,10 @@ int fmsa_ring_case_run_on(const fmsa_ring_case *rc, fmsa_dist_comm *comm, fmsa_c
         if (rc->alibi) {
             desc.alibi_slopes = alibi_tensor(s, dev[ALIBI]);
             desc.alibi_slopes.byte_offset = GUARD;
+        }
+        if (rc->mask) {
+            desc.mask = t4(dev[MASK], FMSA_DTYPE_U8, rc->mask_b, rc->mask_h, c, rc->mask_bytes);
+            desc.mask.byte_offset = GUARD;
         }
         st = fmsa_ring_workspace_size(ctx, comm, s->layout, FMSA_PASS_FORWARD, &desc, &q, &k, &v,
                                       &wsf);

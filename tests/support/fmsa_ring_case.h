@@ -27,6 +27,10 @@ typedef struct fmsa_ring_spec {
     unsigned seed;           ///< data
     fmsa_backend backend;    ///< the ranks' backend (0 = the CPU) for fmsa_ring_case_run
     int alibi;               ///< ALiBi slopes over the whole sequence: 0 none, 1 [Hq], 2 [B, Hq]
+    /// A bit mask over the whole sequence (about 1 pair in 4 masked, and global row 1 of
+    /// sequence 0 fully masked): 0 none, 1 [B, Hq, S, ceil(S/8)], 2 [1, 1, S, ceil(S/8)]; each
+    /// rank passes its own rows of it, [., ., c, ceil(S/8)] (flashmsa_dist.h)
+    int mask;
 } fmsa_ring_spec;
 
 /// The whole problem and its yardsticks, identical on every rank.

@@ -44,6 +44,7 @@ extern "C" __global__ void __launch_bounds__(256) fmsa_cuda_accumulate(const fms
             continue;
         }
         float x = p.mode == 2 ? p.fill : fmsa_cuda_elem_load(p.src, si, p.dtype_src);
+        if (p.mode == 3) x = fmaf(x, p.fill, fmsa_cuda_elem_load(p.dst, di, p.dtype_dst)); /* ADD_SCALED */
         if (p.mode == 1) x += fmsa_cuda_elem_load(p.dst, di, p.dtype_dst);
         fmsa_cuda_elem_store(p.dst, di, p.dtype_dst, x);
     }

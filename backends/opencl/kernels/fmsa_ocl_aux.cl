@@ -99,7 +99,7 @@ __kernel void fmsa_ocl_merge(__global const uchar *oa, long4 av, __global const 
 
 /* The ring's elementwise op (common/accumulate.h): work-item n is element n of
  * a 4-d view in row-major order.  dv, sv: element offsets; ds, ss: strides;
- * sh = (-, n1, n2, n3); mt = (mode 0 copy / 1 add / 2 fill, dst dtype, src
+ * sh = (-, n1, n2, n3); mt = (mode 0 copy / 1 add / 2 fill / 3 add fill * src, dst dtype, src
  * dtype, -).  Each element is read and written by its own work-item only. */
 __kernel void fmsa_ocl_accumulate(__global uchar *d, long dv, long4 ds, __global const uchar *s,
                                   long sv, long4 ss, long4 sh, int4 mt, float fill) {
@@ -115,6 +115,7 @@ __kernel void fmsa_ocl_accumulate(__global uchar *d, long dv, long4 ds, __global
         return;
     }
     x = mt.x == 2 ? fill : fmsa_ocl_aux_load(s, mt.z, si);
+    if (mt.x == 3) x = fma(x, fill, fmsa_ocl_aux_load(d, mt.y, di)); /* one rounding */
     if (mt.x == 1) x += fmsa_ocl_aux_load(d, mt.y, di);
     fmsa_ocl_aux_store(d, mt.y, di, x);
 }
