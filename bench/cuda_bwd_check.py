@@ -569,6 +569,7 @@ def main():
     ap.add_argument("--sweep", action="store_true")
     ap.add_argument("--variants", action="store_true")
     ap.add_argument("--causal-only", action="store_true", help="sweep: causal shapes only")
+    ap.add_argument("--full-only", action="store_true", help="sweep: non-causal shapes only")
     ap.add_argument("--only", default="", help="with --variants: keep those whose name ends in _o<one of these>")
     ap.add_argument("--dims", default="64,128,256", help="sweep head dims")
     ap.add_argument("--seqlens", default="512,1024,2048,4096,8192,16384", help="sweep lengths")
@@ -602,7 +603,7 @@ def main():
         ok &= determinism(lib)
     if a.sweep:
         sweep(lib, variants, [int(x) for x in a.dims.split(",")], [int(x) for x in a.seqlens.split(",")],
-              (True,) if a.causal_only else (False, True))
+              (True,) if a.causal_only else (False,) if a.full_only else (False, True))
     if a.profile:
         from torch.nn.attention import SDPBackend, sdpa_kernel
         import torch.nn.functional as Fn
