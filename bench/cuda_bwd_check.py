@@ -583,15 +583,13 @@ def main():
         # a third field would mark a timing-only ablation (wrong results), which the grid skips
         d64, d128, d256 = ("fmsa_cuda_bwd_main_bf16_d64_m128_n128_k4_p2_o", "fmsa_cuda_bwd_main_bf16_d128_m64_n128_k4_p2_o",
                            "fmsa_cuda_bwd_main_bf16_d256_m64_n64_k2_p2_o")
-        # the rows are d64 m128 o8195, d128 / d256 o24579 (bit 14: cut tiles as full + select);
-        # o40963 = o8195 + bit 15 (the lean cut-tile select), o106499 = that + bit 16 (a masked
-        # grid's tail order), o73731 / o90115 = bit 16 on the rows' own bits; d64m64 = d64's
-        # 64-row tile with those bits
+        # the rows are o106499 (d64 m128, d128, d256): o8195 = the tiled dQ accumulator (bit 13)
+        # + bits 0, 1; o40963 = o8195 + bit 15 (cut tiles as full ones + a select); o106499 =
+        # o40963 + bit 16 (a masked grid's tail order); o73731 = o8195 + bit 16; d64m64 = d64's
+        # 64-row tile with the rows' bits
         d64m64 = "fmsa_cuda_bwd_main_bf16_d64_m64_n128_k4_p2_o"
-        variants = [(d64 + "24579", 64), (d64 + "40963", 64), (d64 + "106499", 64), (d64 + "73731", 64),
-                    (d64m64 + "40963", 64), (d64m64 + "106499", 64),
-                    (d128 + "40963", 128), (d128 + "106499", 128), (d128 + "90115", 128),
-                    (d256 + "40963", 256), (d256 + "106499", 256), (d256 + "90115", 256)]
+        variants = [(d64 + "8195", 64), (d64 + "40963", 64), (d64 + "73731", 64), (d64m64 + "106499", 64),
+                    (d128 + "8195", 128), (d128 + "40963", 128), (d256 + "8195", 256), (d256 + "40963", 256)]
         if a.only:
             variants = [v for v in variants if v[0].rsplit("_o", 1)[-1] in a.only.split(",")]
     t0 = time.time()

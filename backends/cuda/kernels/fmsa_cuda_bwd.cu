@@ -469,7 +469,11 @@ FMSA_DEV void fmsa_bwd_main(const fmsa_cuda_bwd_params &P) {
         if (full) {
             fmsa_bwd_softmax_tile<0, OPT>(s, dp, lse_s, ds_s, F.scale_log2, t4, 0, 0, 0, 0);
         } else if ((OPT & 32768) && !general) {
-            /* OPT bit 15: the cut tile's bounds at this lane's fragment origin */
+            /* OPT bit 15: a tile that a causal diagonal, a window or a sequence
+               end cuts, without mask, ALiBi or softcap: the full tile's
+               arithmetic and one select per element, against bounds taken at
+               this lane's fragment origin (the general path below reloads lse
+               and tests every feature) */
             const int i0 = m0 + qw0 + 2 * t4;
             const long long d0 = (long long)jw - i0, cl = 1LL << 30;
             long long dlo = wl >= 0 ? d0 - (off - wl) : cl, dhi = wr >= 0 ? (off + wr) - d0 : cl;
@@ -477,32 +481,6 @@ FMSA_DEV void fmsa_bwd_main(const fmsa_cuda_bwd_params &P) {
             dhi = dhi > cl ? cl : dhi < -cl ? -cl : dhi;
             fmsa_bwd_softmax_tile<1, OPT>(s, dp, lse_s, ds_s, F.scale_log2, t4, sq - i0, sk - jw, (int)dlo,
                                           (int)dhi);
-        } else if ((OPT & 16384) && !general) {
-            /* OPT bit 14: a tile that a causal diagonal, a window or a
-               sequence end cuts, without mask, ALiBi or softcap: the full
-               tile's arithmetic and one visibility select per element (the
-               general path below reloads lse and tests every feature) */
-#pragma unroll
-            for (int nt = 0; nt < NTS; ++nt) {
-                const float2 l2 = *(const float2 *)(lse_s + nt * 8 + 2 * t4);
-                const float2 dd = *(const float2 *)(ds_s + nt * 8 + 2 * t4);
-                const float la = l2.x == FMSA_NEG_INF_F ? FMSA_POS_INF_F : l2.x * FMSA_LOG2E;
-                const float lb = l2.y == FMSA_NEG_INF_F ? FMSA_POS_INF_F : l2.y * FMSA_LOG2E;
-#pragma unroll
-                for (int mt = 0; mt < MTK; ++mt)
-#pragma unroll
-                    for (int e = 0; e < 4; ++e) {
-                        const int i = m0 + qw0 + nt * 8 + 2 * t4 + (e & 1);
-                        const int j = jw + 16 * mt + ((e & 2) ? 8 : 0);
-                        const long long diag = (long long)i + off;
-                        const int vis = i < sq && j < sk && (wl < 0 || j >= diag - wl) && (wr < 0 || j <= diag + wr);
-                        const float x2 = fmaf(s[mt][nt][e], F.scale_log2, -((e & 1) ? lb : la));
-                        const float pe = vis ? fmsa_ex2(x2) : 0.0f;
-                        const float dse = pe * (dp[mt][nt][e] - ((e & 1) ? dd.y : dd.x));
-                        s[mt][nt][e] = pe;
-                        dp[mt][nt][e] = vis ? dse : 0.0f; /* select: dP of a hidden key may be NaN */
-                    }
-            }
         } else {
             float slope = 0.0f;
             const unsigned char *mrow0 = 0;
