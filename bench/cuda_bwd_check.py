@@ -569,6 +569,7 @@ def main():
     ap.add_argument("--sweep", action="store_true")
     ap.add_argument("--variants", action="store_true")
     ap.add_argument("--causal-only", action="store_true", help="sweep: causal shapes only")
+    ap.add_argument("--full-only", action="store_true", help="sweep: non-causal shapes only")
     ap.add_argument("--only", default="", help="with --variants: keep those whose name ends in _o<one of these>")
     ap.add_argument("--dims", default="64,128,256", help="sweep head dims")
     ap.add_argument("--seqlens", default="512,1024,2048,4096,8192,16384", help="sweep lengths")
@@ -579,26 +580,16 @@ def main():
     print(torch.cuda.get_device_name(), torch.__version__, flush=True)
     variants = []
     if a.variants:
-        # a third field marks timing-only ablations (wrong results): the grid skips them
-        # (the library's rows are o3 = o1 counted step indices + o2 lean dQ reductions; o0 the
-        # previous code, o64: dQ between dV and dK; "t":
-        # timed only, not grid-checked; o8/o1024/o16 are wrong by design)
+        # a third field would mark a timing-only ablation (wrong results), which the grid skips
         d64, d128, d256 = ("fmsa_cuda_bwd_main_bf16_d64_m128_n128_k4_p2_o", "fmsa_cuda_bwd_main_bf16_d128_m64_n128_k4_p2_o",
                            "fmsa_cuda_bwd_main_bf16_d256_m64_n64_k2_p2_o")
-        variants = [(d64 + "0", 64), (d64 + "67", 64), (d128 + "0", 128), (d128 + "67", 128),
-                    (d128 + "1", 128, "t"), (d128 + "2", 128, "t"), (d128 + "320", 128, "t"),
-                    (d128 + "8", 128, "t"), (d128 + "1024", 128, "t"), (d128 + "16", 128, "t"),
-                    (d256 + "0", 256), (d256 + "67", 256),
-                    # o8195 = o3 + the tiled dQ accumulator (16 x 8 tiles in lane order)
-                    (d64 + "8195", 64), (d128 + "8195", 128), (d256 + "8195", 256),
-                    ("fmsa_cuda_bwd_main_bf16_d96_m64_n128_k4_p2_o8195", 96),
-                    ("fmsa_cuda_bwd_main_bf16_d192_m64_n64_k2_p2_o8195", 192),
-                    # o3: the previous library rows, where the rows are o8195
-                    (d64 + "3", 64), (d128 + "3", 128), (d256 + "3", 256),
-                    ("fmsa_cuda_bwd_main_bf16_d96_m64_n128_k4_p2_o3", 96),
-                    ("fmsa_cuda_bwd_main_bf16_d192_m64_n64_k2_p2_o3", 192),
-                    # o24579 = o8195 + cut tiles without features as full ones plus a select
-                    (d64 + "24579", 64), (d128 + "24579", 128), (d256 + "24579", 256)]
+        # the rows are o106499 (d64 m128, d128, d256): o8195 = the tiled dQ accumulator (bit 13)
+        # + bits 0, 1; o40963 = o8195 + bit 15 (cut tiles as full ones + a select); o106499 =
+        # o40963 + bit 16 (a masked grid's tail order); o73731 = o8195 + bit 16; d64m64 = d64's
+        # 64-row tile with the rows' bits
+        d64m64 = "fmsa_cuda_bwd_main_bf16_d64_m64_n128_k4_p2_o"
+        variants = [(d64 + "8195", 64), (d64 + "40963", 64), (d64 + "73731", 64), (d64m64 + "106499", 64),
+                    (d128 + "8195", 128), (d128 + "40963", 128), (d256 + "8195", 256), (d256 + "40963", 256)]
         if a.only:
             variants = [v for v in variants if v[0].rsplit("_o", 1)[-1] in a.only.split(",")]
     t0 = time.time()
@@ -610,7 +601,7 @@ def main():
         ok &= determinism(lib)
     if a.sweep:
         sweep(lib, variants, [int(x) for x in a.dims.split(",")], [int(x) for x in a.seqlens.split(",")],
-              (True,) if a.causal_only else (False, True))
+              (True,) if a.causal_only else (False,) if a.full_only else (False, True))
     if a.profile:
         from torch.nn.attention import SDPBackend, sdpa_kernel
         import torch.nn.functional as Fn

@@ -5,10 +5,11 @@
 #   lib      the library built with the fatbins of build-bwdfat/ (built here),
 #            ctest -L cuda (LIB_R narrows it; LIB_R80 also runs those tests with
 #            FLASHMSA_CUDA_ARCH=sm80), the backward cases of test_grid_masked_nan
-#   ab       the harness sweep: library rows (o3) beside the previous code (o0),
-#            the variants and the dQ ablations (AB_ARGS narrows it)
+#   ab       the harness sweep: the library rows beside the variants of
+#            FMSA_CUDA_BWD_VARIANTS (AB_ARGS narrows it)
 #   bench    the library sweep beside FA2 / cuDNN (BENCH_ARGS narrows it)
-#   profile  ncu of the d128 row, PROFILE_OPTS option rows and FA2 (warp states)
+#   profile  ncu of the d128 row, PROFILE_OPTS option rows (d128 rows of
+#            FMSA_CUDA_BWD_VARIANTS: the list has to compile them) and FA2
 # Run from the tree copy that holds build-cudabwd/ (and build-bwdfat/ for lib,
 # bench); logs in $OUT.
 cd "$(dirname "$0")/.." || exit 1

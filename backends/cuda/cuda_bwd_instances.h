@@ -43,30 +43,34 @@
  * 0.99x and removed, NOTES_BWD.md call 5); bit 13 keeps dq_accum in 16 x 8
  * tiles in the accumulators' lane order (one contiguous 512-byte reduction
  * per warp and n8 tile; rows of whole 16-row groups, else the row layout),
- * with its own postprocess; bit 14 computes tiles cut by a causal diagonal,
+ * with its own postprocess; bit 15 computes tiles cut by a causal diagonal,
  * a window or a sequence end (without mask, ALiBi, softcap) as full ones
- * plus a visibility select.  Rows of one D are listed preferred first; the
+ * plus one visibility select per element, each test one integer compare
+ * against per-step bounds (bit 14, the same with per-element 64-bit index
+ * math, measured slower and removed); bit 16 orders the blocks of a causal /
+ * windowed problem so that the grid ends on its short blocks (not in the
+ * deterministic mode).  Rows of one D are listed preferred first; the
  * pick takes the first whose shared memory fits the device (the 1-stage rows
  * are for the A100's 164 KiB, as is d64's 64-row tile).
  */
 #define FMSA_CUDA_BWD_INSTANCES(X)            \
-    X(bf16, 1, 64, 128, 128, 4, 2, 8195)      \
+    X(bf16, 1, 64, 128, 128, 4, 2, 106499)    \
     X(bf16, 1, 64, 64, 128, 4, 2, 3)          \
     X(bf16, 1, 96, 64, 128, 4, 2, 3)          \
-    X(bf16, 1, 128, 64, 128, 4, 2, 24579)     \
+    X(bf16, 1, 128, 64, 128, 4, 2, 106499)    \
     X(bf16, 1, 128, 64, 128, 4, 1, 3)         \
     X(bf16, 1, 192, 64, 64, 2, 2, 3)          \
     X(bf16, 1, 192, 64, 64, 2, 1, 3)          \
-    X(bf16, 1, 256, 64, 64, 2, 2, 24579)      \
+    X(bf16, 1, 256, 64, 64, 2, 2, 106499)     \
     X(bf16, 1, 256, 64, 64, 2, 1, 3)          \
-    X(f16, 0, 64, 128, 128, 4, 2, 8195)       \
+    X(f16, 0, 64, 128, 128, 4, 2, 106499)     \
     X(f16, 0, 64, 64, 128, 4, 2, 3)           \
     X(f16, 0, 96, 64, 128, 4, 2, 3)           \
-    X(f16, 0, 128, 64, 128, 4, 2, 24579)      \
+    X(f16, 0, 128, 64, 128, 4, 2, 106499)     \
     X(f16, 0, 128, 64, 128, 4, 1, 3)          \
     X(f16, 0, 192, 64, 64, 2, 2, 3)           \
     X(f16, 0, 192, 64, 64, 2, 1, 3)           \
-    X(f16, 0, 256, 64, 64, 2, 2, 24579)       \
+    X(f16, 0, 256, 64, 64, 2, 2, 106499)      \
     X(f16, 0, 256, 64, 64, 2, 1, 3)
 
 /*
@@ -105,28 +109,20 @@
     X(f16, 0, 512, 512, 64, 32, 2, 1, 3)      \
     X(f16, 0, 576, 512, 64, 32, 2, 1, 3)
 
-/// Alternative tilings compiled into the development harness only, for timing.
+/// Alternative tilings compiled into the development harness only, for timing
+/// against the rows above (NOTES_BWD.md, "Session of 2026-12-03"): the
+/// previous rows' bits without bit 16 (o8195) and bit 15 without bit 16
+/// (o40963), bit 16 without bit 15 at d64 (o73731), and d64's 64-row tile
+/// with bits 15 and 16.
 #define FMSA_CUDA_BWD_VARIANTS(X)             \
-    X(bf16, 1, 64, 128, 128, 4, 2, 0)         \
-    X(bf16, 1, 64, 128, 128, 4, 2, 67)        \
-    X(bf16, 1, 128, 64, 128, 4, 2, 0)         \
-    X(bf16, 1, 128, 64, 128, 4, 2, 1)         \
-    X(bf16, 1, 128, 64, 128, 4, 2, 2)         \
-    X(bf16, 1, 128, 64, 128, 4, 2, 67)        \
-    X(bf16, 1, 128, 64, 128, 4, 2, 320)       \
-    X(bf16, 1, 128, 64, 128, 4, 2, 8)         \
-    X(bf16, 1, 128, 64, 128, 4, 2, 1024)      \
-    X(bf16, 1, 128, 64, 128, 4, 2, 16)        \
-    X(bf16, 1, 256, 64, 64, 2, 2, 0)          \
-    X(bf16, 1, 256, 64, 64, 2, 2, 67)         \
-    X(bf16, 1, 64, 128, 128, 4, 2, 3)         \
-    X(bf16, 1, 128, 64, 128, 4, 2, 3)         \
-    X(bf16, 1, 256, 64, 64, 2, 2, 3)          \
-    X(bf16, 1, 96, 64, 128, 4, 2, 8195)       \
-    X(bf16, 1, 192, 64, 64, 2, 2, 8195)       \
-    X(bf16, 1, 64, 128, 128, 4, 2, 24579)     \
+    X(bf16, 1, 64, 128, 128, 4, 2, 8195)      \
+    X(bf16, 1, 64, 128, 128, 4, 2, 40963)     \
+    X(bf16, 1, 64, 128, 128, 4, 2, 73731)     \
+    X(bf16, 1, 64, 64, 128, 4, 2, 106499)     \
     X(bf16, 1, 128, 64, 128, 4, 2, 8195)      \
-    X(bf16, 1, 256, 64, 64, 2, 2, 8195)
+    X(bf16, 1, 128, 64, 128, 4, 2, 40963)     \
+    X(bf16, 1, 256, 64, 64, 2, 2, 8195)       \
+    X(bf16, 1, 256, 64, 64, 2, 2, 40963)
 
 #define FMSA_CUDA_BWD_WARPS 8 ///< warps per block of the main stage
 #define FMSA_CUDA_BWD_MAX_DIM 576 ///< the largest D of the lists (above: refused)

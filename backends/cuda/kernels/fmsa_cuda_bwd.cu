@@ -103,6 +103,46 @@ template <int BF16> FMSA_DEV int fmsa_bwd_nonfinite2(unsigned w) {
     return (w & e & 0xffffu) == (e & 0xffffu) || (w & e & 0xffff0000u) == (e & 0xffff0000u);
 }
 
+/// P and dS of a tile in place of S and dP (the full tile's arithmetic: lse
+/// and D as float2 pairs once per n8 column, one exp2 and one fma per
+/// element).  Element (mt, nt, e) is row i = i0 + 8 nt + (e & 1) and key j =
+/// jw + 16 mt + 8 (e >> 1), with i0 = m0 + qw0 + 2 t4.  CUT (OPT bit 15, a
+/// tile a causal diagonal, a window or a sequence end cuts): also one
+/// visibility select per element against per-step bounds, ri = sq - i0, rj =
+/// sk - jw, dlo = j - i - (off - wl) and dhi = (off + wr) - (j - i) taken at
+/// the fragment's origin (clamped to +-2^30), so that every per-element test
+/// is one integer compare with a compile-time constant.
+template <int CUT, int OPT, int MTK, int NTS>
+FMSA_DEV void fmsa_bwd_softmax_tile(float (&s)[MTK][NTS][4], float (&dp)[MTK][NTS][4], const float *lse_s,
+                                    const float *ds_s, float scale_log2, int t4, int ri, int rj, int dlo,
+                                    int dhi) {
+#pragma unroll
+    for (int nt = 0; nt < NTS; ++nt) {
+        const float2 l2 = *(const float2 *)(lse_s + nt * 8 + 2 * t4);
+        const float2 dd = *(const float2 *)(ds_s + nt * 8 + 2 * t4);
+        const float la = l2.x == FMSA_NEG_INF_F ? FMSA_POS_INF_F : l2.x * FMSA_LOG2E;
+        const float lb = l2.y == FMSA_NEG_INF_F ? FMSA_POS_INF_F : l2.y * FMSA_LOG2E;
+#pragma unroll
+        for (int mt = 0; mt < MTK; ++mt)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) {
+                const float x2 = fmaf(s[mt][nt][e], scale_log2, -((e & 1) ? lb : la));
+                if (CUT) {
+                    const int ci = nt * 8 + (e & 1), cj = 16 * mt + ((e & 2) ? 8 : 0), c = cj - ci;
+                    const int vis = ri > ci && rj > cj && dlo >= -c && dhi >= c;
+                    const float pe = vis ? fmsa_ex2(x2) : 0.0f;
+                    const float dse = pe * (dp[mt][nt][e] - ((e & 1) ? dd.y : dd.x));
+                    s[mt][nt][e] = pe;
+                    dp[mt][nt][e] = vis ? dse : 0.0f; /* select: dP of a hidden key may be NaN */
+                } else {
+                    const float pe = (OPT & 32) ? x2 : fmsa_ex2(x2);
+                    s[mt][nt][e] = pe;
+                    dp[mt][nt][e] = pe * (dp[mt][nt][e] - ((e & 1) ? dd.y : dd.x));
+                }
+            }
+    }
+}
+
 /* DV_: the value head dim (V, dO, dV) of an instance of its own; 0 = D, the
    square rows, whose V and dO columns stay bounded by head_dim (they serve
    head_dim_v == head_dim only, so their machine code predates DV) */
@@ -179,7 +219,11 @@ FMSA_DEV void fmsa_bwd_main(const fmsa_cuda_bwd_params &P) {
     const int g = lane >> 2, t4 = lane & 3;
     const int ntiles = (F.seqlen_k + BN - 1) / BN;
     int n, hk, b;
-    fmsa_bwd_block_coords(P, ntiles, tid, sTicket, &n, &hk, &b);
+    /* OPT bit 16: a masked problem's grid ends on its short blocks */
+    if ((OPT & 65536) && !P.deterministic && (F.window_left >= 0 || F.window_right >= 0))
+        fmsa_bwd_block_coords_tail(&n, &hk, &b);
+    else
+        fmsa_bwd_block_coords(P, ntiles, tid, sTicket, &n, &hk, &b);
     long long q_row0, k_row0, qb, kb;
     int sq, sk;
     if (!fmsa_bwd_block_seq(F, b, tid, &q_row0, &k_row0, &qb, &kb, &sq, &sk)) return;
@@ -423,48 +467,20 @@ FMSA_DEV void fmsa_bwd_main(const fmsa_cuda_bwd_params &P) {
                          (wl < 0 || (long long)n0 >= (long long)(m0 + BM - 1) + off - wl);
         const float *lse_s = sLse + st * BM + qw0, *ds_s = sDs + st * BM + qw0;
         if (full) {
-#pragma unroll
-            for (int nt = 0; nt < NTS; ++nt) {
-                const float2 l2 = *(const float2 *)(lse_s + nt * 8 + 2 * t4);
-                const float2 dd = *(const float2 *)(ds_s + nt * 8 + 2 * t4);
-                const float la = l2.x == FMSA_NEG_INF_F ? FMSA_POS_INF_F : l2.x * FMSA_LOG2E;
-                const float lb = l2.y == FMSA_NEG_INF_F ? FMSA_POS_INF_F : l2.y * FMSA_LOG2E;
-#pragma unroll
-                for (int mt = 0; mt < MTK; ++mt)
-#pragma unroll
-                    for (int e = 0; e < 4; ++e) {
-                        const float x2 = fmaf(s[mt][nt][e], F.scale_log2, -((e & 1) ? lb : la));
-                        const float pe = (OPT & 32) ? x2 : fmsa_ex2(x2);
-                        s[mt][nt][e] = pe;
-                        dp[mt][nt][e] = pe * (dp[mt][nt][e] - ((e & 1) ? dd.y : dd.x));
-                    }
-            }
-        } else if ((OPT & 16384) && !general) {
-            /* OPT bit 14: a tile that a causal diagonal, a window or a
-               sequence end cuts, without mask, ALiBi or softcap: the full
-               tile's arithmetic and one visibility select per element (the
-               general path below reloads lse and tests every feature) */
-#pragma unroll
-            for (int nt = 0; nt < NTS; ++nt) {
-                const float2 l2 = *(const float2 *)(lse_s + nt * 8 + 2 * t4);
-                const float2 dd = *(const float2 *)(ds_s + nt * 8 + 2 * t4);
-                const float la = l2.x == FMSA_NEG_INF_F ? FMSA_POS_INF_F : l2.x * FMSA_LOG2E;
-                const float lb = l2.y == FMSA_NEG_INF_F ? FMSA_POS_INF_F : l2.y * FMSA_LOG2E;
-#pragma unroll
-                for (int mt = 0; mt < MTK; ++mt)
-#pragma unroll
-                    for (int e = 0; e < 4; ++e) {
-                        const int i = m0 + qw0 + nt * 8 + 2 * t4 + (e & 1);
-                        const int j = jw + 16 * mt + ((e & 2) ? 8 : 0);
-                        const long long diag = (long long)i + off;
-                        const int vis = i < sq && j < sk && (wl < 0 || j >= diag - wl) && (wr < 0 || j <= diag + wr);
-                        const float x2 = fmaf(s[mt][nt][e], F.scale_log2, -((e & 1) ? lb : la));
-                        const float pe = vis ? fmsa_ex2(x2) : 0.0f;
-                        const float dse = pe * (dp[mt][nt][e] - ((e & 1) ? dd.y : dd.x));
-                        s[mt][nt][e] = pe;
-                        dp[mt][nt][e] = vis ? dse : 0.0f; /* select: dP of a hidden key may be NaN */
-                    }
-            }
+            fmsa_bwd_softmax_tile<0, OPT>(s, dp, lse_s, ds_s, F.scale_log2, t4, 0, 0, 0, 0);
+        } else if ((OPT & 32768) && !general) {
+            /* OPT bit 15: a tile that a causal diagonal, a window or a sequence
+               end cuts, without mask, ALiBi or softcap: the full tile's
+               arithmetic and one select per element, against bounds taken at
+               this lane's fragment origin (the general path below reloads lse
+               and tests every feature) */
+            const int i0 = m0 + qw0 + 2 * t4;
+            const long long d0 = (long long)jw - i0, cl = 1LL << 30;
+            long long dlo = wl >= 0 ? d0 - (off - wl) : cl, dhi = wr >= 0 ? (off + wr) - d0 : cl;
+            dlo = dlo > cl ? cl : dlo < -cl ? -cl : dlo;
+            dhi = dhi > cl ? cl : dhi < -cl ? -cl : dhi;
+            fmsa_bwd_softmax_tile<1, OPT>(s, dp, lse_s, ds_s, F.scale_log2, t4, sq - i0, sk - jw, (int)dlo,
+                                          (int)dhi);
         } else {
             float slope = 0.0f;
             const unsigned char *mrow0 = 0;

@@ -50,6 +50,43 @@ FMSA_DEV void fmsa_bwd_block_coords(const fmsa_cuda_bwd_params &P, int ntiles, i
     }
 }
 
+#ifndef FMSA_CUDA_BWD_SM_COUNT
+/// The device's SM count as the hardware reports it (%nsmid; the host
+/// emulator defines its own).
+FMSA_DEV unsigned fmsa_bwd_sm_count(void) {
+    unsigned n;
+    asm("mov.u32 %0, %%nsmid;" : "=r"(n));
+    return n;
+}
+#endif /* FMSA_CUDA_BWD_SM_COUNT */
+
+/// The non-deterministic block order of a masked problem (causal, window),
+/// whose key tiles meet different numbers of query tiles: the grid's linear
+/// index takes (sequence, kv head) pairs in order, key tiles ascending, as
+/// the plain order does, except for the last pairs that hold about three
+/// waves of blocks (3 x the SM count), which go key tile by key tile across
+/// those pairs, so that the grid ends on short blocks instead of one pair's
+/// longest (greedy dispatch then approximates longest-first at the tail
+/// while the pairs before it keep their tiles' reuse in L2).
+FMSA_DEV void fmsa_bwd_block_coords_tail(int *n, int *hk, int *b) {
+    const unsigned nt = gridDim.x, np = gridDim.y * gridDim.z;
+    const unsigned pr = blockIdx.y + gridDim.y * blockIdx.z;
+    const unsigned nsm = fmsa_bwd_sm_count();
+    unsigned g, pair;
+    g = (3u * nsm + nt - 1u) / nt;
+    if (g > np) g = np;
+    if (pr < np - g) {
+        *n = (int)blockIdx.x;
+        pair = pr;
+    } else {
+        const unsigned r = (pr - (np - g)) * nt + blockIdx.x; /* index within the tail */
+        *n = (int)(r / g);
+        pair = np - g + r % g;
+    }
+    *hk = (int)(pair % gridDim.y);
+    *b = (int)(pair / gridDim.y);
+}
+
 /// Sequence b's first query / key rows, batch indices and lengths (varlen:
 /// from cu_seqlens, checked here, where they are read).  Returns 0 when they
 /// are malformed (thread 0 has set the status bit): the block then exits.
