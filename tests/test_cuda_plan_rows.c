@@ -55,9 +55,17 @@ static int fwd_row_instance(const fmsa_tile_row *r, int dt) {
 }
 
 static const fmsa_cuda_bwd_instance *bwd_row_instance(const fmsa_tile_row *r, fmsa_dtype dt,
-                                                      int cc) {
+                                                      int cc, int masked) {
     return fmsa_cuda_bwd_instance_of(dt, r->max_head_dim, r->max_head_dim_v, r->block_m,
-                                     r->block_n, r->stages, r->sram_bytes, cc);
+                                     r->block_n, r->stages, r->sram_bytes, cc, masked);
+}
+
+/* Two instances are the same tile: a row's variants (with and without OPT bit 15). */
+static int same_tile(const fmsa_cuda_bwd_instance *a, const fmsa_cuda_bwd_instance *b) {
+    if (!a || !b) return a == b;
+    return a->bf16 == b->bf16 && a->head_dim == b->head_dim && a->head_dim_v == b->head_dim_v &&
+           a->own_v == b->own_v && a->block_m == b->block_m && a->block_n == b->block_n &&
+           a->stages == b->stages && a->smem_main == b->smem_main;
 }
 
 /* Every row: its kernel in each dtype of its class, on both compute
@@ -77,9 +85,11 @@ static void rows_and_instances_are_one_to_one(void **state) {
                              fwd_row_instance(row, FMSA_CUDA_DT_F16) >= 0);
         } else {
             for (int cc = 8; cc <= 9; ++cc) {
-                if (f32) assert_non_null(bwd_row_instance(row, FMSA_DTYPE_F32, cc));
-                else assert_true(bwd_row_instance(row, FMSA_DTYPE_BF16, cc) &&
-                                 bwd_row_instance(row, FMSA_DTYPE_F16, cc));
+                for (int masked = 0; masked < 2; ++masked) {
+                    if (f32) assert_non_null(bwd_row_instance(row, FMSA_DTYPE_F32, cc, masked));
+                    else assert_true(bwd_row_instance(row, FMSA_DTYPE_BF16, cc, masked) &&
+                                     bwd_row_instance(row, FMSA_DTYPE_F16, cc, masked));
+                }
             }
         }
     }
@@ -101,7 +111,8 @@ static void rows_and_instances_are_one_to_one(void **state) {
         const fmsa_dtype dt = c->bf16 < 0 ? FMSA_DTYPE_F32 : c->bf16 ? FMSA_DTYPE_BF16 : FMSA_DTYPE_F16;
         hits = 0;
         for (r = 0; r < t->num_rows; ++r)
-            if (t->rows[r].pass == FMSA_PASS_BACKWARD && bwd_row_instance(&t->rows[r], dt, 9) == c)
+            if (t->rows[r].pass == FMSA_PASS_BACKWARD &&
+                bwd_row_instance(&t->rows[r], dt, 9, c->cut_full) == c)
                 ++hits;
         if (hits != 1) fail_msg("backward instance %s has %d rows", c->main, hits);
     }
@@ -165,7 +176,8 @@ static void forward_plan_is_the_instance_rule(void **state) {
 }
 
 /* The backward: the planned row's instance is fmsa_cuda_bwd_select's (16-bit)
- * or fmsa_cuda_bwd_f32_select's, everywhere. */
+ * or fmsa_cuda_bwd_f32_select's tile everywhere, and of a row's two variants
+ * the one with OPT bit 15 exactly where the problem is causal / windowed. */
 static void backward_plan_is_the_instance_rule(void **state) {
     const fmsa_dtype dts[3] = {FMSA_DTYPE_BF16, FMSA_DTYPE_F16, FMSA_DTYPE_F32};
     long long agree = 0;
@@ -181,13 +193,20 @@ static void backward_plan_is_the_instance_rule(void **state) {
                         dts[t] == FMSA_DTYPE_F32
                             ? fmsa_cuda_bwd_f32_select(D, Dv, smem)
                             : fmsa_cuda_bwd_select(dts[t], D, Dv, smem, devices[k].cc);
-                    const fmsa_cuda_bwd_instance *got = NULL;
-                    if (plan_row(&d, FMSA_PASS_BACKWARD, dts[t], 0u, D, Dv, &row))
-                        got = bwd_row_instance(row, dts[t], devices[k].cc);
-                    if (got != want)
-                        fail_msg("%s bwd dt %d (%d, %d): planner %s, rule %s", d.arch, (int)dts[t],
-                                 D, Dv, got ? got->main : "none", want ? want->main : "none");
-                    agree += want != NULL;
+                    for (int masked = 0; masked < 2; ++masked) {
+                        const fmsa_cuda_bwd_instance *got = NULL;
+                        if (plan_row(&d, FMSA_PASS_BACKWARD, dts[t],
+                                     masked ? FMSA_FEAT_CAUSAL : 0u, D, Dv, &row))
+                            got = bwd_row_instance(row, dts[t], devices[k].cc, masked);
+                        if (!same_tile(got, want))
+                            fail_msg("%s bwd dt %d (%d, %d): planner %s, rule %s", d.arch,
+                                     (int)dts[t], D, Dv, got ? got->main : "none",
+                                     want ? want->main : "none");
+                        if (got && want && got != want && got->cut_full != masked)
+                            fail_msg("%s bwd dt %d (%d, %d) masked %d: %s", d.arch, (int)dts[t],
+                                     D, Dv, masked, got->main);
+                        agree += want != NULL;
+                    }
                 }
     }
     assert_true(agree > 10000);

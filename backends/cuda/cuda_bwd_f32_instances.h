@@ -81,14 +81,16 @@ static inline const fmsa_cuda_bwd_instance *fmsa_cuda_bwd_f32_select(int head_di
     }
     return best;
 }
+
 /// The instance of a planner row for dtype (fp32 rows from this list, 16-bit
-/// ones from fmsa_cuda_bwd_row_instance): NULL where the list has none.
+/// ones from fmsa_cuda_bwd_row_instance, masked as there): NULL where the list
+/// has none.
 static inline const fmsa_cuda_bwd_instance *fmsa_cuda_bwd_instance_of(
     fmsa_dtype dtype, int head_dim, int head_dim_v, int block_m, int block_n, int stages,
-    size_t smem_bytes, int cc_major) {
+    size_t smem_bytes, int cc_major, int masked) {
     if (dtype != FMSA_DTYPE_F32)
         return fmsa_cuda_bwd_row_instance(dtype, head_dim, head_dim_v, block_m, block_n, stages,
-                                          smem_bytes, cc_major);
+                                          smem_bytes, cc_major, masked);
     for (int i = 0; i < FMSA_CUDA_BWD_F32_NUM; ++i) {
         const fmsa_cuda_bwd_instance *c = &fmsa_cuda_bwd_f32_list[i];
         if (c->head_dim == head_dim && c->head_dim_v == head_dim_v && c->block_m == block_m &&

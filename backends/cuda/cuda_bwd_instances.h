@@ -51,10 +51,14 @@
  * windowed problem so that the grid ends on its short blocks (not in the
  * deterministic mode).  Rows of one D are listed preferred first; the
  * pick takes the first whose shared memory fits the device (the 1-stage rows
- * are for the A100's 164 KiB, as is d64's 64-row tile).
+ * are for the A100's 164 KiB, as is d64's 64-row tile).  A row may come
+ * twice, with and without bit 15: the pick takes the bit-15 kernel for causal
+ * and windowed problems and the other one for the rest (d64: bit 15's code
+ * costs registers, 60 B of spills against 16 B, 2-3% without a mask).
  */
 #define FMSA_CUDA_BWD_INSTANCES(X)            \
     X(bf16, 1, 64, 128, 128, 4, 2, 106499)    \
+    X(bf16, 1, 64, 128, 128, 4, 2, 8195)      \
     X(bf16, 1, 64, 64, 128, 4, 2, 3)          \
     X(bf16, 1, 96, 64, 128, 4, 2, 3)          \
     X(bf16, 1, 128, 64, 128, 4, 2, 106499)    \
@@ -64,6 +68,7 @@
     X(bf16, 1, 256, 64, 64, 2, 2, 106499)     \
     X(bf16, 1, 256, 64, 64, 2, 1, 3)          \
     X(f16, 0, 64, 128, 128, 4, 2, 106499)     \
+    X(f16, 0, 64, 128, 128, 4, 2, 8195)       \
     X(f16, 0, 64, 64, 128, 4, 2, 3)           \
     X(f16, 0, 96, 64, 128, 4, 2, 3)           \
     X(f16, 0, 128, 64, 128, 4, 2, 106499)     \
@@ -188,6 +193,7 @@ typedef struct fmsa_cuda_bwd_instance {
     int smem_stage;                ///< bytes main adds on compute capability >= 9 (dQ staging)
     int head_dim_v;                ///< DV of the instance (serves head_dim_v <= DV)
     int own_v;                     ///< 1: serves head_dim_v != head_dim (an _V row)
+    int cut_full;                  ///< 1: OPT bit 15 (cut tiles as full ones), for masked problems
 } fmsa_cuda_bwd_instance;
 
 /// Dynamic shared memory of inst's main kernel on a device of compute capability cc_major.
@@ -201,13 +207,13 @@ static inline size_t fmsa_cuda_bwd_smem(const fmsa_cuda_bwd_instance *inst, int 
     {"fmsa_cuda_bwd_pre_" #dt, FMSA_CUDA_BWD_STR(FMSA_CUDA_BWD_MAIN_SYM(dt, D, BM, BN, WK, ST, OPT)), \
      FMSA_CUDA_BWD_POST_NAME(dt, OPT), BF16, D, BM, BN, ST, 32 * FMSA_CUDA_BWD_WARPS,                 \
      32 * FMSA_CUDA_BWD_AUX_WARPS, FMSA_CUDA_BWD_SMEM(D, BM, BN, ST), FMSA_CUDA_BWD_SMEM_STAGE(D, BM, OPT), \
-     D, 0},
+     D, 0, ((OPT) & 32768) != 0},
 /// A row of FMSA_CUDA_BWD_INSTANCES_V: its own preprocess (D_i over head_dim_v).
 #define FMSA_CUDA_BWD_ROW_V(dt, BF16, D, DV, BM, BN, WK, ST, OPT)                              \
     {"fmsa_cuda_bwd_pre_dv_" #dt, FMSA_CUDA_BWD_STR(FMSA_CUDA_BWD_MAIN_SYM_V(dt, D, DV, BM, BN, WK, ST, OPT)), \
      "fmsa_cuda_bwd_post_" #dt, BF16, D, BM, BN, ST, 32 * FMSA_CUDA_BWD_WARPS,                 \
      32 * FMSA_CUDA_BWD_AUX_WARPS, FMSA_CUDA_BWD_SMEM_V(D, DV, BM, BN, ST),                    \
-     FMSA_CUDA_BWD_SMEM_STAGE(D, BM, OPT), DV, 1},
+     FMSA_CUDA_BWD_SMEM_STAGE(D, BM, OPT), DV, 1, ((OPT) & 32768) != 0},
 
 static const fmsa_cuda_bwd_instance fmsa_cuda_bwd_instance_list[] = {
     FMSA_CUDA_BWD_INSTANCES(FMSA_CUDA_BWD_ROW) FMSA_CUDA_BWD_INSTANCES_V(FMSA_CUDA_BWD_ROW_V)};
@@ -244,11 +250,14 @@ static inline const fmsa_cuda_bwd_instance *fmsa_cuda_bwd_select(fmsa_dtype dtyp
 /// The 16-bit instance of a planner row (common/plan_tables/cuda_mma.c) for
 /// dtype: the same dims (head_dim_v FMSA_PLAN_DV_SAME, -1: a square row),
 /// tile, stages and shared memory on a device of compute capability
-/// cc_major; NULL where the list has none (f32, or a row without its kernel:
-/// a bug the host test test_cuda_host rules out).
+/// cc_major; where the row has a kernel with and one without OPT bit 15, the
+/// one whose cut_full is `masked` (1: a causal or windowed problem); NULL
+/// where the list has none (f32, or a row without its kernel: a bug the host
+/// test test_cuda_plan_rows rules out).
 static inline const fmsa_cuda_bwd_instance *fmsa_cuda_bwd_row_instance(
     fmsa_dtype dtype, int head_dim, int head_dim_v, int block_m, int block_n, int stages,
-    size_t smem_bytes, int cc_major) {
+    size_t smem_bytes, int cc_major, int masked) {
+    const fmsa_cuda_bwd_instance *first = NULL;
     int bf16;
     if (dtype == FMSA_DTYPE_BF16) bf16 = 1;
     else if (dtype == FMSA_DTYPE_F16) bf16 = 0;
@@ -258,10 +267,12 @@ static inline const fmsa_cuda_bwd_instance *fmsa_cuda_bwd_row_instance(
         if (c->bf16 == bf16 && c->head_dim == head_dim &&
             (c->own_v ? c->head_dim_v == head_dim_v : head_dim_v < 0) &&
             c->block_m == block_m && c->block_n == block_n && c->stages == stages &&
-            fmsa_cuda_bwd_smem(c, cc_major) == smem_bytes)
-            return c;
+            fmsa_cuda_bwd_smem(c, cc_major) == smem_bytes) {
+            if (c->cut_full == masked) return c;
+            if (!first) first = c;
+        }
     }
-    return NULL;
+    return first;
 }
 
 typedef struct fmsa_cuda_bwd_plan {

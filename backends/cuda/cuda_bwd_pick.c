@@ -46,7 +46,8 @@ fmsa_status fmsa_cuda_bwd_pick(const fmsa_cuda_device *dev, const fmsa_problem *
     if (fmsa_plan_tiles(&dev->info, &req, &tiles) == FMSA_SUCCESS) {
         inst = fmsa_cuda_bwd_instance_of(p->dtype, tiles.row->max_head_dim,
                                          tiles.row->max_head_dim_v, tiles.block_m, tiles.block_n,
-                                         tiles.stages, tiles.sram_bytes, dev->cc_major);
+                                         tiles.stages, tiles.sram_bytes, dev->cc_major,
+                                         (req.features & FMSA_FEAT_CAUSAL) != 0);
         if (!inst)
             return fmsa_fail(FMSA_ERR_INTERNAL,
                              "cuda (backward): plan row %s has no compiled instance",
