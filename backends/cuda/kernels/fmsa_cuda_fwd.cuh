@@ -770,8 +770,7 @@ FMSA_DEV void fmsa_cuda_fwd_qk_exp(float s[][BS / 8][4], const unsigned qf[][QRE
                                    unsigned aRow, unsigned sK, unsigned kRow, const unsigned offA[4],
                                    const unsigned offB[4], float pr[][BS / 8][4], const float m[][2],
                                    float l[][2], float mult) {
-    enum { KS = D / 16, E = MT * (BS / 8) * 4, EK = E / KS };
-    static_assert(E % KS == 0, "the exponentials spread evenly over the k steps");
+    enum { KS = D / 16, E = MT * (BS / 8) * 4, EK = (E + KS - 1) / KS };
     float mu[MT][2];
 #pragma unroll
     for (int mt = 0; mt < MT; ++mt)
@@ -806,7 +805,7 @@ FMSA_DEV void fmsa_cuda_fwd_qk_exp(float s[][BS / 8][4], const unsigned qf[][QRE
             }
         }
 #pragma unroll
-        for (int q = ks * EK; q < (ks + 1) * EK; ++q) {
+        for (int q = ks * EK; q < (ks + 1) * EK && q < E; ++q) {
             const int mt = q / ((BS / 8) * 4), nt = (q / 4) % (BS / 8), e = q % 4, hr = e >> 1;
             const float pv = fmsa_ex2(fmaf(pr[mt][nt][e], mult, -mu[mt][hr]));
             l[mt][hr] += pv;
@@ -824,7 +823,8 @@ FMSA_DEV void fmsa_cuda_fwd_qk_exp(float s[][BS / 8][4], const unsigned qf[][QRE
  * tile it - 1, so K of tile it + 2 and V of tile it + 1 load there at once and
  * have a whole tile to land.  LAST: the block's last tile (no next S, no loads).
  */
-template <int DTY, int D, int DV, int BN, int MT, int T, int QREG, int ROWQ, int ROWK, int ROWV, int LAST>
+template <int DTY, int D, int DV, int DA, int BN, int MT, int T, int QREG, int ROWQ, int ROWK, int ROWV,
+          int LAST>
 FMSA_DEV void fmsa_cuda_fwd_pipe_tile(const fmsa_cuda_fwd_params &p, float mult, int elo, int ehi,
                                       const fmsa_cuda_fwd_row &rw0, int hi_lim, int it, int ntiles,
                                       int nb, int t_end, unsigned sKV, const unsigned short *kg,
@@ -832,7 +832,7 @@ FMSA_DEV void fmsa_cuda_fwd_pipe_tile(const fmsa_cuda_fwd_params &p, float mult,
                                       unsigned aRow, unsigned kRow, unsigned vRow, const unsigned offA[4],
                                       const unsigned offB[4], float sa[][BN / 16][4],
                                       float sb[][BN / 16][4], float m[][2], float l[][2],
-                                      float acc[][DV / 8][4]) {
+                                      float acc[][DA / 8][4]) {
     enum { BH = BN / 2, STAGE_B = BN * (ROWK + ROWV), BF = DTY == FMSA_CUDA_DT_BF16 };
     const int n0 = nb + (t_end - 1 - it) * BN;
     const unsigned sK = sKV + (unsigned)(it & 1) * STAGE_B, sKn = sKV + (unsigned)((it + 1) & 1) * STAGE_B;
@@ -851,11 +851,11 @@ FMSA_DEV void fmsa_cuda_fwd_pipe_tile(const fmsa_cuda_fwd_params &p, float mult,
         fmsa_cuda_fwd_load_tile_u<DV, BN, T>(p, sKn + BN * ROWK, vg, p.v_ss, n0 - BN, p.head_dim_v, 1);
         fmsa_cp_async_commit();
     }
-    fmsa_cuda_fwd_pv<BF, DV, BH, MT, ROWV>(acc, sa, sK + BN * ROWK, vRow, offA, 0, ~0u, 0);
+    fmsa_cuda_fwd_pv<BF, DA, BH, MT, ROWV>(acc, sa, sK + BN * ROWK, vRow, offA, 0, ~0u, 0);
     {
         float tmax[MT][2];
         if (!__all_sync(0xffffffffu, fmsa_cuda_fwd_rowmax<BH, MT>(sb, m, mult, tmax)))
-            fmsa_cuda_fwd_rescale<DV, MT>(tmax, m, l, acc);
+            fmsa_cuda_fwd_rescale<DA, MT>(tmax, m, l, acc);
     }
     if (LAST) {
         fmsa_cuda_fwd_exp_f<BH, MT>(sb, m, l, mult);
@@ -869,11 +869,11 @@ FMSA_DEV void fmsa_cuda_fwd_pipe_tile(const fmsa_cuda_fwd_params &p, float mult,
         }
         if (n0 - BN > ehi || n0 - BN < elo) fmsa_cuda_fwd_mask_half<BH, MT>(rw0, hi_lim, n0 - BN, sa);
     }
-    fmsa_cuda_fwd_pv<BF, DV, BH, MT, ROWV>(acc, sb, sK + BN * ROWK + BH * ROWV, vRow, offA, 0, ~0u, 0);
+    fmsa_cuda_fwd_pv<BF, DA, BH, MT, ROWV>(acc, sb, sK + BN * ROWK + BH * ROWV, vRow, offA, 0, ~0u, 0);
     if (!LAST) {
         float tmax[MT][2];
         if (!__all_sync(0xffffffffu, fmsa_cuda_fwd_rowmax<BH, MT>(sa, m, mult, tmax)))
-            fmsa_cuda_fwd_rescale<DV, MT>(tmax, m, l, acc);
+            fmsa_cuda_fwd_rescale<DA, MT>(tmax, m, l, acc);
     }
 }
 
@@ -1032,11 +1032,11 @@ FMSA_DEV void fmsa_cuda_fwd_block(const fmsa_cuda_fwd_params &p) {
             fmsa_cuda_fwd_update_half<DA, BN / 2, MT>(rw0, hi_lim, n0, n0 > ehi || n0 < elo, w.sl2, sa, m, l, acc);
         }
         for (int it = 0; it < ntiles - 1; ++it)
-            fmsa_cuda_fwd_pipe_tile<DTY, D16, DV16, BN, MT, T, QREG, ROWQ, ROWK, ROWV, 0>(
+            fmsa_cuda_fwd_pipe_tile<DTY, D16, DV16, DA, BN, MT, T, QREG, ROWQ, ROWK, ROWV, 0>(
                 p, w.sl2, elo, ehi, rw0, hi_lim, it, ntiles, nb, t_end, sKV, kg, vg, qf, aRow, kRow, vRow, offA,
                 offB, sa, sb, m, l, acc);
         if (ntiles > 0)
-            fmsa_cuda_fwd_pipe_tile<DTY, D16, DV16, BN, MT, T, QREG, ROWQ, ROWK, ROWV, 1>(
+            fmsa_cuda_fwd_pipe_tile<DTY, D16, DV16, DA, BN, MT, T, QREG, ROWQ, ROWK, ROWV, 1>(
                 p, w.sl2, elo, ehi, rw0, hi_lim, ntiles - 1, ntiles, nb, t_end, sKV, kg, vg, qf, aRow, kRow, vRow,
                 offA, offB, sa, sb, m, l, acc);
     }
