@@ -78,7 +78,7 @@ if [[ "${PROF:-1}" == 1 ]]; then
   (cd "$T" && timeout 170 ncu --profile-from-start off --clock-control none \
      --kernel-name regex:'fmsa_cuda_fwd|flash_fwd' "${secs[@]}" --print-details all \
      python3 bench/cuda_fwd_prof.py --lib main=/tmp/bM/libflashmsa.so --lib A=/tmp/bA/libflashmsa.so \
-     ${PROF_ARGS:-} > "$OUT/prof.txt" 2>&1)
+     $([[ -d /tmp/bB ]] && echo --lib B=/tmp/bB/libflashmsa.so) ${PROF_ARGS:-} > "$OUT/prof.txt" 2>&1)
   echo "ncu rc=$? $((SECONDS - t)) s: $(grep -c 'fmsa_cuda_fwd\|flash_fwd' "$OUT/prof.txt") kernel lines"
 fi
 if [[ "${PROF_SRC:-0}" == 1 ]]; then  # where A's d128 FAST kernel stalls, per SASS instruction
@@ -94,7 +94,7 @@ if [[ -n "${SAN:-}" ]]; then  # SAN="memcheck racecheck": compute-sanitizer on A
   for tool in $SAN; do
     t=$SECONDS
     FLASHMSA_TEST_BACKEND=cuda timeout "${SAN_TIMEOUT:-120}" compute-sanitizer --tool "$tool" --report-api-errors no \
-      --error-exitcode 99 --kernel-name regex:fmsa_cuda_fwd /tmp/bA/tests/test_grid_forward --backend cuda \
+      --error-exitcode 99 --kernel-name kns=fmsa_cuda_fwd /tmp/bA/tests/test_grid_forward --backend cuda \
       > "$L/san_$tool.log" 2>&1
     echo "$tool rc=$? $((SECONDS - t)) s: $(grep -h 'ERROR SUMMARY\|RACECHECK SUMMARY\|PASSED\|FAILED' "$L/san_$tool.log" | tail -3 | tr '\n' ' ')"
   done

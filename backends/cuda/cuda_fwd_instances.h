@@ -38,7 +38,6 @@
 #define FMSA_CUDA_FWD_SYNC_KV 0     ///< barrier for K, then for V, over 2+ stages (FA2's order)
 #define FMSA_CUDA_FWD_SYNC_ONE 1    ///< one barrier per tile for K and V
 #define FMSA_CUDA_FWD_SYNC_SINGLE 2 ///< one K and one V buffer (stages 1): V loads during S, K during P V
-#define FMSA_CUDA_FWD_SYNC_PIPE 3   ///< FAST, 2 stages, loader: half tiles, softmax beside mma, one barrier
 /// ... plus this flag: FAST 16-bit rows load K / V by the unrolled loader.
 #define FMSA_CUDA_FWD_LOAD_U 4
 
@@ -78,18 +77,6 @@
 /// The sync column of the rows the 2026-12-02 A/B retuned: FAST takes the
 /// unrolled loader (FULL's per-copy paging and window checks keep the rolled one).
 #define FMSA_CUDA_FWD_SYNC_U(variant, sync) ((sync) | ((variant) == FMSA_CUDA_FWD_FAST ? FMSA_CUDA_FWD_LOAD_U : 0))
-/* d128 / d64 FAST: the pipelined schedule (FMSA_CUDA_FWD_SYNC_PIPE) where the
- * knob is 1; 0 keeps FlashAttention-2's order (the A/B build sets it, both the
- * host C and nvcc: the knobs change no host-visible column). */
-#ifndef FMSA_CUDA_FWD_D128_PIPE
-#define FMSA_CUDA_FWD_D128_PIPE 1
-#endif
-#ifndef FMSA_CUDA_FWD_D64_PIPE
-#define FMSA_CUDA_FWD_D64_PIPE 0
-#endif
-#define FMSA_CUDA_FWD_SYNC_P(variant, on) \
-    ((variant) == FMSA_CUDA_FWD_FAST && (on) ? FMSA_CUDA_FWD_SYNC_PIPE | FMSA_CUDA_FWD_LOAD_U \
-                                             : FMSA_CUDA_FWD_SYNC_U(variant, 0))
 /* d256 FAST: 64 x 64 on 4 warps with one K and one V buffer (96.5 KB, two
  * blocks per SM, FlashAttention-2's d256 shape) instead of 128 x 64 on 8 warps
  * over two stages (192 KB, one block per SM); the A/B build sets 0 for the
@@ -100,10 +87,10 @@
 #define FMSA_CUDA_FWD_D256_S(variant) ((variant) == FMSA_CUDA_FWD_FAST && FMSA_CUDA_FWD_D256_SINGLE)
 #define FMSA_CUDA_FWD_INSTANCES_DT(X, DT, dt, variant, vn)                                      \
     X(fmsa_cuda_fwd_##dt##_d64_##vn, DT, 64, 64, variant, 128, 128, FMSA_CUDA_FWD_D64_BN(variant), 2, 1, \
-      FMSA_CUDA_FWD_SYNC_P(variant, FMSA_CUDA_FWD_D64_PIPE), 2, 1)                                                     \
+      FMSA_CUDA_FWD_SYNC_U(variant, 0), 2, 1)                                                     \
     X(fmsa_cuda_fwd_##dt##_d96_##vn, DT, 96, 96, variant, 128, 128, 32, 2, 1, 0, 2, 1)          \
     X(fmsa_cuda_fwd_##dt##_d128_##vn, DT, 128, 128, variant, 128, 128, 64, 2, 0,                \
-      FMSA_CUDA_FWD_SYNC_P(variant, FMSA_CUDA_FWD_D128_PIPE), 2, 1)                                                     \
+      FMSA_CUDA_FWD_SYNC_U(variant, 0), 2, 1)                                                     \
     X(fmsa_cuda_fwd_##dt##_d192v128_##vn, DT, 192, 128, variant, 256, 128, 64, 2, 0, 1, 1, 1)   \
     X(fmsa_cuda_fwd_##dt##_d192_##vn, DT, 192, 192, variant, 256, 128, 64, 2, 0, 1, 1, 1)       \
     X(fmsa_cuda_fwd_##dt##_d256_##vn, DT, 256, 256, variant, FMSA_CUDA_FWD_D256_S(variant) ? 128 : 256, \

@@ -641,242 +641,6 @@ FMSA_DEV void fmsa_cuda_fwd_load_kv(const fmsa_cuda_fwd_params &p, unsigned base
     else fmsa_cuda_fwd_load_tile<D, BN, T, FULL>(p, base, g, sb, ss, n0, 0, sk, b, dim);
 }
 
-/// The key tiles [n0, n0 + bs) of the block at row m0 (bm rows) that cross
-/// the sequence end or a window edge (some row needs the per-element mask)
-/// are those with n0 > *ehi or n0 < *elo: two ints instead of the window's
-/// 64-bit bounds held across the key loop.
-FMSA_DEV void fmsa_cuda_fwd_edges(const fmsa_cuda_fwd_rows &w, int bs, int m0, int bm, int *elo, int *ehi) {
-    long long hi = (long long)w.sk - bs;
-    if (w.wr >= 0 && m0 + w.off + w.wr + 1 - bs < hi) hi = m0 + w.off + w.wr + 1 - bs;
-    *ehi = fmsa_cuda_clamp30(hi);
-    *elo = w.wl >= 0 ? fmsa_cuda_clamp30(m0 + bm - 1 + w.off - w.wl) : -(1 << 30);
-}
-
-/*
- * The pipelined FAST schedule (FMSA_CUDA_FWD_SYNC_PIPE) splits each key tile
- * into two halves a, b of BN / 2 keys, each an update of the state machine of
- * its own, and orders the work so every softmax step shares a basic block
- * with an independent run of mma: P of a with S of b, b's row max with P V of
- * a, P of b with S of a of the next tile, and that row max with P V of b.
- * One warp cannot issue mma.sync fast enough to keep the tensor pipe busy
- * (NOTES_FWD.md, the profile); its own softmax work then fills those gaps.
- * The live scores stay two halves (one tile's worth of registers).  The
- * steps below are the pieces of fmsa_cuda_fwd_softmax for FAST rows
- * (no transforms, no bit mask; the scale rides in the exponent's fma).
- */
-
-/// 1: each half tile's exponentials sit in the source between the next half
-/// tile's k steps (fmsa_cuda_fwd_qk_exp); 0: before them.  ptxas schedules
-/// either; the A/B build sets it (no host-visible effect).
-#ifndef FMSA_CUDA_FWD_PIPE_IL
-#define FMSA_CUDA_FWD_PIPE_IL 1
-#endif
-
-/// FAST mask of a half tile at n0: scores outside a row's [lo, hi) -> -inf.
-template <int BS, int MT>
-FMSA_DEV void fmsa_cuda_fwd_mask_half(const fmsa_cuda_fwd_row &rw0, int hi_lim, int n0,
-                                      float s[][BS / 8][4]) {
-    const int cb = n0 + 2 * ((int)threadIdx.x & 3);
-#pragma unroll
-    for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-        for (int hr = 0; hr < 2; ++hr) {
-            const int dr = mt * 16 + hr * 8;
-            const int lo = rw0.lo + dr - cb, hi = (rw0.hi + dr < hi_lim ? rw0.hi + dr : hi_lim) - cb;
-#pragma unroll
-            for (int nt = 0; nt < BS / 8; ++nt)
-#pragma unroll
-                for (int e = 0; e < 2; ++e) {
-                    const int x = nt * 8 + e;
-                    if (x < lo || x >= hi) s[mt][nt][2 * hr + e] = FMSA_NEG_INF;
-                }
-        }
-}
-
-/// Row maxima of a half tile (base 2, times mult) into tmax; returns this
-/// lane's "every row keeps its m" (fmsa_softmax_keeps).
-template <int BS, int MT>
-FMSA_DEV int fmsa_cuda_fwd_rowmax(const float s[][BS / 8][4], const float m[][2], float mult,
-                                  float tmax[][2]) {
-    int keep = 1;
-#pragma unroll
-    for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-        for (int hr = 0; hr < 2; ++hr) {
-            float mx = FMSA_NEG_INF;
-#pragma unroll
-            for (int nt = 0; nt < BS / 8; ++nt) mx = fmaxf(mx, fmaxf(s[mt][nt][2 * hr], s[mt][nt][2 * hr + 1]));
-            mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-            mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-            tmax[mt][hr] = mx == FMSA_NEG_INF ? FMSA_NEG_INF : mx * mult;
-            keep &= fmsa_softmax_keeps(m[mt][hr], tmax[mt][hr]);
-        }
-    return keep;
-}
-
-/// The update of m, l and acc to the maxima tmax (the lazy rescale's slow path).
-template <int DA, int MT>
-FMSA_DEV void fmsa_cuda_fwd_rescale(const float tmax[][2], float m[][2], float l[][2],
-                                    float acc[][DA / 8][4]) {
-#pragma unroll
-    for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-        for (int hr = 0; hr < 2; ++hr) {
-            const float c = fmsa_softmax_update(&m[mt][hr], tmax[mt][hr]);
-            l[mt][hr] *= c;
-#pragma unroll
-            for (int dt = 0; dt < DA / 8; ++dt) {
-                acc[mt][dt][2 * hr] *= c;
-                acc[mt][dt][2 * hr + 1] *= c;
-            }
-        }
-}
-
-/// Mask (edge tiles only), row max and, where a row climbs, the rescale of a half tile.
-template <int DA, int BS, int MT>
-FMSA_DEV void fmsa_cuda_fwd_update_half(const fmsa_cuda_fwd_row &rw0, int hi_lim, int n0, int edge,
-                                        float mult, float s[][BS / 8][4], float m[][2], float l[][2],
-                                        float acc[][DA / 8][4]) {
-    float tmax[MT][2];
-    if (edge) fmsa_cuda_fwd_mask_half<BS, MT>(rw0, hi_lim, n0, s);
-    if (!__all_sync(0xffffffffu, fmsa_cuda_fwd_rowmax<BS, MT>(s, m, mult, tmax)))
-        fmsa_cuda_fwd_rescale<DA, MT>(tmax, m, l, acc);
-}
-
-/// Scores -> probabilities of a half tile against m (fmsa_softmax_p), summed into l.
-template <int BS, int MT>
-FMSA_DEV void fmsa_cuda_fwd_exp_f(float s[][BS / 8][4], const float m[][2], float l[][2], float mult) {
-#pragma unroll
-    for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-        for (int hr = 0; hr < 2; ++hr) {
-            const float mu = m[mt][hr] == FMSA_NEG_INF ? 0.0f : m[mt][hr];
-#pragma unroll
-            for (int nt = 0; nt < BS / 8; ++nt)
-#pragma unroll
-                for (int e = 0; e < 2; ++e) {
-                    const float pv = fmsa_ex2(fmaf(s[mt][nt][2 * hr + e], mult, -mu));
-                    l[mt][hr] += pv;
-                    s[mt][nt][2 * hr + e] = pv;
-                }
-        }
-}
-
-/// S = Q K^T of a half tile into s (fmsa_cuda_fwd_qk) with the previous half
-/// tile's exponentials (fmsa_cuda_fwd_exp_f on pr) spread over its k steps in
-/// the source, so ptxas sees them beside the mma they are to fill the gaps of.
-template <int DTY, int D, int BS, int MT, int QREG, int ROWQ, int ROWK>
-FMSA_DEV void fmsa_cuda_fwd_qk_exp(float s[][BS / 8][4], const unsigned qf[][QREG ? D / 16 : 1][4],
-                                   unsigned aRow, unsigned sK, unsigned kRow, const unsigned offA[4],
-                                   const unsigned offB[4], float pr[][BS / 8][4], const float m[][2],
-                                   float l[][2], float mult) {
-    enum { KS = D / 16, E = MT * (BS / 8) * 4, EK = (E + KS - 1) / KS };
-    float mu[MT][2];
-#pragma unroll
-    for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-        for (int hr = 0; hr < 2; ++hr) mu[mt][hr] = m[mt][hr] == FMSA_NEG_INF ? 0.0f : m[mt][hr];
-#pragma unroll
-    for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-        for (int nt = 0; nt < BS / 8; ++nt)
-#pragma unroll
-            for (int e = 0; e < 4; ++e) s[mt][nt][e] = 0.0f;
-#pragma unroll
-    for (int ks = 0; ks < KS; ++ks) {
-        unsigned a[MT][4];
-#pragma unroll
-        for (int mt = 0; mt < MT; ++mt) {
-            if (QREG) {
-#pragma unroll
-                for (int e = 0; e < 4; ++e) a[mt][e] = qf[QREG ? mt : 0][QREG ? ks : 0][e];
-            } else {
-                fmsa_ldmatrix_x4(a[mt], aRow + mt * 16 * ROWQ + (ks >> 2) * 128 + offA[ks & 3]);
-            }
-        }
-#pragma unroll
-        for (int np = 0; np < BS / 16; ++np) {
-            unsigned bk[4];
-            fmsa_ldmatrix_x4(bk, sK + kRow + np * 16 * ROWK + (ks >> 2) * 128 + offB[ks & 3]);
-#pragma unroll
-            for (int mt = 0; mt < MT; ++mt) {
-                fmsa_mma16816<DTY == FMSA_CUDA_DT_BF16>(s[mt][2 * np], a[mt], bk[0], bk[1]);
-                fmsa_mma16816<DTY == FMSA_CUDA_DT_BF16>(s[mt][2 * np + 1], a[mt], bk[2], bk[3]);
-            }
-        }
-#pragma unroll
-        for (int q = ks * EK; q < (ks + 1) * EK && q < E; ++q) {
-            const int mt = q / ((BS / 8) * 4), nt = (q / 4) % (BS / 8), e = q % 4, hr = e >> 1;
-            const float pv = fmsa_ex2(fmaf(pr[mt][nt][e], mult, -mu[mt][hr]));
-            l[mt][hr] += pv;
-            pr[mt][nt][e] = pv;
-        }
-    }
-}
-
-/*
- * One key tile `it` of the pipelined schedule.  On entry sa holds half a of
- * the tile's scores, already masked and with m updated for it; K of the tile
- * and of tile it + 1 and V of the tile are in flight or landed in stages
- * it % 2, (it + 1) % 2 (K) and it % 2 (V).  One barrier a tile: after it,
- * every warp is done with K of tile it (S of b came before it) and with V of
- * tile it - 1, so K of tile it + 2 and V of tile it + 1 load there at once and
- * have a whole tile to land.  LAST: the block's last tile (no next S, no loads).
- */
-template <int DTY, int D, int DV, int DA, int BN, int MT, int T, int QREG, int ROWQ, int ROWK, int ROWV,
-          int LAST>
-FMSA_DEV void fmsa_cuda_fwd_pipe_tile(const fmsa_cuda_fwd_params &p, float mult, int elo, int ehi,
-                                      const fmsa_cuda_fwd_row &rw0, int hi_lim, int it, int ntiles,
-                                      int nb, int t_end, unsigned sKV, const unsigned short *kg,
-                                      const unsigned short *vg, const unsigned qf[][QREG ? D / 16 : 1][4],
-                                      unsigned aRow, unsigned kRow, unsigned vRow, const unsigned offA[4],
-                                      const unsigned offB[4], float sa[][BN / 16][4],
-                                      float sb[][BN / 16][4], float m[][2], float l[][2],
-                                      float acc[][DA / 8][4]) {
-    enum { BH = BN / 2, STAGE_B = BN * (ROWK + ROWV), BF = DTY == FMSA_CUDA_DT_BF16 };
-    const int n0 = nb + (t_end - 1 - it) * BN;
-    const unsigned sK = sKV + (unsigned)(it & 1) * STAGE_B, sKn = sKV + (unsigned)((it + 1) & 1) * STAGE_B;
-    if (FMSA_CUDA_FWD_PIPE_IL) {
-        fmsa_cuda_fwd_qk_exp<DTY, D, BH, MT, QREG, ROWQ, ROWK>(sb, qf, aRow, sK + BH * ROWK, kRow, offA, offB, sa,
-                                                               m, l, mult);
-    } else {
-        fmsa_cuda_fwd_exp_f<BH, MT>(sa, m, l, mult);
-        fmsa_cuda_fwd_qk<DTY, D, BH, MT, QREG, ROWQ, ROWK>(sb, qf, aRow, sK + BH * ROWK, kRow, offA, offB);
-    }
-    fmsa_cp_async_wait<0>();
-    __syncthreads(); /* V of tile it, K of tile it + 1 visible; K of it and V of it - 1 free */
-    if (n0 + BH > ehi || n0 + BH < elo) fmsa_cuda_fwd_mask_half<BH, MT>(rw0, hi_lim, n0 + BH, sb);
-    if (!LAST) { /* branch-free past the last tile: the loads zero-fill from p.k */
-        fmsa_cuda_fwd_load_tile_u<D, BN, T>(p, sK, kg, p.k_ss, n0 - 2 * BN, p.head_dim, it + 2 < ntiles);
-        fmsa_cuda_fwd_load_tile_u<DV, BN, T>(p, sKn + BN * ROWK, vg, p.v_ss, n0 - BN, p.head_dim_v, 1);
-        fmsa_cp_async_commit();
-    }
-    fmsa_cuda_fwd_pv<BF, DA, BH, MT, ROWV>(acc, sa, sK + BN * ROWK, vRow, offA, 0, ~0u, 0);
-    {
-        float tmax[MT][2];
-        if (!__all_sync(0xffffffffu, fmsa_cuda_fwd_rowmax<BH, MT>(sb, m, mult, tmax)))
-            fmsa_cuda_fwd_rescale<DA, MT>(tmax, m, l, acc);
-    }
-    if (LAST) {
-        fmsa_cuda_fwd_exp_f<BH, MT>(sb, m, l, mult);
-    } else {
-        if (FMSA_CUDA_FWD_PIPE_IL) {
-            fmsa_cuda_fwd_qk_exp<DTY, D, BH, MT, QREG, ROWQ, ROWK>(sa, qf, aRow, sKn, kRow, offA, offB, sb, m, l,
-                                                                   mult);
-        } else {
-            fmsa_cuda_fwd_exp_f<BH, MT>(sb, m, l, mult);
-            fmsa_cuda_fwd_qk<DTY, D, BH, MT, QREG, ROWQ, ROWK>(sa, qf, aRow, sKn, kRow, offA, offB);
-        }
-        if (n0 - BN > ehi || n0 - BN < elo) fmsa_cuda_fwd_mask_half<BH, MT>(rw0, hi_lim, n0 - BN, sa);
-    }
-    fmsa_cuda_fwd_pv<BF, DA, BH, MT, ROWV>(acc, sb, sK + BN * ROWK + BH * ROWV, vRow, offA, 0, ~0u, 0);
-    if (!LAST) {
-        float tmax[MT][2];
-        if (!__all_sync(0xffffffffu, fmsa_cuda_fwd_rowmax<BH, MT>(sa, m, mult, tmax)))
-            fmsa_cuda_fwd_rescale<DA, MT>(tmax, m, l, acc);
-    }
-}
-
 /*
  * SYNC, how a block's warps meet the K/V stages (each tile is two cp.async
  * groups, K then V), its low two bits (FMSA_CUDA_FWD_SYNC_*):  0  wait for K,
@@ -886,9 +650,7 @@ FMSA_DEV void fmsa_cuda_fwd_pipe_tile(const fmsa_cuda_fwd_params &p, float mult,
  * j loads during S of tile j, K of tile j + 1 during P V of tile j, so two
  * blocks fit an SM where two stages would not.  Bit 2 (FMSA_CUDA_FWD_LOAD_U)
  * takes the unrolled loader for FAST 16-bit rows.  CS: warps per row group
- * (each owns DV / CS output columns).  3 (FMSA_CUDA_FWD_SYNC_PIPE, FAST 16-bit
- * rows on two stages with the loader): half tiles, one barrier a tile
- * (fmsa_cuda_fwd_pipe_tile).
+ * (each owns DV / CS output columns).
  */
 template <int DTY, int D, int DV, int BM, int BN, int NW, int STAGES, int QREG, int FULL,
           int SYNC, int CS>
@@ -905,8 +667,7 @@ FMSA_DEV void fmsa_cuda_fwd_block(const fmsa_cuda_fwd_params &p) {
                       DA % 16 == 0 && (SCHED == 2 ? STAGES == 1 : STAGES >= 2), "tile");
     static_assert((BM * CPR) % T == 0 && (16 * MT * CPA) % 32 == 0,
                   "every thread copies the same number of Q and O chunks");
-    static_assert(BN <= 128, "mask bits of a tile row fit 32 bits");
-    static_assert(SCHED != 3 || (UL && STAGES == 2 && CS == 1 && BN % 32 == 0), "the pipelined schedule's rows");
+    static_assert(BN <= 128 && SCHED <= 2, "mask bits of a tile row fit 32 bits");
     static_assert(!UL || (T % CPR == 0 && (T / CPR) % 4 == 0 && (BN * CPR) % T == 0 &&
                           T % (DV16 / 8) == 0 && (T / (DV16 / 8)) % 4 == 0 && (BN * DV16 / 8) % T == 0),
                   "the unrolled loader's rows: a thread's swizzled chunk is fixed");
@@ -967,12 +728,6 @@ FMSA_DEV void fmsa_cuda_fwd_block(const fmsa_cuda_fwd_params &p) {
                                                          nb + (t_end - 1 - st) * BN, sk, b, p.head_dim_v * EU);
         fmsa_cp_async_commit();
     }
-    if (SCHED == 3) { /* K of the second tile (stage 1) */
-        if (ntiles > 1)
-            fmsa_cuda_fwd_load_kv<D16, BN, T, FULL, UL>(p, sKV + STAGE_B, kg, p.k_sb * EU, p.k_ss * EU,
-                                                        nb + (t_end - 2) * BN, sk, b, p.head_dim * EU);
-        fmsa_cp_async_commit();
-    }
     if (SCHED == 2) { /* the single buffers take the first tile's K and V (both free) */
         if (ntiles > 0)
             fmsa_cuda_fwd_load_kv<D16, BN, T, FULL, UL>(p, sKV, kg, p.k_sb * EU, p.k_ss * EU,
@@ -986,7 +741,7 @@ FMSA_DEV void fmsa_cuda_fwd_block(const fmsa_cuda_fwd_params &p) {
     /* the zero row after the stages (FULL's V for keys no row of a warp sees) */
     const unsigned sZ = sKV + STAGES * STAGE_B;
     if (FULL) fmsa_cuda_fwd_zero_row<ROWV, T>(fmsa_smem + BM * ROWQ + STAGES * STAGE_B);
-    fmsa_cp_async_wait<SCHED == 2 ? 2 : SCHED == 3 ? 0 : 2 * (STAGES - 1)>(); /* Q landed (SCHED 3: all) */
+    fmsa_cp_async_wait<SCHED == 2 ? 2 : 2 * (STAGES - 1)>(); /* Q landed */
     if (p.softmax_scale < 0.0f)
         fmsa_cuda_fwd_q_negate<BM, D16, T, ROWQ, F32 ? 0x80000000u : 0x80008000u>(fmsa_smem);
     __syncthreads();
@@ -1022,26 +777,8 @@ FMSA_DEV void fmsa_cuda_fwd_block(const fmsa_cuda_fwd_params &p) {
             for (int e = 0; e < 4; ++e) acc[mt][dt][e] = 0.0f;
     }
 
-    if (SCHED == 3) {
-        float sa[MT][NT / 2][4], sb[MT][NT / 2][4];
-        int elo, ehi;
-        fmsa_cuda_fwd_edges(w, BN / 2, m0, BM, &elo, &ehi);
-        if (ntiles > 0) {
-            const int n0 = nb + (t_end - 1) * BN;
-            fmsa_cuda_fwd_qk<DTY, D16, BN / 2, MT, QREG, ROWQ, ROWK>(sa, qf, aRow, sKV, kRow, offA, offB);
-            fmsa_cuda_fwd_update_half<DA, BN / 2, MT>(rw0, hi_lim, n0, n0 > ehi || n0 < elo, w.sl2, sa, m, l, acc);
-        }
-        for (int it = 0; it < ntiles - 1; ++it)
-            fmsa_cuda_fwd_pipe_tile<DTY, D16, DV16, DA, BN, MT, T, QREG, ROWQ, ROWK, ROWV, 0>(
-                p, w.sl2, elo, ehi, rw0, hi_lim, it, ntiles, nb, t_end, sKV, kg, vg, qf, aRow, kRow, vRow, offA,
-                offB, sa, sb, m, l, acc);
-        if (ntiles > 0)
-            fmsa_cuda_fwd_pipe_tile<DTY, D16, DV16, DA, BN, MT, T, QREG, ROWQ, ROWK, ROWV, 1>(
-                p, w.sl2, elo, ehi, rw0, hi_lim, ntiles - 1, ntiles, nb, t_end, sKV, kg, vg, qf, aRow, kRow, vRow,
-                offA, offB, sa, sb, m, l, acc);
-    }
     int stage = 0, lstage = STAGES - 1;
-    for (int it = 0; it < (SCHED == 3 ? 0 : ntiles); ++it) {
+    for (int it = 0; it < ntiles; ++it) {
         const int n0 = nb + (t_end - 1 - it) * BN;
         if (SCHED == 2) {
             /* tile 0's V came with its K in the prologue (one load latency less
