@@ -12,7 +12,8 @@
 # (sweep + decode, every build checked against fp64, beside FA2 and cuDNN), ctest -L cuda on
 # A, the forward grids on B, the grids with FLASHMSA_CUDA_ARCH=sm80 on A, and (PROF=1) one
 # Nsight Compute pass over main's and A's kernels beside FA2's (bench/cuda_fwd_prof.py), and
-# (PROF_SRC=1) the per-instruction stall samples of A's d128 FAST kernel.
+# (PROF_SRC=1) the per-instruction stall samples of A's d128 FAST kernel, and (SAN="memcheck
+# racecheck") compute-sanitizer on A's forward grid.
 set -uo pipefail
 ROOT=$(pwd)
 T=$(cd "${T:-.devtree/fwd}" && pwd)
@@ -77,7 +78,7 @@ if [[ "${PROF:-1}" == 1 ]]; then
   (cd "$T" && timeout 170 ncu --profile-from-start off --clock-control none \
      --kernel-name regex:'fmsa_cuda_fwd|flash_fwd' "${secs[@]}" --print-details all \
      python3 bench/cuda_fwd_prof.py --lib main=/tmp/bM/libflashmsa.so --lib A=/tmp/bA/libflashmsa.so \
-     ${PROF_ARGS:-} > "$OUT/prof.txt" 2>&1)
+     $([[ -d /tmp/bB ]] && echo --lib B=/tmp/bB/libflashmsa.so) ${PROF_ARGS:-} > "$OUT/prof.txt" 2>&1)
   echo "ncu rc=$? $((SECONDS - t)) s: $(grep -c 'fmsa_cuda_fwd\|flash_fwd' "$OUT/prof.txt") kernel lines"
 fi
 if [[ "${PROF_SRC:-0}" == 1 ]]; then  # where A's d128 FAST kernel stalls, per SASS instruction
@@ -88,6 +89,15 @@ if [[ "${PROF_SRC:-0}" == 1 ]]; then  # where A's d128 FAST kernel stalls, per S
      --no-fa2 > "$L/src_run.txt" 2>&1 &&
    timeout 60 ncu -i "$OUT/srcA.ncu-rep" --page source --csv --print-source sass > "$OUT/srcA.csv" 2>&1)
   echo "ncu source rc=$? $((SECONDS - t)) s: $(wc -l < "$OUT/srcA.csv") lines"
+fi
+if [[ -n "${SAN:-}" ]]; then  # SAN="memcheck racecheck": compute-sanitizer on A's forward grid, forward kernels only
+  for tool in $SAN; do
+    t=$SECONDS
+    FLASHMSA_TEST_BACKEND=cuda timeout "${SAN_TIMEOUT:-120}" compute-sanitizer --tool "$tool" --report-api-errors no \
+      --error-exitcode 99 --kernel-name kns=fmsa_cuda_fwd /tmp/bA/tests/test_grid_forward --backend cuda \
+      > "$L/san_$tool.log" 2>&1
+    echo "$tool rc=$? $((SECONDS - t)) s: $(grep -h 'ERROR SUMMARY\|RACECHECK SUMMARY\|PASSED\|FAILED' "$L/san_$tool.log" | tail -3 | tr '\n' ' ')"
+  done
 fi
 tar czf "$OUT/logs.tgz" -C "$L" .
 sed -n '/^# NVIDIA/,$p' "$L/ab.txt"
