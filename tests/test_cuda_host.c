@@ -247,6 +247,23 @@ static void validation_defers_block_table(void **state) {
     assert_non_null(strstr(fmsa_last_error(), "block_table[1][1]"));
 }
 
+/* A made-up CUDA device of compute capability cc with optin bytes of shared
+ * memory per block (48 KiB without the opt-in), and the backend state on it:
+ * what the picks read. */
+static fmsa_cuda_state *fake_cuda(fmsa_cuda_device *dev, fmsa_cuda_state *st, int cc,
+                                  size_t optin) {
+    memset(dev, 0, sizeof *dev);
+    memset(st, 0, sizeof *st);
+    dev->info.backend = FMSA_BACKEND_CUDA;
+    snprintf(dev->info.arch, sizeof dev->info.arch, "sm%d0", cc);
+    dev->cc_major = cc;
+    dev->info.sram_per_block = 48 << 10, dev->info.sram_per_block_optin = optin;
+    dev->info.multiprocessors = 132;
+    dev->max_threads_per_block = 1024;
+    st->dev = dev;
+    return st;
+}
+
 /* A plan on a made-up sm90 device: 32-bit geometry, then the instance lists. */
 static void plan_refusals(void **state) {
     fmsa_cuda_device dev;
@@ -254,13 +271,7 @@ static void plan_refusals(void **state) {
     fmsa_problem p = fwd_problem();
     fmsa_cuda_plan plan;
     (void)state;
-    memset(&dev, 0, sizeof dev);
-    memset(&st, 0, sizeof st);
-    dev.info.backend = FMSA_BACKEND_CUDA;
-    snprintf(dev.info.arch, sizeof dev.info.arch, "sm90");
-    dev.info.sram_per_block = 48 << 10, dev.info.sram_per_block_optin = 227 << 10;
-    dev.max_threads_per_block = 1024;
-    st.dev = &dev;
+    fake_cuda(&dev, &st, 9, 227 << 10);
     p.total_k = (int64_t)INT32_MAX + 1;
     assert_int_equal(fmsa_cuda_plan_make(&st, &p, &plan), FMSA_ERR_NOT_SUPPORTED);
     assert_non_null(strstr(fmsa_last_error(), "total_k"));
@@ -302,14 +313,7 @@ static const char *fwd_pick_name_dt(int dt, int D, int Dv, long long smem, int s
     static fmsa_cuda_state st;
     static fmsa_cuda_plan plan;
     fmsa_problem p;
-    memset(&dev, 0, sizeof dev);
-    memset(&st, 0, sizeof st);
-    dev.info.backend = FMSA_BACKEND_CUDA;
-    snprintf(dev.info.arch, sizeof dev.info.arch, smem > (163 << 10) ? "sm90" : "sm80");
-    dev.info.sram_per_block = 48 << 10, dev.info.sram_per_block_optin = (size_t)smem;
-    dev.info.multiprocessors = 132;
-    dev.max_threads_per_block = 1024;
-    st.dev = &dev;
+    fake_cuda(&dev, &st, smem > (163 << 10) ? 9 : 8, (size_t)smem);
     memset(&p, 0, sizeof p);
     p.pass = FMSA_PASS_FORWARD;
     p.dtype = dt == FMSA_CUDA_DT_BF16 ? FMSA_DTYPE_BF16
@@ -380,14 +384,7 @@ static fmsa_status bwd_plan_v(int d, int dv, int cc, size_t optin, int dsink, fm
     static fmsa_cuda_device dev;
     static fmsa_cuda_state st;
     fmsa_problem p;
-    memset(&dev, 0, sizeof dev);
-    memset(&st, 0, sizeof st);
-    dev.info.backend = FMSA_BACKEND_CUDA;
-    snprintf(dev.info.arch, sizeof dev.info.arch, "sm%d0", cc);
-    dev.cc_major = cc;
-    dev.info.sram_per_block = 48 << 10, dev.info.sram_per_block_optin = optin;
-    dev.max_threads_per_block = 1024;
-    st.dev = &dev;
+    fake_cuda(&dev, &st, cc, optin);
     memset(&p, 0, sizeof p);
     p.pass = FMSA_PASS_BACKWARD;
     p.dtype = bwd_plan_dtype;
