@@ -1,15 +1,18 @@
 #!/usr/bin/env bash
-# The merged tree's device session with FA4 beside it: two device calls in a row
-# (FA4's wheels travel in two parts, ../shared/tools/gpu-peers/prepare.sh), run
-# from the repo root.
+# The merged tree's device session with FA4 beside it: two or three device calls
+# in a row (FA4's wheels travel in two parts, ../shared/tools/gpu-peers/prepare.sh),
+# run from the repo root.
 #
 #   call 1, carry [".peers/a", ".devtree/final"]:
 #       PHASE=a bash bench/peers_session.sh
-#     installs FA4's part a; unpacks .devtree/final/dev.tar.xz (fatbin/ + cmocka/,
-#     built on the development machine) to /tmp/fmsa-dev; then
+#     installs FA4's part a (when .peers/a came along); takes .devtree/final's
+#     fatbin/ + cmocka/ (built on the development machine), from dev.tar.xz when
+#     that is there; then
 #     bench/device_session.sh (PARTS, default "cuda opencl python"): the CUDA build
 #     into build-cuda/ and every ctest -L cuda suite, OpenCL, Python; then the ring's
 #     NCCL run and ring_timing (bench/ring_device_run.sh on build-cuda)
+#   (when FA4's part a and the fatbins do not fit one call's 64 MiB: call 1 without
+#   .peers/a, then a call with carry [".peers/a"]: PHASE=fa4a bash bench/peers_session.sh)
 #   call 2, carry [".peers/b"]:
 #       PHASE=b bash bench/peers_session.sh
 #     installs FA4's part b (needs call 1's part a on the same warm machine), then
@@ -22,10 +25,17 @@ cd "$top"
 OUT=${OUT:-/tmp/fmsa-device-out}
 mkdir -p "$OUT"
 case "${PHASE:?PHASE=a or b}" in
+fa4a)
+  bash .peers/a/install.sh
+  ;;
 a)
-  bash .peers/a/install.sh || exit 1
+  if [[ -d .peers/a ]]; then bash .peers/a/install.sh || exit 1; fi
   rm -rf /tmp/fmsa-dev /tmp/fmsa-logs && mkdir -p /tmp/fmsa-dev
-  tar xJf .devtree/final/dev.tar.xz -C /tmp/fmsa-dev || exit 1
+  if [[ -f .devtree/final/dev.tar.xz ]]; then
+    tar xJf .devtree/final/dev.tar.xz -C /tmp/fmsa-dev || exit 1
+  else
+    cp -r .devtree/final/fatbin .devtree/final/cmocka /tmp/fmsa-dev/ || exit 1
+  fi
   # the logs (more files than a call brings back) travel as one archive; the
   # failing tests' names are printed
   DEV=/tmp/fmsa-dev OUT=/tmp/fmsa-logs PARTS="${PARTS:-cuda opencl python}" \
@@ -46,5 +56,5 @@ b)
   [[ -f build-cuda/libflashmsa.so ]] || { echo "build-cuda/ is not here: run PHASE=a first"; exit 1; }
   OUT=$OUT STAGES=bench bash bench/cuda_device_run.sh
   ;;
-*) echo "PHASE must be a or b"; exit 2 ;;
+*) echo "PHASE must be a, fa4a or b"; exit 2 ;;
 esac
