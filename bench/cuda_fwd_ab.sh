@@ -16,7 +16,8 @@
 # racecheck") compute-sanitizer on A's forward grid (and the other suites of SAN_TESTS).
 # B_ROLE=check: B is a build that must FAIL test_grid_climb (the stale pass without its
 # repeat): it is not timed, only that suite runs on it.  BUDGET (s): later steps are skipped
-# once the call has run that long (the sanitizers first, then the sm80 grids).
+# once the call has run that long (the sm80 grids, the sanitizers); NCU_BY (s): the profile
+# runs only if the call is not yet that old (NCU_TIMEOUT bounds it); AB_TIMEOUT bounds the sweep.
 set -uo pipefail
 T0=$SECONDS
 left() { [[ $((SECONDS - T0)) -lt ${BUDGET:-100000} ]] || { echo "SKIPPED (budget): $1"; return 1; }; }
@@ -58,9 +59,10 @@ echo "builds: $((SECONDS - t)) s"
 
 t=$SECONDS
 # AB_ARGS is split on spaces, unquoted: no decode rows is AB_ARGS='--decode=' (not --decode "")
-(cd "$T" && timeout 330 python3 bench/cuda_fwd_ab.py "${libs[@]}" ${AB_ARGS:-} \
+(cd "$T" && timeout "${AB_TIMEOUT:-330}" python3 bench/cuda_fwd_ab.py "${libs[@]}" ${AB_ARGS:-} \
    --json "$OUT/ab.jsonl" > "$L/ab.txt" 2>&1)
 echo "ab rc=$? $((SECONDS - t)) s"
+cp "$L/ab.txt" "$OUT/ab.txt"; sed -n '/^# NVIDIA/,$p' "$L/ab.txt"
 
 t=$SECONDS
 timeout 200 ctest --test-dir /tmp/bA -L cuda -j8 --output-on-failure > "$OUT/ctest_cuda.log" 2>&1
@@ -79,26 +81,6 @@ t=$SECONDS
 left "sm80 grids" && FLASHMSA_CUDA_ARCH=sm80 timeout 90 ctest --test-dir /tmp/bA -L cuda -R '^test_grid_' -j8 \
   > "$OUT/ctest_sm80.log" 2>&1
 echo "sm80 grids rc=$? $((SECONDS - t)) s: $(grep -E 'tests passed|tests failed' "$OUT/ctest_sm80.log")"
-if [[ "${PROF:-1}" == 1 ]]; then
-  t=$SECONDS
-  secs=(--section SpeedOfLight --section ComputeWorkloadAnalysis --section WarpStateStats
-        --section SchedulerStats --section InstructionStats --section Occupancy
-        --section MemoryWorkloadAnalysis)
-  (cd "$T" && timeout 170 ncu --profile-from-start off --clock-control none \
-     --kernel-name regex:'fmsa_cuda_fwd|flash_fwd' "${secs[@]}" --print-details all \
-     python3 bench/cuda_fwd_prof.py --lib main=/tmp/bM/libflashmsa.so --lib A=/tmp/bA/libflashmsa.so \
-     $([[ -d /tmp/bB ]] && echo --lib B=/tmp/bB/libflashmsa.so) ${PROF_ARGS:-} > "$OUT/prof.txt" 2>&1)
-  echo "ncu rc=$? $((SECONDS - t)) s: $(grep -c 'fmsa_cuda_fwd\|flash_fwd' "$OUT/prof.txt") kernel lines"
-fi
-if [[ "${PROF_SRC:-0}" == 1 ]]; then  # where A's d128 FAST kernel stalls, per SASS instruction
-  t=$SECONDS
-  (cd "$T" && timeout 120 ncu --profile-from-start off --clock-control none \
-     --kernel-name regex:'fmsa_cuda_fwd_bf16_d128_fast' --section SourceCounters --section WarpStateStats \
-     -o "$OUT/srcA" python3 bench/cuda_fwd_prof.py --lib A=/tmp/bA/libflashmsa.so --shapes 128:4096:full \
-     --no-fa2 > "$L/src_run.txt" 2>&1 &&
-   timeout 60 ncu -i "$OUT/srcA.ncu-rep" --page source --csv --print-source sass > "$OUT/srcA.csv" 2>&1)
-  echo "ncu source rc=$? $((SECONDS - t)) s: $(wc -l < "$OUT/srcA.csv") lines"
-fi
 if [[ -n "${SAN:-}" ]]; then  # SAN="memcheck racecheck": compute-sanitizer on A's forward grid, forward kernels only
   for suite in ${SAN_TESTS:-test_grid_forward}; do
   for tool in $SAN; do
@@ -110,6 +92,26 @@ if [[ -n "${SAN:-}" ]]; then  # SAN="memcheck racecheck": compute-sanitizer on A
     echo "$tool $suite rc=$? $((SECONDS - t)) s: $(grep -h 'ERROR SUMMARY\|RACECHECK SUMMARY\|PASSED\|FAILED' "$L/san_${tool}_$suite.log" | tail -3 | tr '\n' ' ')"
   done
   done
+fi
+if [[ "${PROF:-1}" == 1 ]] && [[ $((SECONDS - T0)) -lt ${NCU_BY:-100000} ]]; then
+  t=$SECONDS
+  secs=(--section SpeedOfLight --section ComputeWorkloadAnalysis --section WarpStateStats
+        --section SchedulerStats --section InstructionStats --section Occupancy
+        --section MemoryWorkloadAnalysis)
+  (cd "$T" && timeout "${NCU_TIMEOUT:-170}" ncu --profile-from-start off --clock-control none \
+     --kernel-name regex:'fmsa_cuda_fwd|flash_fwd' "${secs[@]}" --print-details all \
+     python3 bench/cuda_fwd_prof.py --lib main=/tmp/bM/libflashmsa.so --lib A=/tmp/bA/libflashmsa.so \
+     $([[ -d /tmp/bB && "${B_ROLE:-}" != check ]] && echo --lib B=/tmp/bB/libflashmsa.so) ${PROF_ARGS:-} > "$OUT/prof.txt" 2>&1)
+  echo "ncu rc=$? $((SECONDS - t)) s: $(grep -c 'fmsa_cuda_fwd\|flash_fwd' "$OUT/prof.txt") kernel lines"
+fi
+if [[ "${PROF_SRC:-0}" == 1 ]]; then  # where A's d128 FAST kernel stalls, per SASS instruction
+  t=$SECONDS
+  (cd "$T" && timeout 120 ncu --profile-from-start off --clock-control none \
+     --kernel-name regex:'fmsa_cuda_fwd_bf16_d128_fast' --section SourceCounters --section WarpStateStats \
+     -o "$OUT/srcA" python3 bench/cuda_fwd_prof.py --lib A=/tmp/bA/libflashmsa.so --shapes 128:4096:full \
+     --no-fa2 > "$L/src_run.txt" 2>&1 &&
+   timeout 60 ncu -i "$OUT/srcA.ncu-rep" --page source --csv --print-source sass > "$OUT/srcA.csv" 2>&1)
+  echo "ncu source rc=$? $((SECONDS - t)) s: $(wc -l < "$OUT/srcA.csv") lines"
 fi
 tar czf "$OUT/logs.tgz" -C "$L" .
 sed -n '/^# NVIDIA/,$p' "$L/ab.txt"

@@ -902,7 +902,9 @@ FMSA_DEV void fmsa_cuda_fwd_block(const fmsa_cuda_fwd_params &p) {
                 fmsa_cp_async_commit();
                 lstage = lstage + 1 == STAGES ? 0 : lstage + 1;
             }
-            if (edge || again) {
+            /* the block's first tile takes the row maximum too: without a sink its
+             * m is -inf, which the stale pass would only give back */
+            if (edge || again || it == 0) {
                 fmsa_cuda_fwd_softmax<DA, BN, MT, FULL, F32, 1>(p, w, rw, n0, edge, s, m, l, acc);
                 redo = 0;
             } else {
