@@ -58,6 +58,11 @@ foreach(variant default: scalar:FLASHMSA_CPU_KERNEL=scalar generic:FLASHMSA_CPU_
     ENVIRONMENT "FLASHMSA_BACKEND=cpu;FLASHMSA_CPU_POISON=1;${extra}")
 endforeach()
 
+# Scores far above the running max on interior key tiles (tests/test_grid_climb.c).
+add_test(NAME test_grid_climb_cpu COMMAND test_grid_climb --backend cpu)
+set_tests_properties(test_grid_climb_cpu PROPERTIES LABELS cpu TIMEOUT 600
+  ENVIRONMENT "FLASHMSA_BACKEND=cpu;FLASHMSA_CPU_POISON=1")
+
 # The features of API v0.2 (sinks, dlse, Dv != D, head dims to 576) on the
 # portable bf16-product twin, so the bf16-product passes' handling of them is
 # checked on every machine, whatever path the dispatcher picks here.

@@ -30,6 +30,12 @@ add_test(NAME test_grid_masked_nan_cuda COMMAND test_grid_masked_nan --backend c
 set_tests_properties(test_grid_masked_nan_cuda PROPERTIES LABELS cuda TIMEOUT 900
   ENVIRONMENT "FLASHMSA_TEST_BACKEND=cuda" SKIP_RETURN_CODE 77)
 
+# Scores far above the running max on interior key tiles (tests/test_grid_climb.c):
+# the d128 FAST kernel's stale pass must give such tiles back to the full softmax.
+add_test(NAME test_grid_climb_cuda COMMAND test_grid_climb --backend cuda)
+set_tests_properties(test_grid_climb_cuda PROPERTIES LABELS cuda TIMEOUT 300
+  ENVIRONMENT "FLASHMSA_TEST_BACKEND=cuda" SKIP_RETURN_CODE 77)
+
 # The backend-neutral suites run with --backend cuda through fmsa_add_backend
 # (backends/cuda/backend.cmake).  FLASHMSA_CUDA_ARCH=sm80 (the planner's A100
 # rows on any device) is the "sm_80 kernels forced" run of the device script.

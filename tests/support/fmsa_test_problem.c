@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/fmsa_half.h"
 #include "support/fmsa_test_rng.h"
 
 /*
@@ -319,6 +320,31 @@ static void prob_poison_dead_keys(fmsa_test_problem *tp) {
     }
 }
 
+/* spec.climb: q[.., 0] = 1 and k[.., j, .., 0] = c (L / 2 - j / 64) / (scale log2 e),
+ * L + 1 the 64-key tiles: every score of tile t (keys 64 t ..) sits c (base 2) above
+ * those of tile t + 1 (to the k rounding), centred on 0 so |LSE| stays ~ c L / 2.  A
+ * kernel that walks the keys from the last tile down meets, on every interior tile,
+ * scores far above its running max (c >= 128: 2^(s - m) overflows fp32). */
+static int prob_climb(fmsa_test_problem *tp) {
+    const fmsa_test_spec *s = &tp->spec;
+    const double sc = s->scale > 0.0f ? s->scale : 1.0 / sqrt((double)s->d);
+    const double half = (double)((s->sk + 63) / 64 - 1) / 2.0;
+    if (s->varlen || s->page > 0 || s->scale < 0.0f) return -1;
+    for (int64_t b = 0; b < s->batch; ++b)
+        for (int64_t j = 0; j < s->sq; ++j)
+            for (int64_t h = 0; h < s->hq; ++h)
+                fmsa_store_f32(fmsa_test_buf_origin(&tp->q, tp->q.host), (int)tp->q.dtype,
+                               fmsa_test_buf_offset(&tp->q, ((b * s->sq + j) * s->hq + h) * s->d),
+                               1.0f);
+    for (int64_t b = 0; b < s->batch; ++b)
+        for (int64_t j = 0; j < s->sk; ++j)
+            for (int64_t h = 0; h < s->hkv; ++h)
+                fmsa_store_f32(fmsa_test_buf_origin(&tp->k, tp->k.host), (int)tp->k.dtype,
+                               fmsa_test_buf_offset(&tp->k, ((b * s->sk + j) * s->hkv + h) * s->d),
+                               (float)(s->climb * (half - (double)(j / 64)) / (sc * 1.4426950408889634)));
+    return 0;
+}
+
 int fmsa_test_problem_create(fmsa_test_problem *tp, const fmsa_test_spec *spec) {
     const fmsa_test_spec *s;
     fmsa_test_rng r;
@@ -395,6 +421,7 @@ int fmsa_test_problem_create(fmsa_test_problem *tp, const fmsa_test_spec *spec) 
     if (s->mask) rc |= prob_mask(tp, &r);
     /* drawn after every older input so that old specs keep their data */
     if (s->sinks) rc |= prob_sinks(tp, &r);
+    if (s->climb > 0.0f) rc |= prob_climb(tp);
     if (tp->has_dlse) rc |= prob_fill_normal(&tp->dlse, &r, 1.0);
     if (rc) return -1;
 

@@ -38,13 +38,14 @@ void fmsa_test_spec_format(const fmsa_test_spec *s, char *buf, size_t len) {
              "pass=%s dtype=%s b=%lld sq=%lld sk=%lld hq=%lld hkv=%lld d=%lld causal=%d wl=%lld "
              "wr=%lld softcap=%.9g alibi=%d mask=%d varlen=%d page=%lld seqused=%d strided=%d "
              "lse=%d det=%d scale=%.9g amp=%.9g nan=%d seed=%llu dv=%lld sinks=%d dlse=%d "
-             "dsink=%d",
+             "dsink=%d climb=%.9g",
              s->pass == FMSA_PASS_BACKWARD ? "bwd" : "fwd", fmsa_test_dtype_name(s->dtype),
              (long long)s->batch, (long long)s->sq, (long long)s->sk, (long long)s->hq,
              (long long)s->hkv, (long long)s->d, s->causal, (long long)s->wl, (long long)s->wr,
              (double)s->softcap, s->alibi, s->mask, s->varlen, (long long)s->page, s->seqused,
              s->strided, s->lse, s->det, (double)s->scale, (double)s->amp, s->nan,
-             (unsigned long long)s->seed, (long long)s->dv, s->sinks, s->dlse, s->dsink);
+             (unsigned long long)s->seed, (long long)s->dv, s->sinks, s->dlse, s->dsink,
+             (double)s->climb);
 }
 
 /// Applies one "key=value" token; -1 for an unknown key or bad value.
@@ -64,10 +65,12 @@ static int spec_set(fmsa_test_spec *s, const char *key, const char *val) {
         else return -1;
         return 0;
     }
-    if (!strcmp(key, "softcap") || !strcmp(key, "scale") || !strcmp(key, "amp")) {
+    if (!strcmp(key, "softcap") || !strcmp(key, "scale") || !strcmp(key, "amp") ||
+        !strcmp(key, "climb")) {
         float f = strtof(val, &end);
         if (end == val || *end) return -1;
-        if (key[1] == 'o') s->softcap = f;
+        if (key[0] == 'c') s->climb = f;
+        else if (key[1] == 'o') s->softcap = f;
         else if (key[0] == 'a') s->amp = f;
         else s->scale = f;
         return 0;

@@ -54,6 +54,10 @@ typedef struct fmsa_test_spec {
     int sinks;            ///< FMSA_TEST_SINKS_*
     int dlse;             ///< backward: give a random dlse
     int dsink;            ///< backward with sinks: request and check dsink
+    float climb;          ///< > 0: scores climb by this much (base 2) from each 64-key tile
+                          ///< to the one below it (q[.., 0] = 1, k[.., 0] by tile), so a
+                          ///< kernel that walks the keys downward meets scores far above its
+                          ///< running max; contiguous, not varlen or paged, scale > 0
 } fmsa_test_spec;
 
 /// How the optional sink logits are drawn (one per query head).

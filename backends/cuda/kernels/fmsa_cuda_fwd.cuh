@@ -26,6 +26,19 @@
 #include "../../../common/fmsa_softmax.h"
 #include "fmsa_cuda_mma.cuh"
 
+/// FAST 16-bit rows on two or more stages with the unrolled loader (d64,
+/// d128) skip the row maximum on interior tiles (fmsa_cuda_fwd_softmax_stale);
+/// 0 builds main's kernels of 6f8c3b5 (the A/B's and the overflow test's check).
+#ifndef FMSA_CUDA_FWD_STALE
+#define FMSA_CUDA_FWD_STALE 1
+#endif
+/// d64 (128-key tiles, Q in registers) spilled 380 B with it (16 B without).
+#ifndef FMSA_CUDA_FWD_STALE_D64
+#define FMSA_CUDA_FWD_STALE_D64 0
+#endif
+/// 2^FMSA_SOFTMAX_STALE_MAX: the bound on a lane's P sum of the stale pass.
+#define FMSA_CUDA_FWD_STALE_SUM 256.0f
+
 /// Shared tanh form for the softcap: 1 - 2 / (2^(2x log2 e) + 1) is exact at
 /// both saturations and its absolute error (what the exponent sees) is a few
 /// fp32 ulps of 1, well under the bf16/f16 rounding of the naive's scores.
@@ -324,7 +337,7 @@ FMSA_DEV void fmsa_cuda_fwd_qk(float s[][BN / 8][4], const unsigned qf[][QREG ? 
 /// update of m, l and acc; edge: some key of the tile may be invisible to some
 /// row (per-element mask).  FULL's transforms leave base-2 scores (mult 1);
 /// otherwise the scale rides in the exponent's fma (mult = |scale| log2 e).
-template <int DA, int BN, int MT, int FULL, int F32 = 0>
+template <int DA, int BN, int MT, int FULL, int F32 = 0, int FRESH = 0>
 FMSA_DEV void fmsa_cuda_fwd_softmax(const fmsa_cuda_fwd_params &p, const fmsa_cuda_fwd_rows &w,
                                     const fmsa_cuda_fwd_row rw[][2], int n0, int edge,
                                     float s[][BN / 8][4], float m[][2], float l[][2],
@@ -397,6 +410,9 @@ FMSA_DEV void fmsa_cuda_fwd_softmax(const fmsa_cuda_fwd_params &p, const fmsa_cu
             tmax[mt][hr] = mx == FMSA_NEG_INF ? FMSA_NEG_INF : mx * mult;
             keep &= fmsa_softmax_keeps(m[mt][hr], tmax[mt][hr]);
         }
+    /* FRESH: an interior tile that the stale pass (fmsa_cuda_fwd_softmax_stale)
+     * gave back moves m to its maximum, so the next tiles pass that test again */
+    if (FRESH) keep &= edge;
     /* lazy rescale, decided per warp so the skip costs no divergence */
     if (!__all_sync(0xffffffffu, keep)) {
 #pragma unroll
@@ -428,6 +444,48 @@ FMSA_DEV void fmsa_cuda_fwd_softmax(const fmsa_cuda_fwd_params &p, const fmsa_cu
                     s[mt][nt][2 * hr + e] = pv;
                 }
         }
+}
+
+/// The interior tiles' softmax without the row maximum: P = 2^(s mult - m)
+/// against the running m as it stands, each lane's 16 P of a row summed on the
+/// way.  Every sum <= 2^FMSA_SOFTMAX_STALE_MAX bounds each P by it, which is
+/// the lazy case of fmsa_cuda_fwd_softmax (its P, bit for bit), so l takes the
+/// sums and 1 is returned.  Otherwise (a score above m + 8, P overflowed to
+/// inf, a NaN, or m still -inf, which makes every P inf or NaN) nothing of the
+/// state has changed and 0 is returned: the caller recomputes S from the K
+/// tile, which stays in its stage until the warp reaches the next barrier, and
+/// takes fmsa_cuda_fwd_softmax.  Warp-uniform.
+template <int BN, int MT>
+FMSA_DEV int fmsa_cuda_fwd_softmax_stale(float mult, float s[][BN / 8][4], const float m[][2],
+                                         float l[][2]) {
+    enum { NT = BN / 8 };
+    float sum[MT][2];
+    int ok = 1;
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+        for (int hr = 0; hr < 2; ++hr) {
+            const float mu = m[mt][hr];
+            float t = 0.0f;
+#pragma unroll
+            for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+                for (int e = 0; e < 2; ++e) {
+                    const float pv = fmsa_ex2(fmaf(s[mt][nt][2 * hr + e], mult, -mu));
+                    t += pv;
+                    s[mt][nt][2 * hr + e] = pv;
+                }
+            sum[mt][hr] = t;
+            ok &= t <= FMSA_CUDA_FWD_STALE_SUM; /* false for inf and NaN */
+        }
+#ifndef FMSA_CUDA_FWD_STALE_UNSAFE /* the overflow test's check build: no repeat (wrong on purpose) */
+    if (!__all_sync(0xffffffffu, ok)) return 0;
+#endif
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+        for (int hr = 0; hr < 2; ++hr) l[mt][hr] += sum[mt][hr];
+    return 1;
 }
 
 /// acc += P V for one key tile at sV, output columns [16 c16, 16 c16 + DA);
@@ -661,6 +719,7 @@ FMSA_DEV void fmsa_cuda_fwd_block(const fmsa_cuda_fwd_params &p) {
         ROWK = FMSA_CUDA_FWD_PITCH(D16) * 2, ROWV = FMSA_CUDA_FWD_PITCH(DV16) * 2, CPR = D16 / 8,
         KS = D16 / 16, NT = BN / 8, DA = DV / CS, DT = DA / 8, CPA = DA * EU / 8,
         SCHED = SYNC & 3, UL = (SYNC & FMSA_CUDA_FWD_LOAD_U) && !FULL && !F32,
+        STALE = FMSA_CUDA_FWD_STALE && UL && SCHED == 0 && (D16 != 64 || FMSA_CUDA_FWD_STALE_D64),
         STAGE_B = BN * (ROWK + ROWV), WAIT_K = SCHED == 0 ? 2 * STAGES - 3 : 2 * STAGES - 4
     };
     static_assert(BM * CS % (16 * NW) == 0 && NW % CS == 0 && BN % 16 == 0 && D % 16 == 0 &&
@@ -777,8 +836,8 @@ FMSA_DEV void fmsa_cuda_fwd_block(const fmsa_cuda_fwd_params &p) {
             for (int e = 0; e < 4; ++e) acc[mt][dt][e] = 0.0f;
     }
 
-    int stage = 0, lstage = STAGES - 1;
-    for (int it = 0; it < ntiles; ++it) {
+    int stage = 0, lstage = STAGES - 1, again = 0, redo = 0; /* again, redo: STALE's repeat */
+    for (int it = 0; it < ntiles; it += STALE && again ? 0 : 1) {
         const int n0 = nb + (t_end - 1 - it) * BN;
         if (SCHED == 2) {
             /* tile 0's V came with its K in the prologue (one load latency less
@@ -824,27 +883,56 @@ FMSA_DEV void fmsa_cuda_fwd_block(const fmsa_cuda_fwd_params &p) {
                 rw[mt][hr].hi = rw0.hi + dr < hi_lim ? rw0.hi + dr : hi_lim;
                 if (FULL && rw0.mrow) rw[mt][hr].mrow = row0 + dr < sq ? rw0.mrow + dr * p.mask_ss : 0;
             }
-        if (F32) fmsa_cuda_fwd_qk_f32<D16, BN, MT, ROWQ, ROWK>(s, aRow, sK, kRow, offA, offB);
-        else fmsa_cuda_fwd_qk<DTY, D16, BN, MT, QREG, ROWQ, ROWK>(s, qf, aRow, sK, kRow, offA, offB);
-        if (SCHED != 2 && UL) {
-            /* the unrolled loads of tile it + STAGES - 1 (never the top tile) after S,
-             * branch-free (past the last tile they zero-fill a free stage): their
-             * address arithmetic may then fill the issue gaps of S's mma stream */
-            const int nx = it + STAGES - 1, live = nx < ntiles;
-            const unsigned sL = sKV + lstage * STAGE_B;
-            fmsa_cuda_fwd_load_tile_u<D16, BN, T>(p, sL, kg, p.k_ss * EU, nb + (t_end - 1 - nx) * BN,
-                                                  p.head_dim * EU, live);
-            fmsa_cp_async_commit();
-            fmsa_cuda_fwd_load_tile_u<DV16, BN, T>(p, sL + BN * ROWK, vg, p.v_ss * EU, nb + (t_end - 1 - nx) * BN,
-                                                   p.head_dim_v * EU, live);
-            fmsa_cp_async_commit();
-            lstage = lstage + 1 == STAGES ? 0 : lstage + 1;
+        const int run = !STALE || !again || redo;
+        if (STALE && run) {
+            /* interior tiles take the stale pass; a warp that it gives back
+             * sets redo, skips this P V, and the whole block repeats the tile
+             * (the barrier before P V votes) with the full softmax for that
+             * warp: its K and V are intact, the next loads went to the other
+             * stage, and one S in the loop keeps the registers main's */
+            fmsa_cuda_fwd_qk<DTY, D16, BN, MT, QREG, ROWQ, ROWK>(s, qf, aRow, sK, kRow, offA, offB);
+            if (!again) {
+                const int nx = it + STAGES - 1, live = nx < ntiles;
+                const unsigned sL = sKV + lstage * STAGE_B;
+                fmsa_cuda_fwd_load_tile_u<D16, BN, T>(p, sL, kg, p.k_ss * EU, nb + (t_end - 1 - nx) * BN,
+                                                      p.head_dim * EU, live);
+                fmsa_cp_async_commit();
+                fmsa_cuda_fwd_load_tile_u<DV16, BN, T>(p, sL + BN * ROWK, vg, p.v_ss * EU,
+                                                       nb + (t_end - 1 - nx) * BN, p.head_dim_v * EU, live);
+                fmsa_cp_async_commit();
+                lstage = lstage + 1 == STAGES ? 0 : lstage + 1;
+            }
+            /* the block's first tile takes the row maximum too: without a sink its
+             * m is -inf, which the stale pass would only give back */
+            if (edge || again || it == 0) {
+                fmsa_cuda_fwd_softmax<DA, BN, MT, FULL, F32, 1>(p, w, rw, n0, edge, s, m, l, acc);
+                redo = 0;
+            } else {
+                redo = !fmsa_cuda_fwd_softmax_stale<BN, MT>(w.sl2, s, m, l);
+            }
+        } else if (!STALE) {
+            if (F32) fmsa_cuda_fwd_qk_f32<D16, BN, MT, ROWQ, ROWK>(s, aRow, sK, kRow, offA, offB);
+            else fmsa_cuda_fwd_qk<DTY, D16, BN, MT, QREG, ROWQ, ROWK>(s, qf, aRow, sK, kRow, offA, offB);
+            if (SCHED != 2 && UL) {
+                /* the unrolled loads of tile it + STAGES - 1 (never the top tile) after S,
+                 * branch-free (past the last tile they zero-fill a free stage): their
+                 * address arithmetic may then fill the issue gaps of S's mma stream */
+                const int nx = it + STAGES - 1, live = nx < ntiles;
+                const unsigned sL = sKV + lstage * STAGE_B;
+                fmsa_cuda_fwd_load_tile_u<D16, BN, T>(p, sL, kg, p.k_ss * EU, nb + (t_end - 1 - nx) * BN,
+                                                      p.head_dim * EU, live);
+                fmsa_cp_async_commit();
+                fmsa_cuda_fwd_load_tile_u<DV16, BN, T>(p, sL + BN * ROWK, vg, p.v_ss * EU, nb + (t_end - 1 - nx) * BN,
+                                                       p.head_dim_v * EU, live);
+                fmsa_cp_async_commit();
+                lstage = lstage + 1 == STAGES ? 0 : lstage + 1;
+            }
+            fmsa_cuda_fwd_softmax<DA, BN, MT, FULL, F32>(p, w, rw, n0, edge, s, m, l, acc);
         }
-        fmsa_cuda_fwd_softmax<DA, BN, MT, FULL, F32>(p, w, rw, n0, edge, s,
-                                                                                     m, l, acc);
         if (SCHED == 0) {
             fmsa_cp_async_wait<2 * STAGES - 2>();
-            __syncthreads(); /* V of tile it visible */
+            if (STALE) again = __syncthreads_or(redo); /* V of tile it visible; repeat it? */
+            else __syncthreads(); /* V of tile it visible */
         } else if (SCHED == 2) {
             fmsa_cp_async_wait<0>();
             __syncthreads(); /* V of tile it visible; every warp is done with K of tile it */
@@ -853,9 +941,10 @@ FMSA_DEV void fmsa_cuda_fwd_block(const fmsa_cuda_fwd_params &p) {
                                                             p.head_dim * EU);
             fmsa_cp_async_commit();
         }
-        fmsa_cuda_fwd_pv_any<DTY, DA, BN, MT, ROWV>(acc, s, sK + BN * ROWK, vRow, offA, cp * DA,
-                                                   FULL && (edge || p.mask), sZ);
-        stage = stage + 1 == STAGES ? 0 : stage + 1;
+        if (run && !(STALE && redo))
+            fmsa_cuda_fwd_pv_any<DTY, DA, BN, MT, ROWV>(acc, s, sK + BN * ROWK, vRow, offA, cp * DA,
+                                                       FULL && (edge || p.mask), sZ);
+        if (!(STALE && again)) stage = stage + 1 == STAGES ? 0 : stage + 1;
     }
     fmsa_cp_async_wait<0>(); /* no copy may land in shared memory after the block exits */
 

@@ -33,19 +33,37 @@ extern int emu_cur;
 extern emu_u3 blockIdx, blockDim, gridDim;
 #define threadIdx (emu_tidx[emu_cur])
 
-enum { OP_NONE, OP_SYNC, OP_LDM4, OP_LDM4T, OP_LDM2, OP_LDM2T, OP_MMA1, OP_MMA0, OP_SHFL, OP_MMATF32 };
-struct emu_slot { unsigned addr; unsigned r[4]; unsigned a[4], b0, b1; float c[4]; float fv; int mask; };
+enum { OP_NONE, OP_SYNC, OP_LDM4, OP_LDM4T, OP_LDM2, OP_LDM2T, OP_MMA1, OP_MMA0, OP_SHFL, OP_MMATF32,
+       OP_SHFLI, OP_VOTE, OP_WSYNC };
+/* sv: __syncthreads_or's predicate in, the block's OR out (0 for a plain barrier) */
+struct emu_slot { unsigned addr; unsigned r[4]; unsigned a[4], b0, b1; float c[4]; float fv; int mask; int sv; };
 extern emu_slot emu_slots[256];
 void emu_yield(int op);
 
 static inline float __int_as_float(unsigned x) { float f; memcpy(&f, &x, 4); return f; }
 static inline float __uint_as_float(unsigned x) { float f; memcpy(&f, &x, 4); return f; }
 static inline unsigned __float_as_uint(float f) { unsigned x; memcpy(&x, &f, 4); return x; }
-static inline void __syncthreads(void) { emu_yield(OP_SYNC); }
+static inline void __syncthreads(void) { emu_slots[emu_cur].sv = 0; emu_yield(OP_SYNC); }
+/* the forward emulator's scheduler ORs sv over the block when every thread is at the barrier */
+static inline int __syncthreads_or(int pred) {
+    emu_slots[emu_cur].sv = pred != 0; emu_yield(OP_SYNC); return emu_slots[emu_cur].sv;
+}
+static inline void __syncwarp(void) { emu_yield(OP_WSYNC); }
 static inline void __threadfence(void) {}
 static inline float __shfl_xor_sync(unsigned, float v, int m) {
     emu_slots[emu_cur].fv = v; emu_slots[emu_cur].mask = m; emu_yield(OP_SHFL); return emu_slots[emu_cur].fv;
 }
+static inline unsigned __shfl_xor_sync(unsigned mk, unsigned v, int m) {
+    return __float_as_uint(__shfl_xor_sync(mk, __uint_as_float(v), m));
+}
+static inline unsigned __shfl_sync(unsigned, unsigned v, int src) {
+    emu_slots[emu_cur].fv = __uint_as_float(v); emu_slots[emu_cur].mask = src; emu_yield(OP_SHFLI);
+    return __float_as_uint(emu_slots[emu_cur].fv);
+}
+static inline int __all_sync(unsigned, int pred) {
+    emu_slots[emu_cur].mask = pred != 0; emu_yield(OP_VOTE); return emu_slots[emu_cur].mask;
+}
+static inline float __fdividef(float a, float b) { return a / b; }
 static inline int atomicAdd(int *p, int v) { int o = *p; *p += v; return o; }
 static inline float atomicAdd(float *p, float v) { float o = *p; *p += v; return o; }
 static inline unsigned atomicOr(unsigned *p, unsigned v) { unsigned o = *p; *p |= v; return o; }
@@ -54,6 +72,9 @@ static inline float4 __ldcg(const float4 *p) { return *p; }
 static inline void __stcg(float2 *p, float2 v) { *p = v; }
 static inline void __stcg(float4 *p, float4 v) { *p = v; }
 
+FMSA_DEV unsigned fmsa_swizzle(int r, int c, int row_bytes) {
+    return (unsigned)(r * row_bytes + (((c & ~7) | ((c & 7) ^ (r & 7))) << 4));
+}
 FMSA_DEV unsigned fmsa_smem_addr(const void *p) { return (unsigned)((const unsigned char *)p - fmsa_smem); }
 FMSA_DEV void fmsa_cp_async16(unsigned dst, const void *src, int src_bytes) {
     memset(fmsa_smem + dst, 0, 16);

@@ -1,0 +1,239 @@
+/*
+ * Development check of the CUDA forward's FAST rows on a machine without a
+ * GPU (not part of the library or of CMake), on fmsa_cuda_emu_bwd.cpp's
+ * shadow intrinsics (cooperative ucontext threads; warp collectives resolved
+ * once all 32 lanes reach them; __syncthreads_or ORs over the block).  Runs
+ * one FAST kernel on one contiguous bf16/f16 problem and compares O and the
+ * LSE with an fp64 forward of the same inputs.  CLIMB > 0 gives the scores of
+ * tests/test_grid_climb.c (each 64-key tile CLIMB base-2 units above the next
+ * one), so the d128 row's stale pass must give tiles back.  Usage: run_fwd.sh, or
+ *   fmsa_cuda_emu_fwd BF16 B SQ SK HQ HKV D CAUSAL CLIMB
+ * A pass is max|err| / max|ref| < 2e-2 for O, max|err| < 1e-3 (1 + max |LSE|) for
+ * the LSE, no NaN; a smoke test of the code paths, not the project's rule.
+ * Build with -DFMSA_CUDA_FWD_STALE=0 for main's kernels.
+ */
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <vector>
+#include <ucontext.h>
+
+alignas(128) unsigned char fmsa_smem[256 * 1024];
+#include "backends/cuda/kernels/fmsa_cuda_mma.cuh"
+emu_u3 emu_tidx[256];
+int emu_cur;
+emu_u3 blockIdx, blockDim, gridDim;
+emu_slot emu_slots[256];
+
+#include "backends/cuda/kernels/fmsa_cuda_fwd.cuh"
+/* the fp32 P V (PTX loads) is instantiated by the 16-bit rows' P V dispatch but never runs there */
+#define EMU_NO_PV_F32(DA, BN, ROWV)                                                               \
+    template <> inline void fmsa_cuda_fwd_pv_f32<DA, BN, 2, ROWV>(float (*)[DA / 8][4], const float (*)[BN / 8][4], \
+                                                                 unsigned, int, unsigned) { abort(); }
+EMU_NO_PV_F32(128, 64, 256)
+EMU_NO_PV_F32(64, 128, 128)
+
+typedef void (*kfn)(const fmsa_cuda_fwd_params);
+#define EMU_ROW(name, dt, d, dv, variant, threads, bm, bn, stages, qreg, sync, minb, cs)        \
+    static void name(const fmsa_cuda_fwd_params p) {                                          \
+        fmsa_cuda_fwd_block<dt, d, dv, bm, bn, (threads) / 32, stages, qreg, variant, sync, cs>(p); \
+    }
+EMU_ROW(emu_bf16_d128, FMSA_CUDA_DT_BF16, 128, 128, FMSA_CUDA_FWD_FAST, 128, 128, 64, 2, 0, FMSA_CUDA_FWD_SYNC_U(FMSA_CUDA_FWD_FAST, 0), 2, 1)
+EMU_ROW(emu_f16_d128, FMSA_CUDA_DT_F16, 128, 128, FMSA_CUDA_FWD_FAST, 128, 128, 64, 2, 0, FMSA_CUDA_FWD_SYNC_U(FMSA_CUDA_FWD_FAST, 0), 2, 1)
+EMU_ROW(emu_bf16_d64, FMSA_CUDA_DT_BF16, 64, 64, FMSA_CUDA_FWD_FAST, 128, 128, 128, 2, 1, FMSA_CUDA_FWD_SYNC_U(FMSA_CUDA_FWD_FAST, 0), 2, 1)
+EMU_ROW(emu_f16_d64, FMSA_CUDA_DT_F16, 64, 64, FMSA_CUDA_FWD_FAST, 128, 128, 128, 2, 1, FMSA_CUDA_FWD_SYNC_U(FMSA_CUDA_FWD_FAST, 0), 2, 1)
+
+/* ---- scheduler (fmsa_cuda_emu_bwd.cpp's, plus the vote, index shuffle, __syncwarp and barrier OR) ---- */
+struct emu_thread { ucontext_t uc; int done, op; };
+static emu_thread th[256];
+static ucontext_t sched;
+static kfn g_fn;
+static const fmsa_cuda_fwd_params *g_p;
+static char stacks[256][128 * 1024];
+void emu_yield(int op) { th[emu_cur].op = op; swapcontext(&th[emu_cur].uc, &sched); }
+static void entry(int t) { g_fn(*g_p); th[t].done = 1; }
+static unsigned short h16(unsigned addr, int col) { unsigned short v; memcpy(&v, fmsa_smem + addr + 2 * col, 2); return v; }
+static void resolve_warp(int w, int op) {
+    emu_slot *s = &emu_slots[32 * w];
+    if (op == OP_SHFL || op == OP_SHFLI) {
+        float v[32];
+        for (int l = 0; l < 32; ++l) v[l] = s[l].fv;
+        for (int l = 0; l < 32; ++l) s[l].fv = v[op == OP_SHFL ? (l ^ s[l].mask) : (s[l].mask & 31)];
+    } else if (op == OP_VOTE) {
+        int all = 1;
+        for (int l = 0; l < 32; ++l) all &= s[l].mask;
+        for (int l = 0; l < 32; ++l) s[l].mask = all;
+    } else if (op == OP_WSYNC) {
+    } else if (op >= OP_LDM4 && op <= OP_LDM2T) {
+        const int n = (op == OP_LDM4 || op == OP_LDM4T) ? 4 : 2, tr = (op == OP_LDM4T || op == OP_LDM2T);
+        unsigned short m[4][8][8];
+        for (int i = 0; i < n; ++i)
+            for (int r = 0; r < 8; ++r) {
+                const unsigned a = s[8 * i + r].addr;
+                if (a % 16 || a + 16 > sizeof fmsa_smem) { fprintf(stderr, "ldmatrix bad addr %u\n", a); exit(3); }
+                for (int c = 0; c < 8; ++c) m[i][r][c] = h16(a, c);
+            }
+        for (int l = 0; l < 32; ++l)
+            for (int i = 0; i < n; ++i) {
+                unsigned lo, hi;
+                if (!tr) lo = m[i][l / 4][2 * (l % 4)], hi = m[i][l / 4][2 * (l % 4) + 1];
+                else lo = m[i][2 * (l % 4)][l / 4], hi = m[i][2 * (l % 4) + 1][l / 4];
+                s[l].r[i] = lo | (hi << 16);
+            }
+    } else if (op == OP_MMA1 || op == OP_MMA0) {
+        float A[16][16], B[16][8], C[16][8];
+        auto cv = [&](unsigned x, int hi) { unsigned short h = (unsigned short)(hi ? x >> 16 : x & 0xffff);
+            return op == OP_MMA1 ? fmsa_half_to_float<1>(h) : fmsa_half_to_float<0>(h); };
+        for (int l = 0; l < 32; ++l) {
+            const int g = l / 4, t = l % 4;
+            for (int e = 0; e < 2; ++e) {
+                A[g][2 * t + e] = cv(s[l].a[0], e); A[g + 8][2 * t + e] = cv(s[l].a[1], e);
+                A[g][2 * t + 8 + e] = cv(s[l].a[2], e); A[g + 8][2 * t + 8 + e] = cv(s[l].a[3], e);
+                B[2 * t + e][g] = cv(s[l].b0, e); B[2 * t + 8 + e][g] = cv(s[l].b1, e);
+                C[g][2 * t + e] = s[l].c[e]; C[g + 8][2 * t + e] = s[l].c[2 + e];
+            }
+        }
+        for (int i = 0; i < 16; ++i)
+            for (int j = 0; j < 8; ++j) {
+                double acc = C[i][j];
+                for (int k = 0; k < 16; ++k) acc += (double)A[i][k] * B[k][j];
+                C[i][j] = (float)acc;
+            }
+        for (int l = 0; l < 32; ++l) {
+            const int g = l / 4, t = l % 4;
+            s[l].c[0] = C[g][2 * t]; s[l].c[1] = C[g][2 * t + 1]; s[l].c[2] = C[g + 8][2 * t]; s[l].c[3] = C[g + 8][2 * t + 1];
+        }
+    } else { fprintf(stderr, "op %d not emulated\n", op); exit(6); }
+}
+static long long g_barriers, g_or_barriers;
+static void run_block(kfn fn, const fmsa_cuda_fwd_params *p, int nthr) {
+    g_fn = fn, g_p = p;
+    for (int t = 0; t < nthr; ++t) {
+        th[t].done = 0, th[t].op = OP_NONE;
+        emu_tidx[t] = emu_u3{(unsigned)t, 0, 0};
+        getcontext(&th[t].uc);
+        th[t].uc.uc_stack.ss_sp = stacks[t];
+        th[t].uc.uc_stack.ss_size = sizeof stacks[t];
+        th[t].uc.uc_link = &sched;
+        makecontext(&th[t].uc, (void (*)())entry, 1, t);
+    }
+    for (;;) {
+        int progressed = 0, live = 0;
+        for (int t = 0; t < nthr; ++t)
+            if (!th[t].done && th[t].op == OP_NONE) { emu_cur = t; swapcontext(&sched, &th[t].uc); progressed = 1; }
+        for (int w = 0; w < nthr / 32; ++w) {
+            int op = -1, ok = 1, ndone = 0;
+            for (int l = 0; l < 32; ++l) {
+                emu_thread *x = &th[32 * w + l];
+                if (x->done) { ++ndone; continue; }
+                if (op < 0) op = x->op; else if (op != x->op) ok = 0;
+            }
+            if (ndone == 32 || op == OP_SYNC || op == OP_NONE) continue;
+            if (!ok || ndone) { fprintf(stderr, "divergent warp %d (op %d, %d done)\n", w, op, ndone); exit(4); }
+            resolve_warp(w, op);
+            for (int l = 0; l < 32; ++l) th[32 * w + l].op = OP_NONE;
+            progressed = 1;
+        }
+        int all_sync = 1, any_done = 0;
+        for (int t = 0; t < nthr; ++t) {
+            if (th[t].done) any_done = 1;
+            else { ++live; if (th[t].op != OP_SYNC) all_sync = 0; }
+        }
+        if (!live) break;
+        if (all_sync) {
+            if (any_done) { fprintf(stderr, "barrier with exited threads\n"); exit(7); }
+            int any = 0;
+            for (int t = 0; t < nthr; ++t) any |= emu_slots[t].sv;
+            if (any) ++g_or_barriers;
+            ++g_barriers;
+            for (int t = 0; t < nthr; ++t) th[t].op = OP_NONE, emu_slots[t].sv = any;
+            progressed = 1;
+        }
+        if (!progressed) { fprintf(stderr, "deadlock\n"); exit(5); }
+    }
+}
+
+static double rnd(unsigned long long *s) {
+    *s = *s * 6364136223846793005ull + 1442695040888963407ull;
+    return ((*s >> 11) * (1.0 / 9007199254740992.0)) * 2 - 1;
+}
+int main(int argc, char **argv) {
+    if (argc < 10) { fprintf(stderr, "usage: emu bf16 B sq sk hq hkv D causal climb\n"); return 2; }
+    const int bf = atoi(argv[1]), B = atoi(argv[2]), sq = atoi(argv[3]), sk = atoi(argv[4]), hq = atoi(argv[5]),
+              hkv = atoi(argv[6]), D = atoi(argv[7]), causal = atoi(argv[8]);
+    const double climb = atof(argv[9]);
+    const float scale = 1.0f / sqrtf((float)D);
+    kfn fn = D == 128 ? (bf ? emu_bf16_d128 : emu_f16_d128) : (bf ? emu_bf16_d64 : emu_f16_d64);
+    const int BM = 128, threads = 128;
+    auto r16 = [&](double x) { return bf ? fmsa_half_to_float<1>(emu_bf16((float)x)) : fmsa_half_to_float<0>(emu_f16((float)x)); };
+    auto to16 = [&](double x) { return bf ? emu_bf16((float)x) : emu_f16((float)x); };
+    const size_t nq = (size_t)B * sq * hq * D, nk = (size_t)B * sk * hkv * D, no = (size_t)B * sq * hq * D;
+    std::vector<double> q(nq), k(nk), v(nk), O(no, 0), lse((size_t)B * hq * sq);
+    unsigned long long seed = 12345;
+    for (auto &x : q) x = r16(2.0 * rnd(&seed)); for (auto &x : k) x = r16(2.0 * rnd(&seed));
+    for (auto &x : v) x = r16(rnd(&seed));
+    if (climb > 0) {
+        const double half = (double)((sk + 63) / 64 - 1) / 2.0;
+        for (size_t i = 0; i < nq; i += D) q[i] = 1.0;
+        for (int b = 0; b < B; ++b) for (int j = 0; j < sk; ++j) for (int h = 0; h < hkv; ++h)
+            k[(((size_t)b * sk + j) * hkv + h) * D] = r16(climb * (half - (double)(j / 64)) / (scale * 1.4426950408889634));
+    }
+    const int grp = hq / hkv, off = sk - sq;
+    for (int b = 0; b < B; ++b) for (int h = 0; h < hq; ++h) for (int i = 0; i < sq; ++i) {
+        double mx = -INFINITY, sum = 0; std::vector<double> s(sk, -INFINITY);
+        for (int j = 0; j < sk; ++j) {
+            if (causal && j > i + off) continue;
+            double a = 0; for (int d = 0; d < D; ++d) a += q[(((size_t)b * sq + i) * hq + h) * D + d] * k[(((size_t)b * sk + j) * hkv + h / grp) * D + d];
+            s[j] = a * scale; mx = fmax(mx, s[j]);
+        }
+        for (int j = 0; j < sk; ++j) if (s[j] > -INFINITY) sum += exp(s[j] - mx);
+        lse[((size_t)b * hq + h) * sq + i] = sum > 0 ? mx + log(sum) : -INFINITY;
+        for (int d = 0; d < D; ++d) {
+            double a = 0;
+            for (int j = 0; j < sk; ++j) if (s[j] > -INFINITY) a += exp(s[j] - mx) / sum * v[(((size_t)b * sk + j) * hkv + h / grp) * D + d];
+            O[(((size_t)b * sq + i) * hq + h) * D + d] = a;
+        }
+    }
+    auto img = [&](const std::vector<double> &x) { std::vector<unsigned short> r(x.size()); for (size_t i = 0; i < x.size(); ++i) r[i] = to16(x[i]); return r; };
+    std::vector<unsigned short> hq_ = img(q), hk = img(k), hv = img(v), go(no, 0xffff);
+    std::vector<float> gl((size_t)B * hq * sq, NAN);
+    fmsa_cuda_fwd_params f; memset(&f, 0, sizeof f);
+    f.q = hq_.data(), f.k = hk.data(), f.v = hv.data(), f.o = go.data(), f.lse = gl.data();
+    f.q_sb = (long long)sq * hq * D, f.q_ss = hq * D, f.q_sh = D;
+    f.k_sb = (long long)sk * hkv * D, f.k_ss = hkv * D, f.k_sh = D;
+    f.v_sb = f.k_sb, f.v_ss = f.k_ss, f.v_sh = f.k_sh;
+    f.o_sb = (long long)sq * hq * D, f.o_ss = hq * D, f.o_sh = D;
+    f.lse_sb = (long long)hq * sq, f.lse_sh = sq, f.lse_ss = 1;
+    f.batch = B, f.seqlen_q = sq, f.seqlen_k = sk, f.heads_q = hq, f.heads_kv = hkv, f.head_dim = D, f.head_dim_v = D;
+    f.total_q = sq, f.total_k = sk, f.num_splits = 1, f.window_left = -1, f.window_right = causal ? 0 : -1;
+    f.softmax_scale = scale, f.scale_log2 = (float)(scale * 1.4426950408889634);
+    gridDim = emu_u3{(unsigned)((sq + BM - 1) / BM), (unsigned)hq, (unsigned)B};
+    blockDim = emu_u3{(unsigned)threads, 1, 1};
+    for (unsigned z = 0; z < gridDim.z; ++z) for (unsigned y = 0; y < gridDim.y; ++y) for (unsigned x = 0; x < gridDim.x; ++x) {
+        blockIdx = emu_u3{x, y, z};
+        memset(fmsa_smem, 0x7f, sizeof fmsa_smem); /* garbage: unread bytes must not matter */
+        run_block(fn, &f, threads);
+    }
+    double emax = 0, rmax = 0, lmax = 0, lref = 0; long long nan = 0;
+    for (size_t i = 0; i < no; ++i) {
+        const double x = bf ? fmsa_half_to_float<1>(go[i]) : fmsa_half_to_float<0>(go[i]);
+        if (!(x == x)) { ++nan; continue; }
+        emax = fmax(emax, fabs(x - O[i])); rmax = fmax(rmax, fabs(O[i]));
+    }
+    for (size_t i = 0; i < lse.size(); ++i) {
+        if (!(gl[i] == gl[i])) { ++nan; continue; }
+        lmax = fmax(lmax, fabs(gl[i] - lse[i])); lref = fmax(lref, fabs(lse[i]));
+    }
+    const int ok = nan == 0 && emax / rmax < 2e-2 && lmax < 1e-3 * (1 + lref);
+#ifdef FMSA_CUDA_FWD_STALE_UNSAFE
+    const char *build = "unsafe";
+#else
+    const char *build = FMSA_CUDA_FWD_STALE ? "stale" : "main";
+#endif
+    printf("%s d%d B%d sq%d sk%d h%d:%d causal%d climb%g %s: o err %.3g / %.3g, lse err %.3g (|lse| %.3g), nan %lld, barriers %lld (%lld voted a repeat)  %s\n",
+           bf ? "bf16" : "f16", D, B, sq, sk, hq, hkv, causal, climb, build, emax, rmax, lmax, lref, nan,
+           g_barriers, g_or_barriers, ok ? "OK" : "FAIL");
+    return ok ? 0 : 1;
+}
