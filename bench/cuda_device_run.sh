@@ -73,7 +73,8 @@ if has sanitize; then
   # takes CUDA_ERROR_NOT_FOUND from the others as "not here", which is handled.
   for tool in memcheck racecheck initcheck; do
     ok=ok
-    for cmd in "$B/tests/test_grid_edges --backend cuda" "$B/tests/test_cuda_graph"; do
+    for cmd in "$B/tests/test_grid_edges --backend cuda" "$B/tests/test_cuda_graph" \
+               "$B/tests/test_grid_climb --backend cuda"; do
       log="$OUT/sanitizer_${tool}_$(basename "${cmd%% *}").log"
       extra=()
       [[ $tool == memcheck ]] && extra=(--leak-check full)
