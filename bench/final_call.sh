@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# The merged tree's verification in one device call with a deadline (run from the
+# repo root, carry .devtree/final = fatbin/ + cmocka/, and optionally the forward
+# A/B folder $T):
+#
+#   DEADLINE=<s> bash bench/final_call.sh
+#
+# In order of need, each step only while time is left: the build and every
+# ctest -L cuda suite plus the sm80 grids, the sweep beside cuDNN and FA2, the
+# sanitizers (memcheck, racecheck on the grids that run the changed kernels), and
+# the forward A/B of $T (bench/cuda_fwd_ab.sh).  The logs are packed into
+# $OUT/logs.tgz after every step, so a cut-off call still brings back the last.
+set -uo pipefail
+T0=$SECONDS
+DEADLINE=${DEADLINE:-500}
+D=$PWD/.devtree/final
+L=/tmp/fin
+mkdir -p "$L" "$OUT"
+left() { echo $((DEADLINE - (SECONDS - T0))); }
+pack() { tar czf "$OUT/logs.tgz" -C /tmp fin $( [[ -d /tmp/fwdab-logs ]] && echo fwdab-logs) 2>/dev/null; }
+step() { # name, seconds it needs at most, command...
+  local name=$1 need=$2
+  shift 2
+  if [[ $(left) -lt $need ]]; then echo "=== $name: SKIPPED ($(left) s left, needs $need)"; return; fi
+  echo "=== $name ($(left) s left)"
+  timeout "$need" "$@"
+  echo "=== $name: rc $? after $((SECONDS - T0)) s"
+  pack
+}
+export LD_LIBRARY_PATH=$D/cmocka/usr/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}
+step tests 240 env OUT=$L/s STAGES="build tests" FATBIN_DIR=$D/fatbin CMOCKA_PREFIX=$D/cmocka/usr \
+  bash bench/cuda_device_run.sh
+grep -h -E "tests passed|\*\*\*Failed|Failed  " $L/s/ctest_cuda*.log 2>/dev/null | head -20
+step bench 120 env OUT=$L/b STAGES=bench bash bench/cuda_device_run.sh
+cp $L/b/bench.jsonl "$OUT/" 2>/dev/null
+step racecheck_bwd 70 compute-sanitizer --tool racecheck --report-api-errors no --error-exitcode 99 \
+  --kernel-name kns=fmsa_cuda_bwd_main build-cuda/tests/test_grid_backward --backend cuda --case 7
+step sanitize 120 env OUT=$L/san STAGES=sanitize bash bench/cuda_device_run.sh
+if [[ -n "${T:-}" ]]; then
+  step fwd_ab 95 env OUT=$L/ab B_ROLE=check PROF=0 SAN="" BUDGET=80 AB_TIMEOUT=70 \
+    AB_ARGS="--dims 64,128" bash "$T/bench/cuda_fwd_ab.sh"
+fi
+pack
+echo "=== final_call: $((SECONDS - T0)) s"
