@@ -43,7 +43,7 @@ cfg() {  # source, build dir, fatbin dir, C flags, testing
 }
 t=$SECONDS
 { cfg "$T" /tmp/bA /tmp/fb_A "" ON && ninja -C /tmp/bA -j16 > "$L/build_A.log" 2>&1; } ||
-  echo "BUILD A FAILED: $(tail -5 "$L/build_A.log" "$L/cfg_bA.log")"
+  echo "BUILD A FAILED: $(tail -n 5 "$L/build_A.log" "$L/cfg_bA.log")"
 libs=(--lib main=/tmp/bM/libflashmsa.so)
 if [[ -d /tmp/fb_B ]]; then
   { cfg "$T" /tmp/bB /tmp/fb_B "${B_FLAGS:-}" ON &&
@@ -54,7 +54,7 @@ fi
 libs+=(--lib A=/tmp/bA/libflashmsa.so)
 { cfg "$ROOT" /tmp/bM /tmp/fb_main "" ON &&
   ninja -C /tmp/bM -j16 flashmsa test_grid_masked_nan > "$L/build_M.log" 2>&1; } ||
-  echo "BUILD main FAILED: $(tail -5 "$L/build_M.log")"
+  echo "BUILD main FAILED: $(tail -n 5 "$L/build_M.log")"
 echo "builds: $((SECONDS - t)) s"
 
 t=$SECONDS
