@@ -27,6 +27,7 @@ OUT=${OUT:-/tmp/fwdab-out}
 L=/tmp/fwdab-logs
 mkdir -p "$OUT" "$L"
 CM=$ROOT/.devtree/cmocka/usr
+[[ -d $CM ]] || { echo "cuda_fwd_ab.sh: no cmocka at $CM: carry .devtree/cmocka too"; exit 2; }
 export LD_LIBRARY_PATH=$CM/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,power.draw,temperature.gpu \
     --format=csv | tee "$L/smi.txt"
