@@ -180,7 +180,7 @@ static inline int fmsa_cuda_fwd_select(int dtype, const fmsa_cuda_fwd_params *p,
 /// The instance of a planner row (common/plan_tables/cuda_mma.c) for dtype
 /// code dtype: the same variant, dims, tile, warps, stages and shared memory;
 /// -1 where the list has none (a row without its kernel: a bug the host test
-/// test_cuda_host rules out).
+/// test_cuda_plan_rows rules out).
 static inline int fmsa_cuda_fwd_instance_of(int dtype, int variant, int head_dim, int head_dim_v,
                                             int warps, int block_m, int block_n, int stages,
                                             long long smem_bytes) {

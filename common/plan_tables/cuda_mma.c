@@ -3,7 +3,7 @@
  * the rows of the mma.sync kernels the CUDA backend compiles, one row per
  * compiled kernel shape.  The planner chooses the row; the backend runs the
  * instance of that row (backends/cuda/cuda_fwd_pick.c, cuda_bwd_pick.c) and
- * the host test test_cuda_host keeps rows and instances one to one (same
+ * the host test test_cuda_plan_rows keeps rows and instances one to one (same
  * shape, same shared memory), so a row cannot promise an uncompiled kernel.
  *
  * The order is the backend's preference: within a pass and dtype class the
