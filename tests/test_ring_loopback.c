@@ -219,6 +219,35 @@ static void windows(void **state) {
     assert_int_equal(failures, 0);
 }
 
+/// The features of variant v (0..3) of the ALiBi and mask suites: v 1 and 2
+/// causal, v 2 and 3 a window (causal: sliding, wl_causal to the left; full:
+/// two-sided, wl_full / wr_full), GQA 4:1 at v 1 (4:2 otherwise), sinks at v
+/// 0 and 2, dlse at v 1, softcap at v 3, bf16 on every other (layout, v).
+static fmsa_ring_spec variant_spec(int P, int layout, int v, int64_t c, int64_t wl_causal,
+                                   int64_t wl_full, int64_t wr_full) {
+    fmsa_ring_spec s = {0};
+    s.P = P;
+    s.layout = (fmsa_ring_layout)layout;
+    s.causal = v == 1 || v == 2;
+    if (v >= 2) {
+        s.window = 1;
+        s.window_left = v == 2 ? wl_causal : wl_full;
+        s.window_right = v == 2 ? -1 : wr_full;
+    }
+    s.dtype = (layout + v) % 2 ? FMSA_DTYPE_BF16 : (on_cpu() ? FMSA_DTYPE_F32 : FMSA_DTYPE_F16);
+    s.B = 2;
+    s.c = c;
+    s.Hq = 4;
+    s.Hkv = v == 1 ? 1 : 2;
+    s.D = on_cpu() ? 32 : 64;
+    s.Dv = s.D;
+    s.sinks = v == 0 || v == 2;
+    s.dlse = v == 1;
+    s.softcap = v == 3 ? 20.0f : 0.0f;
+    s.backend = g_opt.backend;
+    return s;
+}
+
 /* ALiBi over the whole sequence's distances (issue 16): contiguous and zigzag
  * (each local pass one pair of chunks with its own offset) and striped (each
  * side of the local diagonal a pass of its own, slopes times P, the side's
@@ -234,29 +263,10 @@ static void alibi(void **state) {
     for (size_t pi = 0; pi < 3; ++pi)
         for (int layout = 0; layout < 3; ++layout)
             for (int v = 0; v < 4; ++v) {
-                fmsa_ring_spec s = {0};
+                fmsa_ring_spec s;
                 if (!p_wanted(Ps[pi])) continue;
-                s.P = Ps[pi];
-                s.layout = (fmsa_ring_layout)layout;
-                s.causal = v == 1 || v == 2;
+                s = variant_spec(Ps[pi], layout, v, 6 /* zigzag halves of 3 rows */, 5, 4, 3);
                 s.alibi = v % 2 ? 2 : 1;
-                if (v >= 2) { /* causal: a sliding window; full: a two-sided one */
-                    s.window = 1;
-                    s.window_left = v == 2 ? 5 : 4;
-                    s.window_right = v == 2 ? -1 : 3;
-                }
-                s.dtype = (layout + v) % 2 ? FMSA_DTYPE_BF16
-                                           : (on_cpu() ? FMSA_DTYPE_F32 : FMSA_DTYPE_F16);
-                s.B = 2;
-                s.c = 6; /* zigzag halves of 3 rows */
-                s.Hq = 4;
-                s.Hkv = v == 1 ? 1 : 2;
-                s.D = on_cpu() ? 32 : 64;
-                s.Dv = s.D;
-                s.sinks = v == 0 || v == 2;
-                s.dlse = v == 1;
-                s.softcap = v == 3 ? 20.0f : 0.0f;
-                s.backend = g_opt.backend;
                 s.seed = 53u * (unsigned)(pi * 8 + layout * 4 + v) + 11u;
                 failures += run_spec(&s, &refused);
                 ++cases;
@@ -282,31 +292,12 @@ static void masks(void **state) {
     for (size_t pi = 0; pi < 4; ++pi)
         for (int layout = 0; layout < 2; ++layout)
             for (int v = 0; v < 4; ++v) {
-                fmsa_ring_spec s = {0};
+                fmsa_ring_spec s;
                 if (pi == 3 && (layout != 0 || v > 1)) continue;
                 if (pi < 3 && !p_wanted(Ps[pi])) continue;
-                s.P = pi == 3 ? 1 : Ps[pi];
-                s.layout = (fmsa_ring_layout)layout;
-                s.causal = v == 1 || v == 2;
+                s = variant_spec(pi == 3 ? 1 : Ps[pi], layout, v, pi == 3 ? 13 : 16, 9, 7, 5);
                 s.mask = v % 2 ? 2 : 1;
                 s.alibi = v == 1 ? 1 : v == 2 ? 2 : 0;
-                if (v >= 2) { /* causal: a sliding window; full: a two-sided one */
-                    s.window = 1;
-                    s.window_left = v == 2 ? 9 : 7;
-                    s.window_right = v == 2 ? -1 : 5;
-                }
-                s.dtype = (layout + v) % 2 ? FMSA_DTYPE_BF16
-                                           : (on_cpu() ? FMSA_DTYPE_F32 : FMSA_DTYPE_F16);
-                s.B = 2;
-                s.c = pi == 3 ? 13 : 16;
-                s.Hq = 4;
-                s.Hkv = v == 1 ? 1 : 2;
-                s.D = on_cpu() ? 32 : 64;
-                s.Dv = s.D;
-                s.sinks = v == 0 || v == 2;
-                s.dlse = v == 1;
-                s.softcap = v == 3 ? 20.0f : 0.0f;
-                s.backend = g_opt.backend;
                 s.seed = 59u * (unsigned)(pi * 8 + layout * 4 + v) + 7u;
                 failures += run_spec(&s, &refused);
                 ++cases;
