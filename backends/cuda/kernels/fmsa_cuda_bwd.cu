@@ -103,46 +103,6 @@ template <int BF16> FMSA_DEV int fmsa_bwd_nonfinite2(unsigned w) {
     return (w & e & 0xffffu) == (e & 0xffffu) || (w & e & 0xffff0000u) == (e & 0xffff0000u);
 }
 
-/// P and dS of a tile in place of S and dP (the full tile's arithmetic: lse
-/// and D as float2 pairs once per n8 column, one exp2 and one fma per
-/// element).  Element (mt, nt, e) is row i = i0 + 8 nt + (e & 1) and key j =
-/// jw + 16 mt + 8 (e >> 1), with i0 = m0 + qw0 + 2 t4.  CUT (OPT bit 15, a
-/// tile a causal diagonal, a window or a sequence end cuts): also one
-/// visibility select per element against per-step bounds, ri = sq - i0, rj =
-/// sk - jw, dlo = j - i - (off - wl) and dhi = (off + wr) - (j - i) taken at
-/// the fragment's origin (clamped to +-2^30), so that every per-element test
-/// is one integer compare with a compile-time constant.
-template <int CUT, int OPT, int MTK, int NTS>
-FMSA_DEV void fmsa_bwd_softmax_tile(float (&s)[MTK][NTS][4], float (&dp)[MTK][NTS][4], const float *lse_s,
-                                    const float *ds_s, float scale_log2, int t4, int ri, int rj, int dlo,
-                                    int dhi) {
-#pragma unroll
-    for (int nt = 0; nt < NTS; ++nt) {
-        const float2 l2 = *(const float2 *)(lse_s + nt * 8 + 2 * t4);
-        const float2 dd = *(const float2 *)(ds_s + nt * 8 + 2 * t4);
-        const float la = l2.x == FMSA_NEG_INF_F ? FMSA_POS_INF_F : l2.x * FMSA_LOG2E;
-        const float lb = l2.y == FMSA_NEG_INF_F ? FMSA_POS_INF_F : l2.y * FMSA_LOG2E;
-#pragma unroll
-        for (int mt = 0; mt < MTK; ++mt)
-#pragma unroll
-            for (int e = 0; e < 4; ++e) {
-                const float x2 = fmaf(s[mt][nt][e], scale_log2, -((e & 1) ? lb : la));
-                if (CUT) {
-                    const int ci = nt * 8 + (e & 1), cj = 16 * mt + ((e & 2) ? 8 : 0), c = cj - ci;
-                    const int vis = ri > ci && rj > cj && dlo >= -c && dhi >= c;
-                    const float pe = vis ? fmsa_ex2(x2) : 0.0f;
-                    const float dse = pe * (dp[mt][nt][e] - ((e & 1) ? dd.y : dd.x));
-                    s[mt][nt][e] = pe;
-                    dp[mt][nt][e] = vis ? dse : 0.0f; /* select: dP of a hidden key may be NaN */
-                } else {
-                    const float pe = (OPT & 32) ? x2 : fmsa_ex2(x2);
-                    s[mt][nt][e] = pe;
-                    dp[mt][nt][e] = pe * (dp[mt][nt][e] - ((e & 1) ? dd.y : dd.x));
-                }
-            }
-    }
-}
-
 /* DV_: the value head dim (V, dO, dV) of an instance of its own; 0 = D, the
    square rows, whose V and dO columns stay bounded by head_dim (they serve
    head_dim_v == head_dim only, so their machine code predates DV) */

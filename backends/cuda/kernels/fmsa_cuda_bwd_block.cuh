@@ -2,13 +2,15 @@
  * What every backward main kernel (16-bit and fp32) derives first: its block's
  * key tile, kv head and sequence (ticket order in the deterministic mode),
  * the sequence's rows (cu_seqlens checked where they are read), and the query
- * tiles its keys meet.  One copy, so the two kernels cannot drift apart.
+ * tiles its keys meet; and the full / cut tile's P and dS from S and dP.  One
+ * copy, so the two kernels cannot drift apart.
  */
 #ifndef FMSA_CUDA_BWD_BLOCK_CUH
 #define FMSA_CUDA_BWD_BLOCK_CUH
 
 #include "backends/cuda/cuda_params.h"
 #include "backends/cuda/kernels/fmsa_cuda_mma.cuh"
+#include "common/fmsa_portable.h"
 
 #define FMSA_NEG_INF_F __int_as_float(0xff800000)
 #define FMSA_POS_INF_F __int_as_float(0x7f800000)
@@ -85,6 +87,47 @@ FMSA_DEV void fmsa_bwd_block_coords_tail(int *n, int *hk, int *b) {
     }
     *hk = (int)(pair % gridDim.y);
     *b = (int)(pair / gridDim.y);
+}
+
+/// P and dS of a tile in place of S and dP (the full tile's arithmetic: lse
+/// and D as float2 pairs once per n8 column, one exp2 and one fma per
+/// element).  Element (mt, nt, e) is row i = i0 + 8 nt + (e & 1) and key j =
+/// jw + 16 mt + 8 (e >> 1), with i0 = m0 + qw0 + 2 t4.  CUT (OPT bit 15 of the 16-bit
+/// kernel, a
+/// tile a causal diagonal, a window or a sequence end cuts): also one
+/// visibility select per element against per-step bounds, ri = sq - i0, rj =
+/// sk - jw, dlo = j - i - (off - wl) and dhi = (off + wr) - (j - i) taken at
+/// the fragment's origin (clamped to +-2^30), so that every per-element test
+/// is one integer compare with a compile-time constant.
+template <int CUT, int OPT, int MTK, int NTS>
+FMSA_DEV void fmsa_bwd_softmax_tile(float (&s)[MTK][NTS][4], float (&dp)[MTK][NTS][4], const float *lse_s,
+                                    const float *ds_s, float scale_log2, int t4, int ri, int rj, int dlo,
+                                    int dhi) {
+#pragma unroll
+    for (int nt = 0; nt < NTS; ++nt) {
+        const float2 l2 = *(const float2 *)(lse_s + nt * 8 + 2 * t4);
+        const float2 dd = *(const float2 *)(ds_s + nt * 8 + 2 * t4);
+        const float la = l2.x == FMSA_NEG_INF_F ? FMSA_POS_INF_F : l2.x * FMSA_LOG2E;
+        const float lb = l2.y == FMSA_NEG_INF_F ? FMSA_POS_INF_F : l2.y * FMSA_LOG2E;
+#pragma unroll
+        for (int mt = 0; mt < MTK; ++mt)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) {
+                const float x2 = fmaf(s[mt][nt][e], scale_log2, -((e & 1) ? lb : la));
+                if (CUT) {
+                    const int ci = nt * 8 + (e & 1), cj = 16 * mt + ((e & 2) ? 8 : 0), c = cj - ci;
+                    const int vis = ri > ci && rj > cj && dlo >= -c && dhi >= c;
+                    const float pe = vis ? fmsa_ex2(x2) : 0.0f;
+                    const float dse = pe * (dp[mt][nt][e] - ((e & 1) ? dd.y : dd.x));
+                    s[mt][nt][e] = pe;
+                    dp[mt][nt][e] = vis ? dse : 0.0f; /* select: dP of a hidden key may be NaN */
+                } else {
+                    const float pe = (OPT & 32) ? x2 : fmsa_ex2(x2);
+                    s[mt][nt][e] = pe;
+                    dp[mt][nt][e] = pe * (dp[mt][nt][e] - ((e & 1) ? dd.y : dd.x));
+                }
+            }
+    }
 }
 
 /// Sequence b's first query / key rows, batch indices and lengths (varlen:

@@ -332,19 +332,9 @@ FMSA_DEV void fmsa_bwd_f32_main(const fmsa_cuda_bwd_params &P) {
                          (wl < 0 || (long long)n0 >= (long long)(m0 + BM - 1) + off - wl);
         const float *lse_s = sLse + st * BM + qw0, *ds_s = sDs + st * BM + qw0;
         if (full) {
-#pragma unroll
-            for (int nt = 0; nt < NTS; ++nt) {
-                const float2 l2 = *(const float2 *)(lse_s + nt * 8 + 2 * t4);
-                const float2 dd = *(const float2 *)(ds_s + nt * 8 + 2 * t4);
-                const float la = l2.x == FMSA_NEG_INF_F ? FMSA_POS_INF_F : l2.x * FMSA_LOG2E;
-                const float lb = l2.y == FMSA_NEG_INF_F ? FMSA_POS_INF_F : l2.y * FMSA_LOG2E;
-#pragma unroll
-                for (int e = 0; e < 4; ++e) {
-                    const float pe = fmsa_ex2(fmaf(s[nt][e], F.scale_log2, -((e & 1) ? lb : la)));
-                    s[nt][e] = pe;
-                    dp[nt][e] = pe * (dp[nt][e] - ((e & 1) ? dd.y : dd.x));
-                }
-            }
+            /* the 16-bit kernel's full tile, one 16-key row of fragments */
+            fmsa_bwd_softmax_tile<0, 0>((float(&)[1][NTS][4])s, (float(&)[1][NTS][4])dp, lse_s, ds_s,
+                                        F.scale_log2, t4, 0, 0, 0, 0);
         } else {
             float slope = 0.0f;
             const unsigned char *mrow0 = 0;
