@@ -10,12 +10,23 @@
 # sanitizers (memcheck, racecheck on the grids that run the changed kernels), and
 # the forward A/B of $T (bench/cuda_fwd_ab.sh).  The logs are packed into
 # $OUT/logs.tgz after every step, so a cut-off call still brings back the last.
+#
+# With FA4 beside the peers (its wheels travel in two parts): carry .peers/a and
+# .devtree/final holding only dev.tar.xz (fatbin/ + cmocka/, xz: FA4's part a and
+# the raw fatbins exceed one call's 64 MiB), set SWEEP=0 here, then in the next
+# call `PHASE=b bash bench/peers_session.sh` (carry .peers/b) times the build
+# beside fa4_cute, cuDNN and FA2.
 set -uo pipefail
 T0=$SECONDS
 DEADLINE=${DEADLINE:-500}
 D=$PWD/.devtree/final
 L=/tmp/fin
 mkdir -p "$L" "$OUT"
+if [[ -d .peers/a ]]; then bash .peers/a/install.sh; fi
+if [[ -f $D/dev.tar.xz ]]; then
+  rm -rf /tmp/fmsa-final && mkdir -p /tmp/fmsa-final && tar xJf "$D/dev.tar.xz" -C /tmp/fmsa-final || exit 1
+  D=/tmp/fmsa-final
+fi
 left() { echo $((DEADLINE - (SECONDS - T0))); }
 pack() { tar czf "$OUT/logs.tgz" -C /tmp fin $( [[ -d /tmp/fwdab-logs ]] && echo fwdab-logs) 2>/dev/null; }
 step() { # name, seconds it needs at most, command...
@@ -31,8 +42,10 @@ export LD_LIBRARY_PATH=$D/cmocka/usr/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}
 step tests 240 env OUT=$L/s STAGES="build tests" FATBIN_DIR=$D/fatbin CMOCKA_PREFIX=$D/cmocka/usr \
   bash bench/cuda_device_run.sh
 grep -h -E "tests passed|\*\*\*Failed|Failed  " $L/s/ctest_cuda*.log 2>/dev/null | head -20
-step bench 120 env OUT=$L/b STAGES=bench bash bench/cuda_device_run.sh
-cp $L/b/bench.jsonl "$OUT/" 2>/dev/null
+if [[ ${SWEEP:-1} == 1 ]]; then
+  step bench 120 env OUT=$L/b STAGES=bench bash bench/cuda_device_run.sh
+  cp $L/b/bench.jsonl "$OUT/" 2>/dev/null
+fi
 step racecheck_bwd 70 compute-sanitizer --tool racecheck --report-api-errors no --error-exitcode 99 \
   --kernel-name kns=fmsa_cuda_bwd_main build-cuda/tests/test_grid_backward --backend cuda --case 7
 step sanitize 120 env OUT=$L/san STAGES=sanitize bash bench/cuda_device_run.sh
