@@ -7,8 +7,9 @@
 #
 # In order of need, each step only while time is left: the build and every
 # ctest -L cuda suite plus the sm80 grids, the sweep beside cuDNN and FA2, the
-# sanitizers (memcheck, racecheck on the grids that run the changed kernels), and
-# the forward A/B of $T (bench/cuda_fwd_ab.sh).  The logs are packed into
+# sanitizers (memcheck, racecheck on the grids that run the changed kernels), the
+# multi-GPU ring's harness on one GPU (bench/ring_multi_gpu.sh), and the forward A/B
+# of $T (bench/cuda_fwd_ab.sh).  The logs are packed into
 # $OUT/logs.tgz after every step, so a cut-off call still brings back the last.
 #
 # With FA4 beside the peers (its wheels travel in two parts): carry .peers/a and
@@ -49,6 +50,8 @@ fi
 step racecheck_bwd 70 compute-sanitizer --tool racecheck --report-api-errors no --error-exitcode 99 \
   --kernel-name kns=fmsa_cuda_bwd_main build-cuda/tests/test_grid_backward --backend cuda --case 7
 step sanitize 120 env OUT=$L/san STAGES=sanitize bash bench/cuda_device_run.sh
+# the multi-GPU ring's harness as far as one GPU allows (NCCL with P = 1, loopback P = 2-8)
+step ring_multi 110 env OUT=$L/ring bash bench/ring_multi_gpu.sh
 if [[ -n "${T:-}" ]]; then
   step fwd_ab 95 env OUT=$L/ab B_ROLE=check PROF=0 SAN="" BUDGET=80 AB_TIMEOUT=70 \
     AB_ARGS="--dims 64,128" bash "$T/bench/cuda_fwd_ab.sh"
