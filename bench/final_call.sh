@@ -12,15 +12,16 @@
 # of $T (bench/cuda_fwd_ab.sh).  The logs are packed into
 # $OUT/logs.tgz after every step, so a cut-off call still brings back the last.
 #
-# With FA4 beside the peers (its wheels travel in two parts): carry .peers/a and
-# .devtree/final holding only dev.tar.xz (fatbin/ + cmocka/, xz: FA4's part a and
+# FINAL_DIR (default .devtree/final): the carried folder.  With FA4 beside the
+# peers (its wheels travel in two parts): carry .peers/a and
+# a FINAL_DIR holding only dev.tar.xz (fatbin/ + cmocka/, xz: FA4's part a and
 # the raw fatbins exceed one call's 64 MiB), set SWEEP=0 here, then in the next
 # call `PHASE=b bash bench/peers_session.sh` (carry .peers/b) times the build
 # beside fa4_cute, cuDNN and FA2.
 set -uo pipefail
 T0=$SECONDS
 DEADLINE=${DEADLINE:-500}
-D=$PWD/.devtree/final
+D=$PWD/${FINAL_DIR:-.devtree/final}
 L=/tmp/fin
 mkdir -p "$L" "$OUT"
 if [[ -d .peers/a ]]; then bash .peers/a/install.sh; fi
