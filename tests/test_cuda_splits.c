@@ -2,8 +2,9 @@
  * The CUDA decode's split-KV count comes from the planner
  * (fmsa_plan_split_count with the split kernel described in the request),
  * and it is the count the backend launched before the rule moved there: its
- * own function in cuda_fwd_instances.h at commit 2fa5910, which the oracle
- * below calls.  Through the real pick (fmsa_cuda_plan_make on made-up
+ * own function in cuda_fwd_instances.h at commit 2fa5910, kept below as the
+ * oracle (commit 93b0f02 ran this grid against the header's function itself
+ * before it was deleted).  Through the real pick (fmsa_cuda_plan_make on made-up
  * devices, no GPU): a wide grid of batch, query / KV heads, query and key
  * lengths, head dims, dtypes, SM counts, shared memory, causal, windows,
  * varlen and the FULL variant; every case must launch the same kernel with
@@ -30,12 +31,35 @@ static fmsa_view4 view4(int n, int64_t sb, int64_t ss, int64_t sh) {
     return v;
 }
 
+/* fmsa_cuda_fwd_num_splits of cuda_fwd_instances.h at 2fa5910, as it was:
+ * the fewest splits within 85% of the best wave efficiency (in doubles), at
+ * least 2 key stages per split, at most 64. */
+static int old_num_splits(const fmsa_cuda_fwd_params *p, int keys_per_stage, int blocks_per_sm,
+                          int num_sms) {
+    const long long blocks = (long long)p->batch * p->heads_kv;
+    const long long tiles = ((long long)p->seqlen_k + keys_per_stage - 1) / keys_per_stage;
+    const long long slots = (long long)num_sms * blocks_per_sm;
+    double eff[65], best = 0.0;
+    int s, max_s = 64;
+    if (tiles / 2 < max_s) max_s = (int)(tiles / 2);
+    if (max_s <= 1 || blocks >= slots) return 1;
+    for (s = 1; s <= max_s; ++s) {
+        const double waves = (double)(blocks * s) / (double)slots;
+        const double whole = (double)((blocks * s + slots - 1) / slots);
+        eff[s] = waves / whole;
+        if (eff[s] > best) best = eff[s];
+    }
+    for (s = 1; s <= max_s; ++s)
+        if (eff[s] >= 0.85 * best) return s;
+    return 1;
+}
+
 /*
  * The oracle: what the backend launched at 2fa5910 for a validated problem,
  * the split kernel's name (NULL: the main kernel) and its split count.  The
  * split instance selection and the blocks per SM are that commit's
  * fmsa_cuda_fwd_make_plan, written out; the count is its
- * fmsa_cuda_fwd_num_splits.
+ * fmsa_cuda_fwd_num_splits (old_num_splits above).
  */
 static const char *old_split_plan(int dtype, const fmsa_cuda_fwd_params *p, int num_sms,
                                   long long smem_max, int *splits) {
@@ -53,7 +77,7 @@ static const char *old_split_plan(int dtype, const fmsa_cuda_fwd_params *p, int 
                 best = i;
         if (best >= 0) {
             const int per_sm = t[best].smem_bytes <= 112 * 1024 ? 2 : 1;
-            *splits = fmsa_cuda_fwd_num_splits(p, t[best].block_n, per_sm, num_sms);
+            *splits = old_num_splits(p, t[best].block_n, per_sm, num_sms);
             if (*splits > 65535) *splits = 65535;
             return t[best].name;
         }

@@ -275,29 +275,6 @@ typedef struct fmsa_cuda_fwd_plan {
     unsigned long long lse_offset;   ///< byte offset of lse_accum in the workspace
 } fmsa_cuda_fwd_plan;
 
-/// The split count: enough (KV head, split) blocks to fill the SMs in whole
-/// waves (FlashAttention-2's efficiency rule: the fewest splits within 85% of
-/// the best wave efficiency), at least 2 key stages per split, at most 64.
-static inline int fmsa_cuda_fwd_num_splits(const fmsa_cuda_fwd_params *p, int keys_per_stage,
-                                           int blocks_per_sm, int num_sms) {
-    const long long blocks = (long long)p->batch * p->heads_kv;
-    const long long tiles = ((long long)p->seqlen_k + keys_per_stage - 1) / keys_per_stage;
-    const long long slots = (long long)num_sms * blocks_per_sm;
-    double eff[65], best = 0.0;
-    int s, max_s = 64;
-    if (tiles / 2 < max_s) max_s = (int)(tiles / 2);
-    if (max_s <= 1 || blocks >= slots) return 1;
-    for (s = 1; s <= max_s; ++s) {
-        const double waves = (double)(blocks * s) / (double)slots;
-        const double whole = (double)((blocks * s + slots - 1) / slots);
-        eff[s] = waves / whole;
-        if (eff[s] > best) best = eff[s];
-    }
-    for (s = 1; s <= max_s; ++s)
-        if (eff[s] >= 0.85 * best) return s;
-    return 1;
-}
-
 /// The split-KV instance of a validated problem: where a KV head's query rows
 /// fit one 16-row tile (seqlen_q * heads_q / heads_kv <= 16, heads_kv within
 /// the grid's 65535), the smallest D >= max(head_dim, head_dim_v) of the same
