@@ -284,8 +284,7 @@ fmsa_status fmsa_plan_tiles(const fmsa_device_info *dev, const fmsa_plan_request
     plan->verified = best->verified;
     plan->num_splits = 1;
     if (req->pass == FMSA_PASS_FORWARD)
-        plan->num_splits = fmsa_plan_num_splits(dev, req->batch_heads, req->seqlen_q,
-                                                req->seqlen_k, plan->block_m, plan->block_n);
+        plan->num_splits = fmsa_plan_split_count(dev, req, plan->block_m, plan->block_n);
     return FMSA_SUCCESS;
 }
 
@@ -379,6 +378,67 @@ int fmsa_plan_num_splits(const fmsa_device_info *dev, int64_t batch_heads, int64
     return fmsa_plan_gpu_splits(work, key_tiles, dev->multiprocessors);
 }
 
+/*
+ * A split kernel of its own (the CUDA decode: one block of block_m rows per
+ * KV head, its query heads packed together, block_n keys per stage): the same
+ * wave-quantisation argument, counted in that kernel's blocks and in the
+ * slots of blocks_per_sm blocks per multiprocessor.  No split once the blocks
+ * fill the slots; at most FMSA_PLAN_MAX_DECODE_SPLITS and at least two key
+ * stages per split; the smallest s within 85% of the best efficiency.  The
+ * kernel gives each split ceil(t / s) of the t key tiles its rows see (the
+ * window trims t, so a split may hold none), so s is not trimmed to non-empty
+ * splits as the generic rule's is.  This is the rule the CUDA backend had in
+ * cuda_fwd_instances.h until it moved here; tests/test_cuda_splits.c checks
+ * that every count it launches is unchanged.  Exact integer ratios as above;
+ * slots are capped so no product can overflow.
+ */
+static int fmsa_plan_decode_splits(int64_t blocks, int64_t key_tiles, int64_t slots) {
+    int64_t max_s = FMSA_PLAN_MAX_DECODE_SPLITS, s;
+    int64_t best_num = 0, best_den = 1;
+    if (key_tiles / 2 < max_s) max_s = key_tiles / 2;
+    if (max_s <= 1 || blocks >= slots) return 1;
+    for (s = 1; s <= max_s; s++) {
+        int64_t num = blocks * s, den = slots * fmsa_ceil_div(blocks * s, slots);
+        if (num * best_den > best_num * den) {
+            best_num = num;
+            best_den = den;
+        }
+    }
+    for (s = 1; s <= max_s; s++) {
+        int64_t num = blocks * s, den = slots * fmsa_ceil_div(blocks * s, slots);
+        if (100 * num * best_den >= 85 * best_num * den) return (int)s;
+    }
+    return 1;
+}
+
+/// Multiprocessor slots above which the decode rule's products could overflow
+/// (no device comes near: 2^20 SMs x blocks per SM).
+#define FMSA_PLAN_MAX_DECODE_SLOTS ((int64_t)1 << 20)
+
+int fmsa_plan_split_count(const fmsa_device_info *dev, const fmsa_plan_request *req, int block_m,
+                          int block_n) {
+    const fmsa_plan_split *k;
+    int64_t kv, group, rows, blocks, slots;
+    if (!dev || !req) return 1;
+    k = &req->split;
+    if (k->block_m == 0)
+        return fmsa_plan_num_splits(dev, req->batch_heads, req->seqlen_q, req->seqlen_k, block_m,
+                                    block_n);
+    if (k->block_m < 0 || k->block_n <= 0 || req->seqlen_q <= 0 || req->seqlen_k <= 0 ||
+        req->batch_heads <= 0 || dev->multiprocessors <= 0)
+        return 1;
+    kv = req->batch_heads_kv > 0 ? req->batch_heads_kv : req->batch_heads;
+    group = req->batch_heads / kv > 0 ? req->batch_heads / kv : 1;
+    /* a block holds seqlen_q rows of each of a KV head's group query heads */
+    if (req->seqlen_q > INT64_MAX / group) return 1; /* huge: no split */
+    rows = req->seqlen_q * group;
+    if (kv > INT64_MAX / fmsa_ceil_div(rows, k->block_m)) return 1;
+    blocks = kv * fmsa_ceil_div(rows, k->block_m);
+    slots = (int64_t)dev->multiprocessors * (k->blocks_per_sm > 0 ? k->blocks_per_sm : 1);
+    if (slots > FMSA_PLAN_MAX_DECODE_SLOTS) slots = FMSA_PLAN_MAX_DECODE_SLOTS;
+    return fmsa_plan_decode_splits(blocks, fmsa_ceil_div(req->seqlen_k, k->block_n), slots);
+}
+
 unsigned fmsa_plan_features(const fmsa_problem *p) {
     unsigned f = 0;
     if (p->window_left >= 0 || p->window_right >= 0) f |= FMSA_FEAT_CAUSAL;
@@ -401,4 +461,6 @@ void fmsa_plan_request_from_problem(const fmsa_problem *p, unsigned caps,
     req->seqlen_k = p->seqlen_k;
     req->batch_heads = p->batch * p->heads_q;
     req->caps = caps;
+    req->batch_heads_kv = p->batch * p->heads_kv;
+    memset(&req->split, 0, sizeof req->split); /* the backend describes its split kernel */
 }

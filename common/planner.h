@@ -31,6 +31,22 @@ enum {
     FMSA_PLAN_CAP_BF16_MMA = 1u << 0,
 };
 
+/// fmsa_plan_split.block_m: the backend runs no split kernel for this request.
+#define FMSA_PLAN_SPLIT_NONE (-1)
+
+/// The kernel a backend would split a decode's keys over (fmsa_plan_request.split),
+/// so the split count is planned for the blocks that kernel launches.  All 0:
+/// not described; the count is then the generic rule's for the planned row's
+/// tile (fmsa_plan_num_splits), as on the CPU and OpenCL backends.
+typedef struct fmsa_plan_split {
+    /// query rows per block, a KV head's query heads packed together (GQA);
+    /// FMSA_PLAN_SPLIT_NONE: no split kernel serves the request (1 split)
+    int block_m;
+    int block_n;       ///< keys per pipeline stage of the split kernel
+    int blocks_per_sm; ///< its blocks one multiprocessor runs at once (its occupancy)
+    int reserved;      ///< 0 (keeps the struct free of padding)
+} fmsa_plan_split;
+
 /// What the planner is asked.
 typedef struct fmsa_plan_request {
     int64_t head_dim;   ///< D (multiple of 8, <= FMSA_HEAD_DIM_MAX)
@@ -42,6 +58,8 @@ typedef struct fmsa_plan_request {
     int64_t batch_heads;///< batch * heads_q: independent row blocks of work
     unsigned caps;      ///< FMSA_PLAN_CAP_* bits the backend's kernels have (0 = none)
     int64_t head_dim_v; ///< D_v, 0 = D (read only by rows that bound it: max_head_dim_v != 0)
+    int64_t batch_heads_kv; ///< batch * heads_kv: what a split kernel packs by (0 = batch_heads)
+    fmsa_plan_split split;  ///< the backend's split-KV kernel, where it describes one (forward)
 } fmsa_plan_request;
 
 /// What the planner answers.
@@ -79,9 +97,17 @@ fmsa_status fmsa_plan_tiles(const fmsa_device_info *dev, const fmsa_plan_request
 
 /// The split-KV decision for decode-shaped problems: how many key splits keep
 /// every multiprocessor busy when batch_heads * ceil(seqlen_q / block_m) is
-/// small.  Pure; 1 means no split.
+/// small.  Pure; 1 means no split.  The generic rule (requests that describe
+/// no split kernel); fmsa_plan_split_count is the one every request takes.
 int fmsa_plan_num_splits(const fmsa_device_info *dev, int64_t batch_heads, int64_t seqlen_q,
                          int64_t seqlen_k, int block_m, int block_n);
+
+/// The split count of a forward request whose planned row has the tile
+/// block_m x block_n (what fmsa_plan_tiles reports as num_splits): 1 for
+/// FMSA_PLAN_SPLIT_NONE, the decode kernel's rule where req->split describes
+/// one, else fmsa_plan_num_splits.  Pure; 1 means no split.
+int fmsa_plan_split_count(const fmsa_device_info *dev, const fmsa_plan_request *req, int block_m,
+                          int block_n);
 
 /* ------------------------------------------------------------------------ */
 /* The per-arch tables (common/plan_tables/, one file per backend family),  */
@@ -180,5 +206,7 @@ size_t fmsa_plan_sram_limit(const fmsa_device_info *dev);
 #define FMSA_PLAN_CPU_SLIVER_COLS 32
 /// Upper bound of fmsa_plan_num_splits().
 #define FMSA_PLAN_MAX_SPLITS 128
+/// Upper bound of the decode kernel's rule (fmsa_plan_split_count with req->split described).
+#define FMSA_PLAN_MAX_DECODE_SPLITS 64
 
 #endif /* FMSA_COMMON_PLANNER_H */

@@ -12,6 +12,10 @@ set_tests_properties(test_cuda_host PROPERTIES ENVIRONMENT "CUDA_VISIBLE_DEVICES
 # planner's choice is the instance lists' rule on every head-dim pair).
 fmsa_add_test(test_cuda_plan_rows LABELS api cuda SOURCES test_cuda_plan_rows.c)
 
+# The decode's split-KV count (the planner's, fmsa_plan_split_count) against
+# the count the backend launched before the rule moved into the planner.
+fmsa_add_test(test_cuda_splits LABELS api cuda SOURCES test_cuda_splits.c)
+
 # The device-side metadata check, graph capture of forward + backward, the
 # deterministic backward bitwise over 10 runs.
 fmsa_add_test(test_cuda_graph LABELS cuda SOURCES test_cuda_graph.c)

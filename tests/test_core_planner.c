@@ -666,6 +666,10 @@ static void request_from_problem(void **state) {
     assert_int_equal(q.seqlen_q, 333);
     assert_int_equal(q.seqlen_k, 4444);
     assert_int_equal(q.batch_heads, 24);
+    assert_int_equal(q.batch_heads_kv, 6);
+    /* no split kernel described: the backend fills split where it has one */
+    assert_int_equal(q.split.block_m, 0), assert_int_equal(q.split.block_n, 0);
+    assert_int_equal(q.split.blocks_per_sm, 0), assert_int_equal(q.split.reserved, 0);
     assert_int_equal(q.caps, FMSA_PLAN_CAP_BF16_MMA);
     fmsa_plan_request_from_problem(&p, 0, &q);
     assert_int_equal(q.caps, 0);
@@ -807,6 +811,68 @@ static void num_splits_invariants(void **state) {
     }
 }
 
+/*
+ * The split counts of every request that does not describe a decode kernel
+ * (fmsa_plan_request.split all 0: the CPU and OpenCL backends, the HIP
+ * table, and raw requests on CUDA devices) are the ones the planner gave at
+ * commit 2fa5910, before the CUDA decode's rule moved into the planner: an
+ * FNV-1a hash of fmsa_plan_num_splits over a wide grid and of
+ * fmsa_plan_tiles' num_splits over forward requests, recorded at that commit.
+ * A changed hash names no case; the invariants above then say which rule
+ * moved.
+ */
+static uint64_t fnv1a(uint64_t h, int64_t v) {
+    for (int i = 0; i < 8; i++) {
+        h ^= (uint64_t)(v >> (8 * i)) & 0xffu;
+        h *= 0x100000001b3ull;
+    }
+    return h;
+}
+
+static void splits_of_other_requests_unchanged(void **state) {
+    static const int64_t bhs[] = {1, 2, 3, 8, 16, 32, 40, 64, 128, 1024, 1 << 20};
+    static const int64_t sqs[] = {1, 2, 8, 64, 127, 128, 1000, 4096};
+    static const int64_t sks[] = {0, 1, 63, 64, 65, 1000, 4096, 32768, 131072, 1 << 20, (int64_t)1 << 31};
+    static const int blocks[][2] = {{64, 64}, {128, 176}, {16, 16}, {256, 64}, {128, 80}, {16, 64}, {128, 128}};
+    static const int64_t dims[] = {64, 128, 256};
+    fmsa_device_info devs[] = {
+        mkdev(FMSA_BACKEND_CPU, "x86-avx512", 48 * KIB, 2048 * KIB, 16, 16),
+        mkdev(FMSA_BACKEND_CPU, "cpu", 32 * KIB, 256 * KIB, 2, 0),
+        mkdev(FMSA_BACKEND_OPENCL, "opencl", 48 * KIB, 0, 1, 32),
+        mkdev(FMSA_BACKEND_OPENCL, "opencl", 48 * KIB, 0, 0, 32),
+        mkdev(FMSA_BACKEND_OPENCL, "opencl", 64 * KIB, 0, 28, 32),
+        mkdev(FMSA_BACKEND_HIP, "gfx942", 64 * KIB, 0, 304, 64),
+        mkdev(FMSA_BACKEND_HIP, "gfx90a", 64 * KIB, 0, 110, 64),
+        mkdev(FMSA_BACKEND_CUDA, "sm80", 48 * KIB, 163 * KIB, 108, 32),
+        mkdev(FMSA_BACKEND_CUDA, "sm90", 48 * KIB, 227 * KIB, 132, 32),
+    };
+    uint64_t h_num = 0xcbf29ce484222325ull, h_tiles = 0xcbf29ce484222325ull;
+    (void)state;
+    for (size_t di = 0; di < sizeof devs / sizeof devs[0]; di++)
+        for (size_t a = 0; a < sizeof bhs / sizeof bhs[0]; a++)
+            for (size_t b = 0; b < sizeof sqs / sizeof sqs[0]; b++)
+                for (size_t c = 0; c < sizeof sks / sizeof sks[0]; c++) {
+                    for (size_t k = 0; k < sizeof blocks / sizeof blocks[0]; k++)
+                        h_num = fnv1a(h_num, fmsa_plan_num_splits(&devs[di], bhs[a], sqs[b], sks[c],
+                                                                  blocks[k][0], blocks[k][1]));
+                    for (size_t e = 0; e < sizeof dims / sizeof dims[0]; e++)
+                        for (int dt = FMSA_DTYPE_F32; dt <= FMSA_DTYPE_BF16; dt++)
+                            for (int f = 0; f < 2; f++) {
+                                fmsa_plan_request q;
+                                fmsa_tile_plan p;
+                                memset(&q, 0, sizeof q);
+                                q.head_dim = dims[e], q.dtype = (fmsa_dtype)dt;
+                                q.pass = FMSA_PASS_FORWARD, q.features = f ? FMSA_FEAT_CAUSAL : 0;
+                                q.seqlen_q = sqs[b], q.seqlen_k = sks[c], q.batch_heads = bhs[a];
+                                h_tiles = fnv1a(h_tiles, fmsa_plan_tiles(&devs[di], &q, &p) ==
+                                                                 FMSA_SUCCESS ? p.num_splits : -1);
+                            }
+                }
+    if (h_num != 0xb75bcb6e0c485ec4ull || h_tiles != 0x29344ba1f4ad02e5ull)
+        fail_msg("split counts changed: fmsa_plan_num_splits hash 0x%016llx, fmsa_plan_tiles "
+                 "hash 0x%016llx", (unsigned long long)h_num, (unsigned long long)h_tiles);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(tables_are_well_formed),
@@ -818,6 +884,7 @@ int main(void) {
         cmocka_unit_test(bad_requests_are_rejected),
         cmocka_unit_test(more_sram_never_hurts),
         cmocka_unit_test(num_splits_invariants),
+        cmocka_unit_test(splits_of_other_requests_unchanged),
         cmocka_unit_test(request_from_problem),
         cmocka_unit_test(opencl_cpu_family),
     };

@@ -275,58 +275,54 @@ typedef struct fmsa_cuda_fwd_plan {
     unsigned long long lse_offset;   ///< byte offset of lse_accum in the workspace
 } fmsa_cuda_fwd_plan;
 
-/// The split count: enough (KV head, split) blocks to fill the SMs in whole
-/// waves (FlashAttention-2's efficiency rule: the fewest splits within 85% of
-/// the best wave efficiency), at least 2 key stages per split, at most 64.
-static inline int fmsa_cuda_fwd_num_splits(const fmsa_cuda_fwd_params *p, int keys_per_stage,
-                                           int blocks_per_sm, int num_sms) {
-    const long long blocks = (long long)p->batch * p->heads_kv;
-    const long long tiles = ((long long)p->seqlen_k + keys_per_stage - 1) / keys_per_stage;
-    const long long slots = (long long)num_sms * blocks_per_sm;
-    double eff[65], best = 0.0;
-    int s, max_s = 64;
-    if (tiles / 2 < max_s) max_s = (int)(tiles / 2);
-    if (max_s <= 1 || blocks >= slots) return 1;
-    for (s = 1; s <= max_s; ++s) {
-        const double waves = (double)(blocks * s) / (double)slots;
-        const double whole = (double)((blocks * s + slots - 1) / slots);
-        eff[s] = waves / whole;
-        if (eff[s] > best) best = eff[s];
-    }
-    for (s = 1; s <= max_s; ++s)
-        if (eff[s] >= 0.85 * best) return s;
-    return 1;
-}
-
-/// Plans a validated forward whose main kernel is instance main (the planned
-/// row's, fmsa_cuda_fwd_instance_of) for a device of num_sms SMs and smem_max
-/// bytes of shared memory per block; force_splits < 0 decides by itself, 0
-/// forces the main kernel, n > 0 forces the split kernel with n splits where
-/// it applies (tests).  Returns 0, or -1 when main is not an instance.
-static inline int fmsa_cuda_fwd_make_plan(int dtype, const fmsa_cuda_fwd_params *p, int main,
-                                          int num_sms, long long smem_max, int force_splits,
-                                          fmsa_cuda_fwd_plan *plan) {
+/// The split-KV instance of a validated problem: where a KV head's query rows
+/// fit one 16-row tile (seqlen_q * heads_q / heads_kv <= 16, heads_kv within
+/// the grid's 65535), the smallest D >= max(head_dim, head_dim_v) of the same
+/// dtype and variant whose shared memory fits smem_max.  Returns its index in
+/// fmsa_cuda_fwd_split_table, or -1 (the main kernel runs the problem).
+static inline int fmsa_cuda_fwd_split_select(int dtype, const fmsa_cuda_fwd_params *p,
+                                             long long smem_max) {
     const int variant = fmsa_cuda_fwd_variant(p);
     const long long group = p->heads_kv > 0 ? p->heads_q / p->heads_kv : 0;
     const int dmax = p->head_dim > p->head_dim_v ? p->head_dim : p->head_dim_v;
     int n, i, best = -1;
+    const fmsa_cuda_fwd_instance *t = fmsa_cuda_fwd_split_table(&n);
+    if (p->seqlen_q <= 0 || p->seqlen_q * group > 16 || p->heads_kv > 65535) return -1;
+    for (i = 0; i < n; ++i)
+        if (t[i].dtype == dtype && t[i].variant == variant && t[i].head_dim >= dmax &&
+            t[i].smem_bytes <= smem_max && (best < 0 || t[i].head_dim < t[best].head_dim))
+            best = i;
+    return best;
+}
+
+/// Blocks of split instance in one SM runs at once, as the split count counts
+/// them: two where its shared memory leaves room for a second (112 KiB: half
+/// of sm_90's 228 KiB per SM less the 1 KiB each block reserves), else one.
+static inline int fmsa_cuda_fwd_split_blocks_per_sm(const fmsa_cuda_fwd_instance *in) {
+    return in->smem_bytes <= 112 * 1024 ? 2 : 1;
+}
+
+/// Plans a validated forward whose main kernel is instance main (the planned
+/// row's, fmsa_cuda_fwd_instance_of) on a device of smem_max bytes of shared
+/// memory per block: the split kernel of fmsa_cuda_fwd_split_select with
+/// splits splits where one applies and splits > 0 (the planner's count,
+/// fmsa_plan_split_count; tests force others), else the main kernel (splits
+/// 0 forces it).  Returns 0, or -1 when main is not an instance.
+static inline int fmsa_cuda_fwd_make_plan(int dtype, const fmsa_cuda_fwd_params *p, int main,
+                                          long long smem_max, int splits,
+                                          fmsa_cuda_fwd_plan *plan) {
+    int n, best;
     plan->num_launches = 0;
     plan->num_splits = 1;
     plan->workspace_bytes = plan->lse_offset = 0;
     fmsa_cuda_fwd_instance_table(&n);
     if (main < 0 || main >= n) return -1;
     if (p->seqlen_q <= 0) return 0;
-    if (p->seqlen_q * group <= 16 && force_splits != 0 && p->heads_kv <= 65535) {
+    best = splits > 0 ? fmsa_cuda_fwd_split_select(dtype, p, smem_max) : -1;
+    {
         const fmsa_cuda_fwd_instance *t = fmsa_cuda_fwd_split_table(&n);
-        for (i = 0; i < n; ++i)
-            if (t[i].dtype == dtype && t[i].variant == variant && t[i].head_dim >= dmax &&
-                t[i].smem_bytes <= smem_max && (best < 0 || t[i].head_dim < t[best].head_dim))
-                best = i;
         if (best >= 0) {
             const fmsa_cuda_fwd_instance *in = &t[best];
-            const int per_sm = in->smem_bytes <= 112 * 1024 ? 2 : 1;
-            int splits = force_splits > 0 ? force_splits
-                                          : fmsa_cuda_fwd_num_splits(p, in->block_n, per_sm, num_sms);
             if (splits > 65535) splits = 65535;
             plan->num_splits = splits;
             plan->num_launches = 1;

@@ -39,7 +39,7 @@ fmsa_status fmsa_cuda_fwd_pick(const fmsa_cuda_device *dev, const fmsa_problem *
     fmsa_tile_plan tiles;
     const fmsa_cuda_fwd_instance *table;
     const char *table_name;
-    int n, i, dt, chunk;
+    int n, i, dt, chunk, split;
     const long long smem_max = (long long)(dev->info.sram_per_block_optin > dev->info.sram_per_block
                                                ? dev->info.sram_per_block_optin
                                                : dev->info.sram_per_block);
@@ -58,6 +58,16 @@ fmsa_status fmsa_cuda_fwd_pick(const fmsa_cuda_device *dev, const fmsa_problem *
     chunk = p->dtype == FMSA_DTYPE_F32 ? 4 : 8;
     fmsa_cuda_fwd_params_fill(p, plan, 0, 0, &fp);
     fmsa_plan_request_from_problem(p, 0u, &req);
+    /* the split kernel a decode would run, so the planner counts its splits */
+    split = fmsa_cuda_fwd_split_select(dt, &fp, smem_max);
+    if (split >= 0) {
+        const fmsa_cuda_fwd_instance *s = &fmsa_cuda_fwd_split_table(&n)[split];
+        req.split.block_m = s->block_m;
+        req.split.block_n = s->block_n;
+        req.split.blocks_per_sm = fmsa_cuda_fwd_split_blocks_per_sm(s);
+    } else {
+        req.split.block_m = FMSA_PLAN_SPLIT_NONE;
+    }
     if (p->batch > 65535 || p->heads_q > 65535 || fmsa_plan_tiles(&dev->info, &req, &tiles) != FMSA_SUCCESS)
         return fmsa_fail(FMSA_ERR_NOT_SUPPORTED,
                          "cuda (forward): head_dim %lld, head_dim_v %lld, batch %lld, heads %lld "
@@ -78,9 +88,8 @@ fmsa_status fmsa_cuda_fwd_pick(const fmsa_cuda_device *dev, const fmsa_problem *
     FMSA_TRY(fmsa_cuda_fwd_aligned("o", &p->o, chunk));
     table = fmsa_cuda_fwd_instance_table(&n);
     table_name = table[i].name;
-    /* one decision for main kernel vs split-KV decode (and the split count) */
-    if (fmsa_cuda_fwd_make_plan(dt, &fp, i, dev->info.multiprocessors,
-                                smem_max, -1, &fplan) != 0)
+    /* one decision for main kernel vs split-KV decode, with the planner's split count */
+    if (fmsa_cuda_fwd_make_plan(dt, &fp, i, smem_max, tiles.num_splits, &fplan) != 0)
         return fmsa_fail(FMSA_ERR_INTERNAL, "cuda: forward plan failed after its instance was found");
     plan->instance = fplan.num_launches > 0 ? fplan.launch[0].name : table_name;
     plan->launches = fplan.num_launches;

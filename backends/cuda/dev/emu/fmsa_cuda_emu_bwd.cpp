@@ -3,8 +3,9 @@
  * of the library or of CMake; C++ because the kernels are): the kernel files
  * compile as host C++ against shadow/'s fmsa_cuda_mma.cuh, whose intrinsics
  * (ldmatrix, mma.sync m16n8k16, shuffles, cp.async, __syncthreads) run on
- * cooperative ucontext threads, each warp collective resolved once all 32
- * lanes have reached it (a divergent warp or a deadlock stops the run).  It
+ * cooperative ucontext threads (fmsa_cuda_emu_sched.h, the three emulators'
+ * one scheduler), each warp collective resolved once all 32 lanes have
+ * reached it (a divergent warp or a deadlock stops the run).  It
  * runs the sm_80 code paths (no __CUDA_ARCH__; -D__CUDA_ARCH__=900 for sm_90's
  * dQ reductions) of the rows listed below on one
  * contiguous problem and compares dQ, dK, dV with an fp64 backward of the same
@@ -19,14 +20,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <vector>
-#include <ucontext.h>
 
-alignas(128) unsigned char fmsa_smem[256 * 1024];
 #include "backends/cuda/kernels/fmsa_cuda_mma.cuh"
-emu_u3 emu_tidx[256];
-int emu_cur;
-emu_u3 blockIdx, blockDim, gridDim;
-emu_slot emu_slots[256];
 
 #define FMSA_CUDA_BWD_ONLY(X) \
     X(bf16, 1, 256, 64, 64, 2, 1, 3) \
@@ -48,9 +43,9 @@ emu_slot emu_slots[256];
     X(f16, 0, 512, 512, 64, 32, 2, 1, 3)
 #include "backends/cuda/kernels/fmsa_cuda_bwd.cu"
 #include "backends/cuda/kernels/fmsa_cuda_bwd_pre_post.cu"
+#define EMU_PARAMS fmsa_cuda_bwd_params
+#include "fmsa_cuda_emu_sched.h"
 
-typedef void (*kfn)(const fmsa_cuda_bwd_params);
-struct kent { const char *name; kfn fn; };
 #define KE(dt, BF16, D, BM, BN, WK, ST, OPT) {FMSA_CUDA_BWD_STR(FMSA_CUDA_BWD_MAIN_SYM(dt, D, BM, BN, WK, ST, OPT)), FMSA_CUDA_BWD_MAIN_SYM(dt, D, BM, BN, WK, ST, OPT)},
 #define KEV(dt, BF16, D, DV, BM, BN, WK, ST, OPT) {FMSA_CUDA_BWD_STR(FMSA_CUDA_BWD_MAIN_SYM_V(dt, D, DV, BM, BN, WK, ST, OPT)), FMSA_CUDA_BWD_MAIN_SYM_V(dt, D, DV, BM, BN, WK, ST, OPT)},
 static const kent kents[] = {FMSA_CUDA_BWD_ONLY(KE) FMSA_CUDA_BWD_ONLY_V(KEV)
@@ -58,116 +53,9 @@ static const kent kents[] = {FMSA_CUDA_BWD_ONLY(KE) FMSA_CUDA_BWD_ONLY_V(KEV)
     {"fmsa_cuda_bwd_post_bf16", fmsa_cuda_bwd_post_bf16}, {"fmsa_cuda_bwd_pre_f16", fmsa_cuda_bwd_pre_f16},
     {"fmsa_cuda_bwd_pre_dv_f16", fmsa_cuda_bwd_pre_dv_f16}, {"fmsa_cuda_bwd_post_f16", fmsa_cuda_bwd_post_f16},
     {"fmsa_cuda_bwd_post_t_bf16", fmsa_cuda_bwd_post_t_bf16}, {"fmsa_cuda_bwd_post_t_f16", fmsa_cuda_bwd_post_t_f16}};
-static kfn find(const char *n) {
-    for (auto &e : kents) if (!strcmp(e.name, n)) return e.fn;
-    fprintf(stderr, "kernel %s not in the emulator\n", n); exit(2);
-}
-
-/* ---- scheduler ---- */
-struct emu_thread { ucontext_t uc; int done, op; };
-static emu_thread th[256];
-static ucontext_t sched;
-static kfn g_fn;
-static const fmsa_cuda_bwd_params *g_p;
-static char stacks[256][96 * 1024];
-void emu_yield(int op) { th[emu_cur].op = op; swapcontext(&th[emu_cur].uc, &sched); }
-static void entry(int t) { g_fn(*g_p); th[t].done = 1; }
-static unsigned short h16(unsigned addr, int row, int col) {
-    unsigned short v; memcpy(&v, fmsa_smem + addr + 2 * col, 2); (void)row; return v;
-}
-static void resolve_warp(int w, int op) {
-    emu_slot *s = &emu_slots[32 * w];
-    if (op == OP_SHFL) {
-        float v[32];
-        for (int l = 0; l < 32; ++l) v[l] = s[l].fv;
-        for (int l = 0; l < 32; ++l) s[l].fv = v[l ^ s[l].mask];
-    } else if (op >= OP_LDM4 && op <= OP_LDM2T) {
-        const int n = (op == OP_LDM4 || op == OP_LDM4T) ? 4 : 2, tr = (op == OP_LDM4T || op == OP_LDM2T);
-        unsigned short m[4][8][8];
-        for (int i = 0; i < n; ++i)
-            for (int r = 0; r < 8; ++r) {
-                const unsigned a = s[8 * i + r].addr;
-                if (a % 16 || a + 16 > sizeof fmsa_smem) { fprintf(stderr, "ldmatrix bad addr %u\n", a); exit(3); }
-                for (int c = 0; c < 8; ++c) m[i][r][c] = h16(a, r, c);
-            }
-        for (int l = 0; l < 32; ++l)
-            for (int i = 0; i < n; ++i) {
-                unsigned lo, hi;
-                if (!tr) lo = m[i][l / 4][2 * (l % 4)], hi = m[i][l / 4][2 * (l % 4) + 1];
-                else lo = m[i][2 * (l % 4)][l / 4], hi = m[i][2 * (l % 4) + 1][l / 4];
-                s[l].r[i] = lo | (hi << 16);
-            }
-    } else if (op == OP_MMA1 || op == OP_MMA0) {
-        float A[16][16], B[16][8], C[16][8];
-        auto cv = [&](unsigned x, int hi) { unsigned short h = (unsigned short)(hi ? x >> 16 : x & 0xffff);
-            return op == OP_MMA1 ? fmsa_half_to_float<1>(h) : fmsa_half_to_float<0>(h); };
-        for (int l = 0; l < 32; ++l) {
-            const int g = l / 4, t = l % 4;
-            for (int e = 0; e < 2; ++e) {
-                A[g][2 * t + e] = cv(s[l].a[0], e); A[g + 8][2 * t + e] = cv(s[l].a[1], e);
-                A[g][2 * t + 8 + e] = cv(s[l].a[2], e); A[g + 8][2 * t + 8 + e] = cv(s[l].a[3], e);
-                B[2 * t + e][g] = cv(s[l].b0, e); B[2 * t + 8 + e][g] = cv(s[l].b1, e);
-                C[g][2 * t + e] = s[l].c[e]; C[g + 8][2 * t + e] = s[l].c[2 + e];
-            }
-        }
-        for (int i = 0; i < 16; ++i)
-            for (int j = 0; j < 8; ++j) {
-                double acc = C[i][j];
-                for (int k = 0; k < 16; ++k) acc += (double)A[i][k] * B[k][j];
-                C[i][j] = (float)acc;
-            }
-        for (int l = 0; l < 32; ++l) {
-            const int g = l / 4, t = l % 4;
-            s[l].c[0] = C[g][2 * t]; s[l].c[1] = C[g][2 * t + 1]; s[l].c[2] = C[g + 8][2 * t]; s[l].c[3] = C[g + 8][2 * t + 1];
-        }
-    }
-}
-static void run_block(kfn fn, const fmsa_cuda_bwd_params *p, int nthr) {
-    g_fn = fn, g_p = p;
-    for (int t = 0; t < nthr; ++t) {
-        th[t].done = 0, th[t].op = OP_NONE;
-        emu_tidx[t] = emu_u3{(unsigned)t, 0, 0};
-        getcontext(&th[t].uc);
-        th[t].uc.uc_stack.ss_sp = stacks[t];
-        th[t].uc.uc_stack.ss_size = sizeof stacks[t];
-        th[t].uc.uc_link = &sched;
-        makecontext(&th[t].uc, (void (*)())entry, 1, t);
-    }
-    for (;;) {
-        int progressed = 0, live = 0;
-        for (int t = 0; t < nthr; ++t)
-            if (!th[t].done && th[t].op == OP_NONE) { emu_cur = t; swapcontext(&sched, &th[t].uc); progressed = 1; }
-        for (int w = 0; w < nthr / 32; ++w) {
-            int op = -1, ok = 1, ndone = 0;
-            for (int l = 0; l < 32; ++l) {
-                emu_thread *x = &th[32 * w + l];
-                if (x->done) { ++ndone; continue; }
-                if (op < 0) op = x->op; else if (op != x->op) ok = 0;
-            }
-            if (ndone == 32 || op == OP_SYNC || op == OP_NONE) continue;
-            if (!ok || ndone) { fprintf(stderr, "divergent warp %d (op %d, %d done)\n", w, op, ndone); exit(4); }
-            resolve_warp(w, op);
-            for (int l = 0; l < 32; ++l) th[32 * w + l].op = OP_NONE;
-            progressed = 1;
-        }
-        int all_sync = 1;
-        for (int t = 0; t < nthr; ++t) if (!th[t].done) { ++live; if (th[t].op != OP_SYNC) all_sync = 0; }
-        if (!live) break;
-        if (all_sync) { for (int t = 0; t < nthr; ++t) th[t].op = OP_NONE; progressed = 1; }
-        if (!progressed) { fprintf(stderr, "deadlock\n"); exit(5); }
-    }
-}
+static kfn find(const char *n) { return emu_find(kents, sizeof kents / sizeof kents[0], n); }
 static void launch(const char *name, const unsigned grid[3], unsigned threads, const fmsa_cuda_bwd_params *p) {
-    kfn fn = find(name);
-    gridDim = emu_u3{grid[0], grid[1], grid[2]};
-    blockDim = emu_u3{threads, 1, 1};
-    for (unsigned z = 0; z < grid[2]; ++z)
-        for (unsigned y = 0; y < grid[1]; ++y)
-            for (unsigned x = 0; x < grid[0]; ++x) {
-                blockIdx = emu_u3{x, y, z};
-                memset(fmsa_smem, 0x7f, sizeof fmsa_smem); /* garbage: unread bytes must not matter */
-                run_block(fn, p, (int)threads);
-            }
+    emu_launch(find(name), grid, threads, p);
 }
 
 /* ---- the problem and its fp64 reference ---- */

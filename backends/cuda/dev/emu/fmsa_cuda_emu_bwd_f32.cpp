@@ -18,125 +18,22 @@
 #include <cstdlib>
 #include <cstring>
 #include <vector>
-#include <ucontext.h>
 
-alignas(128) unsigned char fmsa_smem[256 * 1024];
 #include "backends/cuda/kernels/fmsa_cuda_mma.cuh"
-emu_u3 emu_tidx[256];
-int emu_cur;
-emu_u3 blockIdx, blockDim, gridDim;
-emu_slot emu_slots[256];
 
 #define FMSA_CUDA_BWD_F32_ONLY(X) FMSA_CUDA_BWD_F32_INSTANCES(X)
 #include "backends/cuda/kernels/fmsa_cuda_bwd_f32.cu"
 #include "backends/cuda/kernels/fmsa_cuda_bwd_pre_post.cu"
 #include "backends/cuda/cuda_bwd_f32_instances.h"
+#define EMU_PARAMS fmsa_cuda_bwd_params
+#include "fmsa_cuda_emu_sched.h"
 
-typedef void (*kfn)(const fmsa_cuda_bwd_params);
-struct kent { const char *name; kfn fn; };
 #define KE(D, DV, BM, BN, ST) {FMSA_CUDA_BWD_STR(FMSA_CUDA_BWD_F32_SYM(D, DV, BM, BN, ST)), FMSA_CUDA_BWD_F32_SYM(D, DV, BM, BN, ST)},
 static const kent kents[] = {FMSA_CUDA_BWD_F32_INSTANCES(KE)
     {"fmsa_cuda_bwd_pre_f32", fmsa_cuda_bwd_pre_f32}, {"fmsa_cuda_bwd_post_f32", fmsa_cuda_bwd_post_f32}};
-static kfn find(const char *n) {
-    for (auto &e : kents) if (!strcmp(e.name, n)) return e.fn;
-    fprintf(stderr, "kernel %s not in the emulator\n", n); exit(2);
-}
-
-/* ---- scheduler (one block at a time; warp collectives once all 32 lanes arrive) ---- */
-struct emu_thread { ucontext_t uc; int done, op; };
-static emu_thread th[256];
-static ucontext_t sched;
-static kfn g_fn;
-static const fmsa_cuda_bwd_params *g_p;
-static char stacks[256][128 * 1024];
-void emu_yield(int op) { th[emu_cur].op = op; swapcontext(&th[emu_cur].uc, &sched); }
-static void entry(int t) { g_fn(*g_p); th[t].done = 1; }
-static double rz(double x) { /* double -> float, toward zero */
-    float f = (float)x;
-    if (std::fabs((double)f) > std::fabs(x)) f = std::nextafter(f, 0.0f);
-    return f;
-}
-static void resolve_warp(int w, int op) {
-    emu_slot *s = &emu_slots[32 * w];
-    if (op == OP_SHFL) {
-        float v[32];
-        for (int l = 0; l < 32; ++l) v[l] = s[l].fv;
-        for (int l = 0; l < 32; ++l) s[l].fv = v[l ^ s[l].mask];
-    } else if (op == OP_MMATF32) {
-        double A[16][8], B[8][8], C[16][8];
-        auto tf = [](unsigned x) {
-            if ((x & 0x1fffu) != 0) { fprintf(stderr, "mma input not tf32: %08x\n", x); exit(6); }
-            return (double)__uint_as_float(x);
-        };
-        for (int l = 0; l < 32; ++l) {
-            const int g = l / 4, t = l % 4;
-            A[g][t] = tf(s[l].a[0]); A[g + 8][t] = tf(s[l].a[1]);
-            A[g][t + 4] = tf(s[l].a[2]); A[g + 8][t + 4] = tf(s[l].a[3]);
-            B[t][g] = tf(s[l].b0); B[t + 4][g] = tf(s[l].b1);
-            C[g][2 * t] = s[l].c[0]; C[g][2 * t + 1] = s[l].c[1];
-            C[g + 8][2 * t] = s[l].c[2]; C[g + 8][2 * t + 1] = s[l].c[3];
-        }
-        for (int i = 0; i < 16; ++i)
-            for (int j = 0; j < 8; ++j) {
-                double acc = C[i][j];
-                for (int k = 0; k < 8; ++k) acc += A[i][k] * B[k][j]; /* tf32 products are exact */
-                C[i][j] = rz(acc);
-            }
-        for (int l = 0; l < 32; ++l) {
-            const int g = l / 4, t = l % 4;
-            s[l].c[0] = C[g][2 * t]; s[l].c[1] = C[g][2 * t + 1]; s[l].c[2] = C[g + 8][2 * t]; s[l].c[3] = C[g + 8][2 * t + 1];
-        }
-    } else {
-        fprintf(stderr, "op %d not emulated here\n", op); exit(7);
-    }
-}
-static void run_block(kfn fn, const fmsa_cuda_bwd_params *p, int nthr) {
-    g_fn = fn, g_p = p;
-    for (int t = 0; t < nthr; ++t) {
-        th[t].done = 0, th[t].op = OP_NONE;
-        emu_tidx[t] = emu_u3{(unsigned)t, 0, 0};
-        getcontext(&th[t].uc);
-        th[t].uc.uc_stack.ss_sp = stacks[t];
-        th[t].uc.uc_stack.ss_size = sizeof stacks[t];
-        th[t].uc.uc_link = &sched;
-        makecontext(&th[t].uc, (void (*)())entry, 1, t);
-    }
-    for (;;) {
-        int progressed = 0, live = 0;
-        for (int t = 0; t < nthr; ++t)
-            if (!th[t].done && th[t].op == OP_NONE) { emu_cur = t; swapcontext(&sched, &th[t].uc); progressed = 1; }
-        for (int w = 0; w < nthr / 32; ++w) {
-            int op = -1, ok = 1, ndone = 0;
-            for (int l = 0; l < 32; ++l) {
-                emu_thread *x = &th[32 * w + l];
-                if (x->done) { ++ndone; continue; }
-                if (op < 0) op = x->op; else if (op != x->op) ok = 0;
-            }
-            if (ndone == 32 || op == OP_SYNC || op == OP_NONE) continue;
-            if (!ok || ndone) { fprintf(stderr, "divergent warp %d (op %d, %d done)\n", w, op, ndone); exit(4); }
-            resolve_warp(w, op);
-            for (int l = 0; l < 32; ++l) th[32 * w + l].op = OP_NONE;
-            progressed = 1;
-        }
-        int all_sync = 1;
-        for (int t = 0; t < nthr; ++t) if (!th[t].done) { ++live; if (th[t].op != OP_SYNC) all_sync = 0; }
-        if (!live) break;
-        if (all_sync) { for (int t = 0; t < nthr; ++t) th[t].op = OP_NONE; progressed = 1; }
-        if (!progressed) { fprintf(stderr, "deadlock\n"); exit(5); }
-    }
-}
-/* blocks in grid order (the deterministic mode's tickets are taken in that order too) */
+static kfn find(const char *n) { return emu_find(kents, sizeof kents / sizeof kents[0], n); }
 static void launch(const char *name, const unsigned grid[3], unsigned threads, const fmsa_cuda_bwd_params *p) {
-    kfn fn = find(name);
-    gridDim = emu_u3{grid[0], grid[1], grid[2]};
-    blockDim = emu_u3{threads, 1, 1};
-    for (unsigned z = 0; z < grid[2]; ++z)
-        for (unsigned y = 0; y < grid[1]; ++y)
-            for (unsigned x = 0; x < grid[0]; ++x) {
-                blockIdx = emu_u3{x, y, z};
-                memset(fmsa_smem, 0x7f, sizeof fmsa_smem); /* garbage: unread bytes must not matter */
-                run_block(fn, p, (int)threads);
-            }
+    emu_launch(find(name), grid, threads, p);
 }
 
 /* ---- the problem, its fp64 reference and an fp32 naive ---- */

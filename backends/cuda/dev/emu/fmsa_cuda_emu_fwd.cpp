@@ -1,8 +1,9 @@
 /*
  * Development check of the CUDA forward's FAST rows on a machine without a
- * GPU (not part of the library or of CMake), on fmsa_cuda_emu_bwd.cpp's
- * shadow intrinsics (cooperative ucontext threads; warp collectives resolved
- * once all 32 lanes reach them; __syncthreads_or ORs over the block).  Runs
+ * GPU (not part of the library or of CMake), on shadow/'s intrinsics and
+ * fmsa_cuda_emu_sched.h's scheduler (cooperative ucontext threads; warp
+ * collectives resolved once all 32 lanes reach them; __syncthreads_or ORs
+ * over the block), as fmsa_cuda_emu_bwd.cpp.  Runs
  * one FAST kernel on one contiguous bf16/f16 problem and compares O and the
  * LSE with an fp64 forward of the same inputs.  CLIMB > 0 gives the scores of
  * tests/test_grid_climb.c (each 64-key tile CLIMB base-2 units above the next
@@ -18,14 +19,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <vector>
-#include <ucontext.h>
 
-alignas(128) unsigned char fmsa_smem[256 * 1024];
 #include "backends/cuda/kernels/fmsa_cuda_mma.cuh"
-emu_u3 emu_tidx[256];
-int emu_cur;
-emu_u3 blockIdx, blockDim, gridDim;
-emu_slot emu_slots[256];
 
 #include "backends/cuda/kernels/fmsa_cuda_fwd.cuh"
 /* the fp32 P V (PTX loads) is instantiated by the 16-bit rows' P V dispatch but never runs there */
@@ -34,8 +29,9 @@ emu_slot emu_slots[256];
                                                                  unsigned, int, unsigned) { abort(); }
 EMU_NO_PV_F32(128, 64, 256)
 EMU_NO_PV_F32(64, 128, 128)
+#define EMU_PARAMS fmsa_cuda_fwd_params
+#include "fmsa_cuda_emu_sched.h"
 
-typedef void (*kfn)(const fmsa_cuda_fwd_params);
 #define EMU_ROW(name, dt, d, dv, variant, threads, bm, bn, stages, qreg, sync, minb, cs)        \
     static void name(const fmsa_cuda_fwd_params p) {                                          \
         fmsa_cuda_fwd_block<dt, d, dv, bm, bn, (threads) / 32, stages, qreg, variant, sync, cs>(p); \
@@ -44,116 +40,6 @@ EMU_ROW(emu_bf16_d128, FMSA_CUDA_DT_BF16, 128, 128, FMSA_CUDA_FWD_FAST, 128, 128
 EMU_ROW(emu_f16_d128, FMSA_CUDA_DT_F16, 128, 128, FMSA_CUDA_FWD_FAST, 128, 128, 64, 2, 0, FMSA_CUDA_FWD_SYNC_U(FMSA_CUDA_FWD_FAST, 0), 2, 1)
 EMU_ROW(emu_bf16_d64, FMSA_CUDA_DT_BF16, 64, 64, FMSA_CUDA_FWD_FAST, 128, 128, 128, 2, 1, FMSA_CUDA_FWD_SYNC_U(FMSA_CUDA_FWD_FAST, 0), 2, 1)
 EMU_ROW(emu_f16_d64, FMSA_CUDA_DT_F16, 64, 64, FMSA_CUDA_FWD_FAST, 128, 128, 128, 2, 1, FMSA_CUDA_FWD_SYNC_U(FMSA_CUDA_FWD_FAST, 0), 2, 1)
-
-/* ---- scheduler (fmsa_cuda_emu_bwd.cpp's, plus the vote, index shuffle, __syncwarp and barrier OR) ---- */
-struct emu_thread { ucontext_t uc; int done, op; };
-static emu_thread th[256];
-static ucontext_t sched;
-static kfn g_fn;
-static const fmsa_cuda_fwd_params *g_p;
-static char stacks[256][128 * 1024];
-void emu_yield(int op) { th[emu_cur].op = op; swapcontext(&th[emu_cur].uc, &sched); }
-static void entry(int t) { g_fn(*g_p); th[t].done = 1; }
-static unsigned short h16(unsigned addr, int col) { unsigned short v; memcpy(&v, fmsa_smem + addr + 2 * col, 2); return v; }
-static void resolve_warp(int w, int op) {
-    emu_slot *s = &emu_slots[32 * w];
-    if (op == OP_SHFL || op == OP_SHFLI) {
-        float v[32];
-        for (int l = 0; l < 32; ++l) v[l] = s[l].fv;
-        for (int l = 0; l < 32; ++l) s[l].fv = v[op == OP_SHFL ? (l ^ s[l].mask) : (s[l].mask & 31)];
-    } else if (op == OP_VOTE) {
-        int all = 1;
-        for (int l = 0; l < 32; ++l) all &= s[l].mask;
-        for (int l = 0; l < 32; ++l) s[l].mask = all;
-    } else if (op == OP_WSYNC) {
-    } else if (op >= OP_LDM4 && op <= OP_LDM2T) {
-        const int n = (op == OP_LDM4 || op == OP_LDM4T) ? 4 : 2, tr = (op == OP_LDM4T || op == OP_LDM2T);
-        unsigned short m[4][8][8];
-        for (int i = 0; i < n; ++i)
-            for (int r = 0; r < 8; ++r) {
-                const unsigned a = s[8 * i + r].addr;
-                if (a % 16 || a + 16 > sizeof fmsa_smem) { fprintf(stderr, "ldmatrix bad addr %u\n", a); exit(3); }
-                for (int c = 0; c < 8; ++c) m[i][r][c] = h16(a, c);
-            }
-        for (int l = 0; l < 32; ++l)
-            for (int i = 0; i < n; ++i) {
-                unsigned lo, hi;
-                if (!tr) lo = m[i][l / 4][2 * (l % 4)], hi = m[i][l / 4][2 * (l % 4) + 1];
-                else lo = m[i][2 * (l % 4)][l / 4], hi = m[i][2 * (l % 4) + 1][l / 4];
-                s[l].r[i] = lo | (hi << 16);
-            }
-    } else if (op == OP_MMA1 || op == OP_MMA0) {
-        float A[16][16], B[16][8], C[16][8];
-        auto cv = [&](unsigned x, int hi) { unsigned short h = (unsigned short)(hi ? x >> 16 : x & 0xffff);
-            return op == OP_MMA1 ? fmsa_half_to_float<1>(h) : fmsa_half_to_float<0>(h); };
-        for (int l = 0; l < 32; ++l) {
-            const int g = l / 4, t = l % 4;
-            for (int e = 0; e < 2; ++e) {
-                A[g][2 * t + e] = cv(s[l].a[0], e); A[g + 8][2 * t + e] = cv(s[l].a[1], e);
-                A[g][2 * t + 8 + e] = cv(s[l].a[2], e); A[g + 8][2 * t + 8 + e] = cv(s[l].a[3], e);
-                B[2 * t + e][g] = cv(s[l].b0, e); B[2 * t + 8 + e][g] = cv(s[l].b1, e);
-                C[g][2 * t + e] = s[l].c[e]; C[g + 8][2 * t + e] = s[l].c[2 + e];
-            }
-        }
-        for (int i = 0; i < 16; ++i)
-            for (int j = 0; j < 8; ++j) {
-                double acc = C[i][j];
-                for (int k = 0; k < 16; ++k) acc += (double)A[i][k] * B[k][j];
-                C[i][j] = (float)acc;
-            }
-        for (int l = 0; l < 32; ++l) {
-            const int g = l / 4, t = l % 4;
-            s[l].c[0] = C[g][2 * t]; s[l].c[1] = C[g][2 * t + 1]; s[l].c[2] = C[g + 8][2 * t]; s[l].c[3] = C[g + 8][2 * t + 1];
-        }
-    } else { fprintf(stderr, "op %d not emulated\n", op); exit(6); }
-}
-static long long g_barriers, g_or_barriers;
-static void run_block(kfn fn, const fmsa_cuda_fwd_params *p, int nthr) {
-    g_fn = fn, g_p = p;
-    for (int t = 0; t < nthr; ++t) {
-        th[t].done = 0, th[t].op = OP_NONE;
-        emu_tidx[t] = emu_u3{(unsigned)t, 0, 0};
-        getcontext(&th[t].uc);
-        th[t].uc.uc_stack.ss_sp = stacks[t];
-        th[t].uc.uc_stack.ss_size = sizeof stacks[t];
-        th[t].uc.uc_link = &sched;
-        makecontext(&th[t].uc, (void (*)())entry, 1, t);
-    }
-    for (;;) {
-        int progressed = 0, live = 0;
-        for (int t = 0; t < nthr; ++t)
-            if (!th[t].done && th[t].op == OP_NONE) { emu_cur = t; swapcontext(&sched, &th[t].uc); progressed = 1; }
-        for (int w = 0; w < nthr / 32; ++w) {
-            int op = -1, ok = 1, ndone = 0;
-            for (int l = 0; l < 32; ++l) {
-                emu_thread *x = &th[32 * w + l];
-                if (x->done) { ++ndone; continue; }
-                if (op < 0) op = x->op; else if (op != x->op) ok = 0;
-            }
-            if (ndone == 32 || op == OP_SYNC || op == OP_NONE) continue;
-            if (!ok || ndone) { fprintf(stderr, "divergent warp %d (op %d, %d done)\n", w, op, ndone); exit(4); }
-            resolve_warp(w, op);
-            for (int l = 0; l < 32; ++l) th[32 * w + l].op = OP_NONE;
-            progressed = 1;
-        }
-        int all_sync = 1, any_done = 0;
-        for (int t = 0; t < nthr; ++t) {
-            if (th[t].done) any_done = 1;
-            else { ++live; if (th[t].op != OP_SYNC) all_sync = 0; }
-        }
-        if (!live) break;
-        if (all_sync) {
-            if (any_done) { fprintf(stderr, "barrier with exited threads\n"); exit(7); }
-            int any = 0;
-            for (int t = 0; t < nthr; ++t) any |= emu_slots[t].sv;
-            if (any) ++g_or_barriers;
-            ++g_barriers;
-            for (int t = 0; t < nthr; ++t) th[t].op = OP_NONE, emu_slots[t].sv = any;
-            progressed = 1;
-        }
-        if (!progressed) { fprintf(stderr, "deadlock\n"); exit(5); }
-    }
-}
 
 static double rnd(unsigned long long *s) {
     *s = *s * 6364136223846793005ull + 1442695040888963407ull;
@@ -209,13 +95,8 @@ int main(int argc, char **argv) {
     f.batch = B, f.seqlen_q = sq, f.seqlen_k = sk, f.heads_q = hq, f.heads_kv = hkv, f.head_dim = D, f.head_dim_v = D;
     f.total_q = sq, f.total_k = sk, f.num_splits = 1, f.window_left = -1, f.window_right = causal ? 0 : -1;
     f.softmax_scale = scale, f.scale_log2 = (float)(scale * 1.4426950408889634);
-    gridDim = emu_u3{(unsigned)((sq + BM - 1) / BM), (unsigned)hq, (unsigned)B};
-    blockDim = emu_u3{(unsigned)threads, 1, 1};
-    for (unsigned z = 0; z < gridDim.z; ++z) for (unsigned y = 0; y < gridDim.y; ++y) for (unsigned x = 0; x < gridDim.x; ++x) {
-        blockIdx = emu_u3{x, y, z};
-        memset(fmsa_smem, 0x7f, sizeof fmsa_smem); /* garbage: unread bytes must not matter */
-        run_block(fn, &f, threads);
-    }
+    const unsigned grid[3] = {(unsigned)((sq + BM - 1) / BM), (unsigned)hq, (unsigned)B};
+    emu_launch(fn, grid, (unsigned)threads, &f);
     double emax = 0, rmax = 0, lmax = 0, lref = 0; long long nan = 0;
     for (size_t i = 0; i < no; ++i) {
         const double x = bf ? fmsa_half_to_float<1>(go[i]) : fmsa_half_to_float<0>(go[i]);

@@ -1,0 +1,206 @@
+/*
+ * The emulators' one runtime (fmsa_cuda_emu_bwd.cpp, fmsa_cuda_emu_bwd_f32.cpp,
+ * fmsa_cuda_emu_fwd.cpp): the globals shadow/'s fmsa_cuda_mma.cuh declares, the
+ * cooperative block scheduler and the grid launch.  Every thread of a block is a
+ * ucontext; a warp collective (shuffle, vote, __syncwarp, ldmatrix, mma.sync) is
+ * resolved once all 32 lanes have reached it, a block barrier once every live
+ * thread waits at it (ORing __syncthreads_or's predicates over the block), and a
+ * divergent warp, a barrier some threads exited before, or a deadlock stops the
+ * run.  Include it after the kernel files with EMU_PARAMS defined as the kernels'
+ * parameter struct (fmsa_cuda_fwd_params or fmsa_cuda_bwd_params).
+ */
+#ifndef FMSA_CUDA_EMU_SCHED_H
+#define FMSA_CUDA_EMU_SCHED_H
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <ucontext.h>
+
+#ifndef EMU_PARAMS
+#error "define EMU_PARAMS as the kernels' parameter struct before including fmsa_cuda_emu_sched.h"
+#endif /* EMU_PARAMS */
+
+alignas(128) unsigned char fmsa_smem[256 * 1024];
+emu_u3 emu_tidx[256];
+int emu_cur;
+emu_u3 blockIdx, blockDim, gridDim;
+emu_slot emu_slots[256];
+
+typedef void (*kfn)(const EMU_PARAMS);
+/// A kernel of the emulator's list, by its name in the library's module.
+struct kent { const char *name; kfn fn; };
+
+/// The kernel called name among the n entries of ks; a name the list lacks stops the run.
+static kfn emu_find(const kent *ks, size_t n, const char *name) {
+    for (size_t i = 0; i < n; ++i)
+        if (!strcmp(ks[i].name, name)) return ks[i].fn;
+    fprintf(stderr, "kernel %s not in the emulator\n", name);
+    exit(2);
+}
+
+struct emu_thread { ucontext_t uc; int done, op; };
+static emu_thread th[256];
+static ucontext_t sched;
+static kfn g_fn;
+static const EMU_PARAMS *g_p;
+static char stacks[256][128 * 1024];
+/// Barriers the last runs passed, and those of them where __syncthreads_or voted 1.
+static long long g_barriers, g_or_barriers;
+void emu_yield(int op) { th[emu_cur].op = op; swapcontext(&th[emu_cur].uc, &sched); }
+static void entry(int t) { g_fn(*g_p); th[t].done = 1; }
+static unsigned short h16(unsigned addr, int col) {
+    unsigned short v;
+    memcpy(&v, fmsa_smem + addr + 2 * col, 2);
+    return v;
+}
+/* double -> float toward zero: the truncating accumulation of the tf32 mma */
+static double rz(double x) {
+    float f = (float)x;
+    if (std::fabs((double)f) > std::fabs(x)) f = std::nextafter(f, 0.0f);
+    return f;
+}
+
+/* One warp collective op of warp w, every lane's operands in emu_slots. */
+static void resolve_warp(int w, int op) {
+    emu_slot *s = &emu_slots[32 * w];
+    if (op == OP_SHFL || op == OP_SHFLI) {
+        float v[32];
+        for (int l = 0; l < 32; ++l) v[l] = s[l].fv;
+        for (int l = 0; l < 32; ++l) s[l].fv = v[op == OP_SHFL ? (l ^ s[l].mask) : (s[l].mask & 31)];
+    } else if (op == OP_VOTE) {
+        int all = 1;
+        for (int l = 0; l < 32; ++l) all &= s[l].mask;
+        for (int l = 0; l < 32; ++l) s[l].mask = all;
+    } else if (op == OP_WSYNC) {
+    } else if (op >= OP_LDM4 && op <= OP_LDM2T) {
+        const int n = (op == OP_LDM4 || op == OP_LDM4T) ? 4 : 2, tr = (op == OP_LDM4T || op == OP_LDM2T);
+        unsigned short m[4][8][8];
+        for (int i = 0; i < n; ++i)
+            for (int r = 0; r < 8; ++r) {
+                const unsigned a = s[8 * i + r].addr;
+                if (a % 16 || a + 16 > sizeof fmsa_smem) { fprintf(stderr, "ldmatrix bad addr %u\n", a); exit(3); }
+                for (int c = 0; c < 8; ++c) m[i][r][c] = h16(a, c);
+            }
+        for (int l = 0; l < 32; ++l)
+            for (int i = 0; i < n; ++i) {
+                unsigned lo, hi;
+                if (!tr) lo = m[i][l / 4][2 * (l % 4)], hi = m[i][l / 4][2 * (l % 4) + 1];
+                else lo = m[i][2 * (l % 4)][l / 4], hi = m[i][2 * (l % 4) + 1][l / 4];
+                s[l].r[i] = lo | (hi << 16);
+            }
+    } else if (op == OP_MMA1 || op == OP_MMA0) {
+        float A[16][16], B[16][8], C[16][8];
+        auto cv = [&](unsigned x, int hi) { unsigned short h = (unsigned short)(hi ? x >> 16 : x & 0xffff);
+            return op == OP_MMA1 ? fmsa_half_to_float<1>(h) : fmsa_half_to_float<0>(h); };
+        for (int l = 0; l < 32; ++l) {
+            const int g = l / 4, t = l % 4;
+            for (int e = 0; e < 2; ++e) {
+                A[g][2 * t + e] = cv(s[l].a[0], e); A[g + 8][2 * t + e] = cv(s[l].a[1], e);
+                A[g][2 * t + 8 + e] = cv(s[l].a[2], e); A[g + 8][2 * t + 8 + e] = cv(s[l].a[3], e);
+                B[2 * t + e][g] = cv(s[l].b0, e); B[2 * t + 8 + e][g] = cv(s[l].b1, e);
+                C[g][2 * t + e] = s[l].c[e]; C[g + 8][2 * t + e] = s[l].c[2 + e];
+            }
+        }
+        for (int i = 0; i < 16; ++i)
+            for (int j = 0; j < 8; ++j) {
+                double acc = C[i][j];
+                for (int k = 0; k < 16; ++k) acc += (double)A[i][k] * B[k][j];
+                C[i][j] = (float)acc;
+            }
+        for (int l = 0; l < 32; ++l) {
+            const int g = l / 4, t = l % 4;
+            s[l].c[0] = C[g][2 * t]; s[l].c[1] = C[g][2 * t + 1]; s[l].c[2] = C[g + 8][2 * t]; s[l].c[3] = C[g + 8][2 * t + 1];
+        }
+    } else if (op == OP_MMATF32) {
+        double A[16][8], B[8][8], C[16][8];
+        auto tf = [](unsigned x) {
+            if ((x & 0x1fffu) != 0) { fprintf(stderr, "mma input not tf32: %08x\n", x); exit(6); }
+            return (double)__uint_as_float(x);
+        };
+        for (int l = 0; l < 32; ++l) {
+            const int g = l / 4, t = l % 4;
+            A[g][t] = tf(s[l].a[0]); A[g + 8][t] = tf(s[l].a[1]);
+            A[g][t + 4] = tf(s[l].a[2]); A[g + 8][t + 4] = tf(s[l].a[3]);
+            B[t][g] = tf(s[l].b0); B[t + 4][g] = tf(s[l].b1);
+            C[g][2 * t] = s[l].c[0]; C[g][2 * t + 1] = s[l].c[1];
+            C[g + 8][2 * t] = s[l].c[2]; C[g + 8][2 * t + 1] = s[l].c[3];
+        }
+        for (int i = 0; i < 16; ++i)
+            for (int j = 0; j < 8; ++j) {
+                double acc = C[i][j];
+                for (int k = 0; k < 8; ++k) acc += A[i][k] * B[k][j]; /* tf32 products are exact */
+                C[i][j] = rz(acc);
+            }
+        for (int l = 0; l < 32; ++l) {
+            const int g = l / 4, t = l % 4;
+            s[l].c[0] = C[g][2 * t]; s[l].c[1] = C[g][2 * t + 1]; s[l].c[2] = C[g + 8][2 * t]; s[l].c[3] = C[g + 8][2 * t + 1];
+        }
+    } else { fprintf(stderr, "op %d not emulated\n", op); exit(6); }
+}
+
+/* Runs one block of nthr threads of fn on p to its end. */
+static void run_block(kfn fn, const EMU_PARAMS *p, int nthr) {
+    g_fn = fn, g_p = p;
+    for (int t = 0; t < nthr; ++t) {
+        th[t].done = 0, th[t].op = OP_NONE;
+        emu_tidx[t] = emu_u3{(unsigned)t, 0, 0};
+        getcontext(&th[t].uc);
+        th[t].uc.uc_stack.ss_sp = stacks[t];
+        th[t].uc.uc_stack.ss_size = sizeof stacks[t];
+        th[t].uc.uc_link = &sched;
+        makecontext(&th[t].uc, (void (*)())entry, 1, t);
+    }
+    for (;;) {
+        int progressed = 0, live = 0;
+        for (int t = 0; t < nthr; ++t)
+            if (!th[t].done && th[t].op == OP_NONE) { emu_cur = t; swapcontext(&sched, &th[t].uc); progressed = 1; }
+        for (int w = 0; w < nthr / 32; ++w) {
+            int op = -1, ok = 1, ndone = 0;
+            for (int l = 0; l < 32; ++l) {
+                emu_thread *x = &th[32 * w + l];
+                if (x->done) { ++ndone; continue; }
+                if (op < 0) op = x->op; else if (op != x->op) ok = 0;
+            }
+            if (ndone == 32 || op == OP_SYNC || op == OP_NONE) continue;
+            if (!ok || ndone) { fprintf(stderr, "divergent warp %d (op %d, %d done)\n", w, op, ndone); exit(4); }
+            resolve_warp(w, op);
+            for (int l = 0; l < 32; ++l) th[32 * w + l].op = OP_NONE;
+            progressed = 1;
+        }
+        int all_sync = 1, any_done = 0;
+        for (int t = 0; t < nthr; ++t) {
+            if (th[t].done) any_done = 1;
+            else { ++live; if (th[t].op != OP_SYNC) all_sync = 0; }
+        }
+        if (!live) break;
+        if (all_sync) {
+            if (any_done) { fprintf(stderr, "barrier with exited threads\n"); exit(7); }
+            int any = 0;
+            for (int t = 0; t < nthr; ++t) any |= emu_slots[t].sv;
+            if (any) ++g_or_barriers;
+            ++g_barriers;
+            for (int t = 0; t < nthr; ++t) th[t].op = OP_NONE, emu_slots[t].sv = any;
+            progressed = 1;
+        }
+        if (!progressed) { fprintf(stderr, "deadlock\n"); exit(5); }
+    }
+}
+
+/* Runs fn's grid block by block in grid order (the deterministic backward's
+ * tickets are taken in that order too); shared memory starts as garbage
+ * before each block, so bytes a kernel does not write must not matter. */
+static void emu_launch(kfn fn, const unsigned grid[3], unsigned threads, const EMU_PARAMS *p) {
+    gridDim = emu_u3{grid[0], grid[1], grid[2]};
+    blockDim = emu_u3{threads, 1, 1};
+    for (unsigned z = 0; z < grid[2]; ++z)
+        for (unsigned y = 0; y < grid[1]; ++y)
+            for (unsigned x = 0; x < grid[0]; ++x) {
+                blockIdx = emu_u3{x, y, z};
+                memset(fmsa_smem, 0x7f, sizeof fmsa_smem);
+                run_block(fn, p, (int)threads);
+            }
+}
+
+#endif /* FMSA_CUDA_EMU_SCHED_H */
