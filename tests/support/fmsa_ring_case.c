@@ -12,6 +12,7 @@
 #include "common/naive.h"
 #include "common/reference.h"
 #include "common/validate.h"
+#include "tests/support/fmsa_test_runner.h"
 
 enum { GUARD = 64 };
 static const unsigned char GUARD_BYTE = 0xa5;
@@ -458,7 +459,7 @@ int fmsa_ring_case_run_on(const fmsa_ring_case *rc, fmsa_dist_comm *comm, fmsa_c
         if (st == FMSA_SUCCESS)
             st = fmsa_ring_backward(ctx, comm, s->layout, &desc, &bt, ws, wsb);
         if (st == FMSA_SUCCESS) st = fmsa_synchronize(ctx, NULL);
-        if (st == FMSA_ERR_NOT_SUPPORTED && strstr(fmsa_last_error(), "not supported by this backend")) {
+        if (st == FMSA_ERR_NOT_SUPPORTED && fmsa_test_is_gate_refusal(fmsa_last_error())) {
             snprintf(msg, len, "refused: %s", fmsa_last_error());
             rc_out = 77;
             goto done;
