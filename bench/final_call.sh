@@ -51,6 +51,9 @@ fi
 step racecheck_bwd 70 compute-sanitizer --tool racecheck --report-api-errors no --error-exitcode 99 \
   --kernel-name kns=fmsa_cuda_bwd_main build-cuda/tests/test_grid_backward --backend cuda --case 7
 step sanitize 120 env OUT=$L/san STAGES=sanitize bash bench/cuda_device_run.sh
+# the host cost of one Python call beside the C API through ctypes
+step python_overhead 40 env FLASHMSA_LIBRARY=$PWD/build-cuda/libflashmsa.so \
+  python3 bench/python_overhead.py --calls 1000
 # the multi-GPU ring's harness as far as one GPU allows (NCCL with P = 1, loopback P = 2-8)
 step ring_multi 110 env OUT=$L/ring bash bench/ring_multi_gpu.sh
 if [[ -n "${T:-}" ]]; then

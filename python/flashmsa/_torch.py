@@ -88,8 +88,17 @@ def _o_shape(q, v):
     return tuple(q.shape[:-1]) + (v.shape[-1],)
 
 
-@torch.library.custom_op("flashmsa::fwd", mutates_args=())
-def _fwd(q: Tensor, k: Tensor, v: Tensor, alibi_slopes: Optional[Tensor],
+def _eager(*tensors):
+    """True when a call may run an op's implementation itself instead of through
+    torch's dispatcher, which costs more host time than the rest of a small call
+    (bench/RESULTS.md): outside torch.compile's tracing and with plain tensors
+    (fake, functional and other subclass tensors of a trace or a mode still go
+    through the op, its fake implementation and its autograd)."""
+    return (not torch.compiler.is_compiling() and
+            all(t is None or type(t) is Tensor for t in tensors))
+
+
+def _fwd_impl(q: Tensor, k: Tensor, v: Tensor, alibi_slopes: Optional[Tensor],
          sinks: Optional[Tensor], cu_seqlens_q: Optional[Tensor], cu_seqlens_k: Optional[Tensor],
          block_table: Optional[Tensor], seqused_k: Optional[Tensor], causal: bool,
          window_left: int, window_right: int, softcap: float, scale: float, max_seqlen_q: int,
@@ -108,6 +117,9 @@ def _fwd(q: Tensor, k: Tensor, v: Tensor, alibi_slopes: Optional[Tensor],
     return o, lse
 
 
+_fwd = torch.library.custom_op("flashmsa::fwd", mutates_args=())(_fwd_impl)
+
+
 @_fwd.register_fake
 def _fwd_fake(q, k, v, alibi_slopes, sinks, cu_seqlens_q, cu_seqlens_k, block_table, seqused_k,
               causal, window_left, window_right, softcap, scale, max_seqlen_q, max_seqlen_k,
@@ -115,8 +127,7 @@ def _fwd_fake(q, k, v, alibi_slopes, sinks, cu_seqlens_q, cu_seqlens_k, block_ta
     return (q.new_empty(_o_shape(q, v)), q.new_empty(_lse_shape(q), dtype=torch.float32))
 
 
-@torch.library.custom_op("flashmsa::bwd", mutates_args=())
-def _bwd(dout: Tensor, q: Tensor, k: Tensor, v: Tensor, o: Tensor, lse: Tensor,
+def _bwd_impl(dout: Tensor, q: Tensor, k: Tensor, v: Tensor, o: Tensor, lse: Tensor,
          dlse: Optional[Tensor], alibi_slopes: Optional[Tensor], sinks: Optional[Tensor],
          cu_seqlens_q: Optional[Tensor], cu_seqlens_k: Optional[Tensor], causal: bool,
          window_left: int, window_right: int, softcap: float, scale: float, max_seqlen_q: int,
@@ -139,6 +150,9 @@ def _bwd(dout: Tensor, q: Tensor, k: Tensor, v: Tensor, o: Tensor, lse: Tensor,
         dlse=_desc_tensor(dlse, "dlse"),
         dsink=_desc_tensor(dsink, "dsink") if want_dsink else None)
     return dq, dk, dv, dsink
+
+
+_bwd = torch.library.custom_op("flashmsa::bwd", mutates_args=())(_bwd_impl)
 
 
 def _dsink_shape(q, want_dsink):
@@ -181,9 +195,9 @@ def _backward(ctx, dout, dlse):
     if dlse is not None:  # autograd may hand over a broadcast (stride 0) view
         dlse = dlse.contiguous()
     want_dsink = sinks is not None and ctx.needs_input_grad[_SINKS_INPUT]
-    dq, dk, dv, dsink = torch.ops.flashmsa.bwd(dout, q, k, v, o, lse, dlse, alibi_slopes, sinks,
-                                               cu_seqlens_q, cu_seqlens_k, *ctx.settings,
-                                               want_dsink)
+    bwd_args = (dout, q, k, v, o, lse, dlse, alibi_slopes, sinks, cu_seqlens_q, cu_seqlens_k)
+    bwd = _bwd_impl if _eager(*bwd_args) else torch.ops.flashmsa.bwd
+    dq, dk, dv, dsink = bwd(*bwd_args, *ctx.settings, want_dsink)
     return (dq, dk, dv, None, dsink if want_dsink else None) + (None,) * 12
 
 
@@ -199,7 +213,7 @@ class _Attention(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, *inputs):
-        output = torch.ops.flashmsa.fwd(*inputs)
+        output = (_fwd_impl if _eager(*inputs[:9]) else torch.ops.flashmsa.fwd)(*inputs)
         _setup_context(ctx, inputs, output)
         return output
 
@@ -377,6 +391,8 @@ def attention(q, k, v, *, causal, window, softcap, alibi_slopes, sinks, scale, c
     if (torch.is_grad_enabled() and not torch.compiler.is_compiling() and
             any(t is not None and t.requires_grad for t in args[:5])):
         o, lse = _Attention.apply(*args)  # eager autograd: the cheaper wrapper
+    elif _eager(*args[:9]):
+        o, lse = _fwd_impl(*args)  # no autograd needed: the implementation itself
     else:
         o, lse = torch.ops.flashmsa.fwd(*args)
     if packed:
