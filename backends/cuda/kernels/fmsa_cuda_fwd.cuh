@@ -769,9 +769,13 @@ FMSA_DEV void fmsa_cuda_fwd_block(const fmsa_cuda_fwd_params &p) {
 
     const int tid = (int)threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, tig = lane & 3;
     const int rg = warp / CS, cp = warp % CS; /* row group, column part */
+#if FMSA_CUDA_FWD_LPT
     int mblk = (int)blockIdx.x, h = (int)blockIdx.y, bz = (int)blockIdx.z;
-    if (FMSA_CUDA_FWD_LPT && p.window_right >= 0) fmsa_cuda_fwd_lpt(p, F32 ? 4 : 2, &mblk, &h, &bz);
-    else if (p.window_right >= 0) mblk = (int)gridDim.x - 1 - mblk;
+    if (p.window_right >= 0) fmsa_cuda_fwd_lpt(p, F32 ? 4 : 2, &mblk, &h, &bz);
+#else /* the A/B's old order: each head's tiles longest first */
+    const int h = (int)blockIdx.y, bz = (int)blockIdx.z;
+    const int mblk = p.window_right >= 0 ? (int)gridDim.x - 1 - (int)blockIdx.x : (int)blockIdx.x;
+#endif
     fmsa_cuda_fwd_rows w;
     long long q_row0, k_row0, qb, kb;
     if (!fmsa_cuda_fwd_seq<FULL>(p, bz, &w, &q_row0, &k_row0, &qb, &kb)) return;
