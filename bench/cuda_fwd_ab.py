@@ -40,6 +40,8 @@ ap.add_argument("--decode", default="32768,131072")
 ap.add_argument("--rounds", type=int, default=2, help="decode rounds")
 ap.add_argument("--check-rows", type=int, default=16)
 ap.add_argument("--json", default="")
+ap.add_argument("--warmup", type=int, default=30, help="do_bench warmup, ms")
+ap.add_argument("--rep", type=int, default=150, help="do_bench repetition time, ms")
 ap.add_argument("--ratio-base", default="", help="the last column: the last build over this one")
 ap.add_argument("--dims-of", action="append", default=[],
                 help="NAME=64,128: time build NAME at these head dims only (default: all)")
@@ -101,7 +103,7 @@ def peers(q, k, v, causal):
                     enable_gqa=q.shape[2] != k.shape[2])
         try:
             with torch.no_grad():
-                out[name] = do_bench(fwd, warmup=30, rep=150, return_mode="median")
+                out[name] = do_bench(fwd, warmup=ARGS.warmup, rep=ARGS.rep, return_mode="median")
         except Exception as e:  # noqa: BLE001 - a peer refusing the shape is a result
             out[name + "_error"] = repr(e)[:120]
     return out
@@ -126,7 +128,7 @@ def time_builds(builds, q, k, v, causal):
             f()
             torch.cuda.synchronize()
             ok[bd.name] = checked(f.o, q, k, v, causal)
-            ms[bd.name] = do_bench(f, warmup=30, rep=150, return_mode="median")
+            ms[bd.name] = do_bench(f, warmup=ARGS.warmup, rep=ARGS.rep, return_mode="median")
         except RuntimeError as e:
             ok[bd.name], ms[bd.name] = False, float("nan")
             print(f"# {bd.name}: {e}", file=sys.stderr)
