@@ -40,6 +40,11 @@ ap.add_argument("--decode", default="32768,131072")
 ap.add_argument("--rounds", type=int, default=2, help="decode rounds")
 ap.add_argument("--check-rows", type=int, default=16)
 ap.add_argument("--json", default="")
+ap.add_argument("--warmup", type=int, default=30, help="do_bench warmup, ms")
+ap.add_argument("--rep", type=int, default=150, help="do_bench repetition time, ms")
+ap.add_argument("--ratio-base", default="", help="the last column: the last build over this one")
+ap.add_argument("--dims-of", action="append", default=[],
+                help="NAME=64,128: time build NAME at these head dims only (default: all)")
 ARGS = ap.parse_args() if __name__ == "__main__" else None  # bench/cuda_fwd_prof.py imports Build
 
 BACKEND_CUDA, FWD = 2, 0
@@ -98,7 +103,7 @@ def peers(q, k, v, causal):
                     enable_gqa=q.shape[2] != k.shape[2])
         try:
             with torch.no_grad():
-                out[name] = do_bench(fwd, warmup=30, rep=150, return_mode="median")
+                out[name] = do_bench(fwd, warmup=ARGS.warmup, rep=ARGS.rep, return_mode="median")
         except Exception as e:  # noqa: BLE001 - a peer refusing the shape is a result
             out[name + "_error"] = repr(e)[:120]
     return out
@@ -113,14 +118,17 @@ def emit(rec):
 
 def time_builds(builds, q, k, v, causal):
     ms, ok = {}, {}
+    only = dict(x.split("=", 1) for x in ARGS.dims_of)
     for bd in builds:
+        if bd.name in only and str(q.shape[3]) not in only[bd.name].split(","):
+            continue
         try:
             f = bd.forward(q, k, v, causal)
             f.o.fill_(float("nan"))
             f()
             torch.cuda.synchronize()
             ok[bd.name] = checked(f.o, q, k, v, causal)
-            ms[bd.name] = do_bench(f, warmup=30, rep=150, return_mode="median")
+            ms[bd.name] = do_bench(f, warmup=ARGS.warmup, rep=ARGS.rep, return_mode="median")
         except RuntimeError as e:
             ok[bd.name], ms[bd.name] = False, float("nan")
             print(f"# {bd.name}: {e}", file=sys.stderr)
@@ -163,10 +171,11 @@ def main():
         del q, k, v
         torch.cuda.empty_cache()
     cols = names + ["FA2", "cuDNN"]
+    base = ARGS.ratio_base or names[0]
     print(f"\n# {torch.cuda.get_device_name()}, torch {torch.__version__}; TFLOP/s (decode: K+V TB/s);"
           " ok = every build's output passed the fp64 rule")
     print(f"{'shape':24s} {'ok':3s} " + " ".join(f"{c:>8s}" for c in cols) + " "
-          + " ".join(f"{n + '/FA2':>9s}" for n in names) + f" {names[-1] + '/' + names[0]:>9s}")
+          + " ".join(f"{n + '/FA2':>9s}" for n in names) + f" {names[-1] + '/' + base:>9s}")
     for r in table:
         val = r["tflops"] if r["kind"] == "sweep" else r["tbps"]
         shape = (f"d{r['d']} s{r['s']} {'causal' if r['causal'] else 'full'}" if r["kind"] == "sweep"
@@ -175,7 +184,7 @@ def main():
         cells = " ".join(f"{val.get(c, float('nan')):8.3f}" if r["kind"] == "decode"
                          else f"{val.get(c, float('nan')):8.1f}" for c in cols)
         rat = " ".join(f"{val.get(n, float('nan')) / fa:9.3f}" for n in names)
-        ab = val.get(names[-1], float("nan")) / val.get(names[0], float("nan"))
+        ab = val.get(names[-1], float("nan")) / val.get(base, float("nan"))
         print(f"{shape:24s} {'yes' if all(r['ok'].values()) else 'NO':3s} {cells} {rat} {ab:9.3f}")
     print("# ratios: over FA2 for the sweep, over cuDNN for decode")
 

@@ -14,6 +14,7 @@
 # Nsight Compute pass over main's and A's kernels beside FA2's (bench/cuda_fwd_prof.py), and
 # (PROF_SRC=1) the per-instruction stall samples of A's d128 FAST kernel, and (SAN="memcheck
 # racecheck") compute-sanitizer on A's forward grid (and the other suites of SAN_TESTS).
+# EXTRA="x y": more builds (this branch's host C with fb/fwd_x.fatbin), timed between main and A.
 # B_ROLE=check: B is a build that must FAIL test_grid_climb (the stale pass without its
 # repeat): it is not timed, only that suite runs on it.  BUDGET (s): later steps are skipped
 # once the call has run that long (the sm80 grids, the sanitizers); NCU_BY (s): the profile
@@ -31,7 +32,7 @@ CM=$ROOT/.devtree/cmocka/usr
 export LD_LIBRARY_PATH=$CM/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,power.draw,temperature.gpu \
     --format=csv | tee "$L/smi.txt"
-for v in A B main; do
+for v in A B main ${EXTRA:-}; do
   [[ -f "$T/fb/fwd_$v.fatbin" ]] || continue
   mkdir -p /tmp/fb_$v
   cp "$T"/fb/common/*.fatbin /tmp/fb_$v/
@@ -52,6 +53,11 @@ if [[ -d /tmp/fb_B ]]; then
     echo "BUILD B FAILED"
   [[ "${B_ROLE:-}" == check ]] || libs+=(--lib B=/tmp/bB/libflashmsa.so)
 fi
+for v in ${EXTRA:-}; do  # EXTRA="x y": more builds of this branch's host C, each with fb/fwd_<x>.fatbin
+  { cfg "$T" /tmp/b_$v /tmp/fb_$v "" OFF && ninja -C /tmp/b_$v -j16 flashmsa > "$L/build_$v.log" 2>&1; } ||
+    echo "BUILD $v FAILED"
+  libs+=(--lib $v=/tmp/b_$v/libflashmsa.so)
+done
 libs+=(--lib A=/tmp/bA/libflashmsa.so)
 { cfg "$ROOT" /tmp/bM /tmp/fb_main "" ON &&
   ninja -C /tmp/bM -j16 flashmsa test_grid_masked_nan > "$L/build_M.log" 2>&1; } ||
@@ -96,13 +102,18 @@ if [[ -n "${SAN:-}" ]]; then  # SAN="memcheck racecheck": compute-sanitizer on A
 fi
 if [[ "${PROF:-1}" == 1 ]] && [[ $((SECONDS - T0)) -lt ${NCU_BY:-100000} ]]; then
   t=$SECONDS
+  # PROF_LIBS="A": the builds profiled (default main, A and a timed B)
+  plibs=()
+  for v in ${PROF_LIBS:-main A $([[ -d /tmp/bB && "${B_ROLE:-}" != check ]] && echo B)}; do
+    case $v in main) plibs+=(--lib main=/tmp/bM/libflashmsa.so) ;; A|B) plibs+=(--lib $v=/tmp/b$v/libflashmsa.so) ;;
+      *) plibs+=(--lib $v=/tmp/b_$v/libflashmsa.so) ;; esac
+  done
   secs=(--section SpeedOfLight --section ComputeWorkloadAnalysis --section WarpStateStats
         --section SchedulerStats --section InstructionStats --section Occupancy
         --section MemoryWorkloadAnalysis)
   (cd "$T" && timeout "${NCU_TIMEOUT:-170}" ncu --profile-from-start off --clock-control none \
      --kernel-name regex:'fmsa_cuda_fwd|flash_fwd' "${secs[@]}" --print-details all \
-     python3 bench/cuda_fwd_prof.py --lib main=/tmp/bM/libflashmsa.so --lib A=/tmp/bA/libflashmsa.so \
-     $([[ -d /tmp/bB && "${B_ROLE:-}" != check ]] && echo --lib B=/tmp/bB/libflashmsa.so) ${PROF_ARGS:-} > "$OUT/prof.txt" 2>&1)
+     python3 bench/cuda_fwd_prof.py "${plibs[@]}" ${PROF_ARGS:-} > "$OUT/prof.txt" 2>&1)
   echo "ncu rc=$? $((SECONDS - t)) s: $(grep -c 'fmsa_cuda_fwd\|flash_fwd' "$OUT/prof.txt") kernel lines"
 fi
 if [[ "${PROF_SRC:-0}" == 1 ]]; then  # where A's d128 FAST kernel stalls, per SASS instruction

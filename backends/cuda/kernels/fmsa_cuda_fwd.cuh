@@ -36,6 +36,20 @@
 #ifndef FMSA_CUDA_FWD_STALE_D64
 #define FMSA_CUDA_FWD_STALE_D64 0
 #endif
+/// Causal / window grids in longest-first order over sections of heads
+/// (fmsa_cuda_fwd_lpt); 0: each head's tiles longest first, heads in order.
+#ifndef FMSA_CUDA_FWD_LPT
+#define FMSA_CUDA_FWD_LPT 1
+#endif
+/// The K and V bytes of one LPT section: FlashAttention-3's 32 MB, below
+/// an H100 / H200's L2 so that the Q and O streams keep a share of it.
+#ifndef FMSA_CUDA_FWD_LPT_L2
+#define FMSA_CUDA_FWD_LPT_L2 (32ll << 20)
+#endif
+/// Causal FAST rows: a warp skips the tiles none of its rows sees.
+#ifndef FMSA_CUDA_FWD_DEAD
+#define FMSA_CUDA_FWD_DEAD 0
+#endif
 /// 2^FMSA_SOFTMAX_STALE_MAX: the bound on a lane's P sum of the stale pass.
 #define FMSA_CUDA_FWD_STALE_SUM 256.0f
 
@@ -611,6 +625,26 @@ template <int ROWB, int T> FMSA_DEV void fmsa_cuda_fwd_zero_row(unsigned char *z
     for (int i = (int)threadIdx.x; i < ROWB / 16; i += T) *(uint4 *)(z + 16 * i) = make_uint4(0u, 0u, 0u, 0u);
 }
 
+/// The block's (q tile, head, sequence) under causal / window masks, whose
+/// blocks differ in work: blocks are issued in linear order, so the longest
+/// tiles (last rows) of a section of heads take the lowest indices, every
+/// head of the section before the next shorter tile (FlashAttention-3's LPT
+/// order).  A section is as many (sequence, head) pairs as have K and V
+/// within FMSA_CUDA_FWD_LPT_L2 bytes, so the blocks in flight share their
+/// keys through L2; the grid's last wave then holds the shortest tiles.
+FMSA_DEV void fmsa_cuda_fwd_lpt(const fmsa_cuda_fwd_params &p, int eb, int *mblk, int *h, int *bz) {
+    const unsigned X = gridDim.x, Y = gridDim.y, HZ = Y * gridDim.z;
+    const unsigned L = blockIdx.x + X * (blockIdx.y + Y * blockIdx.z);
+    const long long head = (long long)(p.seqlen_k > 1 ? p.seqlen_k : 1) * (p.head_dim + p.head_dim_v) * eb;
+    const long long fit = FMSA_CUDA_FWD_LPT_L2 / head;
+    const unsigned G = fit < 1 ? 1u : fit < (long long)HZ ? (unsigned)fit : HZ;
+    const unsigned s0 = L / (G * X) * G, gs = HZ - s0 < G ? HZ - s0 : G, in = L - s0 * X;
+    const unsigned r = s0 + in % gs;
+    *mblk = (int)(X - 1 - in / gs);
+    *h = (int)(r % Y);
+    *bz = (int)(r / Y);
+}
+
 /// Resolves sequence b (varlen offsets, paged key count) into w and the row
 /// offsets; checks the metadata it reads and reports through p.status.
 /// Returns 0 when the sequence's metadata is bad (the block then writes nothing).
@@ -735,12 +769,16 @@ FMSA_DEV void fmsa_cuda_fwd_block(const fmsa_cuda_fwd_params &p) {
 
     const int tid = (int)threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, tig = lane & 3;
     const int rg = warp / CS, cp = warp % CS; /* row group, column part */
-    const int h = (int)blockIdx.y;
-    /* causal/window blocks differ in work: the longest (last rows) start first */
+#if FMSA_CUDA_FWD_LPT
+    int mblk = (int)blockIdx.x, h = (int)blockIdx.y, bz = (int)blockIdx.z;
+    if (p.window_right >= 0) fmsa_cuda_fwd_lpt(p, F32 ? 4 : 2, &mblk, &h, &bz);
+#else /* the A/B's old order: each head's tiles longest first */
+    const int h = (int)blockIdx.y, bz = (int)blockIdx.z;
     const int mblk = p.window_right >= 0 ? (int)gridDim.x - 1 - (int)blockIdx.x : (int)blockIdx.x;
+#endif
     fmsa_cuda_fwd_rows w;
     long long q_row0, k_row0, qb, kb;
-    if (!fmsa_cuda_fwd_seq<FULL>(p, (int)blockIdx.z, &w, &q_row0, &k_row0, &qb, &kb)) return;
+    if (!fmsa_cuda_fwd_seq<FULL>(p, bz, &w, &q_row0, &k_row0, &qb, &kb)) return;
     const int m0 = mblk * BM;
     if (m0 >= w.sq) return;
     const int sq = w.sq, sk = w.sk, b = w.b;
@@ -883,6 +921,11 @@ FMSA_DEV void fmsa_cuda_fwd_block(const fmsa_cuda_fwd_params &p) {
                 rw[mt][hr].hi = rw0.hi + dr < hi_lim ? rw0.hi + dr : hi_lim;
                 if (FULL && rw0.mrow) rw[mt][hr].mrow = row0 + dr < sq ? rw0.mrow + dr * p.mask_ss : 0;
             }
+        /* causal: a warp whose last row sees no key of the tile (the top tile
+         * of a block on the diagonal, where BM > BN) skips its S, softmax and
+         * P V (FAST rows) */
+        const int dead = FMSA_CUDA_FWD_DEAD && !FULL && BM > BN && w.wr >= 0 &&
+                         n0 > m0 + (rg + 1) * 16 * MT - 1 + w.off + w.wr;
         const int run = !STALE || !again || redo;
         if (STALE && run) {
             /* interior tiles take the stale pass; a warp that it gives back
@@ -890,7 +933,7 @@ FMSA_DEV void fmsa_cuda_fwd_block(const fmsa_cuda_fwd_params &p) {
              * (the barrier before P V votes) with the full softmax for that
              * warp: its K and V are intact, the next loads went to the other
              * stage, and one S in the loop keeps the registers main's */
-            fmsa_cuda_fwd_qk<DTY, D16, BN, MT, QREG, ROWQ, ROWK>(s, qf, aRow, sK, kRow, offA, offB);
+            if (!dead) fmsa_cuda_fwd_qk<DTY, D16, BN, MT, QREG, ROWQ, ROWK>(s, qf, aRow, sK, kRow, offA, offB);
             if (!again) {
                 const int nx = it + STAGES - 1, live = nx < ntiles;
                 const unsigned sL = sKV + lstage * STAGE_B;
@@ -904,7 +947,9 @@ FMSA_DEV void fmsa_cuda_fwd_block(const fmsa_cuda_fwd_params &p) {
             }
             /* the block's first tile takes the row maximum too: without a sink its
              * m is -inf, which the stale pass would only give back */
-            if (edge || again || it == 0) {
+            if (dead) {
+                redo = 0;
+            } else if (edge || again || it == 0) {
                 fmsa_cuda_fwd_softmax<DA, BN, MT, FULL, F32, 1>(p, w, rw, n0, edge, s, m, l, acc);
                 redo = 0;
             } else {
@@ -912,7 +957,7 @@ FMSA_DEV void fmsa_cuda_fwd_block(const fmsa_cuda_fwd_params &p) {
             }
         } else if (!STALE) {
             if (F32) fmsa_cuda_fwd_qk_f32<D16, BN, MT, ROWQ, ROWK>(s, aRow, sK, kRow, offA, offB);
-            else fmsa_cuda_fwd_qk<DTY, D16, BN, MT, QREG, ROWQ, ROWK>(s, qf, aRow, sK, kRow, offA, offB);
+            else if (!dead) fmsa_cuda_fwd_qk<DTY, D16, BN, MT, QREG, ROWQ, ROWK>(s, qf, aRow, sK, kRow, offA, offB);
             if (SCHED != 2 && UL) {
                 /* the unrolled loads of tile it + STAGES - 1 (never the top tile) after S,
                  * branch-free (past the last tile they zero-fill a free stage): their
@@ -927,7 +972,7 @@ FMSA_DEV void fmsa_cuda_fwd_block(const fmsa_cuda_fwd_params &p) {
                 fmsa_cp_async_commit();
                 lstage = lstage + 1 == STAGES ? 0 : lstage + 1;
             }
-            fmsa_cuda_fwd_softmax<DA, BN, MT, FULL, F32>(p, w, rw, n0, edge, s, m, l, acc);
+            if (!dead) fmsa_cuda_fwd_softmax<DA, BN, MT, FULL, F32>(p, w, rw, n0, edge, s, m, l, acc);
         }
         if (SCHED == 0) {
             fmsa_cp_async_wait<2 * STAGES - 2>();
@@ -941,7 +986,7 @@ FMSA_DEV void fmsa_cuda_fwd_block(const fmsa_cuda_fwd_params &p) {
                                                             p.head_dim * EU);
             fmsa_cp_async_commit();
         }
-        if (run && !(STALE && redo))
+        if (run && !(STALE && redo) && !dead)
             fmsa_cuda_fwd_pv_any<DTY, DA, BN, MT, ROWV>(acc, s, sK + BN * ROWK, vRow, offA, cp * DA,
                                                        FULL && (edge || p.mask), sZ);
         if (!(STALE && again)) stage = stage + 1 == STAGES ? 0 : stage + 1;
