@@ -115,19 +115,17 @@
     X(f16, 0, 576, 512, 64, 32, 2, 1, 3)
 
 /// Alternative tilings compiled into the development harness only, for timing
-/// against the rows above (NOTES_BWD.md, "Session of 2026-12-03"): the
-/// previous rows' bits without bit 16 (o8195) and bit 15 without bit 16
-/// (o40963), bit 16 without bit 15 at d64 (o73731), and d64's 64-row tile
-/// with bits 15 and 16.
+/// against the rows above (NOTES_BWD.md, "Session of 2026-12-03 afternoon"):
+/// OPT bit 17 (no block barrier before the P^T / dS^T readers) on each row's
+/// bits, and bit 17 + 18 (dQ before the other warps' dV / dK blocks).
 #define FMSA_CUDA_BWD_VARIANTS(X)             \
-    X(bf16, 1, 64, 128, 128, 4, 2, 8195)      \
-    X(bf16, 1, 64, 128, 128, 4, 2, 40963)     \
-    X(bf16, 1, 64, 128, 128, 4, 2, 73731)     \
-    X(bf16, 1, 64, 64, 128, 4, 2, 106499)     \
-    X(bf16, 1, 128, 64, 128, 4, 2, 8195)      \
-    X(bf16, 1, 128, 64, 128, 4, 2, 40963)     \
-    X(bf16, 1, 256, 64, 64, 2, 2, 8195)       \
-    X(bf16, 1, 256, 64, 64, 2, 2, 40963)
+    X(bf16, 1, 64, 128, 128, 4, 2, 139267)    \
+    X(bf16, 1, 64, 128, 128, 4, 2, 237571)    \
+    X(bf16, 1, 64, 128, 128, 4, 2, 499715)    \
+    X(bf16, 1, 128, 64, 128, 4, 2, 237571)    \
+    X(bf16, 1, 128, 64, 128, 4, 2, 499715)    \
+    X(bf16, 1, 256, 64, 64, 2, 2, 237571)     \
+    X(bf16, 1, 256, 64, 64, 2, 2, 499715)
 
 #define FMSA_CUDA_BWD_WARPS 8 ///< warps per block of the main stage
 #define FMSA_CUDA_BWD_MAX_DIM 576 ///< the largest D of the lists (above: refused)

@@ -36,7 +36,14 @@ emu_slot emu_slots[256];
     X(bf16, 1, 256, 64, 64, 2, 2, 106499) \
     X(f16, 0, 64, 128, 128, 4, 2, 106499) \
     X(f16, 0, 128, 64, 128, 4, 2, 106499) \
-    X(f16, 0, 256, 64, 64, 2, 2, 106499)
+    X(f16, 0, 256, 64, 64, 2, 2, 106499) \
+    X(bf16, 1, 128, 64, 128, 4, 2, 237571) \
+    X(bf16, 1, 128, 64, 128, 4, 2, 499715) \
+    X(bf16, 1, 64, 128, 128, 4, 2, 237571) \
+    X(bf16, 1, 64, 128, 128, 4, 2, 139267) \
+    X(bf16, 1, 64, 128, 128, 4, 2, 499715) \
+    X(bf16, 1, 256, 64, 64, 2, 2, 237571) \
+    X(bf16, 1, 256, 64, 64, 2, 2, 499715)
 #define FMSA_CUDA_BWD_ONLY_V(X) \
     X(bf16, 1, 192, 128, 64, 64, 2, 2, 3) \
     X(bf16, 1, 64, 256, 64, 64, 2, 2, 3) \
@@ -144,11 +151,21 @@ static void run_block(kfn fn, const fmsa_cuda_bwd_params *p, int nthr) {
                 if (x->done) { ++ndone; continue; }
                 if (op < 0) op = x->op; else if (op != x->op) ok = 0;
             }
-            if (ndone == 32 || op == OP_SYNC || op == OP_NONE) continue;
+            if (ndone == 32 || op == OP_SYNC || op == OP_BAR || op == OP_NONE) continue;
             if (!ok || ndone) { fprintf(stderr, "divergent warp %d (op %d, %d done)\n", w, op, ndone); exit(4); }
             resolve_warp(w, op);
             for (int l = 0; l < 32; ++l) th[32 * w + l].op = OP_NONE;
             progressed = 1;
+        }
+        for (int id = 1; id < 16; ++id) { /* named barriers (fmsa_bar_sync) */
+            int n = 0, want = 0;
+            for (int t = 0; t < nthr; ++t)
+                if (!th[t].done && th[t].op == OP_BAR && emu_slots[t].mask == id) ++n, want = emu_slots[t].sv;
+            if (n && n == want) {
+                for (int t = 0; t < nthr; ++t)
+                    if (!th[t].done && th[t].op == OP_BAR && emu_slots[t].mask == id) th[t].op = OP_NONE;
+                progressed = 1;
+            }
         }
         int all_sync = 1;
         for (int t = 0; t < nthr; ++t) if (!th[t].done) { ++live; if (th[t].op != OP_SYNC) all_sync = 0; }
