@@ -49,9 +49,14 @@
  * against per-step bounds (bit 14, the same with per-element 64-bit index
  * math, measured slower and removed); bit 16 orders the blocks of a causal /
  * windowed problem so that the grid ends on its short blocks (not in the
- * deterministic mode).  Rows of one D are listed preferred first; the
- * pick takes the first whose shared memory fits the device (the 1-stage rows
- * are for the A100's 164 KiB, as is d64's 64-row tile).  A row may come
+ * deterministic mode); bit 17 drops the block barrier between the P^T / dS^T
+ * stores and their readers: a warp's own query blocks of dV / dK start from
+ * registers, the other blocks wait at a named barrier of the warps that
+ * share its keys, dQ at one of the warps that wrote its rows; bit 18 (with
+ * 17) computes dQ before the other blocks of dV / dK.  Rows of one D are
+ * listed preferred first; the pick takes the first whose shared memory fits
+ * the device (the 1-stage rows are for the A100's 164 KiB, as is d64's
+ * 64-row tile).  A row may come
  * twice, with and without bit 15: the pick takes the bit-15 kernel for causal
  * and windowed problems and the other one for the rest (d64: bit 15's code
  * costs registers, 60 B of spills against 16 B, 2-3% without a mask).
@@ -61,7 +66,7 @@
     X(bf16, 1, 64, 128, 128, 4, 2, 8195)      \
     X(bf16, 1, 64, 64, 128, 4, 2, 3)          \
     X(bf16, 1, 96, 64, 128, 4, 2, 3)          \
-    X(bf16, 1, 128, 64, 128, 4, 2, 106499)    \
+    X(bf16, 1, 128, 64, 128, 4, 2, 237571)    \
     X(bf16, 1, 128, 64, 128, 4, 1, 3)         \
     X(bf16, 1, 192, 64, 64, 2, 2, 3)          \
     X(bf16, 1, 192, 64, 64, 2, 1, 3)          \
@@ -71,7 +76,7 @@
     X(f16, 0, 64, 128, 128, 4, 2, 8195)       \
     X(f16, 0, 64, 64, 128, 4, 2, 3)           \
     X(f16, 0, 96, 64, 128, 4, 2, 3)           \
-    X(f16, 0, 128, 64, 128, 4, 2, 106499)     \
+    X(f16, 0, 128, 64, 128, 4, 2, 237571)     \
     X(f16, 0, 128, 64, 128, 4, 1, 3)          \
     X(f16, 0, 192, 64, 64, 2, 2, 3)           \
     X(f16, 0, 192, 64, 64, 2, 1, 3)           \
@@ -115,19 +120,17 @@
     X(f16, 0, 576, 512, 64, 32, 2, 1, 3)
 
 /// Alternative tilings compiled into the development harness only, for timing
-/// against the rows above (NOTES_BWD.md, "Session of 2026-12-03"): the
-/// previous rows' bits without bit 16 (o8195) and bit 15 without bit 16
-/// (o40963), bit 16 without bit 15 at d64 (o73731), and d64's 64-row tile
-/// with bits 15 and 16.
+/// against the rows above (NOTES_BWD.md, "Session of 2026-12-03 afternoon"):
+/// OPT bit 17 on the d64 / d256 rows' bits (o139267 = o8195 + 17, o237571 =
+/// o106499 + 17), bits 17 + 18 (o499715), and d128's previous row (o106499).
 #define FMSA_CUDA_BWD_VARIANTS(X)             \
-    X(bf16, 1, 64, 128, 128, 4, 2, 8195)      \
-    X(bf16, 1, 64, 128, 128, 4, 2, 40963)     \
-    X(bf16, 1, 64, 128, 128, 4, 2, 73731)     \
-    X(bf16, 1, 64, 64, 128, 4, 2, 106499)     \
-    X(bf16, 1, 128, 64, 128, 4, 2, 8195)      \
-    X(bf16, 1, 128, 64, 128, 4, 2, 40963)     \
-    X(bf16, 1, 256, 64, 64, 2, 2, 8195)       \
-    X(bf16, 1, 256, 64, 64, 2, 2, 40963)
+    X(bf16, 1, 64, 128, 128, 4, 2, 139267)    \
+    X(bf16, 1, 64, 128, 128, 4, 2, 237571)    \
+    X(bf16, 1, 64, 128, 128, 4, 2, 499715)    \
+    X(bf16, 1, 128, 64, 128, 4, 2, 106499)    \
+    X(bf16, 1, 128, 64, 128, 4, 2, 499715)    \
+    X(bf16, 1, 256, 64, 64, 2, 2, 237571)     \
+    X(bf16, 1, 256, 64, 64, 2, 2, 499715)
 
 #define FMSA_CUDA_BWD_WARPS 8 ///< warps per block of the main stage
 #define FMSA_CUDA_BWD_MAX_DIM 576 ///< the largest D of the lists (above: refused)

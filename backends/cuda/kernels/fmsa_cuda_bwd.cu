@@ -159,6 +159,17 @@ FMSA_DEV void fmsa_bwd_main(const fmsa_cuda_bwd_params &P) {
        region is the row layout's (the preprocess zeroes it unchanged) and the
        postprocess (fmsa_bwd_post_t) tests the same; else the row layout */
     constexpr int TQ = (OPT & 8192) && NQC == 1 && !BULK;
+    /* OPT bit 17: no block barrier between the P^T / dS^T stores and their
+       readers.  A warp's own query blocks of dV / dK come from registers, so
+       they start at once; the other blocks need only the WQ warps of the same
+       keys (named barrier 8 + wk), and dQ's rows only the NQ warps that wrote
+       their dS^T, which are one contiguous group when the dQ warps are
+       numbered rows-major (mq = warp / NQ) and a dQ warp's rows span whole
+       S^T warp tiles (MQ <= WQ): named barrier 12 + mq.  Bit 18: dQ before
+       the other blocks of dV / dK */
+    constexpr int SPLIT = (OPT & 131072) && STAGES == 2 && MQ <= WQ && !(OPT & 64) && !BULK;
+    static_assert(!(OPT & 131072) || SPLIT, "OPT bit 17 needs 2 stages, MQ <= WQ, no bit 6, no bulk dQ");
+    static_assert(!SPLIT || (WK <= 4 && MQ <= 4), "named barriers 8..15");
     const fmsa_cuda_fwd_params &F = P.fwd;
 
     extern __shared__ __align__(16) unsigned char fmsa_smem[];
@@ -329,7 +340,7 @@ FMSA_DEV void fmsa_bwd_main(const fmsa_cuda_bwd_params &P) {
 
     const int wk = warp % WK, wq = warp / WK;
     const int kw0 = wk * KW, qw0 = wq * QW, cv0 = wq * DKW, cvv0 = wq * DVW;
-    const int mq = warp % MQ, nq = warp / MQ;
+    const int mq = SPLIT ? warp / NQ : warp % MQ, nq = SPLIT ? warp % NQ : warp / MQ;
     const int rq0 = mq * RQ, cq0 = nq * DQN;
 
     float dv[MTK][NTV][4], dk[MTK][NTK][4];
@@ -514,11 +525,11 @@ FMSA_DEV void fmsa_bwd_main(const fmsa_cuda_bwd_params &P) {
         /* the last step's bulk reductions have read the staging tile */
         if (BULK && warp < MQ) fmsa_bulk_wait_read();
 #endif /* __CUDA_ARCH__ */
-        __syncthreads(); /* P^T, dS^T complete */
+        if (!SPLIT) __syncthreads(); /* P^T, dS^T complete */
 
         /* dV += P^T dO (WH bit 0) and dK += dS^T Q (bit 1): the warp's own
            query blocks from registers, the other warps' from shared memory */
-#define FMSA_BWD_DKDV(WH)                                                                      \
+#define FMSA_BWD_DKDV_OWN(WH)                                                                  \
     do {                                                                                       \
         _Pragma("unroll") for (int kb2 = 0; kb2 < KBO; ++kb2) {                                \
             const int qrow = qw0 + 16 * kb2;                                                   \
@@ -541,6 +552,9 @@ FMSA_DEV void fmsa_bwd_main(const fmsa_cuda_bwd_params &P) {
                 }                                                                              \
             }                                                                                  \
         }                                                                                      \
+    } while (0)
+#define FMSA_BWD_DKDV_OTHER(WH)                                                                \
+    do {                                                                                       \
         _Pragma("unroll") for (int ob = 0; ob < (BM - QW) / 16; ++ob) {                        \
             const int kb2 = ob < qw0 / 16 ? ob : ob + KBO;                                     \
             unsigned ap[MTK][4], as[MTK][4];                                                   \
@@ -568,9 +582,23 @@ FMSA_DEV void fmsa_bwd_main(const fmsa_cuda_bwd_params &P) {
             }                                                                                  \
         }                                                                                      \
     } while (0)
+#define FMSA_BWD_DKDV(WH)                                                                      \
+    do {                                                                                       \
+        FMSA_BWD_DKDV_OWN(WH);                                                                 \
+        FMSA_BWD_DKDV_OTHER(WH);                                                               \
+    } while (0)
 
-        /* OPT bit 6: dQ between dV and dK, so its reductions drain behind dK's products */
-        FMSA_BWD_DKDV((OPT & 64) ? 1 : 3);
+        if (SPLIT) {
+            FMSA_BWD_DKDV_OWN(3);
+            if (!(OPT & 262144)) {
+                fmsa_bar_sync(8 + wk, 32 * WQ); /* the other warps of these keys stored theirs */
+                FMSA_BWD_DKDV_OTHER(3);
+            }
+            fmsa_bar_sync(12 + mq, 32 * NQ); /* dQ's rows of dS^T stored */
+        } else {
+            /* OPT bit 6: dQ between dV and dK, so its reductions drain behind dK's products */
+            FMSA_BWD_DKDV((OPT & 64) ? 1 : 3);
+        }
         if (STAGES == 1 && !(OPT & 64) && it + 1 < niter) {
             __syncthreads(); /* Q/dO of this step no longer read */
             FMSA_BWD_LOAD_ANY(0, it + 1);
@@ -823,6 +851,10 @@ FMSA_DEV void fmsa_bwd_main(const fmsa_cuda_bwd_params &P) {
                 if (tid == 0) atomicAdd(sem, 1);
             }
         }
+        if (SPLIT && (OPT & 262144)) {
+            fmsa_bar_sync(8 + wk, 32 * WQ);
+            FMSA_BWD_DKDV_OTHER(3);
+        }
         if (OPT & 64) {
             FMSA_BWD_DKDV(2);
             if (STAGES == 1 && it + 1 < niter) {
@@ -833,6 +865,8 @@ FMSA_DEV void fmsa_bwd_main(const fmsa_cuda_bwd_params &P) {
         }
     }
 #undef FMSA_BWD_DKDV
+#undef FMSA_BWD_DKDV_OWN
+#undef FMSA_BWD_DKDV_OTHER
 #undef FMSA_BWD_LOAD_AT
 #undef FMSA_BWD_LOAD_ANY
     fmsa_cp_async_wait<0>();

@@ -163,11 +163,21 @@ static void run_block(kfn fn, const EMU_PARAMS *p, int nthr) {
                 if (x->done) { ++ndone; continue; }
                 if (op < 0) op = x->op; else if (op != x->op) ok = 0;
             }
-            if (ndone == 32 || op == OP_SYNC || op == OP_NONE) continue;
+            if (ndone == 32 || op == OP_SYNC || op == OP_BAR || op == OP_NONE) continue;
             if (!ok || ndone) { fprintf(stderr, "divergent warp %d (op %d, %d done)\n", w, op, ndone); exit(4); }
             resolve_warp(w, op);
             for (int l = 0; l < 32; ++l) th[32 * w + l].op = OP_NONE;
             progressed = 1;
+        }
+        for (int id = 1; id < 16; ++id) { /* named barriers (fmsa_bar_sync): `sv` threads at id */
+            int n = 0, want = 0;
+            for (int t = 0; t < nthr; ++t)
+                if (!th[t].done && th[t].op == OP_BAR && emu_slots[t].mask == id) ++n, want = emu_slots[t].sv;
+            if (n && n == want) {
+                for (int t = 0; t < nthr; ++t)
+                    if (!th[t].done && th[t].op == OP_BAR && emu_slots[t].mask == id) th[t].op = OP_NONE;
+                progressed = 1;
+            }
         }
         int all_sync = 1, any_done = 0;
         for (int t = 0; t < nthr; ++t) {

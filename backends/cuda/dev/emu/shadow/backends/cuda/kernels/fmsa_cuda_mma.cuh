@@ -34,7 +34,7 @@ extern emu_u3 blockIdx, blockDim, gridDim;
 #define threadIdx (emu_tidx[emu_cur])
 
 enum { OP_NONE, OP_SYNC, OP_LDM4, OP_LDM4T, OP_LDM2, OP_LDM2T, OP_MMA1, OP_MMA0, OP_SHFL, OP_MMATF32,
-       OP_SHFLI, OP_VOTE, OP_WSYNC };
+       OP_SHFLI, OP_VOTE, OP_WSYNC, OP_BAR };
 /* sv: __syncthreads_or's predicate in, the block's OR out (0 for a plain barrier) */
 struct emu_slot { unsigned addr; unsigned r[4]; unsigned a[4], b0, b1; float c[4]; float fv; int mask; int sv; };
 extern emu_slot emu_slots[256];
@@ -119,7 +119,12 @@ template <int IS_BF16> FMSA_DEV float fmsa_half_to_float(unsigned short h) {
     _Float16 f; memcpy(&f, &h, 2); return (float)f;
 }
 FMSA_DEV void fmsa_red_add2(float *addr, float a, float b) { addr[0] += a; addr[1] += b; }
-FMSA_DEV void fmsa_bar_sync(int, int) { fprintf(stderr, "bar_sync not emulated\n"); abort(); }
+/* a named barrier: the scheduler releases the threads waiting at id once `threads` of them wait */
+FMSA_DEV void fmsa_bar_sync(int id, int threads) {
+    emu_slots[emu_cur].mask = id;
+    emu_slots[emu_cur].sv = threads;
+    emu_yield(OP_BAR);
+}
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
 /* the sm_90 paths (-D__CUDA_ARCH__=900): the vector reduction; the bulk copies are not emulated */
 FMSA_DEV void fmsa_red_add4(float *addr, float a, float b, float c, float d) {
