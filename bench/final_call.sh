@@ -48,8 +48,11 @@ if [[ ${SWEEP:-1} == 1 ]]; then
   step bench 120 env OUT=$L/b STAGES=bench bash bench/cuda_device_run.sh
   cp $L/b/bench.jsonl "$OUT/" 2>/dev/null
 fi
-step racecheck_bwd 70 compute-sanitizer --tool racecheck --report-api-errors no --error-exitcode 99 \
-  --kernel-name kns=fmsa_cuda_bwd_main build-cuda/tests/test_grid_backward --backend cuda --case 7
+# case 7: f16 d128 causal strided, case 15: f16 d256 causal softcap (the d128 / d256 rows)
+for c in 7 15; do
+  step racecheck_bwd_$c 70 compute-sanitizer --tool racecheck --report-api-errors no --error-exitcode 99 \
+    --kernel-name kns=fmsa_cuda_bwd_main build-cuda/tests/test_grid_backward --backend cuda --case $c
+done
 step sanitize 120 env OUT=$L/san STAGES=sanitize bash bench/cuda_device_run.sh
 # the host cost of one Python call beside the C API through ctypes
 step python_overhead 40 env FLASHMSA_LIBRARY=$PWD/build-cuda/libflashmsa.so \
