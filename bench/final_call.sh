@@ -41,24 +41,31 @@ step() { # name, seconds it needs at most, command...
   pack
 }
 export LD_LIBRARY_PATH=$D/cmocka/usr/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}
-step tests 240 env OUT=$L/s STAGES="build tests" FATBIN_DIR=$D/fatbin CMOCKA_PREFIX=$D/cmocka/usr \
-  bash bench/cuda_device_run.sh
+# STEPS: the steps to run (default all; the build runs in any case)
+want() { [[ " ${STEPS:-tests bench racecheck sanitize python_overhead ring_multi} " == *" $1 "* ]]; }
+if want tests; then build_stages="build tests"; else build_stages=build; fi
+step "$build_stages" 240 env OUT=$L/s STAGES="$build_stages" FATBIN_DIR=$D/fatbin \
+  CMOCKA_PREFIX=$D/cmocka/usr bash bench/cuda_device_run.sh
 grep -h -E "tests passed|\*\*\*Failed|Failed  " $L/s/ctest_cuda*.log 2>/dev/null | head -20
-if [[ ${SWEEP:-1} == 1 ]]; then
+if [[ ${SWEEP:-1} == 1 ]] && want bench; then
   step bench 120 env OUT=$L/b STAGES=bench bash bench/cuda_device_run.sh
   cp $L/b/bench.jsonl "$OUT/" 2>/dev/null
 fi
 # case 7: f16 d128 causal strided, case 15: f16 d256 causal softcap (the d128 / d256 rows)
-for c in 7 15; do
-  step racecheck_bwd_$c 70 compute-sanitizer --tool racecheck --report-api-errors no --error-exitcode 99 \
-    --kernel-name kns=fmsa_cuda_bwd_main build-cuda/tests/test_grid_backward --backend cuda --case $c
-done
-step sanitize 120 env OUT=$L/san STAGES=sanitize bash bench/cuda_device_run.sh
+if want racecheck; then
+  for c in 7 15; do
+    step racecheck_bwd_$c 70 compute-sanitizer --tool racecheck --report-api-errors no \
+      --error-exitcode 99 --kernel-name kns=fmsa_cuda_bwd_main --log-file $L/racecheck_bwd_$c.log \
+      build-cuda/tests/test_grid_backward --backend cuda --case $c
+    tail -3 $L/racecheck_bwd_$c.log
+  done
+fi
+want sanitize && step sanitize 120 env OUT=$L/san STAGES=sanitize bash bench/cuda_device_run.sh
 # the host cost of one Python call beside the C API through ctypes
-step python_overhead 40 env FLASHMSA_LIBRARY=$PWD/build-cuda/libflashmsa.so \
+want python_overhead && step python_overhead 40 env FLASHMSA_LIBRARY=$PWD/build-cuda/libflashmsa.so \
   python3 bench/python_overhead.py --calls 1000
 # the multi-GPU ring's harness as far as one GPU allows (NCCL with P = 1, loopback P = 2-8)
-step ring_multi 110 env OUT=$L/ring bash bench/ring_multi_gpu.sh
+want ring_multi && step ring_multi 150 env OUT=$L/ring bash bench/ring_multi_gpu.sh
 if [[ -n "${T:-}" ]]; then
   step fwd_ab 95 env OUT=$L/ab B_ROLE=check PROF=0 SAN="" BUDGET=80 AB_TIMEOUT=70 \
     AB_ARGS="--dims 64,128" bash "$T/bench/cuda_fwd_ab.sh"

@@ -36,6 +36,8 @@ if [[ $n -ge 2 ]]; then
   done
 else
   small=${SMALL_ARGS:---dims 64,128 --tokens 1024,4096 --iters 3}
+  # every loopback rank computes the whole sequence's references itself
+  loop=${LOOP_ARGS:---dims 64,128 --tokens 1024 --iters 2}
   echo "=== one GPU: P = 1 over NCCL (torchrun), small shapes"
   # shellcheck disable=SC2086
   torchrun --standalone --nproc-per-node 1 bench/ring_multi_gpu.py --lib "$LIB" \
@@ -44,7 +46,7 @@ else
     echo "=== one GPU: P = $P over the loopback transport, small shapes"
     # shellcheck disable=SC2086
     python3 bench/ring_multi_gpu.py --lib "$LIB" --loopback "$P" --json "$OUT/ring_loop$P.jsonl" \
-      $small 2>&1 | tee "$OUT/ring_loop$P.log" || rc=1
+      $loop 2>&1 | tee "$OUT/ring_loop$P.log" || rc=1
   done
 fi
 echo "=== ring_multi_gpu.sh: rc $rc"
