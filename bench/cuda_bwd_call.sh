@@ -19,17 +19,9 @@ T0=$SECONDS
 DEADLINE=${DEADLINE:-300}
 L=/tmp/bwdcall
 mkdir -p "$L" "$OUT"
-left() { echo $((DEADLINE - (SECONDS - T0))); }
 pack() { tar czf "$OUT/logs.tgz" -C /tmp bwdcall 2>/dev/null; }
-step() { # name, seconds it needs at most, command...
-  local name=$1 need=$2
-  shift 2
-  if [[ $(left) -lt $need ]]; then echo "=== $name: SKIPPED ($(left) s left, needs $need)"; return; fi
-  echo "=== $name ($(left) s left)"
-  timeout "$need" "$@"
-  echo "=== $name: rc $? after $((SECONDS - T0)) s"
-  pack
-}
+# shellcheck source=bench/deadline_steps.sh
+source "$(dirname "${BASH_SOURCE[0]}")/deadline_steps.sh"
 export LD_LIBRARY_PATH=$CMOCKA_PREFIX/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}
 cat COMMIT 2>/dev/null
 step ab ${AB_NEED:-110} env OUT=$L/ab GRID_TIMEOUT=${GRID_TIMEOUT:-50} SWEEP_TIMEOUT=${SWEEP_TIMEOUT:-40} \

@@ -29,17 +29,9 @@ if [[ -f $D/dev.tar.xz ]]; then
   rm -rf /tmp/fmsa-final && mkdir -p /tmp/fmsa-final && tar xJf "$D/dev.tar.xz" -C /tmp/fmsa-final || exit 1
   D=/tmp/fmsa-final
 fi
-left() { echo $((DEADLINE - (SECONDS - T0))); }
 pack() { tar czf "$OUT/logs.tgz" -C /tmp fin $( [[ -d /tmp/fwdab-logs ]] && echo fwdab-logs) 2>/dev/null; }
-step() { # name, seconds it needs at most, command...
-  local name=$1 need=$2
-  shift 2
-  if [[ $(left) -lt $need ]]; then echo "=== $name: SKIPPED ($(left) s left, needs $need)"; return; fi
-  echo "=== $name ($(left) s left)"
-  timeout "$need" "$@"
-  echo "=== $name: rc $? after $((SECONDS - T0)) s"
-  pack
-}
+# shellcheck source=bench/deadline_steps.sh
+source "$(dirname "${BASH_SOURCE[0]}")/deadline_steps.sh"
 export LD_LIBRARY_PATH=$D/cmocka/usr/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}
 # STEPS: the steps to run (default all; the build runs in any case)
 want() { [[ " ${STEPS:-tests bench racecheck sanitize python_overhead ring_multi} " == *" $1 "* ]]; }
