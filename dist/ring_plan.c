@@ -126,6 +126,44 @@ static void ring_add_band(fmsa_ring_call *out, int *n, const ring_seg *A, const 
     ++*n;
 }
 
+/* Whether y continues x as one call: the same rows over the next keys (x
+ * sees all its keys, y's causal diagonal then stays where it was, as long as
+ * y has at least as many keys as rows, so that its first row sees all of x),
+ * or the next rows over the same keys, both seeing all of them.  Only for
+ * calls without a window (each window bound is per call) nor ALiBi / mask
+ * (their offsets and mask columns are per pair of segments). */
+static int ring_continues(const fmsa_ring_call *x, const fmsa_ring_call *y) {
+    if (x->window_left >= 0 || x->window_right >= 0 || y->window_left >= 0 || y->window_right >= 0)
+        return 0;
+    if (x->q_row0 == y->q_row0 && x->q_rows == y->q_rows && x->k_row0 + x->k_rows == y->k_row0)
+        return !x->causal && (!y->causal || y->k_rows >= y->q_rows) && !(x->sinks && y->sinks);
+    if (x->k_row0 == y->k_row0 && x->k_rows == y->k_rows && x->q_row0 + x->q_rows == y->q_row0)
+        return !x->causal && !y->causal && x->sinks == y->sinks;
+    return 0;
+}
+
+/* Joins the calls that continue one another (ring_continues) into one: fewer,
+ * larger local passes and fewer merges a step (zigzag causal: one call a step
+ * off the rank's own block, two at it, instead of two and three). */
+static int ring_join_calls(fmsa_ring_call *out, int n) {
+    for (int i = 0; i < n; ++i)
+        for (int j = 0; j < n; ++j) {
+            fmsa_ring_call *x = &out[i], *y = &out[j];
+            if (i == j || !ring_continues(x, y)) continue;
+            if (x->q_row0 == y->q_row0) {
+                x->k_rows += y->k_rows;
+                x->causal = y->causal;
+                x->sinks |= y->sinks;
+            } else {
+                x->q_rows += y->q_rows;
+            }
+            out[j] = out[--n];
+            i = -1; /* again from the start: the joined call may continue another */
+            break;
+        }
+    return n;
+}
+
 int fmsa_ring_plan_step(fmsa_ring_layout layout, int P, int r, int s, int64_t c,
                         const fmsa_ring_mask *mask, fmsa_ring_call out[FMSA_RING_MAX_CALLS]) {
     ring_seg qs[2], ks[2];
@@ -175,5 +213,5 @@ int fmsa_ring_plan_step(fmsa_ring_layout layout, int P, int r, int s, int64_t c,
                 ring_add_band(out, &n, &qs[a], &ks[b], L, R, own, 0, m.mask);
             }
         }
-    return n;
+    return m.alibi || m.mask ? n : ring_join_calls(out, n);
 }

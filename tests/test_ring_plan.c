@@ -12,7 +12,8 @@
  * equal, so a call never spans two chunks), striped with scale P and the
  * constant of the call's side of the diagonal.  With a bit mask (contiguous and
  * zigzag, chunks a multiple of 8) every call's keys start at a global column
- * that is a multiple of 8; striped with a mask has no plan.
+ * that is a multiple of 8; striped with a mask has no plan.  Calls that
+ * continue one another are joined, so a causal zigzag step runs one or two.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -197,8 +198,26 @@ static void masks(void **state) {
     assert_int_equal(fmsa_ring_plan_step(FMSA_RING_ZIGZAG, 2, 0, 0, 8, &m, calls), -1);
 }
 
+/* Calls that continue one another are joined (ring_plan.c): a causal zigzag
+ * step runs one pass off the rank's own block and two at it (the diagonal of
+ * the early chunk; the late chunk over both), a causal contiguous step one. */
+static void joined(void **state) {
+    const fmsa_ring_mask causal = {1, -1, -1, 0, 0};
+    fmsa_ring_call calls[FMSA_RING_MAX_CALLS];
+    (void)state;
+    for (int P = 1; P <= 8; ++P)
+        for (int r = 0; r < P; ++r)
+            for (int s = 0; s < P; ++s) {
+                const int j = ((r - s) % P + P) % P;
+                const int nz = fmsa_ring_plan_step(FMSA_RING_ZIGZAG, P, r, s, 8, &causal, calls);
+                const int nc = fmsa_ring_plan_step(FMSA_RING_CONTIGUOUS, P, r, s, 8, &causal, calls);
+                assert_int_equal(nz, s == 0 ? 2 : 1);
+                assert_int_equal(nc, j <= r ? 1 : 0);
+            }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {cmocka_unit_test(bands), cmocka_unit_test(alibi),
-                                       cmocka_unit_test(masks)};
+                                       cmocka_unit_test(masks), cmocka_unit_test(joined)};
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
