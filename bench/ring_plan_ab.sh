@@ -11,7 +11,9 @@ mkdir -p "$OUT"
 : "${BEFORE:?BEFORE=<ring_plan.c of the earlier commit>}" "${FATBIN_DIR:?}"
 for v in after before; do
   rm -rf /tmp/rab-$v && mkdir -p /tmp/rab-$v
-  git ls-files -z | xargs -0 cp --parents -t /tmp/rab-$v
+  # the working tree as it came (the device copy's .git may be older than its files)
+  tar cf - --exclude=./.git --exclude=./.devtree --exclude=./.peers --exclude='./build*' . |
+    tar xf - -C /tmp/rab-$v
   [[ $v == before ]] && cp "$BEFORE" /tmp/rab-$v/dist/ring_plan.c
   (cd /tmp/rab-$v && cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DBUILD_TESTING=ON \
      -DFLASHMSA_CUDA=ON -DFLASHMSA_OPENCL=OFF -DFLASHMSA_DIST_MPI=OFF \
