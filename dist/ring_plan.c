@@ -128,23 +128,27 @@ static void ring_add_band(fmsa_ring_call *out, int *n, const ring_seg *A, const 
 
 /* Whether y continues x as one call: the same rows over the next keys (x
  * sees all its keys, y's causal diagonal then stays where it was, as long as
- * y has at least as many keys as rows, so that its first row sees all of x),
- * or the next rows over the same keys, both seeing all of them.  Only for
- * calls without a window (each window bound is per call) nor ALiBi / mask
- * (their offsets and mask columns are per pair of segments). */
+ * y has at least as many keys as rows, so that its first row sees all of x);
+ * the next rows over the same keys, both seeing all of them; or, both causal
+ * from the same first key, the next rows over y's keys, which reach as far
+ * past x's as y has rows (so one bottom-right diagonal runs through both:
+ * zigzag's own block, its early chunk's diagonal and the late chunk over
+ * both).  Only for calls without a window (each window bound is per call)
+ * nor ALiBi / mask (their offsets and mask columns are per pair of segments). */
 static int ring_continues(const fmsa_ring_call *x, const fmsa_ring_call *y) {
     if (x->window_left >= 0 || x->window_right >= 0 || y->window_left >= 0 || y->window_right >= 0)
         return 0;
     if (x->q_row0 == y->q_row0 && x->q_rows == y->q_rows && x->k_row0 + x->k_rows == y->k_row0)
         return !x->causal && (!y->causal || y->k_rows >= y->q_rows) && !(x->sinks && y->sinks);
-    if (x->k_row0 == y->k_row0 && x->k_rows == y->k_rows && x->q_row0 + x->q_rows == y->q_row0)
-        return !x->causal && !y->causal && x->sinks == y->sinks;
-    return 0;
+    if (x->q_row0 + x->q_rows != y->q_row0 || x->k_row0 != y->k_row0 || x->sinks != y->sinks)
+        return 0;
+    if (x->k_rows == y->k_rows) return !x->causal && !y->causal;
+    return x->causal && y->causal && y->k_rows == x->k_rows + y->q_rows;
 }
 
 /* Joins the calls that continue one another (ring_continues) into one: fewer,
  * larger local passes and fewer merges a step (zigzag causal: one call a step
- * off the rank's own block, two at it, instead of two and three). */
+ * instead of two, and three at the rank's own block). */
 static int ring_join_calls(fmsa_ring_call *out, int n) {
     for (int i = 0; i < n; ++i)
         for (int j = 0; j < n; ++j) {
@@ -156,6 +160,7 @@ static int ring_join_calls(fmsa_ring_call *out, int n) {
                 x->sinks |= y->sinks;
             } else {
                 x->q_rows += y->q_rows;
+                x->k_rows = y->k_rows;
             }
             out[j] = out[--n];
             i = -1; /* again from the start: the joined call may continue another */
