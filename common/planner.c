@@ -332,36 +332,41 @@ static int fmsa_plan_cpu_splits(int64_t work, int64_t key_tiles) {
 
 /*
  * GPUs: the wave-quantisation argument of FlashAttention-2's split-KV
- * heuristic.  With `work` blocks on `sms` multiprocessors, s splits run in
- * ceil(work*s / sms) waves at efficiency work*s / (sms * waves).  Problems
- * that already fill 80% of the machine are not split (the combine is pure
- * overhead there).  Otherwise take the smallest s whose efficiency is within
- * 85% of the best reachable with s <= min(sms, key tiles, 128), skipping s
- * that would give the same tiles-per-split as s - 1.  Efficiencies are
- * compared as exact integer ratios so the answer cannot vary with the
- * compiler's floating point.
+ * heuristic.  With `work` blocks on `slots` block slots, s splits run in
+ * ceil(work*s / slots) waves at efficiency work*s / (slots * waves); the
+ * answer is the smallest s <= max_s whose efficiency is within 85% of the
+ * best reachable (skip_same: skipping s that would give the same
+ * tiles-per-split as s - 1).  Efficiencies are compared as exact integer
+ * ratios so the answer cannot vary with the compiler's floating point.
  */
-static int fmsa_plan_gpu_splits(int64_t work, int64_t key_tiles, int64_t sms) {
-    int64_t max_s = FMSA_PLAN_MAX_SPLITS, s;
+static int64_t fmsa_plan_wave_splits(int64_t work, int64_t slots, int64_t max_s, int64_t key_tiles,
+                                     int skip_same) {
     int64_t best_num = 0, best_den = 1; /* best efficiency as a ratio */
+    for (int pass = 0; pass < 2; ++pass)
+        for (int64_t s = 1; s <= max_s; s++) {
+            const int64_t num = work * s, den = slots * fmsa_ceil_div(work * s, slots);
+            if (skip_same && s > 1 && fmsa_ceil_div(key_tiles, s) == fmsa_ceil_div(key_tiles, s - 1))
+                continue;
+            if (pass == 0 && num * best_den > best_num * den) {
+                best_num = num;
+                best_den = den;
+            } else if (pass == 1 && 100 * num * best_den >= 85 * best_num * den) {
+                return s;
+            }
+        }
+    return 1;
+}
+
+/* The generic GPU rule: problems that already fill 80% of the machine are
+ * not split (the combine is pure overhead there); s <= min(sms, key tiles,
+ * 128), trimmed to splits that hold key tiles. */
+static int fmsa_plan_gpu_splits(int64_t work, int64_t key_tiles, int64_t sms) {
+    int64_t max_s = FMSA_PLAN_MAX_SPLITS;
     if (sms <= 0 || work >= sms || work * 10 >= sms * 8) return 1;
     if (max_s > sms) max_s = sms;
     if (max_s > key_tiles) max_s = key_tiles;
-    for (s = 1; s <= max_s; s++) {
-        int64_t num = work * s, den = sms * fmsa_ceil_div(work * s, sms);
-        if (s > 1 && fmsa_ceil_div(key_tiles, s) == fmsa_ceil_div(key_tiles, s - 1)) continue;
-        if (num * best_den > best_num * den) {
-            best_num = num;
-            best_den = den;
-        }
-    }
-    for (s = 1; s <= max_s; s++) {
-        int64_t num = work * s, den = sms * fmsa_ceil_div(work * s, sms);
-        if (s > 1 && fmsa_ceil_div(key_tiles, s) == fmsa_ceil_div(key_tiles, s - 1)) continue;
-        if (100 * num * best_den >= 85 * best_num * den)
-            return fmsa_plan_nonempty_splits(s, key_tiles);
-    }
-    return 1;
+    return fmsa_plan_nonempty_splits(fmsa_plan_wave_splits(work, sms, max_s, key_tiles, 1),
+                                     key_tiles);
 }
 
 int fmsa_plan_num_splits(const fmsa_device_info *dev, int64_t batch_heads, int64_t seqlen_q,
@@ -387,28 +392,16 @@ int fmsa_plan_num_splits(const fmsa_device_info *dev, int64_t batch_heads, int64
  * stages per split; the smallest s within 85% of the best efficiency.  The
  * kernel gives each split ceil(t / s) of the t key tiles its rows see (the
  * window trims t, so a split may hold none), so s is not trimmed to non-empty
- * splits as the generic rule's is.  This is the rule the CUDA backend had in
- * cuda_fwd_instances.h until it moved here; tests/test_cuda_splits.c checks
- * that every count it launches is unchanged.  Exact integer ratios as above;
- * slots are capped so no product can overflow.
+ * splits as the generic rule's is, nor are equal tiles-per-split skipped.
+ * This is the rule the CUDA backend had in cuda_fwd_instances.h until it
+ * moved here; tests/test_cuda_splits.c checks that every count it launches is
+ * unchanged.  Slots are capped so no product can overflow.
  */
 static int fmsa_plan_decode_splits(int64_t blocks, int64_t key_tiles, int64_t slots) {
-    int64_t max_s = FMSA_PLAN_MAX_DECODE_SPLITS, s;
-    int64_t best_num = 0, best_den = 1;
+    int64_t max_s = FMSA_PLAN_MAX_DECODE_SPLITS;
     if (key_tiles / 2 < max_s) max_s = key_tiles / 2;
     if (max_s <= 1 || blocks >= slots) return 1;
-    for (s = 1; s <= max_s; s++) {
-        int64_t num = blocks * s, den = slots * fmsa_ceil_div(blocks * s, slots);
-        if (num * best_den > best_num * den) {
-            best_num = num;
-            best_den = den;
-        }
-    }
-    for (s = 1; s <= max_s; s++) {
-        int64_t num = blocks * s, den = slots * fmsa_ceil_div(blocks * s, slots);
-        if (100 * num * best_den >= 85 * best_num * den) return (int)s;
-    }
-    return 1;
+    return (int)fmsa_plan_wave_splits(blocks, slots, max_s, key_tiles, 0);
 }
 
 /// Multiprocessor slots above which the decode rule's products could overflow

@@ -303,26 +303,24 @@ static inline int fmsa_cuda_fwd_split_blocks_per_sm(const fmsa_cuda_fwd_instance
 }
 
 /// Plans a validated forward whose main kernel is instance main (the planned
-/// row's, fmsa_cuda_fwd_instance_of) on a device of smem_max bytes of shared
-/// memory per block: the split kernel of fmsa_cuda_fwd_split_select with
-/// splits splits where one applies and splits > 0 (the planner's count,
-/// fmsa_plan_split_count; tests force others), else the main kernel (splits
-/// 0 forces it).  Returns 0, or -1 when main is not an instance.
+/// row's, fmsa_cuda_fwd_instance_of): split kernel `split` (its index in
+/// fmsa_cuda_fwd_split_table, fmsa_cuda_fwd_split_select's; -1 none) with
+/// `splits` splits (the planner's count, fmsa_plan_split_count) where there is
+/// one and splits > 0, else the main kernel.  Returns 0, or -1 when main is
+/// not an instance.
 static inline int fmsa_cuda_fwd_make_plan(int dtype, const fmsa_cuda_fwd_params *p, int main,
-                                          long long smem_max, int splits,
-                                          fmsa_cuda_fwd_plan *plan) {
-    int n, best;
+                                          int split, int splits, fmsa_cuda_fwd_plan *plan) {
+    int n;
     plan->num_launches = 0;
     plan->num_splits = 1;
     plan->workspace_bytes = plan->lse_offset = 0;
     fmsa_cuda_fwd_instance_table(&n);
     if (main < 0 || main >= n) return -1;
     if (p->seqlen_q <= 0) return 0;
-    best = splits > 0 ? fmsa_cuda_fwd_split_select(dtype, p, smem_max) : -1;
     {
         const fmsa_cuda_fwd_instance *t = fmsa_cuda_fwd_split_table(&n);
-        if (best >= 0) {
-            const fmsa_cuda_fwd_instance *in = &t[best];
+        if (split >= 0 && split < n && splits > 0) {
+            const fmsa_cuda_fwd_instance *in = &t[split];
             if (splits > 65535) splits = 65535;
             plan->num_splits = splits;
             plan->num_launches = 1;

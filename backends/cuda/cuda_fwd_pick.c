@@ -89,7 +89,7 @@ fmsa_status fmsa_cuda_fwd_pick(const fmsa_cuda_device *dev, const fmsa_problem *
     table = fmsa_cuda_fwd_instance_table(&n);
     table_name = table[i].name;
     /* one decision for main kernel vs split-KV decode, with the planner's split count */
-    if (fmsa_cuda_fwd_make_plan(dt, &fp, i, smem_max, tiles.num_splits, &fplan) != 0)
+    if (fmsa_cuda_fwd_make_plan(dt, &fp, i, split, tiles.num_splits, &fplan) != 0)
         return fmsa_fail(FMSA_ERR_INTERNAL, "cuda: forward plan failed after its instance was found");
     plan->instance = fplan.num_launches > 0 ? fplan.launch[0].name : table_name;
     plan->launches = fplan.num_launches;
