@@ -46,10 +46,6 @@
 #ifndef FMSA_CUDA_FWD_LPT_L2
 #define FMSA_CUDA_FWD_LPT_L2 (32ll << 20)
 #endif
-/// Causal FAST rows: a warp skips the tiles none of its rows sees.
-#ifndef FMSA_CUDA_FWD_DEAD
-#define FMSA_CUDA_FWD_DEAD 0
-#endif
 /// 2^FMSA_SOFTMAX_STALE_MAX: the bound on a lane's P sum of the stale pass.
 #define FMSA_CUDA_FWD_STALE_SUM 256.0f
 
@@ -921,11 +917,6 @@ FMSA_DEV void fmsa_cuda_fwd_block(const fmsa_cuda_fwd_params &p) {
                 rw[mt][hr].hi = rw0.hi + dr < hi_lim ? rw0.hi + dr : hi_lim;
                 if (FULL && rw0.mrow) rw[mt][hr].mrow = row0 + dr < sq ? rw0.mrow + dr * p.mask_ss : 0;
             }
-        /* causal: a warp whose last row sees no key of the tile (the top tile
-         * of a block on the diagonal, where BM > BN) skips its S, softmax and
-         * P V (FAST rows) */
-        const int dead = FMSA_CUDA_FWD_DEAD && !FULL && BM > BN && w.wr >= 0 &&
-                         n0 > m0 + (rg + 1) * 16 * MT - 1 + w.off + w.wr;
         const int run = !STALE || !again || redo;
         if (STALE && run) {
             /* interior tiles take the stale pass; a warp that it gives back
@@ -933,7 +924,7 @@ FMSA_DEV void fmsa_cuda_fwd_block(const fmsa_cuda_fwd_params &p) {
              * (the barrier before P V votes) with the full softmax for that
              * warp: its K and V are intact, the next loads went to the other
              * stage, and one S in the loop keeps the registers main's */
-            if (!dead) fmsa_cuda_fwd_qk<DTY, D16, BN, MT, QREG, ROWQ, ROWK>(s, qf, aRow, sK, kRow, offA, offB);
+            fmsa_cuda_fwd_qk<DTY, D16, BN, MT, QREG, ROWQ, ROWK>(s, qf, aRow, sK, kRow, offA, offB);
             if (!again) {
                 const int nx = it + STAGES - 1, live = nx < ntiles;
                 const unsigned sL = sKV + lstage * STAGE_B;
@@ -947,9 +938,7 @@ FMSA_DEV void fmsa_cuda_fwd_block(const fmsa_cuda_fwd_params &p) {
             }
             /* the block's first tile takes the row maximum too: without a sink its
              * m is -inf, which the stale pass would only give back */
-            if (dead) {
-                redo = 0;
-            } else if (edge || again || it == 0) {
+            if (edge || again || it == 0) {
                 fmsa_cuda_fwd_softmax<DA, BN, MT, FULL, F32, 1>(p, w, rw, n0, edge, s, m, l, acc);
                 redo = 0;
             } else {
@@ -957,7 +946,7 @@ FMSA_DEV void fmsa_cuda_fwd_block(const fmsa_cuda_fwd_params &p) {
             }
         } else if (!STALE) {
             if (F32) fmsa_cuda_fwd_qk_f32<D16, BN, MT, ROWQ, ROWK>(s, aRow, sK, kRow, offA, offB);
-            else if (!dead) fmsa_cuda_fwd_qk<DTY, D16, BN, MT, QREG, ROWQ, ROWK>(s, qf, aRow, sK, kRow, offA, offB);
+            else fmsa_cuda_fwd_qk<DTY, D16, BN, MT, QREG, ROWQ, ROWK>(s, qf, aRow, sK, kRow, offA, offB);
             if (SCHED != 2 && UL) {
                 /* the unrolled loads of tile it + STAGES - 1 (never the top tile) after S,
                  * branch-free (past the last tile they zero-fill a free stage): their
@@ -972,7 +961,7 @@ FMSA_DEV void fmsa_cuda_fwd_block(const fmsa_cuda_fwd_params &p) {
                 fmsa_cp_async_commit();
                 lstage = lstage + 1 == STAGES ? 0 : lstage + 1;
             }
-            if (!dead) fmsa_cuda_fwd_softmax<DA, BN, MT, FULL, F32>(p, w, rw, n0, edge, s, m, l, acc);
+            fmsa_cuda_fwd_softmax<DA, BN, MT, FULL, F32>(p, w, rw, n0, edge, s, m, l, acc);
         }
         if (SCHED == 0) {
             fmsa_cp_async_wait<2 * STAGES - 2>();
@@ -986,7 +975,7 @@ FMSA_DEV void fmsa_cuda_fwd_block(const fmsa_cuda_fwd_params &p) {
                                                             p.head_dim * EU);
             fmsa_cp_async_commit();
         }
-        if (run && !(STALE && redo) && !dead)
+        if (run && !(STALE && redo))
             fmsa_cuda_fwd_pv_any<DTY, DA, BN, MT, ROWV>(acc, s, sK + BN * ROWK, vRow, offA, cp * DA,
                                                        FULL && (edge || p.mask), sZ);
         if (!(STALE && again)) stage = stage + 1 == STAGES ? 0 : stage + 1;
