@@ -52,8 +52,8 @@
  * deterministic mode); bit 17 drops the block barrier between the P^T / dS^T
  * stores and their readers: a warp's own query blocks of dV / dK start from
  * registers, the other blocks wait at a named barrier of the warps that
- * share its keys, dQ at one of the warps that wrote its rows; bit 18 (with
- * 17) computes dQ before the other blocks of dV / dK.  Rows of one D are
+ * share its keys, dQ at one of the warps that wrote its rows (bit 18, dQ
+ * before the other blocks, measured 0.95-0.99x at d128 and removed).  Rows of one D are
  * listed preferred first; the pick takes the first whose shared memory fits
  * the device (the 1-stage rows are for the A100's 164 KiB, as is d64's
  * 64-row tile).  A row may come
@@ -122,16 +122,12 @@
 /// Alternative tilings compiled into the development harness only, for timing
 /// against the rows above (NOTES_BWD.md, "Session of 2026-12-03 afternoon"):
 /// OPT bit 17 on the d64 rows' bits (o139267 = o8195 + 17, o237571 =
-/// o106499 + 17), bits 17 + 18 (o499715), and the d128 / d256 rows' previous
-/// bits (o106499).
+/// o106499 + 17), and the d128 / d256 rows' previous bits (o106499).
 #define FMSA_CUDA_BWD_VARIANTS(X)             \
     X(bf16, 1, 64, 128, 128, 4, 2, 139267)    \
     X(bf16, 1, 64, 128, 128, 4, 2, 237571)    \
-    X(bf16, 1, 64, 128, 128, 4, 2, 499715)    \
     X(bf16, 1, 128, 64, 128, 4, 2, 106499)    \
-    X(bf16, 1, 128, 64, 128, 4, 2, 499715)    \
-    X(bf16, 1, 256, 64, 64, 2, 2, 106499)     \
-    X(bf16, 1, 256, 64, 64, 2, 2, 499715)
+    X(bf16, 1, 256, 64, 64, 2, 2, 106499)
 
 #define FMSA_CUDA_BWD_WARPS 8 ///< warps per block of the main stage
 #define FMSA_CUDA_BWD_MAX_DIM 576 ///< the largest D of the lists (above: refused)

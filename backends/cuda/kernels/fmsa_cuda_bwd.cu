@@ -165,8 +165,7 @@ FMSA_DEV void fmsa_bwd_main(const fmsa_cuda_bwd_params &P) {
        keys (named barrier 8 + wk), and dQ's rows only the NQ warps that wrote
        their dS^T, which are one contiguous group when the dQ warps are
        numbered rows-major (mq = warp / NQ) and a dQ warp's rows span whole
-       S^T warp tiles (MQ <= WQ): named barrier 12 + mq.  Bit 18: dQ before
-       the other blocks of dV / dK */
+       S^T warp tiles (MQ <= WQ): named barrier 12 + mq */
     constexpr int SPLIT = (OPT & 131072) && STAGES == 2 && MQ <= WQ && !(OPT & 64) && !BULK;
     static_assert(!(OPT & 131072) || SPLIT, "OPT bit 17 needs 2 stages, MQ <= WQ, no bit 6, no bulk dQ");
     static_assert(!SPLIT || (WK <= 4 && MQ <= 4), "named barriers 8..15");
@@ -590,10 +589,8 @@ FMSA_DEV void fmsa_bwd_main(const fmsa_cuda_bwd_params &P) {
 
         if (SPLIT) {
             FMSA_BWD_DKDV_OWN(3);
-            if (!(OPT & 262144)) {
-                fmsa_bar_sync(8 + wk, 32 * WQ); /* the other warps of these keys stored theirs */
-                FMSA_BWD_DKDV_OTHER(3);
-            }
+            fmsa_bar_sync(8 + wk, 32 * WQ); /* the other warps of these keys stored theirs */
+            FMSA_BWD_DKDV_OTHER(3);
             fmsa_bar_sync(12 + mq, 32 * NQ); /* dQ's rows of dS^T stored */
         } else {
             /* OPT bit 6: dQ between dV and dK, so its reductions drain behind dK's products */
@@ -850,10 +847,6 @@ FMSA_DEV void fmsa_bwd_main(const fmsa_cuda_bwd_params &P) {
                 __syncthreads();
                 if (tid == 0) atomicAdd(sem, 1);
             }
-        }
-        if (SPLIT && (OPT & 262144)) {
-            fmsa_bar_sync(8 + wk, 32 * WQ);
-            FMSA_BWD_DKDV_OTHER(3);
         }
         if (OPT & 64) {
             FMSA_BWD_DKDV(2);
