@@ -91,10 +91,12 @@ def _o_shape(q, v):
 def _eager(*tensors):
     """True when a call may run an op's implementation itself instead of through
     torch's dispatcher, which costs more host time than the rest of a small call
-    (bench/RESULTS.md): outside torch.compile's tracing and with plain tensors
-    (fake, functional and other subclass tensors of a trace or a mode still go
-    through the op, its fake implementation and its autograd)."""
-    return (not torch.compiler.is_compiling() and
+    (bench/RESULTS.md): outside torch.compile's tracing, with no dispatch or
+    torch-function mode watching (profilers, flop counters) and with plain
+    tensors (fake, functional and other subclass tensors of a trace or a mode
+    still go through the op, its fake implementation and its autograd)."""
+    return (not torch.compiler.is_compiling() and torch._C._len_torch_dispatch_stack() == 0 and
+            not torch._C._is_torch_function_mode_enabled() and
             all(t is None or type(t) is Tensor for t in tensors))
 
 

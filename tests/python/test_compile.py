@@ -104,3 +104,28 @@ def test_compile_sinks_lse_and_merge_in_one_graph():
     assert graphs[0].count("flashmsa.fwd") == 2 and graphs[0].count("flashmsa.merge") == 1
     for a, b in zip(got, eager):
         assert torch.equal(a, b)
+
+
+def test_dispatch_modes_see_the_custom_ops():
+    """An eager call on plain tensors skips torch's dispatcher (flashmsa._torch._eager)
+    only where nothing would watch it: under a dispatch mode (a profiler, a flop
+    counter) the forward and the backward still reach flashmsa::fwd / bwd."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class Seen(TorchDispatchMode):
+        def __init__(self):
+            super().__init__()
+            self.ops = set()
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            self.ops.add(str(func.overloadpacket))
+            return func(*args, **(kwargs or {}))
+
+    q, k, v = (make((1, 8, 2, 16), torch.float32, s, requires_grad=True) for s in (1, 2, 3))
+    with Seen() as seen:
+        with torch.no_grad():
+            flashmsa.attention(q, k, v, causal=True)
+    assert "flashmsa.fwd" in seen.ops, seen.ops
+    with Seen() as seen:
+        flashmsa.attention(q, k, v, causal=True).sum().backward()
+    assert {"flashmsa.fwd", "flashmsa.bwd"} <= seen.ops, seen.ops
