@@ -37,7 +37,7 @@ import torch.distributed as dist
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 from cuda_fmsa_call import FMSA_BWD, FMSA_FWD, Fmsa, Library  # noqa: E402
-from cuda_rows_check import reference_rows, rule_ok, tdesc  # noqa: E402
+from cuda_rows_check import reference_keys, reference_rows, rule_ok, tdesc  # noqa: E402
 from flashmsa._capi import AttentionDesc, BackwardTensors, Tensor  # noqa: E402
 
 LAYOUTS = {"contiguous": 0, "zigzag": 1}
@@ -108,35 +108,6 @@ class Ring:
         self.L.check(self.L.lib.fmsa_ring_backward(
             self.L.ctx, self.comm, self.layout, C.byref(self.desc), C.byref(bt),
             self.ws.data_ptr(), self.ws.numel()), "fmsa_ring_backward")
-
-
-def reference_keys(q, k, v, do, keys, causal, tdt=None, block=4096):
-    """dK and dV of sampled keys of batch 0, [r, H, D]: fp64 (tdt None) or the naive
-    computation in dtype tdt (the roundings of reference_rows), every row's softmax
-    taken in row blocks."""
-    rnd = (lambda x: x.to(tdt).to(torch.float32)) if tdt else (lambda x: x)
-    cast = torch.float64 if tdt is None else torch.float32
-    S, H, D = q.shape[1], q.shape[2], q.shape[3]
-    scale = 1.0 / math.sqrt(D)
-    dk = torch.zeros(H, len(keys), D, dtype=cast, device=q.device)
-    dv = torch.zeros_like(dk)
-    for h in range(H):
-        kk, vv = k[0, :, h].to(cast), v[0, :, h].to(cast)
-        for r0 in range(0, S, block):
-            qq, dd = q[0, r0:r0 + block, h].to(cast), do[0, r0:r0 + block, h].to(cast)
-            s = rnd(qq @ kk.T * scale)
-            if causal:
-                rows = torch.arange(r0, r0 + qq.shape[0], device=q.device)
-                s = s.masked_fill(torch.arange(S, device=q.device)[None, :] > rows[:, None],
-                                  float("-inf"))
-            p = rnd(torch.softmax(s, -1))
-            o = rnd(p @ vv)
-            delta = (dd * o).sum(-1, keepdim=True)
-            pj = p[:, keys]
-            dv[h] += pj.T @ dd
-            ds = rnd(pj * (rnd(dd @ vv[keys].T) - delta))
-            dk[h] += ds.T @ qq * scale
-    return rnd(dk).transpose(0, 1), rnd(dv).transpose(0, 1)
 
 
 def check_case(g, ring, single, rank, P, layout, causal, n, keys_max):

@@ -1,7 +1,8 @@
-"""The fp64 references and the shard maps that bench/ring_multi_gpu.py checks a
-multi-GPU ring with (issue 17) are right: against autograd of plain attention in
-fp64, and against the layouts of flashmsa_dist.h.  They run on the CPU, so the
-multi-GPU check is trusted before a machine with several GPUs ever runs it."""
+"""The fp64 references (bench/cuda_rows_check.py, also the CUDA sweeps' check) and
+the shard maps that bench/ring_multi_gpu.py checks a multi-GPU ring with (issue 17)
+are right: against autograd of plain attention in fp64, and against the layouts of
+flashmsa_dist.h.  They run on the CPU, so the multi-GPU check is trusted before a
+machine with several GPUs ever runs it."""
 import math
 import os
 import sys
@@ -10,6 +11,7 @@ import pytest
 import torch
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "bench"))
+import cuda_rows_check as refs  # noqa: E402
 import ring_multi_gpu as ring  # noqa: E402
 
 
@@ -31,8 +33,8 @@ def test_references_match_autograd(causal):
     q, k, v, do = (torch.randn(1, 96, 2, 16, generator=g) for _ in range(4))
     o, dq, dk, dv = attention_grads(q, k, v, do, causal)
     idx = torch.tensor([0, 5, 47, 95])
-    ro, rdq = ring.reference_rows(q, k, v, do, idx, causal)
-    rdk, rdv = ring.reference_keys(q, k, v, do, idx, causal, block=40)  # blocks cut rows
+    ro, rdq = refs.reference_rows(q, k, v, do, idx, causal)
+    rdk, rdv = refs.reference_keys(q, k, v, do, idx, causal, block=40)  # blocks cut rows
     for got, want in ((ro, o), (rdq, dq), (rdk, dk), (rdv, dv)):
         assert (got - want[idx]).abs().max().item() < 1e-12
 
@@ -41,8 +43,8 @@ def test_naive_keys_are_rounded_not_exact():
     g = torch.Generator().manual_seed(8)
     q, k, v, do = (torch.randn(1, 64, 1, 16, generator=g) for _ in range(4))
     idx = torch.tensor([3, 60])
-    exact = ring.reference_keys(q, k, v, do, idx, True)
-    naive = ring.reference_keys(q, k, v, do, idx, True, torch.bfloat16)
+    exact = refs.reference_keys(q, k, v, do, idx, True)
+    naive = refs.reference_keys(q, k, v, do, idx, True, torch.bfloat16)
     for e, n in zip(exact, naive):
         err = (n.double() - e).abs().max().item()
         assert 0 < err < 0.05 * e.abs().max().item()
