@@ -275,6 +275,38 @@ static inline const fmsa_cuda_bwd_instance *fmsa_cuda_bwd_row_instance(
     return first;
 }
 
+/// The Hopper main kernels (fmsa_cuda_bwd_wg.cu, wgmma, sm_90a only): each
+/// replaces the main kernel of the d128 m64 n128 2-stage row (the same grid,
+/// workspace, preprocess and tiled-accumulator postprocess) where it serves
+/// the problem.  Shared memory: K, V, 2 x Q, 2 x dO, dS^T in 1024-byte
+/// aligned swizzled tiles, lse and D, and 1024 bytes to align the base.
+#define FMSA_CUDA_BWD_WG_SMEM (128 * 128 * 2 * 2 + 4 * 64 * 128 * 2 + 128 * 64 * 2 + 4 * 64 * 4 + 1024)
+static const fmsa_cuda_bwd_instance fmsa_cuda_bwd_wg_list[2] = {
+    {"fmsa_cuda_bwd_pre_bf16", "fmsa_cuda_bwd_wg_bf16_d128", "fmsa_cuda_bwd_post_t_bf16", 1, 128, 64, 128, 2,
+     32 * FMSA_CUDA_BWD_WARPS, 32 * FMSA_CUDA_BWD_AUX_WARPS, FMSA_CUDA_BWD_WG_SMEM, 0, 128, 0, 1},
+    {"fmsa_cuda_bwd_pre_f16", "fmsa_cuda_bwd_wg_f16_d128", "fmsa_cuda_bwd_post_t_f16", 0, 128, 64, 128, 2,
+     32 * FMSA_CUDA_BWD_WARPS, 32 * FMSA_CUDA_BWD_AUX_WARPS, FMSA_CUDA_BWD_WG_SMEM, 0, 128, 0, 1}};
+
+/// The Hopper kernel that takes over from row (the planner's pick) for the
+/// pass p, or NULL: row is the d128 m64 n128 2-stage row, head_dim =
+/// head_dim_v = 128, no ALiBi, softcap, bit mask, varlen, paging or
+/// deterministic mode, whole 16-row query groups (the tiled dQ accumulator),
+/// and the device allows it (wgmma: compute capability 9.0 with the build's
+/// sm_90a code; the caller says).
+static inline const fmsa_cuda_bwd_instance *fmsa_cuda_bwd_wg_for(const fmsa_cuda_bwd_params *p,
+                                                                 const fmsa_cuda_bwd_instance *row,
+                                                                 int wgmma) {
+    const fmsa_cuda_fwd_params *f = &p->fwd;
+    if (!wgmma || !row || row->own_v || row->head_dim != 128 || row->block_m != 64 ||
+        row->block_n != 128 || row->stages != 2)
+        return NULL;
+    if (f->head_dim != 128 || f->head_dim_v != 128 || f->alibi || f->mask || f->softcap > 0.0f ||
+        f->is_varlen || f->is_paged || f->has_seqused_k || p->deterministic || f->seqlen_q % 16 ||
+        f->total_q != f->seqlen_q)
+        return NULL;
+    return &fmsa_cuda_bwd_wg_list[row->bf16 ? 0 : 1];
+}
+
 typedef struct fmsa_cuda_bwd_plan {
     const fmsa_cuda_bwd_instance *inst;
     unsigned grid_pre[3], grid_main[3], grid_post[3], grid_dsink[3];

@@ -72,6 +72,12 @@ fmsa_status fmsa_cuda_bwd_pick(const fmsa_cuda_device *dev, const fmsa_problem *
                          "only sm_90's opt-in 227 KiB fits)",
                          (int)p->dtype, (long long)p->head_dim, (long long)p->head_dim_v,
                          dev->info.arch, FMSA_CUDA_BWD_MAX_DIM, FMSA_CUDA_BWD_MAX_DIM_V, smem_max);
+    {
+        /* Hopper: the wgmma kernel of the row, where it serves the pass (the
+         * same grid and workspace, so the plan above stands) */
+        const fmsa_cuda_bwd_instance *wg = fmsa_cuda_bwd_wg_for(&bp, inst, dev->wgmma);
+        if (wg) inst = bplan.inst = wg;
+    }
     plan->instance = inst->main;
     plan->launches = bplan.dsink ? 4 : 3;
     plan->launch[0].kernel = inst->pre;

@@ -72,6 +72,15 @@ static void fmsa_cuda_add_device(const fmsa_cuda_api *cu, int ordinal) {
     d->info.registers_per_block = fmsa_cuda_attr(cu, h, FMSA_CU_ATTR_REGS_PER_BLOCK);
     d->l2_bytes = (size_t)fmsa_cuda_attr(cu, h, FMSA_CU_ATTR_L2_CACHE_SIZE);
     d->info.global_memory = mem;
+    {
+        /* wgmma needs sm_90a SASS and compute capability 9.0 exactly (the
+         * arch-specific target runs nowhere else); FLASHMSA_CUDA_ARCH (another
+         * table's kernels) and FLASHMSA_CUDA_WGMMA=0 (the A/B of the
+         * mma.sync kernels) turn it off */
+        const char *wg_env = getenv("FLASHMSA_CUDA_WGMMA");
+        d->wgmma = fmsa_cuda_fatbin_sm90a && d->cc_major == 9 && d->cc_minor == 0 &&
+                   !(arch_env && *arch_env) && !(wg_env && !strcmp(wg_env, "0"));
+    }
     ++fmsa_cuda_dev_count;
 }
 

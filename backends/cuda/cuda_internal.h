@@ -20,6 +20,7 @@ typedef struct fmsa_cuda_device {
     int cc_major, cc_minor;    ///< compute capability
     int max_threads_per_block; ///< CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK
     size_t l2_bytes;           ///< L2 cache (fmsa_device_info has no field for it)
+    int wgmma;                 ///< 1: the Hopper (wgmma) kernels may run (cuda_device.c says when)
     fmsa_device_info info;     ///< what fmsa_device_get reports
 } fmsa_cuda_device;
 
@@ -34,6 +35,7 @@ typedef struct fmsa_cuda_fatbin {
 } fmsa_cuda_fatbin;
 extern const fmsa_cuda_fatbin fmsa_cuda_fatbins[]; ///< every kernel file of the build
 extern const int fmsa_cuda_fatbin_count;           ///< entries of fmsa_cuda_fatbins
+extern const int fmsa_cuda_fatbin_sm90a;           ///< 1: the fatbins hold sm_90a SASS (wgmma)
 
 #define FMSA_CUDA_MAX_MODULES 32 ///< kernel files (one module each)
 

@@ -1,0 +1,299 @@
+/*
+ * The backward's main stage on Hopper (sm_90a): the five products by wgmma.
+ *
+ * One block = 128 keys of one kv head (two warpgroups of 64 keys each), the
+ * grid, the step order and the workspace of the mma.sync row it replaces
+ * (fmsa_cuda_bwd.cu, d128 m64 n128 p2: pre, the tiled dQ accumulator of OPT
+ * bit 13 and its postprocess are shared).  Per step of 64 query rows, in
+ * each warpgroup:
+ *   S^T = K Q^T, dP^T = V dO^T   m64n64, both operands from shared memory;
+ *                                the accumulators hold 16 keys x 64 queries
+ *                                a warp, i.e. the A fragments of P^T, dS^T
+ *   P^T, dS^T                    in registers (exp2 form, the forward's lse)
+ *   dV += P^T dO, dK += dS^T Q   m64n128, A from registers, B = dO / Q read
+ *                                transposed (MN-major) from shared memory
+ *   dQ(:, 64 w ..) = dS K        m64n64 over all 128 keys: dS^T of both
+ *                                warpgroups stored once to shared memory, A
+ *                                and B read transposed; added to dq_accum by
+ *                                one 512-byte vector reduction a warp and n8
+ *                                tile (the tiled layout)
+ * Q, dO, lse and D of the next step load by cp.async during this one (2
+ * stages).  Served (cuda_bwd_pick.c): bf16 / f16, head_dim = head_dim_v =
+ * 128, no ALiBi, softcap or bit mask (causal and windows are), not varlen,
+ * seqlen_q % 16 == 0, not the deterministic mode.  Every other backward and
+ * other architectures keep the mma.sync kernels; where the build has no
+ * sm_90a code the kernel is a trap that the pick never launches.
+ */
+#include "backends/cuda/cuda_params.h"
+#include "backends/cuda/kernels/fmsa_cuda_bwd_block.cuh"
+#include "backends/cuda/kernels/fmsa_cuda_wgmma.cuh"
+
+#define FMSA_BWD_WG_D 128
+#define FMSA_BWD_WG_BM 64
+#define FMSA_BWD_WG_BN 128
+
+#if FMSA_WGMMA
+/// Copies 16-byte chunk ch (0..15) of `rows` rows starting at src (row stride
+/// ss elements, row r valid where r < nvalid) into a 128-column swizzled
+/// tile: chunk ch / 8 of 64 columns, position (ch % 8) ^ (r % 8).
+FMSA_DEV void fmsa_bwd_wg_row16(unsigned tile, int rows, int r, int ch, const unsigned short *src, int ok,
+                                const unsigned short *any) {
+    const unsigned dst = tile + (unsigned)((ch >> 3) * rows * 128 + r * 128 + ((((ch & 7) ^ r) & 7) << 4));
+    fmsa_cp_async16(dst, ok ? src : any, ok ? 16 : 0);
+}
+
+/// Whether accumulator element i of a cut tile is visible, against the
+/// lane's bounds (fmsa_bwd_softmax_tile's): ri = sq - i0, rj = sk - j0, lo /
+/// hi the window's at the origin; each test one compare with a constant.
+FMSA_DEV int fmsa_bwd_wg_vis(int i, int ri, int rj, int lo, int hi) {
+    const int ci = 8 * (i >> 2) + (i & 1), cj = (i & 2) ? 8 : 0, c = cj - ci;
+    return ri > ci && rj > cj && lo >= -c && hi >= c;
+}
+
+template <int BF16> FMSA_DEV void fmsa_bwd_wg_main(const fmsa_cuda_bwd_params &P) {
+    constexpr int D = FMSA_BWD_WG_D, BM = FMSA_BWD_WG_BM, BN = FMSA_BWD_WG_BN;
+    constexpr int KV_BYTES = BN * D * 2, QT_BYTES = BM * D * 2; /* one K / V tile, one Q / dO tile */
+    const fmsa_cuda_fwd_params &F = P.fwd;
+    extern __shared__ unsigned char fmsa_smem_wg[];
+    /* 1024-byte aligned tiles: K, V, 2 x Q, 2 x dO, dS^T; then lse, D */
+    const unsigned base = (fmsa_smem_addr(fmsa_smem_wg) + 1023u) & ~1023u;
+    unsigned char *gen = fmsa_smem_wg + (base - fmsa_smem_addr(fmsa_smem_wg));
+    const unsigned sK = base, sV = sK + KV_BYTES, sQ = sV + KV_BYTES, sdO = sQ + 2 * QT_BYTES;
+    const unsigned sdS = sdO + 2 * QT_BYTES;
+    unsigned char *gdS = gen + (sdS - base);
+    float *sLse = (float *)(gen + (sdS - base) + BN * BM * 2), *sDs = sLse + 2 * BM;
+
+    const int tid = threadIdx.x, lane = tid & 31, g = lane >> 2, t4 = lane & 3;
+    const int wg = tid >> 7, wi = (tid >> 5) & 3; /* warpgroup (64 keys), warp in it (16 keys) */
+    const int ntiles = (F.seqlen_k + BN - 1) / BN;
+    int n, hk, b;
+    if (F.window_left >= 0 || F.window_right >= 0)
+        fmsa_bwd_block_coords_tail(&n, &hk, &b);
+    else
+        fmsa_bwd_block_coords(P, ntiles, tid, (int *)sDs, &n, &hk, &b);
+    long long q_row0, k_row0, qb, kb;
+    int sq, sk;
+    if (!fmsa_bwd_block_seq(F, b, tid, &q_row0, &k_row0, &qb, &kb, &sq, &sk)) return;
+    const int n0 = n * BN;
+    if (n0 >= sk) return;
+    const int n1 = n0 + BN < sk ? n0 + BN : sk;
+    const int group = F.heads_q / F.heads_kv;
+    const long long wl = F.window_left, wr = F.window_right, off = (long long)sk - sq;
+    int mb, me;
+    fmsa_bwd_mrange(n0, n1, sq, sk, wl, wr, BM, &mb, &me);
+    const int nm = me - mb, niter = group * nm;
+    const long long rows_all = (long long)F.batch * F.total_q;
+    const unsigned short *Qg = (const unsigned short *)F.q, *Kg = (const unsigned short *)F.k;
+    const unsigned short *Vg = (const unsigned short *)F.v, *dOg = (const unsigned short *)P.dout;
+
+    /* K and V, zero past the sequence and for keys the window hides from
+       every row (their rows may hold garbage that dQ = dS K must not see) */
+    long long klo = 0, khi = sk;
+    if (wl >= 0 && off - wl > klo) klo = off - wl;
+    if (wr >= 0 && (long long)sq + off + wr < khi) khi = (long long)sq + off + wr;
+    for (int c = tid; c < BN * 16; c += 256) {
+        const int r = c >> 4, ch = c & 15, j = n0 + r, ok = j >= klo && j < khi;
+        fmsa_bwd_wg_row16(sK, BN, r, ch, Kg + kb * F.k_sb + (k_row0 + j) * F.k_ss + hk * F.k_sh + ch * 8, ok, Kg);
+        fmsa_bwd_wg_row16(sV, BN, r, ch, Vg + kb * F.v_sb + (k_row0 + j) * F.v_ss + hk * F.v_sh + ch * 8, ok, Vg);
+    }
+
+    /* Q, dO (4 chunks a thread each: rows lr0 + 16 p, chunk lch), lse, D */
+    const int lr0 = tid >> 4, lch = tid & 15;
+#define FMSA_BWD_WG_LOAD(st, h, i0)                                                               \
+    do {                                                                                          \
+        const int h_ = (h), i0_ = (i0);                                                           \
+        _Pragma("unroll") for (int p = 0; p < 4; ++p) {                                           \
+            const int r = lr0 + 16 * p, i = i0_ + r, ok = i < sq;                                 \
+            fmsa_bwd_wg_row16(sQ + (st) * QT_BYTES, BM, r, lch,                                   \
+                              Qg + qb * F.q_sb + (q_row0 + i) * F.q_ss + h_ * F.q_sh + lch * 8, ok, Qg); \
+            fmsa_bwd_wg_row16(sdO + (st) * QT_BYTES, BM, r, lch,                                  \
+                              dOg + qb * P.do_sb + (q_row0 + i) * P.do_ss + h_ * P.do_sh + lch * 8, ok, dOg); \
+        }                                                                                         \
+        if (tid < BM) {                                                                           \
+            const int i = i0_ + tid, ok = i < sq;                                                 \
+            const float *ls = ok ? F.lse + qb * F.lse_sb + h_ * F.lse_sh + (q_row0 + i) * F.lse_ss : F.lse; \
+            fmsa_cp_async4(fmsa_smem_addr(sLse + (st) * BM + tid), ls, ok ? 4 : 0);               \
+        } else if (tid < 2 * BM) {                                                                \
+            const int i = i0_ + tid - BM, ok = i < sq;                                            \
+            const float *ds = ok ? P.dsum + h_ * rows_all + qb * F.total_q + q_row0 + i : P.dsum; \
+            fmsa_cp_async4(fmsa_smem_addr(sDs + (st) * BM + tid - BM), ds, ok ? 4 : 0);           \
+        }                                                                                         \
+    } while (0)
+
+    int cur_h = hk * group, cur_m = mb; /* the head and query tile of the next load */
+    if (niter > 0) FMSA_BWD_WG_LOAD(0, cur_h, cur_m * BM);
+    fmsa_cp_async_commit();
+
+    float dv[64], dk[64];
+#pragma unroll
+    for (int i = 0; i < 64; ++i) dv[i] = dk[i] = 0.0f;
+    /* descriptors (start address in 16-byte units in the low bits, so an
+       offset in bytes / 16 is added to them): K-major K / V rows of this
+       warpgroup's keys, Q / dO K-major and MN-major, dS^T and K MN-major */
+    const unsigned long long dK_k = fmsa_wg_desc(sK + wg * 64 * 128, 16, 1024);
+    const unsigned long long dV_k = fmsa_wg_desc(sV + wg * 64 * 128, 16, 1024);
+    const unsigned long long dQ_k = fmsa_wg_desc(sQ, 16, 1024), dO_k = fmsa_wg_desc(sdO, 16, 1024);
+    const unsigned long long dQ_t = fmsa_wg_desc(sQ, BM * 128, 1024), dO_t = fmsa_wg_desc(sdO, BM * 128, 1024);
+    const unsigned long long dS_t = fmsa_wg_desc(sdS, BN * 128, 1024);
+    const unsigned long long dKc_t = fmsa_wg_desc(sK + wg * (KV_BYTES / 2), BN * 128, 1024);
+    const int kr0 = 64 * wg + 16 * wi + g; /* key (in the block) of accumulator rows i & 2 == 0 */
+
+    for (int it = 0; it < niter; ++it) {
+        const int st = it & 1, h = cur_h, m0 = cur_m * BM;
+        if (++cur_m == me) {
+            cur_m = mb;
+            ++cur_h;
+        }
+        fmsa_cp_async_wait<0>();
+        fmsa_fence_proxy_async(); /* cp.async wrote through the generic proxy; wgmma reads async */
+        __syncthreads();         /* this step's tiles landed; last step's readers are done */
+        if (it + 1 < niter) FMSA_BWD_WG_LOAD(st ^ 1, cur_h, cur_m * BM);
+        fmsa_cp_async_commit();
+
+        float s[32], dp[32];
+        const unsigned qo = (unsigned)(st * QT_BYTES) >> 4;
+        fmsa_wg_fence();
+#pragma unroll
+        for (int kk = 0; kk < D / 16; ++kk) {
+            const unsigned ko = (unsigned)((kk >> 2) * BN * 128 + (kk & 3) * 32) >> 4;
+            const unsigned qk = (unsigned)((kk >> 2) * BM * 128 + (kk & 3) * 32) >> 4;
+            fmsa_wg_ss_n64<BF16, 0, 0>(s, dK_k + ko, dQ_k + qo + qk, kk > 0);
+        }
+        fmsa_wg_commit();
+#pragma unroll
+        for (int kk = 0; kk < D / 16; ++kk) {
+            const unsigned ko = (unsigned)((kk >> 2) * BN * 128 + (kk & 3) * 32) >> 4;
+            const unsigned qk = (unsigned)((kk >> 2) * BM * 128 + (kk & 3) * 32) >> 4;
+            fmsa_wg_ss_n64<BF16, 0, 0>(dp, dV_k + ko, dO_k + qo + qk, kk > 0);
+        }
+        fmsa_wg_commit();
+
+        /* element i: key n0 + kr0 + 8 ((i >> 1) & 1), query m0 + 8 (i >> 2) + 2 t4 + (i & 1) */
+        const float *lse_s = sLse + st * BM, *ds_s = sDs + st * BM;
+        const int full = m0 + BM <= sq && n0 + BN <= sk &&
+                         (wr < 0 || (long long)(n0 + BN - 1) <= m0 + off + wr) &&
+                         (wl < 0 || (long long)n0 >= (long long)(m0 + BM - 1) + off - wl);
+        /* a cut tile's bounds at this lane's origin (as fmsa_bwd_softmax_tile's) */
+        const int i0 = m0 + 2 * t4, j0 = n0 + kr0;
+        const long long d0 = (long long)j0 - i0, cl = 1LL << 30;
+        long long dlo = wl >= 0 ? d0 - (off - wl) : cl, dhi = wr >= 0 ? (off + wr) - d0 : cl;
+        dlo = dlo > cl ? cl : dlo < -cl ? -cl : dlo;
+        dhi = dhi > cl ? cl : dhi < -cl ? -cl : dhi;
+        const int ri = sq - i0, rj = sk - j0, lo = (int)dlo, hi = (int)dhi;
+        fmsa_wg_wait<1>();
+#pragma unroll
+        for (int i = 0; i < 32; ++i) fmsa_wg_touch(s[i]);
+#pragma unroll
+        for (int q8 = 0; q8 < 8; ++q8) {
+            const float2 l2 = *(const float2 *)(lse_s + q8 * 8 + 2 * t4);
+            const float la = l2.x == FMSA_NEG_INF_F ? FMSA_POS_INF_F : l2.x * FMSA_LOG2E;
+            const float lb = l2.y == FMSA_NEG_INF_F ? FMSA_POS_INF_F : l2.y * FMSA_LOG2E;
+#pragma unroll
+            for (int e = 0; e < 4; ++e) {
+                const int i = 4 * q8 + e;
+                const float pe = fmsa_ex2(fmaf(s[i], F.scale_log2, -((e & 1) ? lb : la)));
+                s[i] = full || fmsa_bwd_wg_vis(i, ri, rj, lo, hi) ? pe : 0.0f;
+            }
+        }
+        fmsa_wg_wait<0>();
+#pragma unroll
+        for (int i = 0; i < 32; ++i) fmsa_wg_touch(dp[i]);
+        unsigned pa[4][4], sa[4][4];
+#pragma unroll
+        for (int q8 = 0; q8 < 8; ++q8) {
+            const float2 dd = *(const float2 *)(ds_s + q8 * 8 + 2 * t4);
+#pragma unroll
+            for (int e = 0; e < 4; ++e) {
+                const int i = 4 * q8 + e;
+                /* a hidden key's dS is a select: its dP may be NaN */
+                const float dse = s[i] * (dp[i] - ((e & 1) ? dd.y : dd.x));
+                dp[i] = full || fmsa_bwd_wg_vis(i, ri, rj, lo, hi) ? dse : 0.0f;
+            }
+        }
+#pragma unroll
+        for (int kk = 0; kk < 4; ++kk)
+#pragma unroll
+            for (int r = 0; r < 4; ++r) {
+                pa[kk][r] = fmsa_pack2<BF16>(s[8 * kk + 2 * r], s[8 * kk + 2 * r + 1]);
+                sa[kk][r] = fmsa_pack2<BF16>(dp[8 * kk + 2 * r], dp[8 * kk + 2 * r + 1]);
+            }
+        /* dS^T [key][query] for dQ: 4-byte pairs, rows kr0 and kr0 + 8 */
+#pragma unroll
+        for (int kk = 0; kk < 4; ++kk) {
+            *(unsigned *)(gdS + fmsa_sw128(kr0, 16 * kk + 2 * t4)) = sa[kk][0];
+            *(unsigned *)(gdS + fmsa_sw128(kr0 + 8, 16 * kk + 2 * t4)) = sa[kk][1];
+            *(unsigned *)(gdS + fmsa_sw128(kr0, 16 * kk + 8 + 2 * t4)) = sa[kk][2];
+            *(unsigned *)(gdS + fmsa_sw128(kr0 + 8, 16 * kk + 8 + 2 * t4)) = sa[kk][3];
+        }
+        fmsa_fence_proxy_async();
+
+        /* dV += P^T dO, dK += dS^T Q over this step's 64 queries */
+        fmsa_wg_fence();
+#pragma unroll
+        for (int kk = 0; kk < BM / 16; ++kk) {
+            const unsigned ro = qo + ((unsigned)(kk * 16 * 128) >> 4);
+            fmsa_wg_rs_n128<BF16, 1>(dv, pa[kk], dO_t + ro, 1);
+            fmsa_wg_rs_n128<BF16, 1>(dk, sa[kk], dQ_t + ro, 1);
+        }
+        fmsa_wg_commit();
+        __syncthreads(); /* both warpgroups' dS^T stored */
+
+        /* dQ rows m0.., columns 64 wg.. = dS K over the block's 128 keys */
+        float dq[32];
+        fmsa_wg_fence();
+#pragma unroll
+        for (int kk = 0; kk < BN / 16; ++kk) {
+            const unsigned ro = (unsigned)(kk * 16 * 128) >> 4;
+            fmsa_wg_ss_n64<BF16, 1, 1>(dq, dS_t + ro, dKc_t + ro, kk > 0);
+        }
+        fmsa_wg_commit();
+        fmsa_wg_wait<0>();
+#pragma unroll
+        for (int i = 0; i < 32; ++i) fmsa_wg_touch(dq[i]);
+#pragma unroll
+        for (int i = 0; i < 64; ++i) {
+            fmsa_wg_touch(dv[i]);
+            fmsa_wg_touch(dk[i]);
+        }
+        /* tile (row / 16, column / 8) of the tiled accumulator, lane * 4 in it */
+        if (m0 + 16 * wi < sq) {
+            float *at = P.dq_accum + ((long long)(b * F.heads_q + h) * (sq / 16) + m0 / 16 + wi) * (16 * D) +
+                        (8 * wg) * 128 + lane * 4;
+#pragma unroll
+            for (int j = 0; j < 8; ++j) fmsa_red_add4(at + j * 128, dq[4 * j], dq[4 * j + 1], dq[4 * j + 2], dq[4 * j + 3]);
+        }
+    }
+#undef FMSA_BWD_WG_LOAD
+    fmsa_cp_async_wait<0>();
+
+    /* dV, and dK times the softmax scale: element i is key n0 + kr0 + 8 ((i >> 1) & 1), column 8 (i >> 2) + 2 t4 + (i & 1) */
+    unsigned short *dVg = (unsigned short *)P.dv, *dKg = (unsigned short *)P.dk;
+    const float sc = F.softmax_scale;
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+        const int j = n0 + kr0 + 8 * half;
+        if (j >= sk) continue;
+        unsigned short *vr = dVg + kb * P.dv_sb + (k_row0 + j) * P.dv_ss + hk * P.dv_sh + 2 * t4;
+        unsigned short *kr = dKg + kb * P.dk_sb + (k_row0 + j) * P.dk_ss + hk * P.dk_sh + 2 * t4;
+#pragma unroll
+        for (int c8 = 0; c8 < 16; ++c8) {
+            const int i = 4 * c8 + 2 * half;
+            *(unsigned *)(vr + 8 * c8) = fmsa_pack2<BF16>(dv[i], dv[i + 1]);
+            *(unsigned *)(kr + 8 * c8) = fmsa_pack2<BF16>(dk[i] * sc, dk[i + 1] * sc);
+        }
+    }
+}
+#endif /* FMSA_WGMMA */
+
+#define FMSA_BWD_WG_KERNEL(dt, BF16)                                                             \
+    extern "C" __global__ void __launch_bounds__(256, 1) fmsa_cuda_bwd_wg_##dt##_d128(const fmsa_cuda_bwd_params p) { \
+        FMSA_BWD_WG_BODY(BF16);                                                                  \
+    }
+#if FMSA_WGMMA
+#define FMSA_BWD_WG_BODY(BF16) fmsa_bwd_wg_main<BF16>(p)
+#else
+/* no sm_90a code in this image: never picked (cuda_bwd_pick.c); a trap, not silent zeros */
+#define FMSA_BWD_WG_BODY(BF16) ((void)p, __trap())
+#endif /* FMSA_WGMMA */
+FMSA_BWD_WG_KERNEL(bf16, 1)
+FMSA_BWD_WG_KERNEL(f16, 0)

@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# One device call for the Hopper (wgmma) backward (fmsa_cuda_bwd_wg.cu), run
+# from the repo root with the fatbins built here:
+#
+#   WG_DIR=.devtree/wg STEPS="probe build tests bench" bash bench/cuda_wg_call.sh
+#
+#   probe   $WG_DIR/probe (backends/cuda/dev/fmsa_wgmma_probe.cu, built here)
+#   build   the library and tests from $WG_DIR/fatbin (no nvcc on the device)
+#   tests   the backward's grids with the wgmma kernel on (the default), then
+#           test_grid_backward with FLASHMSA_CUDA_WGMMA=0 (the mma.sync rows)
+#   bench   bench/cuda_vs_peers.py, d128 (BENCH_ARGS), with FLASHMSA_CUDA_WGMMA
+#           = 1 then 0, FA2 and cuDNN beside each, each run checked against fp64
+#   racecheck / memcheck  compute-sanitizer on test_grid_backward's d128 cases
+#
+# CMOCKA_PREFIX defaults to .devtree/cmocka/usr; DEADLINE (s) skips steps that
+# would start after it.  Logs to $OUT.
+set -uo pipefail
+WG_DIR=${WG_DIR:-.devtree/wg}
+OUT=${OUT:-/tmp/fmsa-wg-out}
+STEPS=${STEPS:-probe build tests bench}
+DEADLINE=${DEADLINE:-500}
+B=build-cuda
+mkdir -p "$OUT"
+has() { [[ " $STEPS " == *" $1 "* ]]; }
+late() { if (( SECONDS > DEADLINE )); then echo "skip $1 (deadline)"; return 0; fi; return 1; }
+
+if has probe && ! late probe; then
+  echo "== probe"; "$WG_DIR/probe" 2>&1 | tee "$OUT/probe.log"
+fi
+if has build && ! late build; then
+  t=$SECONDS
+  cmake -S . -B $B -G Ninja -DCMAKE_BUILD_TYPE=Release -DBUILD_TESTING=ON -DFLASHMSA_CUDA=ON \
+    -DCMAKE_PREFIX_PATH="${CMOCKA_PREFIX:-$PWD/.devtree/cmocka/usr}" \
+    -DFLASHMSA_CUDA_FATBIN_DIR="$PWD/$WG_DIR/fatbin" > "$OUT/configure.log" 2>&1 &&
+    ninja -C $B -j16 > "$OUT/build.log" 2>&1
+  echo "== build rc=$? $((SECONDS - t)) s"; tail -2 "$OUT/build.log"
+  FLASHMSA_LOG=debug $B/tests/test_grid_backward --backend cuda > "$OUT/which.log" 2>&1
+  echo "== test_grid_backward passes by kernel: $(grep -o 'backward fmsa_cuda_bwd_[a-z0-9_]*' "$OUT/which.log" | sort | uniq -c | tr '\n' ';')"
+fi
+if has tests && ! late tests; then
+  t=$SECONDS
+  ctest --test-dir $B -L cuda -R 'backward|edges|features|graph|masked_nan|climb|cuda_host|plan_rows|ring_loopback' \
+    --output-on-failure > "$OUT/ctest_wg.log" 2>&1
+  echo "== tests rc=$? $((SECONDS - t)) s: $(grep -E 'tests passed|tests failed' "$OUT/ctest_wg.log")"
+  grep -E "Failed|FAIL|\*\*\*" "$OUT/ctest_wg.log" | head -20
+  FLASHMSA_CUDA_WGMMA=0 ctest --test-dir $B -R 'test_grid_backward_cuda' > "$OUT/ctest_mma.log" 2>&1
+  echo "== tests (WGMMA=0) rc=$?"
+fi
+if has racecheck && ! late racecheck; then
+  for tool in racecheck memcheck; do
+    compute-sanitizer --tool $tool --report-api-errors no --kernel-name regex:fmsa_cuda_bwd_wg \
+      $B/tests/test_grid_backward --backend cuda > "$OUT/sanitizer_$tool.log" 2>&1
+    echo "== $tool rc=$? $(grep -h 'ERROR SUMMARY\|RACECHECK SUMMARY' "$OUT/sanitizer_$tool.log" | tr '\n' ' ')"
+  done
+fi
+if has bench && ! late bench; then
+  for wg in 1 0; do
+    if late "bench wg=$wg"; then continue; fi
+    # shellcheck disable=SC2086
+    FLASHMSA_CUDA_WGMMA=$wg python3 bench/cuda_vs_peers.py --lib $B/libflashmsa.so --decode '' --short '' \
+      --json "$OUT/bench_wg$wg.jsonl" ${BENCH_ARGS:---dims 128 --seqlens 1024,4096,16384} > "$OUT/bench_wg$wg.log" 2>&1
+    echo "== bench FLASHMSA_CUDA_WGMMA=$wg rc=$?"; sed -n '/^# TFLOP/,$p' "$OUT/bench_wg$wg.log"
+  done
+fi
+echo "== done at $SECONDS s"
