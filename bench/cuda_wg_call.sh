@@ -26,6 +26,8 @@ late() { if (( SECONDS > DEADLINE )); then echo "skip $1 (deadline)"; return 0; 
 
 if has probe && ! late probe; then
   echo "== probe"; "$WG_DIR/probe" 2>&1 | tee "$OUT/probe.log"
+  # the kernel is written to the swap=0 reading: where that fails, nothing else can pass
+  if grep -q "swap=0: FAIL\|CUDA error" "$OUT/probe.log"; then echo "probe failed: stop"; exit 1; fi
 fi
 if has build && ! late build; then
   t=$SECONDS
