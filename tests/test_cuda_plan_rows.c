@@ -212,11 +212,68 @@ static void backward_plan_is_the_instance_rule(void **state) {
     assert_true(agree > 10000);
 }
 
+/* The Hopper (wgmma) backward takes over from exactly the d128 m64 n128
+ * 2-stage row, keeps its launch geometry and workspace (the same preprocess
+ * and tiled-accumulator postprocess), and serves only the passes its kernel
+ * implements: each excluded feature alone sends the pass back to the row. */
+static void hopper_backward_serves_exactly_its_passes(void **state) {
+    const fmsa_dtype dts[2] = {FMSA_DTYPE_BF16, FMSA_DTYPE_F16};
+    (void)state;
+    for (int t = 0; t < 2; ++t) {
+        const fmsa_cuda_bwd_instance *row = fmsa_cuda_bwd_select(dts[t], 128, 128, 227 * KIB, 9);
+        const fmsa_cuda_bwd_instance *a100 = fmsa_cuda_bwd_select(dts[t], 128, 128, 163 * KIB, 8);
+        const fmsa_cuda_bwd_instance *wg;
+        fmsa_cuda_bwd_params p, q;
+        float f = 1.0f;
+        unsigned char m = 1;
+        int cu[2] = {0, 1};
+        assert_non_null(row);
+        memset(&p, 0, sizeof p);
+        p.fwd.head_dim = p.fwd.head_dim_v = 128;
+        p.fwd.batch = 2, p.fwd.seqlen_q = p.fwd.total_q = 1024, p.fwd.seqlen_k = p.fwd.total_k = 1000;
+        p.fwd.heads_q = 8, p.fwd.heads_kv = 2;
+        p.fwd.window_left = 100, p.fwd.window_right = 0;
+        wg = fmsa_cuda_bwd_wg_for(&p, row, 1);
+        assert_non_null(wg);
+        assert_int_equal(wg->bf16, row->bf16);
+        assert_int_equal(wg->head_dim, row->head_dim), assert_int_equal(wg->head_dim_v, row->head_dim_v);
+        assert_int_equal(wg->block_m, row->block_m), assert_int_equal(wg->block_n, row->block_n);
+        assert_int_equal(wg->stages, row->stages), assert_int_equal(wg->threads_main, row->threads_main);
+        assert_int_equal(wg->threads_aux, row->threads_aux);
+        assert_string_equal(wg->pre, row->pre);
+        assert_string_equal(wg->post, row->post); /* the tiled accumulator's postprocess */
+        assert_true(strstr(wg->post, "post_t_") != NULL);
+        assert_true(fmsa_cuda_bwd_smem(wg, 9) <= 227 * KIB);
+        assert_null(fmsa_cuda_bwd_wg_for(&p, row, 0));
+        assert_null(fmsa_cuda_bwd_wg_for(&p, a100, 1)); /* the 1-stage row stays mma.sync */
+#define EXCLUDES(change)                                        \
+    do {                                                        \
+        q = p;                                                  \
+        change;                                                 \
+        if (fmsa_cuda_bwd_wg_for(&q, row, 1))                   \
+            fail_msg("dt %d: served with %s", (int)dts[t], #change); \
+    } while (0)
+        EXCLUDES(q.fwd.alibi = &f);
+        EXCLUDES(q.fwd.mask = &m);
+        EXCLUDES(q.fwd.softcap = 30.0f);
+        EXCLUDES((q.fwd.is_varlen = 1, q.fwd.cu_seqlens_q = cu));
+        EXCLUDES(q.fwd.is_paged = 1);
+        EXCLUDES(q.fwd.has_seqused_k = 1);
+        EXCLUDES(q.deterministic = 1);
+        EXCLUDES(q.fwd.seqlen_q = q.fwd.total_q = 1000);
+        EXCLUDES(q.fwd.total_q = 2048);
+        EXCLUDES(q.fwd.head_dim = q.fwd.head_dim_v = 120);
+        EXCLUDES(q.fwd.head_dim_v = 64);
+#undef EXCLUDES
+    }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(rows_and_instances_are_one_to_one),
         cmocka_unit_test(forward_plan_is_the_instance_rule),
         cmocka_unit_test(backward_plan_is_the_instance_rule),
+        cmocka_unit_test(hopper_backward_serves_exactly_its_passes),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
