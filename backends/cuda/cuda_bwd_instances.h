@@ -279,20 +279,38 @@ static inline const fmsa_cuda_bwd_instance *fmsa_cuda_bwd_row_instance(
 /// replaces the main kernel of the d128 m64 n128 2-stage row (the same grid,
 /// workspace, preprocess and tiled-accumulator postprocess) where it serves
 /// the problem.  Shared memory: K, V, 2 x Q, 2 x dO, dS^T in 1024-byte
-/// aligned swizzled tiles, lse and D, and 1024 bytes to align the base.
+/// aligned swizzled tiles, lse and D, and 1024 bytes to align the base; OPT
+/// bit 4 adds the dQ staging tile (64 x 128 fp32).
+/// X(name, BF16, OPT, shared memory bytes)
 #define FMSA_CUDA_BWD_WG_SMEM (128 * 128 * 2 * 2 + 4 * 64 * 128 * 2 + 128 * 64 * 2 + 4 * 64 * 4 + 1024)
-static const fmsa_cuda_bwd_instance fmsa_cuda_bwd_wg_list[2] = {
-    {"fmsa_cuda_bwd_pre_bf16", "fmsa_cuda_bwd_wg_bf16_d128", "fmsa_cuda_bwd_post_t_bf16", 1, 128, 64, 128, 2,
-     32 * FMSA_CUDA_BWD_WARPS, 32 * FMSA_CUDA_BWD_AUX_WARPS, FMSA_CUDA_BWD_WG_SMEM, 0, 128, 0, 1},
-    {"fmsa_cuda_bwd_pre_f16", "fmsa_cuda_bwd_wg_f16_d128", "fmsa_cuda_bwd_post_t_f16", 0, 128, 64, 128, 2,
-     32 * FMSA_CUDA_BWD_WARPS, 32 * FMSA_CUDA_BWD_AUX_WARPS, FMSA_CUDA_BWD_WG_SMEM, 0, 128, 0, 1}};
+#define FMSA_CUDA_BWD_WG_SMEM_STAGED (FMSA_CUDA_BWD_WG_SMEM + 64 * 128 * 4)
+#define FMSA_CUDA_BWD_WG_INSTANCES(X)                                  \
+    X(fmsa_cuda_bwd_wg_bf16_d128, 1, 0, FMSA_CUDA_BWD_WG_SMEM)         \
+    X(fmsa_cuda_bwd_wg_f16_d128, 0, 0, FMSA_CUDA_BWD_WG_SMEM)
+/// Development variants (bf16), compiled where the kernels are built with
+/// -DFMSA_CUDA_BWD_WG_VARIANTS and run with FLASHMSA_CUDA_WGMMA=o<OPT>: the
+/// staged dQ (bit 4) and the timing-only ablations of fmsa_cuda_bwd_wg.cu.
+#define FMSA_CUDA_BWD_WG_VARIANT_LIST(X)                               \
+    X(fmsa_cuda_bwd_wg_bf16_d128_o1, 1, 1, FMSA_CUDA_BWD_WG_SMEM)      \
+    X(fmsa_cuda_bwd_wg_bf16_d128_o2, 1, 2, FMSA_CUDA_BWD_WG_SMEM)      \
+    X(fmsa_cuda_bwd_wg_bf16_d128_o4, 1, 4, FMSA_CUDA_BWD_WG_SMEM)      \
+    X(fmsa_cuda_bwd_wg_bf16_d128_o8, 1, 8, FMSA_CUDA_BWD_WG_SMEM)      \
+    X(fmsa_cuda_bwd_wg_bf16_d128_o16, 1, 16, FMSA_CUDA_BWD_WG_SMEM_STAGED)
+#define FMSA_CUDA_BWD_WG_INSTANCE(name, BF16, OPT, SMEM)                                          \
+    {BF16 ? "fmsa_cuda_bwd_pre_bf16" : "fmsa_cuda_bwd_pre_f16", #name,                            \
+     BF16 ? "fmsa_cuda_bwd_post_t_bf16" : "fmsa_cuda_bwd_post_t_f16", BF16, 128, 64, 128, 2,       \
+     32 * FMSA_CUDA_BWD_WARPS, 32 * FMSA_CUDA_BWD_AUX_WARPS, SMEM, 0, 128, 0, OPT},
+/* (the last field, cut_full, holds OPT here: the mma.sync pick never sees these rows) */
+static const fmsa_cuda_bwd_instance fmsa_cuda_bwd_wg_list[] = {
+    FMSA_CUDA_BWD_WG_INSTANCES(FMSA_CUDA_BWD_WG_INSTANCE) FMSA_CUDA_BWD_WG_VARIANT_LIST(FMSA_CUDA_BWD_WG_INSTANCE)};
 
 /// The Hopper kernel that takes over from row (the planner's pick) for the
 /// pass p, or NULL: row is the d128 m64 n128 2-stage row, head_dim =
 /// head_dim_v = 128, no ALiBi, softcap, bit mask, varlen, paging or
 /// deterministic mode, whole 16-row query groups (the tiled dQ accumulator),
 /// and the device allows it (wgmma: compute capability 9.0 with the build's
-/// sm_90a code; the caller says).
+/// sm_90a code; the caller says: 0 none, 1 the instance, 2 + OPT a
+/// development variant).
 static inline const fmsa_cuda_bwd_instance *fmsa_cuda_bwd_wg_for(const fmsa_cuda_bwd_params *p,
                                                                  const fmsa_cuda_bwd_instance *row,
                                                                  int wgmma) {
@@ -304,7 +322,11 @@ static inline const fmsa_cuda_bwd_instance *fmsa_cuda_bwd_wg_for(const fmsa_cuda
         f->is_varlen || f->is_paged || f->has_seqused_k || p->deterministic || f->seqlen_q % 16 ||
         f->total_q != f->seqlen_q)
         return NULL;
-    return &fmsa_cuda_bwd_wg_list[row->bf16 ? 0 : 1];
+    if (wgmma == 1) return &fmsa_cuda_bwd_wg_list[row->bf16 ? 0 : 1];
+    for (size_t i = 2; i < sizeof fmsa_cuda_bwd_wg_list / sizeof fmsa_cuda_bwd_wg_list[0]; ++i)
+        if (fmsa_cuda_bwd_wg_list[i].bf16 == row->bf16 && fmsa_cuda_bwd_wg_list[i].cut_full == wgmma - 2)
+            return &fmsa_cuda_bwd_wg_list[i];
+    return NULL;
 }
 
 typedef struct fmsa_cuda_bwd_plan {

@@ -80,6 +80,8 @@ static void fmsa_cuda_add_device(const fmsa_cuda_api *cu, int ordinal) {
         const char *wg_env = getenv("FLASHMSA_CUDA_WGMMA");
         d->wgmma = fmsa_cuda_fatbin_sm90a && d->cc_major == 9 && d->cc_minor == 0 &&
                    !(arch_env && *arch_env) && !(wg_env && !strcmp(wg_env, "0"));
+        /* o<N>: a development variant (cuda_bwd_instances.h), 2 + N */
+        if (d->wgmma && wg_env && wg_env[0] == 'o') d->wgmma = 2 + atoi(wg_env + 1);
     }
     ++fmsa_cuda_dev_count;
 }

@@ -20,7 +20,7 @@ typedef struct fmsa_cuda_device {
     int cc_major, cc_minor;    ///< compute capability
     int max_threads_per_block; ///< CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK
     size_t l2_bytes;           ///< L2 cache (fmsa_device_info has no field for it)
-    int wgmma;                 ///< 1: the Hopper (wgmma) kernels may run (cuda_device.c says when)
+    int wgmma;                 ///< 0: no Hopper (wgmma) kernels; 1: they run; 2 + N: variant N (cuda_device.c)
     fmsa_device_info info;     ///< what fmsa_device_get reports
 } fmsa_cuda_device;
 
