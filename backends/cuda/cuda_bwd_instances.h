@@ -279,23 +279,21 @@ static inline const fmsa_cuda_bwd_instance *fmsa_cuda_bwd_row_instance(
 /// replaces the main kernel of the d128 m64 n128 2-stage row (the same grid,
 /// workspace, preprocess and tiled-accumulator postprocess) where it serves
 /// the problem.  Shared memory: K, V, 2 x Q, 2 x dO, dS^T in 1024-byte
-/// aligned swizzled tiles, lse and D, and 1024 bytes to align the base; OPT
-/// bit 4 adds the dQ staging tile (64 x 128 fp32).
+/// aligned swizzled tiles, lse and D, and 1024 bytes to align the base.
 /// X(name, BF16, OPT, shared memory bytes)
 #define FMSA_CUDA_BWD_WG_SMEM (128 * 128 * 2 * 2 + 4 * 64 * 128 * 2 + 128 * 64 * 2 + 4 * 64 * 4 + 1024)
-#define FMSA_CUDA_BWD_WG_SMEM_STAGED (FMSA_CUDA_BWD_WG_SMEM + 64 * 128 * 4)
 #define FMSA_CUDA_BWD_WG_INSTANCES(X)                                  \
     X(fmsa_cuda_bwd_wg_bf16_d128, 1, 0, FMSA_CUDA_BWD_WG_SMEM)         \
     X(fmsa_cuda_bwd_wg_f16_d128, 0, 0, FMSA_CUDA_BWD_WG_SMEM)
 /// Development variants (bf16), compiled where the kernels are built with
 /// -DFMSA_CUDA_BWD_WG_VARIANTS and run with FLASHMSA_CUDA_WGMMA=o<OPT>: the
-/// staged dQ (bit 4) and the timing-only ablations of fmsa_cuda_bwd_wg.cu.
+/// the OPT bits of fmsa_cuda_bwd_wg.cu (bit 2 a timing-only ablation).
 #define FMSA_CUDA_BWD_WG_VARIANT_LIST(X)                               \
-    X(fmsa_cuda_bwd_wg_bf16_d128_o1, 1, 1, FMSA_CUDA_BWD_WG_SMEM)      \
-    X(fmsa_cuda_bwd_wg_bf16_d128_o2, 1, 2, FMSA_CUDA_BWD_WG_SMEM)      \
     X(fmsa_cuda_bwd_wg_bf16_d128_o4, 1, 4, FMSA_CUDA_BWD_WG_SMEM)      \
-    X(fmsa_cuda_bwd_wg_bf16_d128_o8, 1, 8, FMSA_CUDA_BWD_WG_SMEM)      \
-    X(fmsa_cuda_bwd_wg_bf16_d128_o16, 1, 16, FMSA_CUDA_BWD_WG_SMEM_STAGED)
+    X(fmsa_cuda_bwd_wg_bf16_d128_o32, 1, 32, FMSA_CUDA_BWD_WG_SMEM)    \
+    X(fmsa_cuda_bwd_wg_bf16_d128_o64, 1, 64, FMSA_CUDA_BWD_WG_SMEM)    \
+    X(fmsa_cuda_bwd_wg_bf16_d128_o96, 1, 96, FMSA_CUDA_BWD_WG_SMEM)    \
+    X(fmsa_cuda_bwd_wg_f16_d128_o64, 0, 64, FMSA_CUDA_BWD_WG_SMEM)
 #define FMSA_CUDA_BWD_WG_INSTANCE(name, BF16, OPT, SMEM)                                          \
     {BF16 ? "fmsa_cuda_bwd_pre_bf16" : "fmsa_cuda_bwd_pre_f16", #name,                            \
      BF16 ? "fmsa_cuda_bwd_post_t_bf16" : "fmsa_cuda_bwd_post_t_f16", BF16, 128, 64, 128, 2,       \

@@ -51,12 +51,20 @@ FMSA_DEV int fmsa_bwd_wg_vis(int i, int ri, int rj, int lo, int hi) {
     return ri > ci && rj > cj && lo >= -c && hi >= c;
 }
 
-/* OPT (cuda_bwd_instances.h, FMSA_CUDA_BWD_WG_VARIANTS): bit 4 stages a
-   warp's dQ in shared memory (the accumulator's tiled layout, 4 KB a warp)
-   and has the copy engine add it with one bulk reduction; timing-only
-   ablations (wrong results): bit 0 takes P = S without the exponential, bit
-   1 leaves dQ out, bit 2 computes dQ without adding it, bit 3 loads Q / dO /
-   lse / D once and reuses them every step */
+/* OPT (cuda_bwd_instances.h, FMSA_CUDA_BWD_WG_VARIANTS): bit 6 issues a
+   step's dQ reductions in the next step, after its proxy fence and barrier
+   (a fence.proxy.async is a CTA memory barrier in SASS: it waits for this
+   thread's reductions in flight); bit 5 issues the next step's loads after
+   the step's second proxy fence instead of at its top; timing-only ablations
+   (wrong results): bit 2 computes dQ without adding it */
+/// A warp's dQ (16 rows x 64 columns, the accumulator fragments) added to
+/// its 8 tiles of the tiled accumulator from `at` (lane * 4 of the first):
+/// one 512-byte vector reduction a warp and tile.
+FMSA_DEV void fmsa_bwd_wg_dq_red(float (&dq)[32], float *at) {
+#pragma unroll
+    for (int j = 0; j < 8; ++j) fmsa_red_add4(at + j * 128, dq[4 * j], dq[4 * j + 1], dq[4 * j + 2], dq[4 * j + 3]);
+}
+
 template <int BF16, int OPT> FMSA_DEV void fmsa_bwd_wg_main(const fmsa_cuda_bwd_params &P) {
     constexpr int D = FMSA_BWD_WG_D, BM = FMSA_BWD_WG_BM, BN = FMSA_BWD_WG_BN;
     constexpr int KV_BYTES = BN * D * 2, QT_BYTES = BM * D * 2; /* one K / V tile, one Q / dO tile */
@@ -69,7 +77,6 @@ template <int BF16, int OPT> FMSA_DEV void fmsa_bwd_wg_main(const fmsa_cuda_bwd_
     const unsigned sdS = sdO + 2 * QT_BYTES;
     unsigned char *gdS = gen + (sdS - base);
     float *sLse = (float *)(gen + (sdS - base) + BN * BM * 2), *sDs = sLse + 2 * BM;
-    float *sStage = sDs + 2 * BM; /* OPT bit 4: [BM / 16][D / 8][128] floats */
 
     const int tid = threadIdx.x, lane = tid & 31, g = lane >> 2, t4 = lane & 3;
     const int wg = tid >> 7, wi = (tid >> 5) & 3; /* warpgroup (64 keys), warp in it (16 keys) */
@@ -145,9 +152,11 @@ template <int BF16, int OPT> FMSA_DEV void fmsa_bwd_wg_main(const fmsa_cuda_bwd_
     const unsigned long long dS_t = fmsa_wg_desc(sdS, BN * 128, 1024);
     const unsigned long long dKc_t = fmsa_wg_desc(sK + wg * (KV_BYTES / 2), BN * 128, 1024);
     const int kr0 = 64 * wg + 16 * wi + g; /* key (in the block) of accumulator rows i & 2 == 0 */
+    float dq[32];
+    float *dq_at = 0; /* OPT bit 6: where the dQ in dq goes, 0 for nowhere */
 
     for (int it = 0; it < niter; ++it) {
-        const int st = (OPT & 8) ? 0 : it & 1, h = cur_h, m0 = cur_m * BM;
+        const int st = it & 1, h = cur_h, m0 = cur_m * BM;
         if (++cur_m == me) {
             cur_m = mb;
             ++cur_h;
@@ -155,8 +164,11 @@ template <int BF16, int OPT> FMSA_DEV void fmsa_bwd_wg_main(const fmsa_cuda_bwd_
         fmsa_cp_async_wait<0>();
         fmsa_fence_proxy_async(); /* cp.async wrote through the generic proxy; wgmma reads async */
         __syncthreads();         /* this step's tiles landed; last step's readers are done */
-        if (!(OPT & 8) && it + 1 < niter) FMSA_BWD_WG_LOAD(st ^ 1, cur_h, cur_m * BM);
-        fmsa_cp_async_commit();
+        if (!(OPT & 32)) {
+            if (it + 1 < niter) FMSA_BWD_WG_LOAD(st ^ 1, cur_h, cur_m * BM);
+            fmsa_cp_async_commit();
+        }
+        if ((OPT & 64) && dq_at) fmsa_bwd_wg_dq_red(dq, dq_at); /* the last step's dQ */
 
         float s[32], dp[32];
         const unsigned qo = (unsigned)(st * QT_BYTES) >> 4;
@@ -199,8 +211,7 @@ template <int BF16, int OPT> FMSA_DEV void fmsa_bwd_wg_main(const fmsa_cuda_bwd_
 #pragma unroll
             for (int e = 0; e < 4; ++e) {
                 const int i = 4 * q8 + e;
-                const float x2 = fmaf(s[i], F.scale_log2, -((e & 1) ? lb : la));
-                const float pe = (OPT & 1) ? x2 : fmsa_ex2(x2);
+                const float pe = fmsa_ex2(fmaf(s[i], F.scale_log2, -((e & 1) ? lb : la)));
                 s[i] = full || fmsa_bwd_wg_vis(i, ri, rj, lo, hi) ? pe : 0.0f;
             }
         }
@@ -228,13 +239,17 @@ template <int BF16, int OPT> FMSA_DEV void fmsa_bwd_wg_main(const fmsa_cuda_bwd_
             }
         /* dS^T [key][query] for dQ: 4-byte pairs, rows kr0 and kr0 + 8 */
 #pragma unroll
-        for (int kk = 0; kk < ((OPT & 2) ? 0 : 4); ++kk) {
+        for (int kk = 0; kk < 4; ++kk) {
             *(unsigned *)(gdS + fmsa_sw128(kr0, 16 * kk + 2 * t4)) = sa[kk][0];
             *(unsigned *)(gdS + fmsa_sw128(kr0 + 8, 16 * kk + 2 * t4)) = sa[kk][1];
             *(unsigned *)(gdS + fmsa_sw128(kr0, 16 * kk + 8 + 2 * t4)) = sa[kk][2];
             *(unsigned *)(gdS + fmsa_sw128(kr0 + 8, 16 * kk + 8 + 2 * t4)) = sa[kk][3];
         }
         fmsa_fence_proxy_async();
+        if (OPT & 32) {
+            if (it + 1 < niter) FMSA_BWD_WG_LOAD(st ^ 1, cur_h, cur_m * BM);
+            fmsa_cp_async_commit();
+        }
 
         /* dV += P^T dO, dK += dS^T Q over this step's 64 queries */
         fmsa_wg_fence();
@@ -245,14 +260,9 @@ template <int BF16, int OPT> FMSA_DEV void fmsa_bwd_wg_main(const fmsa_cuda_bwd_
             fmsa_wg_rs_n128<BF16, 1>(dk, sa[kk], dQ_t + ro, 1);
         }
         fmsa_wg_commit();
-        if (OPT & 2) {
-            fmsa_wg_wait<0>();
-            continue;
-        }
         __syncthreads(); /* both warpgroups' dS^T stored */
 
         /* dQ rows m0.., columns 64 wg.. = dS K over the block's 128 keys */
-        float dq[32];
         fmsa_wg_fence();
 #pragma unroll
         for (int kk = 0; kk < BN / 16; ++kk) {
@@ -268,33 +278,18 @@ template <int BF16, int OPT> FMSA_DEV void fmsa_bwd_wg_main(const fmsa_cuda_bwd_
             fmsa_wg_touch(dv[i]);
             fmsa_wg_touch(dk[i]);
         }
-        /* tile (row / 16, column / 8) of the tiled accumulator, lane * 4 in it:
-           the warp's 8 tiles are 4 KB in a row, at tile (wi, 8 wg) */
-        if ((OPT & 4) || m0 + 16 * wi >= sq) continue;
-        float *at = P.dq_accum + ((long long)(b * F.heads_q + h) * (sq / 16) + m0 / 16 + wi) * (16 * D) +
-                    (8 * wg) * 128;
-        if (OPT & 16) {
-            float *stg = sStage + (wi * (D / 8) + 8 * wg) * 128;
-            if (lane == 0) fmsa_bulk_wait_read(); /* the last step's reduction has read it */
-            __syncwarp();
-#pragma unroll
-            for (int j = 0; j < 8; ++j)
-                *(float4 *)(stg + j * 128 + lane * 4) = make_float4(dq[4 * j], dq[4 * j + 1], dq[4 * j + 2], dq[4 * j + 3]);
-            fmsa_fence_proxy_async();
-            __syncwarp();
-            if (lane == 0) {
-                fmsa_bulk_red_add_f32(at, fmsa_smem_addr(stg), 8 * 128 * 4);
-                fmsa_bulk_commit();
-            }
-        } else {
-#pragma unroll
-            for (int j = 0; j < 8; ++j)
-                fmsa_red_add4(at + j * 128 + lane * 4, dq[4 * j], dq[4 * j + 1], dq[4 * j + 2], dq[4 * j + 3]);
-        }
+        /* tile (row / 16, column / 8) of the tiled accumulator: the warp's 8
+           tiles are 4 KB in a row, at tile (wi, 8 wg) */
+        float *at = (OPT & 4) || m0 + 16 * wi >= sq
+                        ? 0
+                        : P.dq_accum + ((long long)(b * F.heads_q + h) * (sq / 16) + m0 / 16 + wi) * (16 * D) +
+                              (8 * wg) * 128 + lane * 4;
+        if (OPT & 64) dq_at = at;
+        else if (at) fmsa_bwd_wg_dq_red(dq, at);
     }
 #undef FMSA_BWD_WG_LOAD
+    if ((OPT & 64) && dq_at) fmsa_bwd_wg_dq_red(dq, dq_at);
     fmsa_cp_async_wait<0>();
-    if ((OPT & 16) && lane == 0) fmsa_bulk_wait(); /* the staging stays valid until the engine is done */
 
     /* dV, and dK times the softmax scale: element i is key n0 + kr0 + 8 ((i >> 1) & 1), column 8 (i >> 2) + 2 t4 + (i & 1) */
     unsigned short *dVg = (unsigned short *)P.dv, *dKg = (unsigned short *)P.dk;
