@@ -283,17 +283,15 @@ static inline const fmsa_cuda_bwd_instance *fmsa_cuda_bwd_row_instance(
 /// X(name, BF16, OPT, shared memory bytes)
 #define FMSA_CUDA_BWD_WG_SMEM (128 * 128 * 2 * 2 + 4 * 64 * 128 * 2 + 128 * 64 * 2 + 4 * 64 * 4 + 1024)
 #define FMSA_CUDA_BWD_WG_INSTANCES(X)                                  \
-    X(fmsa_cuda_bwd_wg_bf16_d128, 1, 0, FMSA_CUDA_BWD_WG_SMEM)         \
-    X(fmsa_cuda_bwd_wg_f16_d128, 0, 0, FMSA_CUDA_BWD_WG_SMEM)
+    X(fmsa_cuda_bwd_wg_bf16_d128, 1, 64, FMSA_CUDA_BWD_WG_SMEM)        \
+    X(fmsa_cuda_bwd_wg_f16_d128, 0, 64, FMSA_CUDA_BWD_WG_SMEM)
 /// Development variants (bf16), compiled where the kernels are built with
 /// -DFMSA_CUDA_BWD_WG_VARIANTS and run with FLASHMSA_CUDA_WGMMA=o<OPT>: the
-/// the OPT bits of fmsa_cuda_bwd_wg.cu (bit 2 a timing-only ablation).
+/// OPT bits of fmsa_cuda_bwd_wg.cu (o0: the reductions in their own step; o68
+/// a timing-only ablation).
 #define FMSA_CUDA_BWD_WG_VARIANT_LIST(X)                               \
-    X(fmsa_cuda_bwd_wg_bf16_d128_o4, 1, 4, FMSA_CUDA_BWD_WG_SMEM)      \
-    X(fmsa_cuda_bwd_wg_bf16_d128_o32, 1, 32, FMSA_CUDA_BWD_WG_SMEM)    \
-    X(fmsa_cuda_bwd_wg_bf16_d128_o64, 1, 64, FMSA_CUDA_BWD_WG_SMEM)    \
-    X(fmsa_cuda_bwd_wg_bf16_d128_o96, 1, 96, FMSA_CUDA_BWD_WG_SMEM)    \
-    X(fmsa_cuda_bwd_wg_f16_d128_o64, 0, 64, FMSA_CUDA_BWD_WG_SMEM)
+    X(fmsa_cuda_bwd_wg_bf16_d128_o0, 1, 0, FMSA_CUDA_BWD_WG_SMEM)      \
+    X(fmsa_cuda_bwd_wg_bf16_d128_o68, 1, 68, FMSA_CUDA_BWD_WG_SMEM)
 #define FMSA_CUDA_BWD_WG_INSTANCE(name, BF16, OPT, SMEM)                                          \
     {BF16 ? "fmsa_cuda_bwd_pre_bf16" : "fmsa_cuda_bwd_pre_f16", #name,                            \
      BF16 ? "fmsa_cuda_bwd_post_t_bf16" : "fmsa_cuda_bwd_post_t_f16", BF16, 128, 64, 128, 2,       \

@@ -51,12 +51,12 @@ FMSA_DEV int fmsa_bwd_wg_vis(int i, int ri, int rj, int lo, int hi) {
     return ri > ci && rj > cj && lo >= -c && hi >= c;
 }
 
-/* OPT (cuda_bwd_instances.h, FMSA_CUDA_BWD_WG_VARIANTS): bit 6 issues a
-   step's dQ reductions in the next step, after its proxy fence and barrier
-   (a fence.proxy.async is a CTA memory barrier in SASS: it waits for this
-   thread's reductions in flight); bit 5 issues the next step's loads after
-   the step's second proxy fence instead of at its top; timing-only ablations
-   (wrong results): bit 2 computes dQ without adding it */
+/* OPT (cuda_bwd_instances.h): bit 6 (the instances) issues a step's dQ
+   reductions in the next step, after its proxy fence and barrier: a
+   fence.proxy.async is a CTA memory barrier in SASS (MEMBAR.ALL.CTA) and
+   waits for this thread's reductions in flight.  The development variants
+   (FMSA_CUDA_BWD_WG_VARIANTS): OPT 0, the reductions in their own step; bit
+   2, a timing-only ablation (wrong results), dQ computed and not added */
 /// A warp's dQ (16 rows x 64 columns, the accumulator fragments) added to
 /// its 8 tiles of the tiled accumulator from `at` (lane * 4 of the first):
 /// one 512-byte vector reduction a warp and tile.
@@ -164,10 +164,8 @@ template <int BF16, int OPT> FMSA_DEV void fmsa_bwd_wg_main(const fmsa_cuda_bwd_
         fmsa_cp_async_wait<0>();
         fmsa_fence_proxy_async(); /* cp.async wrote through the generic proxy; wgmma reads async */
         __syncthreads();         /* this step's tiles landed; last step's readers are done */
-        if (!(OPT & 32)) {
-            if (it + 1 < niter) FMSA_BWD_WG_LOAD(st ^ 1, cur_h, cur_m * BM);
-            fmsa_cp_async_commit();
-        }
+        if (it + 1 < niter) FMSA_BWD_WG_LOAD(st ^ 1, cur_h, cur_m * BM);
+        fmsa_cp_async_commit();
         if ((OPT & 64) && dq_at) fmsa_bwd_wg_dq_red(dq, dq_at); /* the last step's dQ */
 
         float s[32], dp[32];
@@ -246,10 +244,6 @@ template <int BF16, int OPT> FMSA_DEV void fmsa_bwd_wg_main(const fmsa_cuda_bwd_
             *(unsigned *)(gdS + fmsa_sw128(kr0 + 8, 16 * kk + 8 + 2 * t4)) = sa[kk][3];
         }
         fmsa_fence_proxy_async();
-        if (OPT & 32) {
-            if (it + 1 < niter) FMSA_BWD_WG_LOAD(st ^ 1, cur_h, cur_m * BM);
-            fmsa_cp_async_commit();
-        }
 
         /* dV += P^T dO, dK += dS^T Q over this step's 64 queries */
         fmsa_wg_fence();
