@@ -6,8 +6,9 @@
 #
 #   probe   $WG_DIR/probe (backends/cuda/dev/fmsa_wgmma_probe.cu, built here)
 #   build   the library and tests from $WG_DIR/fatbin (no nvcc on the device)
-#   tests   the backward's grids with the wgmma kernel on (the default), then
-#           test_grid_backward with FLASHMSA_CUDA_WGMMA=0 (the mma.sync rows)
+#   tests   ctest -L cuda matching TESTS_RE (default: the backward's suites) with the
+#           wgmma kernel on (the default), test_grid_backward with FLASHMSA_CUDA_WGMMA=0
+#           (the mma.sync rows), and the grids with FLASHMSA_CUDA_ARCH=sm80
 #   bench   bench/cuda_vs_peers.py, d128 (BENCH_ARGS), with FLASHMSA_CUDA_WGMMA
 #           = 1 then 0, FA2 and cuDNN beside each, each run checked against fp64
 #   runs    flashmsa run (every element against fp64) on d128 shapes, bf16 / fp16, with
@@ -62,12 +63,14 @@ if has runs && ! late runs; then
 fi
 if has tests && ! late tests; then
   t=$SECONDS
-  ctest --test-dir $B -L cuda -R 'backward|edges|features|graph|masked_nan|climb|cuda_host|plan_rows|ring_loopback' \
+  ctest --test-dir $B -L cuda -R "${TESTS_RE:-backward|edges|features|graph|masked_nan|climb|cuda_host|plan_rows|ring_loopback}" \
     --output-on-failure > "$OUT/ctest_wg.log" 2>&1
   echo "== tests rc=$? $((SECONDS - t)) s: $(grep -E 'tests passed|tests failed' "$OUT/ctest_wg.log")"
   grep -E "Failed|FAIL|\*\*\*" "$OUT/ctest_wg.log" | head -20
   FLASHMSA_CUDA_WGMMA=0 ctest --test-dir $B -R 'test_grid_backward_cuda' > "$OUT/ctest_mma.log" 2>&1
   echo "== tests (WGMMA=0) rc=$?"
+  FLASHMSA_CUDA_ARCH=sm80 ctest --test-dir $B -L cuda -R '^test_grid_' > "$OUT/ctest_sm80.log" 2>&1
+  echo "== tests (FLASHMSA_CUDA_ARCH=sm80 grids) rc=$? $(grep -E 'tests passed|tests failed' "$OUT/ctest_sm80.log")"
 fi
 if has racecheck && ! late racecheck; then
   for tool in racecheck memcheck; do
