@@ -5,8 +5,9 @@
  *   rs   C = A B, A [64][64] from registers, B [64][128] MN-major (dV += P^T dO)
  *   sst  C = A B, A stored [128][64] (MN-major), B [128][64 of 128] MN-major
  *        (dQ = dS K with dS^T and K as stored)
- * each in bf16 and f16, with both readings of LBO / SBO for the MN-major
- * operands; values are multiples of 1/4 in [-1, 1], so every product and sum
+ * each in bf16 and f16, and rs with the other reading of LBO / SBO (swap=1,
+ * which fails on the H200: LBO is the distance of the 64-wide chunks; sst's
+ * swap=1 reads past its tile and faults, so it is not run); values are multiples of 1/4 in [-1, 1], so every product and sum
  * is exact in fp32 and the comparison is exact.
  *   nvcc -gencode=arch=compute_90a,code=sm_90a -O2 -I. -o probe backends/cuda/dev/fmsa_wgmma_probe.cu
  */
@@ -184,8 +185,7 @@ int main(void) {
     f += run<1, 1, 1>("rs");
     f += run<0, 1, 0>("rs");
     f += run<1, 2, 0>("sst");
-    f += run<1, 2, 1>("sst");
     f += run<0, 2, 0>("sst");
-    printf("probe: %d of 8 failed (a swap=1 line is the other LBO/SBO reading; one of each pair may fail)\n", f);
+    printf("probe: %d of 7 failed (the swap=1 line is the other LBO/SBO reading and fails; every swap=0 line must pass)\n", f);
     return 0;
 }
