@@ -194,6 +194,7 @@ typedef struct fmsa_cuda_bwd_instance {
     int head_dim_v;                ///< DV of the instance (serves head_dim_v <= DV)
     int own_v;                     ///< 1: serves head_dim_v != head_dim (an _V row)
     int cut_full;                  ///< 1: OPT bit 15 (cut tiles as full ones), for masked problems
+    int wg_opt;                    ///< the Hopper rows (fmsa_cuda_bwd_wg_list): the kernel's OPT bits
 } fmsa_cuda_bwd_instance;
 
 /// Dynamic shared memory of inst's main kernel on a device of compute capability cc_major.
@@ -295,8 +296,7 @@ static inline const fmsa_cuda_bwd_instance *fmsa_cuda_bwd_row_instance(
 #define FMSA_CUDA_BWD_WG_INSTANCE(name, BF16, OPT, SMEM)                                          \
     {BF16 ? "fmsa_cuda_bwd_pre_bf16" : "fmsa_cuda_bwd_pre_f16", #name,                            \
      BF16 ? "fmsa_cuda_bwd_post_t_bf16" : "fmsa_cuda_bwd_post_t_f16", BF16, 128, 64, 128, 2,       \
-     32 * FMSA_CUDA_BWD_WARPS, 32 * FMSA_CUDA_BWD_AUX_WARPS, SMEM, 0, 128, 0, OPT},
-/* (the last field, cut_full, holds OPT here: the mma.sync pick never sees these rows) */
+     32 * FMSA_CUDA_BWD_WARPS, 32 * FMSA_CUDA_BWD_AUX_WARPS, SMEM, 0, 128, 0, 0, OPT},
 static const fmsa_cuda_bwd_instance fmsa_cuda_bwd_wg_list[] = {
     FMSA_CUDA_BWD_WG_INSTANCES(FMSA_CUDA_BWD_WG_INSTANCE) FMSA_CUDA_BWD_WG_VARIANT_LIST(FMSA_CUDA_BWD_WG_INSTANCE)};
 
@@ -320,7 +320,7 @@ static inline const fmsa_cuda_bwd_instance *fmsa_cuda_bwd_wg_for(const fmsa_cuda
         return NULL;
     if (wgmma == 1) return &fmsa_cuda_bwd_wg_list[row->bf16 ? 0 : 1];
     for (size_t i = 2; i < sizeof fmsa_cuda_bwd_wg_list / sizeof fmsa_cuda_bwd_wg_list[0]; ++i)
-        if (fmsa_cuda_bwd_wg_list[i].bf16 == row->bf16 && fmsa_cuda_bwd_wg_list[i].cut_full == wgmma - 2)
+        if (fmsa_cuda_bwd_wg_list[i].bf16 == row->bf16 && fmsa_cuda_bwd_wg_list[i].wg_opt == wgmma - 2)
             return &fmsa_cuda_bwd_wg_list[i];
     return NULL;
 }

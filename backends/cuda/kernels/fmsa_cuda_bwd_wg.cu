@@ -16,7 +16,8 @@
  *                                warpgroups stored once to shared memory, A
  *                                and B read transposed; added to dq_accum by
  *                                one 512-byte vector reduction a warp and n8
- *                                tile (the tiled layout)
+ *                                tile (the tiled layout), issued in the next
+ *                                step after its proxy fence (OPT bit 6)
  * Q, dO, lse and D of the next step load by cp.async during this one (2
  * stages).  Served (cuda_bwd_pick.c): bf16 / f16, head_dim = head_dim_v =
  * 128, no ALiBi, softcap or bit mask (causal and windows are), not varlen,
@@ -34,9 +35,9 @@
 #define FMSA_BWD_WG_BN 128
 
 #if FMSA_WGMMA
-/// Copies 16-byte chunk ch (0..15) of `rows` rows starting at src (row stride
-/// ss elements, row r valid where r < nvalid) into a 128-column swizzled
-/// tile: chunk ch / 8 of 64 columns, position (ch % 8) ^ (r % 8).
+/// Copies 16-byte chunk ch (0..15) of row r from src (zeros where ok is 0;
+/// `any` is a valid address for that case) into a swizzled tile of `rows`
+/// rows of 128 columns: column chunk ch / 8, position (ch % 8) ^ (r % 8).
 FMSA_DEV void fmsa_bwd_wg_row16(unsigned tile, int rows, int r, int ch, const unsigned short *src, int ok,
                                 const unsigned short *any) {
     const unsigned dst = tile + (unsigned)((ch >> 3) * rows * 128 + r * 128 + ((((ch & 7) ^ r) & 7) << 4));
@@ -51,12 +52,6 @@ FMSA_DEV int fmsa_bwd_wg_vis(int i, int ri, int rj, int lo, int hi) {
     return ri > ci && rj > cj && lo >= -c && hi >= c;
 }
 
-/* OPT (cuda_bwd_instances.h): bit 6 (the instances) issues a step's dQ
-   reductions in the next step, after its proxy fence and barrier: a
-   fence.proxy.async is a CTA memory barrier in SASS (MEMBAR.ALL.CTA) and
-   waits for this thread's reductions in flight.  The development variants
-   (FMSA_CUDA_BWD_WG_VARIANTS): OPT 0, the reductions in their own step; bit
-   2, a timing-only ablation (wrong results), dQ computed and not added */
 /// A warp's dQ (16 rows x 64 columns, the accumulator fragments) added to
 /// its 8 tiles of the tiled accumulator from `at` (lane * 4 of the first):
 /// one 512-byte vector reduction a warp and tile.
@@ -65,6 +60,12 @@ FMSA_DEV void fmsa_bwd_wg_dq_red(float (&dq)[32], float *at) {
     for (int j = 0; j < 8; ++j) fmsa_red_add4(at + j * 128, dq[4 * j], dq[4 * j + 1], dq[4 * j + 2], dq[4 * j + 3]);
 }
 
+/* OPT (cuda_bwd_instances.h): bit 6 (the instances) issues a step's dQ
+   reductions in the next step, after its proxy fence and barrier: a
+   fence.proxy.async is a CTA memory barrier in SASS (MEMBAR.ALL.CTA) and
+   waits for this thread's reductions in flight.  The development variants
+   (FMSA_CUDA_BWD_WG_VARIANTS): OPT 0, the reductions in their own step; bit
+   2, a timing-only ablation (wrong results), dQ computed and not added */
 template <int BF16, int OPT> FMSA_DEV void fmsa_bwd_wg_main(const fmsa_cuda_bwd_params &P) {
     constexpr int D = FMSA_BWD_WG_D, BM = FMSA_BWD_WG_BM, BN = FMSA_BWD_WG_BN;
     constexpr int KV_BYTES = BN * D * 2, QT_BYTES = BM * D * 2; /* one K / V tile, one Q / dO tile */
