@@ -208,13 +208,13 @@ static inline size_t fmsa_cuda_bwd_smem(const fmsa_cuda_bwd_instance *inst, int 
     {"fmsa_cuda_bwd_pre_" #dt, FMSA_CUDA_BWD_STR(FMSA_CUDA_BWD_MAIN_SYM(dt, D, BM, BN, WK, ST, OPT)), \
      FMSA_CUDA_BWD_POST_NAME(dt, OPT), BF16, D, BM, BN, ST, 32 * FMSA_CUDA_BWD_WARPS,                 \
      32 * FMSA_CUDA_BWD_AUX_WARPS, FMSA_CUDA_BWD_SMEM(D, BM, BN, ST), FMSA_CUDA_BWD_SMEM_STAGE(D, BM, OPT), \
-     D, 0, ((OPT) & 32768) != 0},
+     D, 0, ((OPT) & 32768) != 0, 0},
 /// A row of FMSA_CUDA_BWD_INSTANCES_V: its own preprocess (D_i over head_dim_v).
 #define FMSA_CUDA_BWD_ROW_V(dt, BF16, D, DV, BM, BN, WK, ST, OPT)                              \
     {"fmsa_cuda_bwd_pre_dv_" #dt, FMSA_CUDA_BWD_STR(FMSA_CUDA_BWD_MAIN_SYM_V(dt, D, DV, BM, BN, WK, ST, OPT)), \
      "fmsa_cuda_bwd_post_" #dt, BF16, D, BM, BN, ST, 32 * FMSA_CUDA_BWD_WARPS,                 \
      32 * FMSA_CUDA_BWD_AUX_WARPS, FMSA_CUDA_BWD_SMEM_V(D, DV, BM, BN, ST),                    \
-     FMSA_CUDA_BWD_SMEM_STAGE(D, BM, OPT), DV, 1, ((OPT) & 32768) != 0},
+     FMSA_CUDA_BWD_SMEM_STAGE(D, BM, OPT), DV, 1, ((OPT) & 32768) != 0, 0},
 
 static const fmsa_cuda_bwd_instance fmsa_cuda_bwd_instance_list[] = {
     FMSA_CUDA_BWD_INSTANCES(FMSA_CUDA_BWD_ROW) FMSA_CUDA_BWD_INSTANCES_V(FMSA_CUDA_BWD_ROW_V)};
