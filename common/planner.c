@@ -165,6 +165,8 @@ static int fmsa_plan_row_applies(const fmsa_tile_row *r, const fmsa_plan_request
     if (r->dtypes == FMSA_PLAN_DTYPES_BF16_MMA &&
         (req->dtype != FMSA_DTYPE_BF16 || !(req->caps & FMSA_PLAN_CAP_BF16_MMA)))
         return 0;
+    if (r->dtypes == FMSA_PLAN_DTYPES_16BIT_WGMMA && (!is16 || !(req->caps & FMSA_PLAN_CAP_WGMMA)))
+        return 0;
     if (r->not_with & req->features) return 0;
     return 1;
 }

@@ -29,6 +29,9 @@ enum {
     /// vdpbf16ps, or their portable twin): opens the FMSA_PLAN_DTYPES_BF16_MMA
     /// rows for bf16 requests
     FMSA_PLAN_CAP_BF16_MMA = 1u << 0,
+    /// Hopper's warpgroup products (CUDA: sm_90a SASS on compute capability
+    /// 9.0) for this request: opens the FMSA_PLAN_DTYPES_16BIT_WGMMA rows
+    FMSA_PLAN_CAP_WGMMA = 1u << 1,
 };
 
 /// fmsa_plan_split.block_m: the backend runs no split kernel for this request.
@@ -124,6 +127,8 @@ typedef enum fmsa_plan_dtypes {
     /// FMSA_PLAN_CAP_BF16_MMA (CPU rows: the working set is costed with bf16
     /// Q / K / V / P and the K tile against L1 at 2 bytes per element)
     FMSA_PLAN_DTYPES_BF16_MMA = 3,
+    /// f16 and bf16 on wgmma kernels, only for requests with FMSA_PLAN_CAP_WGMMA
+    FMSA_PLAN_DTYPES_16BIT_WGMMA = 4,
 } fmsa_plan_dtypes;
 
 /// What a GPU row keeps in on-chip memory besides the K/V stages (bit flags).

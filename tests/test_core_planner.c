@@ -104,6 +104,7 @@ static int applies(const fmsa_tile_row *r, const fmsa_plan_request *q) {
            !(r->dtypes == FMSA_PLAN_DTYPES_F32 && q->dtype != FMSA_DTYPE_F32) &&
            !(r->dtypes == FMSA_PLAN_DTYPES_BF16_MMA &&
              (q->dtype != FMSA_DTYPE_BF16 || !(q->caps & FMSA_PLAN_CAP_BF16_MMA))) &&
+           !(r->dtypes == FMSA_PLAN_DTYPES_16BIT_WGMMA && (!is16 || !(q->caps & FMSA_PLAN_CAP_WGMMA))) &&
            !(r->not_with & q->features);
 }
 
@@ -267,12 +268,18 @@ static void tables_are_well_formed(void **state) {
                         (row->dtypes == FMSA_PLAN_DTYPES_F32));
             assert_true((strstr(row->name, "-b16-") != NULL) ==
                         (row->dtypes == FMSA_PLAN_DTYPES_BF16_MMA));
+            assert_true((strstr(row->name, "-wgmma-") != NULL) ==
+                        (row->dtypes == FMSA_PLAN_DTYPES_16BIT_WGMMA));
             /* bf16-product rows exist on the CPU only, with the instructions'
              * granularity (16 rows of an AMX C tile, k = 32 of tdpbf16ps) */
             assert_true(row->dtypes <= FMSA_PLAN_DTYPES_F32 ||
                         (row->dtypes == FMSA_PLAN_DTYPES_BF16_MMA &&
                          tp[i]->model == FMSA_SRAM_MODEL_CPU && row->block_m % 16 == 0 &&
-                         row->block_n % 32 == 0));
+                         row->block_n % 32 == 0) ||
+                        /* wgmma rows: CUDA only, whole warpgroups of 64-row products */
+                        (row->dtypes == FMSA_PLAN_DTYPES_16BIT_WGMMA &&
+                         tp[i]->backend == FMSA_BACKEND_CUDA && row->warps % 4 == 0 &&
+                         row->block_n % 64 == 0));
             if (row->verified != expected_verified(tp[i]))
                 fail_msg("row %s (%s) says verified %d: %s", row->name, tp[i]->arch, row->verified,
                          expected_verified(tp[i]) ? "its kernel runs in this tree"
@@ -480,7 +487,7 @@ static void sweep_devices(fmsa_device_info *devs, int ndev, sweep_stats *st) {
             for (int k = 0; k < 3; k++)
                 for (int pass = 0; pass < 2; pass++)
                     for (size_t f = 0; f < sizeof feats / sizeof feats[0]; f++)
-                        for (unsigned caps = 0; caps <= FMSA_PLAN_CAP_BF16_MMA; caps++) {
+                        for (unsigned caps = 0; caps <= (FMSA_PLAN_CAP_BF16_MMA | FMSA_PLAN_CAP_WGMMA); caps++) {
                             fmsa_plan_request q = {D, dts[k], (fmsa_pass)pass, feats[f], 1, 8192, 32, caps};
                             check_one(&devs[i], &q, st);
                         }

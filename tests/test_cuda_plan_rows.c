@@ -104,10 +104,11 @@ static void rows_and_instances_are_one_to_one(void **state) {
         }
         if (hits != 1) fail_msg("forward instance %s has %d rows", fi[i].name, hits);
     }
-    for (i = 0; i < FMSA_CUDA_BWD_NUM_INSTANCES + FMSA_CUDA_BWD_F32_NUM; ++i) {
-        const fmsa_cuda_bwd_instance *c = i < FMSA_CUDA_BWD_NUM_INSTANCES
-                                              ? &fmsa_cuda_bwd_instance_list[i]
-                                              : &fmsa_cuda_bwd_f32_list[i - FMSA_CUDA_BWD_NUM_INSTANCES];
+    for (i = 0; i < FMSA_CUDA_BWD_NUM_INSTANCES + FMSA_CUDA_BWD_WG_NUM + FMSA_CUDA_BWD_F32_NUM; ++i) {
+        const int j = i - FMSA_CUDA_BWD_NUM_INSTANCES;
+        const fmsa_cuda_bwd_instance *c = j < 0                      ? &fmsa_cuda_bwd_instance_list[i]
+                                          : j < FMSA_CUDA_BWD_WG_NUM ? &fmsa_cuda_bwd_wg_list[j]
+                                                                     : &fmsa_cuda_bwd_f32_list[j - FMSA_CUDA_BWD_WG_NUM];
         const fmsa_dtype dt = c->bf16 < 0 ? FMSA_DTYPE_F32 : c->bf16 ? FMSA_DTYPE_BF16 : FMSA_DTYPE_F16;
         hits = 0;
         for (r = 0; r < t->num_rows; ++r)
@@ -126,16 +127,21 @@ static const struct {
 } devices[] = {{"sm90", 227 * KIB, 9}, {"sm80", 163 * KIB, 8}, {"sm86", 99 * KIB, 8},
                {"sm80", 0, 8}};
 
-static int plan_row(const fmsa_device_info *d, fmsa_pass pass, fmsa_dtype dt, unsigned feat,
-                    int D, int Dv, const fmsa_tile_row **row) {
+static int plan_row_caps(const fmsa_device_info *d, fmsa_pass pass, fmsa_dtype dt, unsigned feat,
+                         int D, int Dv, unsigned caps, const fmsa_tile_row **row) {
     fmsa_plan_request q;
     fmsa_tile_plan p;
     memset(&q, 0, sizeof q);
-    q.head_dim = D, q.head_dim_v = Dv, q.dtype = dt, q.pass = pass, q.features = feat;
+    q.head_dim = D, q.head_dim_v = Dv, q.dtype = dt, q.pass = pass, q.features = feat, q.caps = caps;
     q.seqlen_q = q.seqlen_k = 4096, q.batch_heads = 64;
     if (fmsa_plan_tiles(d, &q, &p) != FMSA_SUCCESS) return 0;
     *row = p.row;
     return 1;
+}
+
+static int plan_row(const fmsa_device_info *d, fmsa_pass pass, fmsa_dtype dt, unsigned feat,
+                    int D, int Dv, const fmsa_tile_row **row) {
+    return plan_row_caps(d, pass, dt, feat, D, Dv, 0u, row);
 }
 
 /* The forward: the planned row's instance is fmsa_cuda_fwd_select's, except
@@ -212,59 +218,68 @@ static void backward_plan_is_the_instance_rule(void **state) {
     assert_true(agree > 10000);
 }
 
-/* The Hopper (wgmma) backward takes over from exactly the d128 m64 n128
- * 2-stage row, keeps its launch geometry and workspace (the same preprocess
- * and tiled-accumulator postprocess), and serves only the passes its kernel
- * implements: each excluded feature alone sends the pass back to the row. */
-static void hopper_backward_serves_exactly_its_passes(void **state) {
+/* The Hopper (wgmma) backward: the planner's W16 row, taken only with
+ * FMSA_PLAN_CAP_WGMMA and none of its not_with features, ahead of the d128
+ * mma.sync row whose geometry and workspace its instances keep; the cap is
+ * asked only for the passes the kernel serves beyond those features
+ * (fmsa_cuda_bwd_wg_serves), each exclusion alone withholding it. */
+static void hopper_backward_is_the_wgmma_row_where_it_serves(void **state) {
     const fmsa_dtype dts[2] = {FMSA_DTYPE_BF16, FMSA_DTYPE_F16};
+    const unsigned not_with[5] = {FMSA_FEAT_SOFTCAP, FMSA_FEAT_ALIBI, FMSA_FEAT_MASK, FMSA_FEAT_VARLEN,
+                                  FMSA_FEAT_PAGED};
+    const fmsa_device_info d = cuda_dev("sm90", 227 * KIB);
     (void)state;
     for (int t = 0; t < 2; ++t) {
-        const fmsa_cuda_bwd_instance *row = fmsa_cuda_bwd_select(dts[t], 128, 128, 227 * KIB, 9);
-        const fmsa_cuda_bwd_instance *a100 = fmsa_cuda_bwd_select(dts[t], 128, 128, 163 * KIB, 8);
+        const fmsa_cuda_bwd_instance *mma = fmsa_cuda_bwd_select(dts[t], 128, 128, 227 * KIB, 9);
+        const fmsa_tile_row *row = NULL;
         const fmsa_cuda_bwd_instance *wg;
         fmsa_cuda_bwd_params p, q;
-        float f = 1.0f;
-        unsigned char m = 1;
-        int cu[2] = {0, 1};
-        assert_non_null(row);
+        assert_non_null(mma);
+        assert_true(plan_row_caps(&d, FMSA_PASS_BACKWARD, dts[t], FMSA_FEAT_CAUSAL, 128, 128,
+                                  FMSA_PLAN_CAP_WGMMA, &row));
+        assert_string_equal(row->name, "cuda-bwd-d128-wgmma-64x128-p2");
+        wg = bwd_row_instance(row, dts[t], 9, 1);
+        assert_non_null(wg);
+        assert_ptr_equal(wg, &fmsa_cuda_bwd_wg_list[dts[t] == FMSA_DTYPE_BF16 ? 0 : 1]);
+        assert_ptr_equal(fmsa_cuda_bwd_wg_variant(wg, 1), wg);
+        assert_int_equal(wg->bf16, mma->bf16);
+        assert_int_equal(wg->head_dim, mma->head_dim), assert_int_equal(wg->head_dim_v, mma->head_dim_v);
+        assert_int_equal(wg->block_m, mma->block_m), assert_int_equal(wg->block_n, mma->block_n);
+        assert_int_equal(wg->stages, mma->stages), assert_int_equal(wg->threads_main, mma->threads_main);
+        assert_int_equal(wg->threads_aux, mma->threads_aux);
+        assert_string_equal(wg->pre, mma->pre);
+        assert_string_equal(wg->post, mma->post); /* the tiled accumulator's postprocess */
+        assert_true(strstr(wg->post, "post_t_") != NULL);
+        assert_true(fmsa_cuda_bwd_smem(wg, 9) <= 227 * KIB);
+        /* the planner: without the cap, or with a feature of not_with, the mma.sync row */
+        assert_true(plan_row_caps(&d, FMSA_PASS_BACKWARD, dts[t], FMSA_FEAT_CAUSAL, 128, 128, 0u, &row));
+        assert_ptr_equal(bwd_row_instance(row, dts[t], 9, 1), mma);
+        for (int f = 0; f < 5; ++f) {
+            assert_true(plan_row_caps(&d, FMSA_PASS_BACKWARD, dts[t], not_with[f], 128, 128,
+                                      FMSA_PLAN_CAP_WGMMA, &row));
+            if (strstr(row->name, "wgmma")) fail_msg("dt %d: feature %u takes %s", (int)dts[t], not_with[f], row->name);
+        }
+        /* the cap: asked for the base pass, withheld for each exclusion */
         memset(&p, 0, sizeof p);
         p.fwd.head_dim = p.fwd.head_dim_v = 128;
         p.fwd.batch = 2, p.fwd.seqlen_q = p.fwd.total_q = 1024, p.fwd.seqlen_k = p.fwd.total_k = 1000;
         p.fwd.heads_q = 8, p.fwd.heads_kv = 2;
         p.fwd.window_left = 100, p.fwd.window_right = 0;
-        wg = fmsa_cuda_bwd_wg_for(&p, row, 1);
-        assert_non_null(wg);
-        assert_int_equal(wg->bf16, row->bf16);
-        assert_int_equal(wg->head_dim, row->head_dim), assert_int_equal(wg->head_dim_v, row->head_dim_v);
-        assert_int_equal(wg->block_m, row->block_m), assert_int_equal(wg->block_n, row->block_n);
-        assert_int_equal(wg->stages, row->stages), assert_int_equal(wg->threads_main, row->threads_main);
-        assert_int_equal(wg->threads_aux, row->threads_aux);
-        assert_string_equal(wg->pre, row->pre);
-        assert_string_equal(wg->post, row->post); /* the tiled accumulator's postprocess */
-        assert_true(strstr(wg->post, "post_t_") != NULL);
-        assert_true(fmsa_cuda_bwd_smem(wg, 9) <= 227 * KIB);
-        assert_null(fmsa_cuda_bwd_wg_for(&p, row, 0));
-        assert_null(fmsa_cuda_bwd_wg_for(&p, a100, 1)); /* the 1-stage row stays mma.sync */
-#define EXCLUDES(change)                                        \
-    do {                                                        \
-        q = p;                                                  \
-        change;                                                 \
-        if (fmsa_cuda_bwd_wg_for(&q, row, 1))                   \
-            fail_msg("dt %d: served with %s", (int)dts[t], #change); \
+        assert_true(fmsa_cuda_bwd_wg_serves(&p, 1));
+        assert_false(fmsa_cuda_bwd_wg_serves(&p, 0));
+#define WITHHOLDS(change)                                                                     \
+    do {                                                                                      \
+        q = p;                                                                                \
+        change;                                                                               \
+        if (fmsa_cuda_bwd_wg_serves(&q, 1)) fail_msg("dt %d: cap asked with %s", (int)dts[t], #change); \
     } while (0)
-        EXCLUDES(q.fwd.alibi = &f);
-        EXCLUDES(q.fwd.mask = &m);
-        EXCLUDES(q.fwd.softcap = 30.0f);
-        EXCLUDES((q.fwd.is_varlen = 1, q.fwd.cu_seqlens_q = cu));
-        EXCLUDES(q.fwd.is_paged = 1);
-        EXCLUDES(q.fwd.has_seqused_k = 1);
-        EXCLUDES(q.deterministic = 1);
-        EXCLUDES(q.fwd.seqlen_q = q.fwd.total_q = 1000);
-        EXCLUDES(q.fwd.total_q = 2048);
-        EXCLUDES(q.fwd.head_dim = q.fwd.head_dim_v = 120);
-        EXCLUDES(q.fwd.head_dim_v = 64);
-#undef EXCLUDES
+        WITHHOLDS(q.deterministic = 1);
+        WITHHOLDS(q.fwd.has_seqused_k = 1);
+        WITHHOLDS(q.fwd.seqlen_q = q.fwd.total_q = 1000);
+        WITHHOLDS(q.fwd.total_q = 2048);
+        WITHHOLDS(q.fwd.head_dim = q.fwd.head_dim_v = 120);
+        WITHHOLDS(q.fwd.head_dim_v = 64);
+#undef WITHHOLDS
     }
 }
 
@@ -273,7 +288,7 @@ int main(void) {
         cmocka_unit_test(rows_and_instances_are_one_to_one),
         cmocka_unit_test(forward_plan_is_the_instance_rule),
         cmocka_unit_test(backward_plan_is_the_instance_rule),
-        cmocka_unit_test(hopper_backward_serves_exactly_its_passes),
+        cmocka_unit_test(hopper_backward_is_the_wgmma_row_where_it_serves),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

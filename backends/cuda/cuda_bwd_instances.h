@@ -248,6 +248,58 @@ static inline const fmsa_cuda_bwd_instance *fmsa_cuda_bwd_select(fmsa_dtype dtyp
     return best;
 }
 
+/// The Hopper main kernels (fmsa_cuda_bwd_wg.cu, wgmma, sm_90a only), the
+/// instances of the planner's W16 row: the grid, workspace, preprocess and
+/// tiled-accumulator postprocess of the d128 m64 n128 2-stage mma.sync row.
+/// Shared memory: K, V, 2 x Q, 2 x dO, dS^T in 1024-byte aligned swizzled
+/// tiles, lse and D, and 1024 bytes to align the base.
+/// X(name, BF16, OPT, shared memory bytes)
+#define FMSA_CUDA_BWD_WG_SMEM (128 * 128 * 2 * 2 + 4 * 64 * 128 * 2 + 128 * 64 * 2 + 4 * 64 * 4 + 1024)
+#define FMSA_CUDA_BWD_WG_INSTANCES(X)                                  \
+    X(fmsa_cuda_bwd_wg_bf16_d128, 1, 64, FMSA_CUDA_BWD_WG_SMEM)        \
+    X(fmsa_cuda_bwd_wg_f16_d128, 0, 64, FMSA_CUDA_BWD_WG_SMEM)
+/// Development variants (bf16), compiled where the kernels are built with
+/// -DFMSA_CUDA_BWD_WG_VARIANTS and run with FLASHMSA_CUDA_WGMMA=o<OPT> in
+/// place of the instance: the OPT bits of fmsa_cuda_bwd_wg.cu (o0: the
+/// reductions in their own step; o68 a timing-only ablation).
+#define FMSA_CUDA_BWD_WG_VARIANT_LIST(X)                               \
+    X(fmsa_cuda_bwd_wg_bf16_d128_o0, 1, 0, FMSA_CUDA_BWD_WG_SMEM)      \
+    X(fmsa_cuda_bwd_wg_bf16_d128_o68, 1, 68, FMSA_CUDA_BWD_WG_SMEM)
+#define FMSA_CUDA_BWD_WG_INSTANCE(name, BF16, OPT, SMEM)                                          \
+    {BF16 ? "fmsa_cuda_bwd_pre_bf16" : "fmsa_cuda_bwd_pre_f16", #name,                            \
+     BF16 ? "fmsa_cuda_bwd_post_t_bf16" : "fmsa_cuda_bwd_post_t_f16", BF16, 128, 64, 128, 2,       \
+     32 * FMSA_CUDA_BWD_WARPS, 32 * FMSA_CUDA_BWD_AUX_WARPS, SMEM, 0, 128, 0, 0, OPT},
+static const fmsa_cuda_bwd_instance fmsa_cuda_bwd_wg_list[] = {
+    FMSA_CUDA_BWD_WG_INSTANCES(FMSA_CUDA_BWD_WG_INSTANCE)};
+static const fmsa_cuda_bwd_instance fmsa_cuda_bwd_wg_variants[] = {
+    FMSA_CUDA_BWD_WG_VARIANT_LIST(FMSA_CUDA_BWD_WG_INSTANCE)};
+#define FMSA_CUDA_BWD_WG_NUM ((int)(sizeof fmsa_cuda_bwd_wg_list / sizeof fmsa_cuda_bwd_wg_list[0]))
+
+/// 1 where the device runs the Hopper kernels (wgmma != 0: cuda_device.c)
+/// and the pass p is within what they serve beyond the planner's feature
+/// bits (the W16 row's not_with): head_dim = head_dim_v = 128 exactly (the
+/// row's bucket reaches down to 104), not the deterministic mode, whole
+/// 16-row query groups (the tiled dQ accumulator), no seqused_k.  The pick
+/// then asks the planner with FMSA_PLAN_CAP_WGMMA, else without it.
+static inline int fmsa_cuda_bwd_wg_serves(const fmsa_cuda_bwd_params *p, int wgmma) {
+    const fmsa_cuda_fwd_params *f = &p->fwd;
+    return wgmma && f->head_dim == 128 && f->head_dim_v == 128 && !p->deterministic &&
+           f->seqlen_q % 16 == 0 && f->total_q == f->seqlen_q && !f->has_seqused_k;
+}
+
+/// The instance inst runs as, on a device whose wgmma setting is wgmma:
+/// inst itself, or for a Hopper instance with 2 + N (FLASHMSA_CUDA_WGMMA=oN)
+/// development variant N of its dtype (NULL where the list has none).
+static inline const fmsa_cuda_bwd_instance *fmsa_cuda_bwd_wg_variant(const fmsa_cuda_bwd_instance *inst,
+                                                                     int wgmma) {
+    if (wgmma < 2 || inst < fmsa_cuda_bwd_wg_list || inst >= fmsa_cuda_bwd_wg_list + FMSA_CUDA_BWD_WG_NUM)
+        return inst;
+    for (size_t i = 0; i < sizeof fmsa_cuda_bwd_wg_variants / sizeof fmsa_cuda_bwd_wg_variants[0]; ++i)
+        if (fmsa_cuda_bwd_wg_variants[i].bf16 == inst->bf16 && fmsa_cuda_bwd_wg_variants[i].wg_opt == wgmma - 2)
+            return &fmsa_cuda_bwd_wg_variants[i];
+    return NULL;
+}
+
 /// The 16-bit instance of a planner row (common/plan_tables/cuda_mma.c) for
 /// dtype: the same dims (head_dim_v FMSA_PLAN_DV_SAME, -1: a square row),
 /// tile, stages and shared memory on a device of compute capability
@@ -263,8 +315,10 @@ static inline const fmsa_cuda_bwd_instance *fmsa_cuda_bwd_row_instance(
     if (dtype == FMSA_DTYPE_BF16) bf16 = 1;
     else if (dtype == FMSA_DTYPE_F16) bf16 = 0;
     else return NULL;
-    for (int i = 0; i < FMSA_CUDA_BWD_NUM_INSTANCES; ++i) {
-        const fmsa_cuda_bwd_instance *c = &fmsa_cuda_bwd_instance_list[i];
+    for (int i = 0; i < FMSA_CUDA_BWD_NUM_INSTANCES + FMSA_CUDA_BWD_WG_NUM; ++i) {
+        const fmsa_cuda_bwd_instance *c = i < FMSA_CUDA_BWD_NUM_INSTANCES
+                                              ? &fmsa_cuda_bwd_instance_list[i]
+                                              : &fmsa_cuda_bwd_wg_list[i - FMSA_CUDA_BWD_NUM_INSTANCES];
         if (c->bf16 == bf16 && c->head_dim == head_dim &&
             (c->own_v ? c->head_dim_v == head_dim_v : head_dim_v < 0) &&
             c->block_m == block_m && c->block_n == block_n && c->stages == stages &&
@@ -274,55 +328,6 @@ static inline const fmsa_cuda_bwd_instance *fmsa_cuda_bwd_row_instance(
         }
     }
     return first;
-}
-
-/// The Hopper main kernels (fmsa_cuda_bwd_wg.cu, wgmma, sm_90a only): each
-/// replaces the main kernel of the d128 m64 n128 2-stage row (the same grid,
-/// workspace, preprocess and tiled-accumulator postprocess) where it serves
-/// the problem.  Shared memory: K, V, 2 x Q, 2 x dO, dS^T in 1024-byte
-/// aligned swizzled tiles, lse and D, and 1024 bytes to align the base.
-/// X(name, BF16, OPT, shared memory bytes)
-#define FMSA_CUDA_BWD_WG_SMEM (128 * 128 * 2 * 2 + 4 * 64 * 128 * 2 + 128 * 64 * 2 + 4 * 64 * 4 + 1024)
-#define FMSA_CUDA_BWD_WG_INSTANCES(X)                                  \
-    X(fmsa_cuda_bwd_wg_bf16_d128, 1, 64, FMSA_CUDA_BWD_WG_SMEM)        \
-    X(fmsa_cuda_bwd_wg_f16_d128, 0, 64, FMSA_CUDA_BWD_WG_SMEM)
-/// Development variants (bf16), compiled where the kernels are built with
-/// -DFMSA_CUDA_BWD_WG_VARIANTS and run with FLASHMSA_CUDA_WGMMA=o<OPT>: the
-/// OPT bits of fmsa_cuda_bwd_wg.cu (o0: the reductions in their own step; o68
-/// a timing-only ablation).
-#define FMSA_CUDA_BWD_WG_VARIANT_LIST(X)                               \
-    X(fmsa_cuda_bwd_wg_bf16_d128_o0, 1, 0, FMSA_CUDA_BWD_WG_SMEM)      \
-    X(fmsa_cuda_bwd_wg_bf16_d128_o68, 1, 68, FMSA_CUDA_BWD_WG_SMEM)
-#define FMSA_CUDA_BWD_WG_INSTANCE(name, BF16, OPT, SMEM)                                          \
-    {BF16 ? "fmsa_cuda_bwd_pre_bf16" : "fmsa_cuda_bwd_pre_f16", #name,                            \
-     BF16 ? "fmsa_cuda_bwd_post_t_bf16" : "fmsa_cuda_bwd_post_t_f16", BF16, 128, 64, 128, 2,       \
-     32 * FMSA_CUDA_BWD_WARPS, 32 * FMSA_CUDA_BWD_AUX_WARPS, SMEM, 0, 128, 0, 0, OPT},
-static const fmsa_cuda_bwd_instance fmsa_cuda_bwd_wg_list[] = {
-    FMSA_CUDA_BWD_WG_INSTANCES(FMSA_CUDA_BWD_WG_INSTANCE) FMSA_CUDA_BWD_WG_VARIANT_LIST(FMSA_CUDA_BWD_WG_INSTANCE)};
-
-/// The Hopper kernel that takes over from row (the planner's pick) for the
-/// pass p, or NULL: row is the d128 m64 n128 2-stage row, head_dim =
-/// head_dim_v = 128, no ALiBi, softcap, bit mask, varlen, paging or
-/// deterministic mode, whole 16-row query groups (the tiled dQ accumulator),
-/// and the device allows it (wgmma: compute capability 9.0 with the build's
-/// sm_90a code; the caller says: 0 none, 1 the instance, 2 + OPT a
-/// development variant).
-static inline const fmsa_cuda_bwd_instance *fmsa_cuda_bwd_wg_for(const fmsa_cuda_bwd_params *p,
-                                                                 const fmsa_cuda_bwd_instance *row,
-                                                                 int wgmma) {
-    const fmsa_cuda_fwd_params *f = &p->fwd;
-    if (!wgmma || !row || row->own_v || row->head_dim != 128 || row->block_m != 64 ||
-        row->block_n != 128 || row->stages != 2)
-        return NULL;
-    if (f->head_dim != 128 || f->head_dim_v != 128 || f->alibi || f->mask || f->softcap > 0.0f ||
-        f->is_varlen || f->is_paged || f->has_seqused_k || p->deterministic || f->seqlen_q % 16 ||
-        f->total_q != f->seqlen_q)
-        return NULL;
-    if (wgmma == 1) return &fmsa_cuda_bwd_wg_list[row->bf16 ? 0 : 1];
-    for (size_t i = 2; i < sizeof fmsa_cuda_bwd_wg_list / sizeof fmsa_cuda_bwd_wg_list[0]; ++i)
-        if (fmsa_cuda_bwd_wg_list[i].bf16 == row->bf16 && fmsa_cuda_bwd_wg_list[i].wg_opt == wgmma - 2)
-            return &fmsa_cuda_bwd_wg_list[i];
-    return NULL;
 }
 
 typedef struct fmsa_cuda_bwd_plan {

@@ -41,7 +41,11 @@ fmsa_status fmsa_cuda_bwd_pick(const fmsa_cuda_device *dev, const fmsa_problem *
                          "bf16/f16 go to %d / %d)",
                          (long long)p->head_dim, (long long)p->head_dim_v,
                          FMSA_CUDA_BWD_F32_MAX_DIM, FMSA_CUDA_BWD_MAX_DIM, FMSA_CUDA_BWD_MAX_DIM_V);
-    fmsa_plan_request_from_problem(p, 0u, &req);
+    /* device addresses as they will be passed (alignment), no workspace yet */
+    fmsa_cuda_bwd_params_fill(p, plan, 0, 0, &bp);
+    /* Hopper: the planner may take the wgmma row where the pass is one it serves */
+    fmsa_plan_request_from_problem(p, fmsa_cuda_bwd_wg_serves(&bp, dev->wgmma) ? FMSA_PLAN_CAP_WGMMA : 0u,
+                                   &req);
     inst = NULL;
     if (fmsa_plan_tiles(&dev->info, &req, &tiles) == FMSA_SUCCESS) {
         inst = fmsa_cuda_bwd_instance_of(p->dtype, tiles.row->max_head_dim,
@@ -51,6 +55,13 @@ fmsa_status fmsa_cuda_bwd_pick(const fmsa_cuda_device *dev, const fmsa_problem *
         if (!inst)
             return fmsa_fail(FMSA_ERR_INTERNAL,
                              "cuda (backward): plan row %s has no compiled instance",
+                             tiles.table_row);
+        /* FLASHMSA_CUDA_WGMMA=o<N>: a development variant of the Hopper instance */
+        inst = fmsa_cuda_bwd_wg_variant(inst, dev->wgmma);
+        if (!inst)
+            return fmsa_fail(FMSA_ERR_NOT_SUPPORTED,
+                             "cuda (backward): FLASHMSA_CUDA_WGMMA names no development variant of "
+                             "row %s (cuda_bwd_instances.h lists them)",
                              tiles.table_row);
     }
     /* no row fits this device's shared memory: the hardware's limit, said in
@@ -62,8 +73,6 @@ fmsa_status fmsa_cuda_bwd_pick(const fmsa_cuda_device *dev, const fmsa_problem *
                          "above 256 only sm_90's opt-in 227 KiB fits)",
                          (long long)p->head_dim, (long long)p->head_dim_v, dev->info.arch,
                          smem_max);
-    /* device addresses as they will be passed (alignment), no workspace yet */
-    fmsa_cuda_bwd_params_fill(p, plan, 0, 0, &bp);
     if (fmsa_cuda_bwd_plan_make(&bp, inst, &bplan) != 0)
         return fmsa_fail(FMSA_ERR_NOT_SUPPORTED,
                          "cuda (backward): no instance for dtype %d, head_dim %lld, head_dim_v %lld "
@@ -72,12 +81,6 @@ fmsa_status fmsa_cuda_bwd_pick(const fmsa_cuda_device *dev, const fmsa_problem *
                          "only sm_90's opt-in 227 KiB fits)",
                          (int)p->dtype, (long long)p->head_dim, (long long)p->head_dim_v,
                          dev->info.arch, FMSA_CUDA_BWD_MAX_DIM, FMSA_CUDA_BWD_MAX_DIM_V, smem_max);
-    {
-        /* Hopper: the wgmma kernel of the row, where it serves the pass (the
-         * same grid and workspace, so the plan above stands) */
-        const fmsa_cuda_bwd_instance *wg = fmsa_cuda_bwd_wg_for(&bp, inst, dev->wgmma);
-        if (wg) inst = bplan.inst = wg;
-    }
     plan->instance = inst->main;
     plan->launches = bplan.dsink ? 4 : 3;
     plan->launch[0].kernel = inst->pre;

@@ -15,14 +15,19 @@
  * kernel while a FAST one fits.  sram_bytes is the kernel's own dynamic
  * shared memory (its padded rows and extras), not the GPU model's estimate.
  * Warps: the forward splits block_m rows over them (16 or 32 rows a warp; two
- * warps share rows above 256), the backward always runs 8.  Part 2's wgmma
- * rows for sm90 (FlashAttention-3's shapes, ../shared/notes/) will go in an
- * sm90 table of their own, ahead of these.
+ * warps share rows above 256), the backward always runs 8.  W16 rows are
+ * Hopper's wgmma kernels: only requests whose backend passes
+ * FMSA_PLAN_CAP_WGMMA take them (CUDA: sm_90a SASS on compute capability 9.0,
+ * and the pass within what the kernel serves beyond these feature bits,
+ * cuda_bwd_instances.h), so they sit ahead of the mma.sync rows of their
+ * head dim; the sm80 key never gets the capability.
  */
 #include "common/plan_tables/plan_tables.h"
 
 #define FAST (FMSA_FEAT_SOFTCAP | FMSA_FEAT_ALIBI | FMSA_FEAT_MASK | FMSA_FEAT_PAGED)
 #define SAME FMSA_PLAN_DV_SAME
+/* what the wgmma backward does not serve of the planner's features */
+#define WGX (FMSA_FEAT_SOFTCAP | FMSA_FEAT_ALIBI | FMSA_FEAT_MASK | FMSA_FEAT_VARLEN | FMSA_FEAT_PAGED)
 
 static const fmsa_tile_row fmsa_rows_cuda_mma[] = {
 /*   name                                   pass maxD dt   not_with Br   Bc st w sram run  maxDv  bytes */
@@ -55,6 +60,7 @@ static const fmsa_tile_row fmsa_rows_cuda_mma[] = {
     {"cuda-bwd-d64-128x128-p2",             BWD,  64, H16, 0   , 128, 128, 2, 8, 0, RUN, SAME, 182400},
     {"cuda-bwd-d64-64x128-p2",              BWD,  64, H16, 0   ,  64, 128, 2, 8, 0, RUN, SAME, 111744},
     {"cuda-bwd-d96-64x128-p2",              BWD,  96, H16, 0   ,  64, 128, 2, 8, 0, RUN, SAME, 144512},
+    {"cuda-bwd-d128-wgmma-64x128-p2",       BWD, 128, W16, WGX ,  64, 128, 2, 8, 0, RUN, SAME, 149504},
     {"cuda-bwd-d128-64x128-p2",             BWD, 128, H16, 0   ,  64, 128, 2, 8, 0, RUN, SAME, 177280},
     {"cuda-bwd-d128-64x128-p1",             BWD, 128, H16, 0   ,  64, 128, 1, 8, 0, RUN, SAME, 141952},
     {"cuda-bwd-d192-v128-64x64-p2",         BWD, 192, H16, 0   ,  64,  64, 2, 8, 0, RUN,  128, 148608},
