@@ -60,6 +60,19 @@ FMSA_DEV void fmsa_bwd_wg_dq_red(float (&dq)[32], float *at) {
     for (int j = 0; j < 8; ++j) fmsa_red_add4(at + j * 128, dq[4 * j], dq[4 * j + 1], dq[4 * j + 2], dq[4 * j + 3]);
 }
 
+/// acc = A B^T over the head dim (S^T = K Q^T, dP^T = V dO^T): A = 64 key
+/// rows of a 128-key tile, B = a 64-row query tile, both K-major in two
+/// 64-column chunks (descriptors of their first k16 step).
+template <int BF16>
+FMSA_DEV void fmsa_bwd_wg_st(float (&acc)[32], unsigned long long da, unsigned long long db) {
+#pragma unroll
+    for (int kk = 0; kk < FMSA_BWD_WG_D / 16; ++kk) {
+        const unsigned ao = (unsigned)((kk >> 2) * FMSA_BWD_WG_BN * 128 + (kk & 3) * 32) >> 4;
+        const unsigned bo = (unsigned)((kk >> 2) * FMSA_BWD_WG_BM * 128 + (kk & 3) * 32) >> 4;
+        fmsa_wg_ss_n64<BF16, 0, 0>(acc, da + ao, db + bo, kk > 0);
+    }
+}
+
 /* OPT (cuda_bwd_instances.h): bit 6 (the instances) issues a step's dQ
    reductions in the next step, after its proxy fence and barrier: a
    fence.proxy.async is a CTA memory barrier in SASS (MEMBAR.ALL.CTA) and
@@ -172,19 +185,9 @@ template <int BF16, int OPT> FMSA_DEV void fmsa_bwd_wg_main(const fmsa_cuda_bwd_
         float s[32], dp[32];
         const unsigned qo = (unsigned)(st * QT_BYTES) >> 4;
         fmsa_wg_fence();
-#pragma unroll
-        for (int kk = 0; kk < D / 16; ++kk) {
-            const unsigned ko = (unsigned)((kk >> 2) * BN * 128 + (kk & 3) * 32) >> 4;
-            const unsigned qk = (unsigned)((kk >> 2) * BM * 128 + (kk & 3) * 32) >> 4;
-            fmsa_wg_ss_n64<BF16, 0, 0>(s, dK_k + ko, dQ_k + qo + qk, kk > 0);
-        }
+        fmsa_bwd_wg_st<BF16>(s, dK_k, dQ_k + qo);
         fmsa_wg_commit();
-#pragma unroll
-        for (int kk = 0; kk < D / 16; ++kk) {
-            const unsigned ko = (unsigned)((kk >> 2) * BN * 128 + (kk & 3) * 32) >> 4;
-            const unsigned qk = (unsigned)((kk >> 2) * BM * 128 + (kk & 3) * 32) >> 4;
-            fmsa_wg_ss_n64<BF16, 0, 0>(dp, dV_k + ko, dO_k + qo + qk, kk > 0);
-        }
+        fmsa_bwd_wg_st<BF16>(dp, dV_k, dO_k + qo);
         fmsa_wg_commit();
 
         /* element i: key n0 + kr0 + 8 ((i >> 1) & 1), query m0 + 8 (i >> 2) + 2 t4 + (i & 1) */
