@@ -292,8 +292,9 @@ static inline int fmsa_cuda_bwd_wg_serves(const fmsa_cuda_bwd_params *p, int wgm
 /// development variant N of its dtype (NULL where the list has none).
 static inline const fmsa_cuda_bwd_instance *fmsa_cuda_bwd_wg_variant(const fmsa_cuda_bwd_instance *inst,
                                                                      int wgmma) {
-    if (wgmma < 2 || inst < fmsa_cuda_bwd_wg_list || inst >= fmsa_cuda_bwd_wg_list + FMSA_CUDA_BWD_WG_NUM)
-        return inst;
+    int hopper = 0;
+    for (int i = 0; i < FMSA_CUDA_BWD_WG_NUM; ++i) hopper |= inst == &fmsa_cuda_bwd_wg_list[i];
+    if (wgmma < 2 || !hopper) return inst;
     for (size_t i = 0; i < sizeof fmsa_cuda_bwd_wg_variants / sizeof fmsa_cuda_bwd_wg_variants[0]; ++i)
         if (fmsa_cuda_bwd_wg_variants[i].bf16 == inst->bf16 && fmsa_cuda_bwd_wg_variants[i].wg_opt == wgmma - 2)
             return &fmsa_cuda_bwd_wg_variants[i];
