@@ -9,10 +9,10 @@
 #   build      bench/cuda_device_run.sh's build from $WG_DIR/fatbin (no nvcc on the device)
 #   tests      its tests stage (ctest -L cuda, the grids with FLASHMSA_CUDA_ARCH=sm80), then
 #              test_grid_backward with FLASHMSA_CUDA_WGMMA=0 (the mma.sync rows)
-#   runs       flashmsa run --full-check (every element against fp64) on d128 shapes, bf16 /
-#              fp16, for each FLASHMSA_CUDA_WGMMA value of RUN_WGMMA (default 1); the log
-#              names the kernel each pass ran
-#   racecheck  compute-sanitizer racecheck and memcheck on a d128 causal backward
+#   runs       flashmsa run --full-check (every element against fp64) on shapes of each head
+#              dim of RUN_DIMS (default "64 128"), bf16 / fp16, for each FLASHMSA_CUDA_WGMMA
+#              value of RUN_WGMMA (default 1); the log names the kernel each pass ran
+#   racecheck  compute-sanitizer racecheck and memcheck on a causal backward of each RUN_DIMS
 #   bench      its bench stage (bench/cuda_vs_peers.py, BENCH_ARGS) once per FLASHMSA_CUDA_WGMMA
 #              value of BENCH_WGMMA (default "1 0"), FA2 and cuDNN beside each
 #   ncu        Nsight Compute sections of the wgmma kernel, d128 s4096 non-causal
@@ -45,30 +45,34 @@ if has tests; then
   step tests_mma 60 env FLASHMSA_CUDA_WGMMA=0 ctest --test-dir $B -R '^test_grid_backward_cuda$'
 fi
 # shellcheck disable=SC2016
-runs='base="--backend cuda --batch 2 --heads 8 --dim 128 --full-check --repeat 1"
+runs='for d in ${RUN_DIMS:-64 128}; do
+base="--backend cuda --batch 2 --heads 8 --dim $d --full-check --repeat 1"
 for wg in ${RUN_WGMMA:-1}; do
   for dt in bf16 fp16; do
     for extra in "--seqlen 1024 --no-causal" "--seqlen 1024 --causal" "--seqlen 512 --heads-kv 2 --causal" \
                  "--seqlen-q 512 --seqlen-k 777 --causal" "--seqlen-q 777 --seqlen-k 512 --no-causal" \
                  "--seqlen 1024 --window 100,0" "--seqlen 640 --window 64,64" "--seqlen 1024 --sinks random --causal" \
-                 "--seqlen 1000 --no-causal"; do
+                 "--seqlen 1000 --no-causal" "--seqlen 1040 --causal"; do
       r=$(FLASHMSA_CUDA_WGMMA=$wg FLASHMSA_LOG=debug build-cuda/apps/flashmsa run $base --dtype $dt $extra 2>&1)
-      echo "wg=$wg $dt $extra: $(echo "$r" | grep -o "backward fmsa_cuda_bwd_[a-z0-9_]*" | head -1) $(echo "$r" | grep -oE "^(PASS|FAIL).*" | head -1)"
+      echo "wg=$wg d$d $dt $extra: $(echo "$r" | grep -o "backward fmsa_cuda_bwd_[a-z0-9_]*" | head -1) $(echo "$r" | grep -oE "^(PASS|FAIL).*" | head -1)"
     done
   done
+done
 done'
 if has runs; then
-  step runs 150 env RUN_WGMMA="${RUN_WGMMA:-1}" bash -c "$runs" > "$OUT/runs.log"
+  step runs 200 env RUN_WGMMA="${RUN_WGMMA:-1}" RUN_DIMS="${RUN_DIMS:-64 128}" bash -c "$runs" > "$OUT/runs.log"
   echo "== runs: $(grep -c PASS "$OUT/runs.log") PASS, $(grep -c FAIL "$OUT/runs.log") FAIL of $(grep -c '^wg=' "$OUT/runs.log")"
   grep '^wg=' "$OUT/runs.log" | grep -v PASS | head -20
   grep -o "wg=[^ ]* .*backward [a-z0-9_]*" "$OUT/runs.log" | awk '{print $1, $NF}' | sort | uniq -c
 fi
 if has racecheck; then
-  for tool in racecheck memcheck; do
-    step "$tool" 60 compute-sanitizer --tool $tool --report-api-errors no --log-file "$OUT/sanitizer_$tool.log" \
-      $B/apps/flashmsa run --backend cuda --dtype bf16 --batch 1 --heads 2 --seqlen 256 --dim 128 --causal \
-      --repeat 1 --warmup 0
-    grep -h 'ERROR SUMMARY\|RACECHECK SUMMARY' "$OUT/sanitizer_$tool.log"
+  for d in ${RUN_DIMS:-64 128}; do
+    for tool in racecheck memcheck; do
+      step "$tool d$d" 60 compute-sanitizer --tool $tool --report-api-errors no --log-file "$OUT/sanitizer_${tool}_d$d.log" \
+        $B/apps/flashmsa run --backend cuda --dtype bf16 --batch 1 --heads 2 --seqlen 256 --dim "$d" --causal \
+        --repeat 1 --warmup 0
+      grep -h 'ERROR SUMMARY\|RACECHECK SUMMARY' "$OUT/sanitizer_${tool}_d$d.log"
+    done
   done
 fi
 if has bench; then

@@ -218,30 +218,43 @@ static void backward_plan_is_the_instance_rule(void **state) {
     assert_true(agree > 10000);
 }
 
-/* The Hopper (wgmma) backward: the planner's W16 row, taken only with
- * FMSA_PLAN_CAP_WGMMA and none of its not_with features, ahead of the d128
- * mma.sync row whose geometry and workspace its instances keep; the cap is
- * asked only for the passes the kernel serves beyond those features
- * (fmsa_cuda_bwd_wg_serves), each exclusion alone withholding it. */
+/* The Hopper (wgmma) backward: the planner's W16 rows (d64, d128), taken
+ * only with FMSA_PLAN_CAP_WGMMA and none of their not_with features, ahead
+ * of the mma.sync row of their D whose geometry and workspace the instances
+ * keep; the cap is asked only for the passes the kernels serve beyond those
+ * features (fmsa_cuda_bwd_wg_serves), each exclusion alone withholding it. */
 static void hopper_backward_is_the_wgmma_row_where_it_serves(void **state) {
     const fmsa_dtype dts[2] = {FMSA_DTYPE_BF16, FMSA_DTYPE_F16};
+    const int dims[2] = {64, 128};
+    const char *names[2] = {"cuda-bwd-d64-wgmma-128x128-p2", "cuda-bwd-d128-wgmma-64x128-p2"};
     const unsigned not_with[5] = {FMSA_FEAT_SOFTCAP, FMSA_FEAT_ALIBI, FMSA_FEAT_MASK, FMSA_FEAT_VARLEN,
                                   FMSA_FEAT_PAGED};
     const fmsa_device_info d = cuda_dev("sm90", 227 * KIB);
     (void)state;
-    for (int t = 0; t < 2; ++t) {
-        const fmsa_cuda_bwd_instance *mma = fmsa_cuda_bwd_select(dts[t], 128, 128, 227 * KIB, 9);
+    for (int t = 0; t < 4; ++t) {
+        const int dim = dims[t / 2];
+        const fmsa_cuda_bwd_instance *mma = fmsa_cuda_bwd_select(dts[t % 2], dim, dim, 227 * KIB, 9);
         const fmsa_tile_row *row = NULL;
         const fmsa_cuda_bwd_instance *wg;
         fmsa_cuda_bwd_params p, q;
+        int listed = 0;
         assert_non_null(mma);
-        assert_true(plan_row_caps(&d, FMSA_PASS_BACKWARD, dts[t], FMSA_FEAT_CAUSAL, 128, 128,
+        assert_true(plan_row_caps(&d, FMSA_PASS_BACKWARD, dts[t % 2], FMSA_FEAT_CAUSAL, dim, dim,
                                   FMSA_PLAN_CAP_WGMMA, &row));
-        assert_string_equal(row->name, "cuda-bwd-d128-wgmma-64x128-p2");
-        wg = bwd_row_instance(row, dts[t], 9, 1);
+        assert_string_equal(row->name, names[t / 2]);
+        wg = bwd_row_instance(row, dts[t % 2], 9, 1);
         assert_non_null(wg);
-        assert_ptr_equal(wg, &fmsa_cuda_bwd_wg_list[dts[t] == FMSA_DTYPE_BF16 ? 0 : 1]);
+        for (int i = 0; i < FMSA_CUDA_BWD_WG_NUM; ++i) listed += wg == &fmsa_cuda_bwd_wg_list[i];
+        assert_int_equal(listed, 1);
         assert_ptr_equal(fmsa_cuda_bwd_wg_variant(wg, 1), wg);
+        /* a development variant is one of the instance's own D and dtype */
+        if (wg->bf16) {
+            const fmsa_cuda_bwd_instance *v = fmsa_cuda_bwd_wg_variant(wg, 2);
+            assert_non_null(v);
+            assert_int_equal(v->head_dim, dim), assert_int_equal(v->block_m, wg->block_m);
+            assert_int_equal(v->wg_opt, 0);
+        } else
+            assert_null(fmsa_cuda_bwd_wg_variant(wg, 2));
         assert_int_equal(wg->bf16, mma->bf16);
         assert_int_equal(wg->head_dim, mma->head_dim), assert_int_equal(wg->head_dim_v, mma->head_dim_v);
         assert_int_equal(wg->block_m, mma->block_m), assert_int_equal(wg->block_n, mma->block_n);
@@ -252,16 +265,17 @@ static void hopper_backward_is_the_wgmma_row_where_it_serves(void **state) {
         assert_true(strstr(wg->post, "post_t_") != NULL);
         assert_true(fmsa_cuda_bwd_smem(wg, 9) <= 227 * KIB);
         /* the planner: without the cap, or with a feature of not_with, the mma.sync row */
-        assert_true(plan_row_caps(&d, FMSA_PASS_BACKWARD, dts[t], FMSA_FEAT_CAUSAL, 128, 128, 0u, &row));
-        assert_ptr_equal(bwd_row_instance(row, dts[t], 9, 1), mma);
+        assert_true(plan_row_caps(&d, FMSA_PASS_BACKWARD, dts[t % 2], FMSA_FEAT_CAUSAL, dim, dim, 0u, &row));
+        assert_ptr_equal(bwd_row_instance(row, dts[t % 2], 9, 1), mma);
         for (int f = 0; f < 5; ++f) {
-            assert_true(plan_row_caps(&d, FMSA_PASS_BACKWARD, dts[t], not_with[f], 128, 128,
+            assert_true(plan_row_caps(&d, FMSA_PASS_BACKWARD, dts[t % 2], not_with[f], dim, dim,
                                       FMSA_PLAN_CAP_WGMMA, &row));
-            if (strstr(row->name, "wgmma")) fail_msg("dt %d: feature %u takes %s", (int)dts[t], not_with[f], row->name);
+            if (strstr(row->name, "wgmma"))
+                fail_msg("d%d dt %d: feature %u takes %s", dim, (int)dts[t % 2], not_with[f], row->name);
         }
         /* the cap: asked for the base pass, withheld for each exclusion */
         memset(&p, 0, sizeof p);
-        p.fwd.head_dim = p.fwd.head_dim_v = 128;
+        p.fwd.head_dim = p.fwd.head_dim_v = dim;
         p.fwd.batch = 2, p.fwd.seqlen_q = p.fwd.total_q = 1024, p.fwd.seqlen_k = p.fwd.total_k = 1000;
         p.fwd.heads_q = 8, p.fwd.heads_kv = 2;
         p.fwd.window_left = 100, p.fwd.window_right = 0;
@@ -271,14 +285,14 @@ static void hopper_backward_is_the_wgmma_row_where_it_serves(void **state) {
     do {                                                                                      \
         q = p;                                                                                \
         change;                                                                               \
-        if (fmsa_cuda_bwd_wg_serves(&q, 1)) fail_msg("dt %d: cap asked with %s", (int)dts[t], #change); \
+        if (fmsa_cuda_bwd_wg_serves(&q, 1)) fail_msg("d%d dt %d: cap asked with %s", dim, (int)dts[t % 2], #change); \
     } while (0)
         WITHHOLDS(q.deterministic = 1);
         WITHHOLDS(q.fwd.has_seqused_k = 1);
         WITHHOLDS(q.fwd.seqlen_q = q.fwd.total_q = 1000);
         WITHHOLDS(q.fwd.total_q = 2048);
-        WITHHOLDS(q.fwd.head_dim = q.fwd.head_dim_v = 120);
-        WITHHOLDS(q.fwd.head_dim_v = 64);
+        WITHHOLDS(q.fwd.head_dim = q.fwd.head_dim_v = dim - 8);
+        WITHHOLDS(q.fwd.head_dim_v = dim == 64 ? 128 : 64);
 #undef WITHHOLDS
     }
 }

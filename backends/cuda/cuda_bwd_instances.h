@@ -249,26 +249,31 @@ static inline const fmsa_cuda_bwd_instance *fmsa_cuda_bwd_select(fmsa_dtype dtyp
 }
 
 /// The Hopper main kernels (fmsa_cuda_bwd_wg.cu, wgmma, sm_90a only), the
-/// instances of the planner's W16 row: the grid, workspace, preprocess and
-/// tiled-accumulator postprocess of the d128 m64 n128 2-stage mma.sync row.
-/// Shared memory: K, V, 2 x Q, 2 x dO, dS^T in 1024-byte aligned swizzled
-/// tiles, lse and D, and 1024 bytes to align the base.
-/// X(name, BF16, OPT, shared memory bytes)
-#define FMSA_CUDA_BWD_WG_SMEM (128 * 128 * 2 * 2 + 4 * 64 * 128 * 2 + 128 * 64 * 2 + 4 * 64 * 4 + 1024)
-#define FMSA_CUDA_BWD_WG_INSTANCES(X)                                  \
-    X(fmsa_cuda_bwd_wg_bf16_d128, 1, 64, FMSA_CUDA_BWD_WG_SMEM)        \
-    X(fmsa_cuda_bwd_wg_f16_d128, 0, 64, FMSA_CUDA_BWD_WG_SMEM)
+/// instances of the planner's W16 rows: the grid, workspace, preprocess and
+/// tiled-accumulator postprocess of the mma.sync row of the same D and tile
+/// (d64 m128 n128, d128 m64 n128, both 2-stage).  Shared memory: K, V, 2 x Q,
+/// 2 x dO, dS^T in 1024-byte aligned swizzled tiles, lse and D, and 1024
+/// bytes to align the base.
+/// X(name, BF16, OPT, D, BM)
+#define FMSA_CUDA_BWD_WG_SMEM(D, BM) (128 * (D) * 2 * 2 + 4 * (BM) * (D) * 2 + 128 * (BM) * 2 + 4 * (BM) * 4 + 1024)
+#define FMSA_CUDA_BWD_WG_INSTANCES(X)                      \
+    X(fmsa_cuda_bwd_wg_bf16_d64, 1, 64, 64, 128)           \
+    X(fmsa_cuda_bwd_wg_f16_d64, 0, 64, 64, 128)            \
+    X(fmsa_cuda_bwd_wg_bf16_d128, 1, 64, 128, 64)          \
+    X(fmsa_cuda_bwd_wg_f16_d128, 0, 64, 128, 64)
 /// Development variants (bf16), compiled where the kernels are built with
 /// -DFMSA_CUDA_BWD_WG_VARIANTS and run with FLASHMSA_CUDA_WGMMA=o<OPT> in
-/// place of the instance: the OPT bits of fmsa_cuda_bwd_wg.cu (o0: the
-/// reductions in their own step; o68 a timing-only ablation).
-#define FMSA_CUDA_BWD_WG_VARIANT_LIST(X)                               \
-    X(fmsa_cuda_bwd_wg_bf16_d128_o0, 1, 0, FMSA_CUDA_BWD_WG_SMEM)      \
-    X(fmsa_cuda_bwd_wg_bf16_d128_o68, 1, 68, FMSA_CUDA_BWD_WG_SMEM)
-#define FMSA_CUDA_BWD_WG_INSTANCE(name, BF16, OPT, SMEM)                                          \
+/// place of the instance of their D: the OPT bits of fmsa_cuda_bwd_wg.cu
+/// (o0: the reductions in their own step; o68 a timing-only ablation).
+#define FMSA_CUDA_BWD_WG_VARIANT_LIST(X)                   \
+    X(fmsa_cuda_bwd_wg_bf16_d64_o0, 1, 0, 64, 128)         \
+    X(fmsa_cuda_bwd_wg_bf16_d64_o68, 1, 68, 64, 128)       \
+    X(fmsa_cuda_bwd_wg_bf16_d128_o0, 1, 0, 128, 64)        \
+    X(fmsa_cuda_bwd_wg_bf16_d128_o68, 1, 68, 128, 64)
+#define FMSA_CUDA_BWD_WG_INSTANCE(name, BF16, OPT, D, BM)                                         \
     {BF16 ? "fmsa_cuda_bwd_pre_bf16" : "fmsa_cuda_bwd_pre_f16", #name,                            \
-     BF16 ? "fmsa_cuda_bwd_post_t_bf16" : "fmsa_cuda_bwd_post_t_f16", BF16, 128, 64, 128, 2,       \
-     32 * FMSA_CUDA_BWD_WARPS, 32 * FMSA_CUDA_BWD_AUX_WARPS, SMEM, 0, 128, 0, 0, OPT},
+     BF16 ? "fmsa_cuda_bwd_post_t_bf16" : "fmsa_cuda_bwd_post_t_f16", BF16, D, BM, 128, 2,         \
+     32 * FMSA_CUDA_BWD_WARPS, 32 * FMSA_CUDA_BWD_AUX_WARPS, FMSA_CUDA_BWD_WG_SMEM(D, BM), 0, D, 0, 0, OPT},
 static const fmsa_cuda_bwd_instance fmsa_cuda_bwd_wg_list[] = {
     FMSA_CUDA_BWD_WG_INSTANCES(FMSA_CUDA_BWD_WG_INSTANCE)};
 static const fmsa_cuda_bwd_instance fmsa_cuda_bwd_wg_variants[] = {
@@ -277,26 +282,30 @@ static const fmsa_cuda_bwd_instance fmsa_cuda_bwd_wg_variants[] = {
 
 /// 1 where the device runs the Hopper kernels (wgmma != 0: cuda_device.c)
 /// and the pass p is within what they serve beyond the planner's feature
-/// bits (the W16 row's not_with): head_dim = head_dim_v = 128 exactly (the
-/// row's bucket reaches down to 104), not the deterministic mode, whole
-/// 16-row query groups (the tiled dQ accumulator), no seqused_k.  The pick
-/// then asks the planner with FMSA_PLAN_CAP_WGMMA, else without it.
+/// bits (the W16 rows' not_with): head_dim = head_dim_v = the D of an
+/// instance exactly (64 or 128; the rows' buckets reach lower), not the
+/// deterministic mode, whole 16-row query groups (the tiled dQ
+/// accumulator), no seqused_k.  The pick then asks the planner with
+/// FMSA_PLAN_CAP_WGMMA, else without it.
 static inline int fmsa_cuda_bwd_wg_serves(const fmsa_cuda_bwd_params *p, int wgmma) {
     const fmsa_cuda_fwd_params *f = &p->fwd;
-    return wgmma && f->head_dim == 128 && f->head_dim_v == 128 && !p->deterministic &&
-           f->seqlen_q % 16 == 0 && f->total_q == f->seqlen_q && !f->has_seqused_k;
+    int dim = 0;
+    for (int i = 0; i < FMSA_CUDA_BWD_WG_NUM; ++i) dim |= fmsa_cuda_bwd_wg_list[i].head_dim == f->head_dim;
+    return wgmma && dim && f->head_dim_v == f->head_dim && !p->deterministic && f->seqlen_q % 16 == 0 &&
+           f->total_q == f->seqlen_q && !f->has_seqused_k;
 }
 
 /// The instance inst runs as, on a device whose wgmma setting is wgmma:
 /// inst itself, or for a Hopper instance with 2 + N (FLASHMSA_CUDA_WGMMA=oN)
-/// development variant N of its dtype (NULL where the list has none).
+/// development variant N of its dtype and D (NULL where the list has none).
 static inline const fmsa_cuda_bwd_instance *fmsa_cuda_bwd_wg_variant(const fmsa_cuda_bwd_instance *inst,
                                                                      int wgmma) {
     int hopper = 0;
     for (int i = 0; i < FMSA_CUDA_BWD_WG_NUM; ++i) hopper |= inst == &fmsa_cuda_bwd_wg_list[i];
     if (wgmma < 2 || !hopper) return inst;
     for (size_t i = 0; i < sizeof fmsa_cuda_bwd_wg_variants / sizeof fmsa_cuda_bwd_wg_variants[0]; ++i)
-        if (fmsa_cuda_bwd_wg_variants[i].bf16 == inst->bf16 && fmsa_cuda_bwd_wg_variants[i].wg_opt == wgmma - 2)
+        if (fmsa_cuda_bwd_wg_variants[i].bf16 == inst->bf16 && fmsa_cuda_bwd_wg_variants[i].head_dim == inst->head_dim &&
+            fmsa_cuda_bwd_wg_variants[i].wg_opt == wgmma - 2)
             return &fmsa_cuda_bwd_wg_variants[i];
     return NULL;
 }

@@ -57,6 +57,7 @@ static const fmsa_tile_row fmsa_rows_cuda_mma[] = {
     {"cuda-fwd-f32-d64-full-64x64-p2",      FWD,  64, F32, 0   ,  64,  64, 2, 4, 0, RUN,   64,  82176},
     {"cuda-fwd-f32-d128-full-64x32-p2",     FWD, 128, F32, 0   ,  64,  32, 2, 4, 0, RUN,  128,  98816},
     {"cuda-fwd-f32-d256-full-64x16-p2",     FWD, 256, F32, 0   ,  64,  16, 2, 4, 0, RUN,  256, 132096},
+    {"cuda-bwd-d64-wgmma-128x128-p2",       BWD,  64, W16, WGX , 128, 128, 2, 8, 0, RUN, SAME, 134144},
     {"cuda-bwd-d64-128x128-p2",             BWD,  64, H16, 0   , 128, 128, 2, 8, 0, RUN, SAME, 182400},
     {"cuda-bwd-d64-64x128-p2",              BWD,  64, H16, 0   ,  64, 128, 2, 8, 0, RUN, SAME, 111744},
     {"cuda-bwd-d96-64x128-p2",              BWD,  96, H16, 0   ,  64, 128, 2, 8, 0, RUN, SAME, 144512},

@@ -2,42 +2,44 @@
  * The backward's main stage on Hopper (sm_90a): the five products by wgmma.
  *
  * One block = 128 keys of one kv head (two warpgroups of 64 keys each), the
- * grid, the step order and the workspace of the mma.sync row it replaces
- * (fmsa_cuda_bwd.cu, d128 m64 n128 p2: pre, the tiled dQ accumulator of OPT
- * bit 13 and its postprocess are shared).  Per step of 64 query rows, in
- * each warpgroup:
- *   S^T = K Q^T, dP^T = V dO^T   m64n64, both operands from shared memory;
- *                                the accumulators hold 16 keys x 64 queries
+ * grid, the step order and the workspace of the mma.sync row of the same D
+ * and tile it replaces (fmsa_cuda_bwd.cu: d64 m128 n128 and d128 m64 n128,
+ * both 2-stage; pre, the tiled dQ accumulator of OPT bit 13 and its
+ * postprocess are shared).  Per step of BM query rows (BM x D = 64 x 128 or
+ * 128 x 64), in each warpgroup:
+ *   S^T = K Q^T, dP^T = V dO^T   m64nBM, both operands from shared memory;
+ *                                the accumulators hold 16 keys x BM queries
  *                                a warp, i.e. the A fragments of P^T, dS^T
  *   P^T, dS^T                    in registers (exp2 form, the forward's lse)
- *   dV += P^T dO, dK += dS^T Q   m64n128, A from registers, B = dO / Q read
+ *   dV += P^T dO, dK += dS^T Q   m64nD, A from registers, B = dO / Q read
  *                                transposed (MN-major) from shared memory
- *   dQ(:, 64 w ..) = dS K        m64n64 over all 128 keys: dS^T of both
- *                                warpgroups stored once to shared memory, A
- *                                and B read transposed; added to dq_accum by
- *                                one 512-byte vector reduction a warp and n8
- *                                tile (the tiled layout), issued in the next
- *                                step after its proxy fence (OPT bit 6)
+ *   dQ = dS K                    one 64 x 64 block of the BM x D tile a
+ *                                warpgroup (columns 64 w at d128, rows 64 w
+ *                                at d64), m64n64 over all 128 keys: dS^T of
+ *                                both warpgroups stored once to shared
+ *                                memory, A and B read transposed; added to
+ *                                dq_accum by one 512-byte vector reduction a
+ *                                warp and n8 tile (the tiled layout), issued
+ *                                in the next step after its proxy fence (OPT
+ *                                bit 6)
  * Q, dO, lse and D of the next step load by cp.async during this one (2
  * stages).  Served (cuda_bwd_pick.c): bf16 / f16, head_dim = head_dim_v =
- * 128, no ALiBi, softcap or bit mask (causal and windows are), not varlen,
- * seqlen_q % 16 == 0, not the deterministic mode.  Every other backward and
- * other architectures keep the mma.sync kernels; where the build has no
- * sm_90a code the kernel is a trap that the pick never launches.
+ * 64 or 128, no ALiBi, softcap or bit mask (causal and windows are), not
+ * varlen, seqlen_q % 16 == 0, not the deterministic mode.  Every other
+ * backward and other architectures keep the mma.sync kernels; where the
+ * build has no sm_90a code the kernel is a trap that the pick never launches.
  */
 #include "backends/cuda/cuda_bwd_instances.h"
 #include "backends/cuda/cuda_params.h"
 #include "backends/cuda/kernels/fmsa_cuda_bwd_block.cuh"
 #include "backends/cuda/kernels/fmsa_cuda_wgmma.cuh"
 
-#define FMSA_BWD_WG_D 128
-#define FMSA_BWD_WG_BM 64
-#define FMSA_BWD_WG_BN 128
+#define FMSA_BWD_WG_BN 128 /* keys per block: two warpgroups of 64 */
 
 #if FMSA_WGMMA
-/// Copies 16-byte chunk ch (0..15) of row r from src (zeros where ok is 0;
-/// `any` is a valid address for that case) into a swizzled tile of `rows`
-/// rows of 128 columns: column chunk ch / 8, position (ch % 8) ^ (r % 8).
+/// Copies 16-byte chunk ch (0..D/8-1) of row r from src (zeros where ok is
+/// 0; `any` is a valid address for that case) into a swizzled tile of `rows`
+/// rows of D columns: column chunk ch / 8, position (ch % 8) ^ (r % 8).
 FMSA_DEV void fmsa_bwd_wg_row16(unsigned tile, int rows, int r, int ch, const unsigned short *src, int ok,
                                 const unsigned short *any) {
     const unsigned dst = tile + (unsigned)((ch >> 3) * rows * 128 + r * 128 + ((((ch & 7) ^ r) & 7) << 4));
@@ -60,17 +62,26 @@ FMSA_DEV void fmsa_bwd_wg_dq_red(float (&dq)[32], float *at) {
     for (int j = 0; j < 8; ++j) fmsa_red_add4(at + j * 128, dq[4 * j], dq[4 * j + 1], dq[4 * j + 2], dq[4 * j + 3]);
 }
 
-/// acc = A B^T over the head dim (S^T = K Q^T, dP^T = V dO^T): A = 64 key
-/// rows of a 128-key tile, B = a 64-row query tile, both K-major in two
-/// 64-column chunks (descriptors of their first k16 step).
-template <int BF16>
-FMSA_DEV void fmsa_bwd_wg_st(float (&acc)[32], unsigned long long da, unsigned long long db) {
+/// acc = A B^T over the head dim D (S^T = K Q^T, dP^T = V dO^T): A = 64 key
+/// rows of a 128-key tile, B = a BM-row query tile, both K-major in D / 64
+/// column chunks (descriptors of their first k16 step).
+template <int BF16, int D, int BM>
+FMSA_DEV void fmsa_bwd_wg_st(float (&acc)[BM / 2], unsigned long long da, unsigned long long db) {
 #pragma unroll
-    for (int kk = 0; kk < FMSA_BWD_WG_D / 16; ++kk) {
+    for (int kk = 0; kk < D / 16; ++kk) {
         const unsigned ao = (unsigned)((kk >> 2) * FMSA_BWD_WG_BN * 128 + (kk & 3) * 32) >> 4;
-        const unsigned bo = (unsigned)((kk >> 2) * FMSA_BWD_WG_BM * 128 + (kk & 3) * 32) >> 4;
-        fmsa_wg_ss_n64<BF16, 0, 0>(acc, da + ao, db + bo, kk > 0);
+        const unsigned bo = (unsigned)((kk >> 2) * BM * 128 + (kk & 3) * 32) >> 4;
+        if constexpr (BM == 64) fmsa_wg_ss_n64<BF16, 0, 0>(acc, da + ao, db + bo, kk > 0);
+        else fmsa_wg_ss_n128<BF16, 0, 0>(acc, da + ao, db + bo, kk > 0);
     }
+}
+
+/// d += A B over a k16 step, A the registers a (a P^T / dS^T slice), B a
+/// D-wide MN-major tile (dO, Q): dV, dK.
+template <int BF16, int D>
+FMSA_DEV void fmsa_bwd_wg_kv(float (&d)[D / 2], const unsigned (&a)[4], unsigned long long db) {
+    if constexpr (D == 128) fmsa_wg_rs_n128<BF16, 1>(d, a, db, 1);
+    else fmsa_wg_rs_n64<BF16, 1>(d, a, db, 1);
 }
 
 /* OPT (cuda_bwd_instances.h): bit 6 (the instances) issues a step's dQ
@@ -79,9 +90,13 @@ FMSA_DEV void fmsa_bwd_wg_st(float (&acc)[32], unsigned long long da, unsigned l
    waits for this thread's reductions in flight.  The development variants
    (FMSA_CUDA_BWD_WG_VARIANTS): OPT 0, the reductions in their own step; bit
    2, a timing-only ablation (wrong results), dQ computed and not added */
-template <int BF16, int OPT> FMSA_DEV void fmsa_bwd_wg_main(const fmsa_cuda_bwd_params &P) {
-    constexpr int D = FMSA_BWD_WG_D, BM = FMSA_BWD_WG_BM, BN = FMSA_BWD_WG_BN;
+template <int BF16, int OPT, int D, int BM> FMSA_DEV void fmsa_bwd_wg_main(const fmsa_cuda_bwd_params &P) {
+    constexpr int BN = FMSA_BWD_WG_BN;
     constexpr int KV_BYTES = BN * D * 2, QT_BYTES = BM * D * 2; /* one K / V tile, one Q / dO tile */
+    constexpr int CH = D / 8, LCH = D == 128 ? 4 : 3; /* 16-byte chunks of a row, log2 */
+    /* dQ (BM x D) is two 64 x 64 blocks, one a warpgroup: by columns at d128
+       (BM 64), by rows at d64 (BM 128) */
+    static_assert(BM * D == 64 * 128 && (D == 64 || D == 128), "the shapes of the instances");
     const fmsa_cuda_fwd_params &F = P.fwd;
     extern __shared__ unsigned char fmsa_smem_wg[];
     /* 1024-byte aligned tiles: K, V, 2 x Q, 2 x dO, dS^T; then lse, D */
@@ -94,6 +109,7 @@ template <int BF16, int OPT> FMSA_DEV void fmsa_bwd_wg_main(const fmsa_cuda_bwd_
 
     const int tid = threadIdx.x, lane = tid & 31, g = lane >> 2, t4 = lane & 3;
     const int wg = tid >> 7, wi = (tid >> 5) & 3; /* warpgroup (64 keys), warp in it (16 keys) */
+    const int rq = BM == 128 ? wg : 0, cq = D == 128 ? wg : 0; /* this warpgroup's dQ block */
     const int ntiles = (F.seqlen_k + BN - 1) / BN;
     int n, hk, b;
     if (F.window_left >= 0 || F.window_right >= 0)
@@ -120,19 +136,19 @@ template <int BF16, int OPT> FMSA_DEV void fmsa_bwd_wg_main(const fmsa_cuda_bwd_
     long long klo = 0, khi = sk;
     if (wl >= 0 && off - wl > klo) klo = off - wl;
     if (wr >= 0 && (long long)sq + off + wr < khi) khi = (long long)sq + off + wr;
-    for (int c = tid; c < BN * 16; c += 256) {
-        const int r = c >> 4, ch = c & 15, j = n0 + r, ok = j >= klo && j < khi;
+    for (int c = tid; c < BN * CH; c += 256) {
+        const int r = c >> LCH, ch = c & (CH - 1), j = n0 + r, ok = j >= klo && j < khi;
         fmsa_bwd_wg_row16(sK, BN, r, ch, Kg + kb * F.k_sb + (k_row0 + j) * F.k_ss + hk * F.k_sh + ch * 8, ok, Kg);
         fmsa_bwd_wg_row16(sV, BN, r, ch, Vg + kb * F.v_sb + (k_row0 + j) * F.v_ss + hk * F.v_sh + ch * 8, ok, Vg);
     }
 
-    /* Q, dO (4 chunks a thread each: rows lr0 + 16 p, chunk lch), lse, D */
-    const int lr0 = tid >> 4, lch = tid & 15;
+    /* Q, dO (4 chunks a thread each: rows lr0 + (256 / CH) p, chunk lch), lse, D */
+    const int lr0 = tid >> LCH, lch = tid & (CH - 1);
 #define FMSA_BWD_WG_LOAD(st, h, i0)                                                               \
     do {                                                                                          \
         const int h_ = (h), i0_ = (i0);                                                           \
         _Pragma("unroll") for (int p = 0; p < 4; ++p) {                                           \
-            const int r = lr0 + 16 * p, i = i0_ + r, ok = i < sq;                                 \
+            const int r = lr0 + (256 / CH) * p, i = i0_ + r, ok = i < sq;                         \
             fmsa_bwd_wg_row16(sQ + (st) * QT_BYTES, BM, r, lch,                                   \
                               Qg + qb * F.q_sb + (q_row0 + i) * F.q_ss + h_ * F.q_sh + lch * 8, ok, Qg); \
             fmsa_bwd_wg_row16(sdO + (st) * QT_BYTES, BM, r, lch,                                  \
@@ -153,9 +169,9 @@ template <int BF16, int OPT> FMSA_DEV void fmsa_bwd_wg_main(const fmsa_cuda_bwd_
     if (niter > 0) FMSA_BWD_WG_LOAD(0, cur_h, cur_m * BM);
     fmsa_cp_async_commit();
 
-    float dv[64], dk[64];
+    float dv[D / 2], dk[D / 2];
 #pragma unroll
-    for (int i = 0; i < 64; ++i) dv[i] = dk[i] = 0.0f;
+    for (int i = 0; i < D / 2; ++i) dv[i] = dk[i] = 0.0f;
     /* descriptors (start address in 16-byte units in the low bits, so an
        offset in bytes / 16 is added to them): K-major K / V rows of this
        warpgroup's keys, Q / dO K-major and MN-major, dS^T and K MN-major */
@@ -163,8 +179,8 @@ template <int BF16, int OPT> FMSA_DEV void fmsa_bwd_wg_main(const fmsa_cuda_bwd_
     const unsigned long long dV_k = fmsa_wg_desc(sV + wg * 64 * 128, 16, 1024);
     const unsigned long long dQ_k = fmsa_wg_desc(sQ, 16, 1024), dO_k = fmsa_wg_desc(sdO, 16, 1024);
     const unsigned long long dQ_t = fmsa_wg_desc(sQ, BM * 128, 1024), dO_t = fmsa_wg_desc(sdO, BM * 128, 1024);
-    const unsigned long long dS_t = fmsa_wg_desc(sdS, BN * 128, 1024);
-    const unsigned long long dKc_t = fmsa_wg_desc(sK + wg * (KV_BYTES / 2), BN * 128, 1024);
+    const unsigned long long dS_t = fmsa_wg_desc(sdS + rq * (BN * 128), BN * 128, 1024);
+    const unsigned long long dKc_t = fmsa_wg_desc(sK + cq * (BN * 128), BN * 128, 1024);
     const int kr0 = 64 * wg + 16 * wi + g; /* key (in the block) of accumulator rows i & 2 == 0 */
     float dq[32];
     float *dq_at = 0; /* OPT bit 6: where the dQ in dq goes, 0 for nowhere */
@@ -182,12 +198,12 @@ template <int BF16, int OPT> FMSA_DEV void fmsa_bwd_wg_main(const fmsa_cuda_bwd_
         fmsa_cp_async_commit();
         if ((OPT & 64) && dq_at) fmsa_bwd_wg_dq_red(dq, dq_at); /* the last step's dQ */
 
-        float s[32], dp[32];
+        float s[BM / 2], dp[BM / 2];
         const unsigned qo = (unsigned)(st * QT_BYTES) >> 4;
         fmsa_wg_fence();
-        fmsa_bwd_wg_st<BF16>(s, dK_k, dQ_k + qo);
+        fmsa_bwd_wg_st<BF16, D, BM>(s, dK_k, dQ_k + qo);
         fmsa_wg_commit();
-        fmsa_bwd_wg_st<BF16>(dp, dV_k, dO_k + qo);
+        fmsa_bwd_wg_st<BF16, D, BM>(dp, dV_k, dO_k + qo);
         fmsa_wg_commit();
 
         /* element i: key n0 + kr0 + 8 ((i >> 1) & 1), query m0 + 8 (i >> 2) + 2 t4 + (i & 1) */
@@ -204,9 +220,9 @@ template <int BF16, int OPT> FMSA_DEV void fmsa_bwd_wg_main(const fmsa_cuda_bwd_
         const int ri = sq - i0, rj = sk - j0, lo = (int)dlo, hi = (int)dhi;
         fmsa_wg_wait<1>();
 #pragma unroll
-        for (int i = 0; i < 32; ++i) fmsa_wg_touch(s[i]);
+        for (int i = 0; i < BM / 2; ++i) fmsa_wg_touch(s[i]);
 #pragma unroll
-        for (int q8 = 0; q8 < 8; ++q8) {
+        for (int q8 = 0; q8 < BM / 8; ++q8) {
             const float2 l2 = *(const float2 *)(lse_s + q8 * 8 + 2 * t4);
             const float la = l2.x == FMSA_NEG_INF_F ? FMSA_POS_INF_F : l2.x * FMSA_LOG2E;
             const float lb = l2.y == FMSA_NEG_INF_F ? FMSA_POS_INF_F : l2.y * FMSA_LOG2E;
@@ -219,10 +235,10 @@ template <int BF16, int OPT> FMSA_DEV void fmsa_bwd_wg_main(const fmsa_cuda_bwd_
         }
         fmsa_wg_wait<0>();
 #pragma unroll
-        for (int i = 0; i < 32; ++i) fmsa_wg_touch(dp[i]);
-        unsigned pa[4][4], sa[4][4];
+        for (int i = 0; i < BM / 2; ++i) fmsa_wg_touch(dp[i]);
+        unsigned pa[BM / 16][4], sa[BM / 16][4];
 #pragma unroll
-        for (int q8 = 0; q8 < 8; ++q8) {
+        for (int q8 = 0; q8 < BM / 8; ++q8) {
             const float2 dd = *(const float2 *)(ds_s + q8 * 8 + 2 * t4);
 #pragma unroll
             for (int e = 0; e < 4; ++e) {
@@ -233,19 +249,22 @@ template <int BF16, int OPT> FMSA_DEV void fmsa_bwd_wg_main(const fmsa_cuda_bwd_
             }
         }
 #pragma unroll
-        for (int kk = 0; kk < 4; ++kk)
+        for (int kk = 0; kk < BM / 16; ++kk)
 #pragma unroll
             for (int r = 0; r < 4; ++r) {
                 pa[kk][r] = fmsa_pack2<BF16>(s[8 * kk + 2 * r], s[8 * kk + 2 * r + 1]);
                 sa[kk][r] = fmsa_pack2<BF16>(dp[8 * kk + 2 * r], dp[8 * kk + 2 * r + 1]);
             }
-        /* dS^T [key][query] for dQ: 4-byte pairs, rows kr0 and kr0 + 8 */
+        /* dS^T [key][query] for dQ: 4-byte pairs, rows kr0 and kr0 + 8, in
+           BM / 64 column chunks */
 #pragma unroll
-        for (int kk = 0; kk < 4; ++kk) {
-            *(unsigned *)(gdS + fmsa_sw128(kr0, 16 * kk + 2 * t4)) = sa[kk][0];
-            *(unsigned *)(gdS + fmsa_sw128(kr0 + 8, 16 * kk + 2 * t4)) = sa[kk][1];
-            *(unsigned *)(gdS + fmsa_sw128(kr0, 16 * kk + 8 + 2 * t4)) = sa[kk][2];
-            *(unsigned *)(gdS + fmsa_sw128(kr0 + 8, 16 * kk + 8 + 2 * t4)) = sa[kk][3];
+        for (int kk = 0; kk < BM / 16; ++kk) {
+            unsigned char *c = gdS + (kk >> 2) * (BN * 128);
+            const int q = 16 * (kk & 3) + 2 * t4;
+            *(unsigned *)(c + fmsa_sw128(kr0, q)) = sa[kk][0];
+            *(unsigned *)(c + fmsa_sw128(kr0 + 8, q)) = sa[kk][1];
+            *(unsigned *)(c + fmsa_sw128(kr0, q + 8)) = sa[kk][2];
+            *(unsigned *)(c + fmsa_sw128(kr0 + 8, q + 8)) = sa[kk][3];
         }
         fmsa_fence_proxy_async();
 
@@ -254,13 +273,13 @@ template <int BF16, int OPT> FMSA_DEV void fmsa_bwd_wg_main(const fmsa_cuda_bwd_
 #pragma unroll
         for (int kk = 0; kk < BM / 16; ++kk) {
             const unsigned ro = qo + ((unsigned)(kk * 16 * 128) >> 4);
-            fmsa_wg_rs_n128<BF16, 1>(dv, pa[kk], dO_t + ro, 1);
-            fmsa_wg_rs_n128<BF16, 1>(dk, sa[kk], dQ_t + ro, 1);
+            fmsa_bwd_wg_kv<BF16, D>(dv, pa[kk], dO_t + ro);
+            fmsa_bwd_wg_kv<BF16, D>(dk, sa[kk], dQ_t + ro);
         }
         fmsa_wg_commit();
         __syncthreads(); /* both warpgroups' dS^T stored */
 
-        /* dQ rows m0.., columns 64 wg.. = dS K over the block's 128 keys */
+        /* dQ rows m0 + 64 rq.., columns 64 cq.. = dS K over the block's 128 keys */
         fmsa_wg_fence();
 #pragma unroll
         for (int kk = 0; kk < BN / 16; ++kk) {
@@ -272,16 +291,16 @@ template <int BF16, int OPT> FMSA_DEV void fmsa_bwd_wg_main(const fmsa_cuda_bwd_
 #pragma unroll
         for (int i = 0; i < 32; ++i) fmsa_wg_touch(dq[i]);
 #pragma unroll
-        for (int i = 0; i < 64; ++i) {
+        for (int i = 0; i < D / 2; ++i) {
             fmsa_wg_touch(dv[i]);
             fmsa_wg_touch(dk[i]);
         }
         /* tile (row / 16, column / 8) of the tiled accumulator: the warp's 8
-           tiles are 4 KB in a row, at tile (wi, 8 wg) */
-        float *at = (OPT & 4) || m0 + 16 * wi >= sq
+           tiles are 4 KB in a row, at tile (4 rq + wi, 8 cq) */
+        float *at = (OPT & 4) || m0 + 64 * rq + 16 * wi >= sq
                         ? 0
-                        : P.dq_accum + ((long long)(b * F.heads_q + h) * (sq / 16) + m0 / 16 + wi) * (16 * D) +
-                              (8 * wg) * 128 + lane * 4;
+                        : P.dq_accum + ((long long)(b * F.heads_q + h) * (sq / 16) + m0 / 16 + 4 * rq + wi) * (16 * D) +
+                              (8 * cq) * 128 + lane * 4;
         if (OPT & 64) dq_at = at;
         else if (at) fmsa_bwd_wg_dq_red(dq, at);
     }
@@ -299,7 +318,7 @@ template <int BF16, int OPT> FMSA_DEV void fmsa_bwd_wg_main(const fmsa_cuda_bwd_
         unsigned short *vr = dVg + kb * P.dv_sb + (k_row0 + j) * P.dv_ss + hk * P.dv_sh + 2 * t4;
         unsigned short *kr = dKg + kb * P.dk_sb + (k_row0 + j) * P.dk_ss + hk * P.dk_sh + 2 * t4;
 #pragma unroll
-        for (int c8 = 0; c8 < 16; ++c8) {
+        for (int c8 = 0; c8 < D / 8; ++c8) {
             const int i = 4 * c8 + 2 * half;
             *(unsigned *)(vr + 8 * c8) = fmsa_pack2<BF16>(dv[i], dv[i + 1]);
             *(unsigned *)(kr + 8 * c8) = fmsa_pack2<BF16>(dk[i] * sc, dk[i + 1] * sc);
@@ -308,17 +327,17 @@ template <int BF16, int OPT> FMSA_DEV void fmsa_bwd_wg_main(const fmsa_cuda_bwd_
 }
 #endif /* FMSA_WGMMA */
 
-#define FMSA_BWD_WG_KERNEL(name, BF16, OPT)                                                       \
+#define FMSA_BWD_WG_KERNEL(name, BF16, OPT, D, BM)                                                \
     extern "C" __global__ void __launch_bounds__(256, 1) name(const fmsa_cuda_bwd_params p) {     \
-        FMSA_BWD_WG_BODY(BF16, OPT);                                                              \
+        FMSA_BWD_WG_BODY(BF16, OPT, D, BM);                                                       \
     }
 #if FMSA_WGMMA
-#define FMSA_BWD_WG_BODY(BF16, OPT) fmsa_bwd_wg_main<BF16, OPT>(p)
+#define FMSA_BWD_WG_BODY(BF16, OPT, D, BM) fmsa_bwd_wg_main<BF16, OPT, D, BM>(p)
 #else
 /* no sm_90a code in this image: never picked (cuda_bwd_pick.c); a trap, not silent zeros */
-#define FMSA_BWD_WG_BODY(BF16, OPT) ((void)p, __trap())
+#define FMSA_BWD_WG_BODY(BF16, OPT, D, BM) ((void)p, __trap())
 #endif /* FMSA_WGMMA */
-#define FMSA_BWD_WG_ROW(name, BF16, OPT, SMEM) FMSA_BWD_WG_KERNEL(name, BF16, OPT)
+#define FMSA_BWD_WG_ROW(name, BF16, OPT, D, BM) FMSA_BWD_WG_KERNEL(name, BF16, OPT, D, BM)
 FMSA_CUDA_BWD_WG_INSTANCES(FMSA_BWD_WG_ROW)
 #if defined(FMSA_CUDA_BWD_WG_VARIANTS)
 FMSA_CUDA_BWD_WG_VARIANT_LIST(FMSA_BWD_WG_ROW)

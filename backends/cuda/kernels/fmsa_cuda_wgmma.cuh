@@ -75,6 +75,23 @@ FMSA_DEV void fmsa_wg_ss_n64(float (&d)[32], unsigned long long da, unsigned lon
     else FMSA_WG_SS_N64(".f16.f16", d, da, db, acc, TA, TB);
 }
 
+/* one m64n64k16 product, A from registers; TY: the operand type suffix */
+#define FMSA_WG_RS_N64(TY, d, a, db, acc, TB)                                            \
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"                                \
+                 "wgmma.mma_async.sync.aligned.m64n64k16.f32" TY " "                           \
+                 "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "  \
+                 "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, "  \
+                 "{%32, %33, %34, %35}, %36, p, 1, 1, %38;\n}\n"                              \
+                 : FMSA_WG_ACC32(d)                                                          \
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(acc), "n"(TB))
+
+/// d (+)= A B, m64n64k16, A from registers (the k16 slice a[4]), B from shared memory.
+template <int BF16, int TB>
+FMSA_DEV void fmsa_wg_rs_n64(float (&d)[32], const unsigned (&a)[4], unsigned long long db, int acc) {
+    if (BF16) FMSA_WG_RS_N64(".bf16.bf16", d, a, db, acc, TB);
+    else FMSA_WG_RS_N64(".f16.f16", d, a, db, acc, TB);
+}
+
 /* the accumulator operands of an m64n128 product: d[0..63] */
 #define FMSA_WG_ACC64(d) \
     "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), \
@@ -97,6 +114,25 @@ FMSA_DEV void fmsa_wg_ss_n64(float (&d)[32], unsigned long long da, unsigned lon
                  "{%64, %65, %66, %67}, %68, p, 1, 1, %70;\n}\n"                              \
                  : FMSA_WG_ACC64(d)                                                          \
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(acc), "n"(TB))
+
+/* one m64n128k16 product from shared memory; TY: the operand type suffix */
+#define FMSA_WG_SS_N128(TY, d, da, db, acc, TA, TB)                                     \
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"                                \
+                 "wgmma.mma_async.sync.aligned.m64n128k16.f32" TY " "                          \
+                 "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "  \
+                 "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "  \
+                 "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "  \
+                 "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, "  \
+                 "%64, %65, p, 1, 1, %67, %68;\n}\n"                                          \
+                 : FMSA_WG_ACC64(d)                                                          \
+                 : "l"(da), "l"(db), "r"(acc), "n"(TA), "n"(TB))
+
+/// d (+)= A B, m64n128k16, both operands from shared memory (TA / TB: MN-major).
+template <int BF16, int TA, int TB>
+FMSA_DEV void fmsa_wg_ss_n128(float (&d)[64], unsigned long long da, unsigned long long db, int acc) {
+    if (BF16) FMSA_WG_SS_N128(".bf16.bf16", d, da, db, acc, TA, TB);
+    else FMSA_WG_SS_N128(".f16.f16", d, da, db, acc, TA, TB);
+}
 
 /// d (+)= A B, m64n128k16, A from registers (the k16 slice a[4]), B from shared memory.
 template <int BF16, int TB>
