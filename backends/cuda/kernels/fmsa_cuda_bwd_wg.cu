@@ -54,6 +54,43 @@ FMSA_DEV int fmsa_bwd_wg_vis(int i, int ri, int rj, int lo, int hi) {
     return ri > ci && rj > cj && lo >= -c && hi >= c;
 }
 
+/// P^T in place of S^T: exp2 against the forward's lse (shared memory, the
+/// step's BM rows); CUT: hidden elements 0 unless `full` (OPT bit 7: the
+/// caller branches on full once a step, so a full tile takes no test).
+template <int BM, int CUT>
+FMSA_DEV void fmsa_bwd_wg_p(float (&s)[BM / 2], const float *lse_s, float scale_log2, int t4, int full, int ri,
+                            int rj, int lo, int hi) {
+#pragma unroll
+    for (int q8 = 0; q8 < BM / 8; ++q8) {
+        const float2 l2 = *(const float2 *)(lse_s + q8 * 8 + 2 * t4);
+        const float la = l2.x == FMSA_NEG_INF_F ? FMSA_POS_INF_F : l2.x * FMSA_LOG2E;
+        const float lb = l2.y == FMSA_NEG_INF_F ? FMSA_POS_INF_F : l2.y * FMSA_LOG2E;
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+            const int i = 4 * q8 + e;
+            const float pe = fmsa_ex2(fmaf(s[i], scale_log2, -((e & 1) ? lb : la)));
+            s[i] = !CUT || full || fmsa_bwd_wg_vis(i, ri, rj, lo, hi) ? pe : 0.0f;
+        }
+    }
+}
+
+/// dS^T = P^T (dP^T - D) in place of dP^T, D from shared memory; CUT as above.
+template <int BM, int CUT>
+FMSA_DEV void fmsa_bwd_wg_ds(float (&dp)[BM / 2], const float (&s)[BM / 2], const float *ds_s, int t4, int full,
+                             int ri, int rj, int lo, int hi) {
+#pragma unroll
+    for (int q8 = 0; q8 < BM / 8; ++q8) {
+        const float2 dd = *(const float2 *)(ds_s + q8 * 8 + 2 * t4);
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+            const int i = 4 * q8 + e;
+            /* a hidden key's dS is a select: its dP may be NaN */
+            const float dse = s[i] * (dp[i] - ((e & 1) ? dd.y : dd.x));
+            dp[i] = !CUT || full || fmsa_bwd_wg_vis(i, ri, rj, lo, hi) ? dse : 0.0f;
+        }
+    }
+}
+
 /// A warp's dQ (16 rows x 64 columns, the accumulator fragments) added to
 /// its 8 tiles of the tiled accumulator from `at` (lane * 4 of the first):
 /// one 512-byte vector reduction a warp and tile.
@@ -87,7 +124,9 @@ FMSA_DEV void fmsa_bwd_wg_kv(float (&d)[D / 2], const unsigned (&a)[4], unsigned
 /* OPT (cuda_bwd_instances.h): bit 6 (the instances) issues a step's dQ
    reductions in the next step, after its proxy fence and barrier: a
    fence.proxy.async is a CTA memory barrier in SASS (MEMBAR.ALL.CTA) and
-   waits for this thread's reductions in flight.  The development variants
+   waits for this thread's reductions in flight; bit 7 (the instances)
+   branches once a step on whether the tile is full, so that a full tile
+   runs no per-element visibility test.  The development variants
    (FMSA_CUDA_BWD_WG_VARIANTS): OPT 0, the reductions in their own step; bit
    2, a timing-only ablation (wrong results), dQ computed and not added */
 template <int BF16, int OPT, int D, int BM> FMSA_DEV void fmsa_bwd_wg_main(const fmsa_cuda_bwd_params &P) {
@@ -221,33 +260,14 @@ template <int BF16, int OPT, int D, int BM> FMSA_DEV void fmsa_bwd_wg_main(const
         fmsa_wg_wait<1>();
 #pragma unroll
         for (int i = 0; i < BM / 2; ++i) fmsa_wg_touch(s[i]);
-#pragma unroll
-        for (int q8 = 0; q8 < BM / 8; ++q8) {
-            const float2 l2 = *(const float2 *)(lse_s + q8 * 8 + 2 * t4);
-            const float la = l2.x == FMSA_NEG_INF_F ? FMSA_POS_INF_F : l2.x * FMSA_LOG2E;
-            const float lb = l2.y == FMSA_NEG_INF_F ? FMSA_POS_INF_F : l2.y * FMSA_LOG2E;
-#pragma unroll
-            for (int e = 0; e < 4; ++e) {
-                const int i = 4 * q8 + e;
-                const float pe = fmsa_ex2(fmaf(s[i], F.scale_log2, -((e & 1) ? lb : la)));
-                s[i] = full || fmsa_bwd_wg_vis(i, ri, rj, lo, hi) ? pe : 0.0f;
-            }
-        }
+        if ((OPT & 128) && full) fmsa_bwd_wg_p<BM, 0>(s, lse_s, F.scale_log2, t4, 1, ri, rj, lo, hi);
+        else fmsa_bwd_wg_p<BM, 1>(s, lse_s, F.scale_log2, t4, full, ri, rj, lo, hi);
         fmsa_wg_wait<0>();
 #pragma unroll
         for (int i = 0; i < BM / 2; ++i) fmsa_wg_touch(dp[i]);
         unsigned pa[BM / 16][4], sa[BM / 16][4];
-#pragma unroll
-        for (int q8 = 0; q8 < BM / 8; ++q8) {
-            const float2 dd = *(const float2 *)(ds_s + q8 * 8 + 2 * t4);
-#pragma unroll
-            for (int e = 0; e < 4; ++e) {
-                const int i = 4 * q8 + e;
-                /* a hidden key's dS is a select: its dP may be NaN */
-                const float dse = s[i] * (dp[i] - ((e & 1) ? dd.y : dd.x));
-                dp[i] = full || fmsa_bwd_wg_vis(i, ri, rj, lo, hi) ? dse : 0.0f;
-            }
-        }
+        if ((OPT & 128) && full) fmsa_bwd_wg_ds<BM, 0>(dp, s, ds_s, t4, 1, ri, rj, lo, hi);
+        else fmsa_bwd_wg_ds<BM, 1>(dp, s, ds_s, t4, full, ri, rj, lo, hi);
 #pragma unroll
         for (int kk = 0; kk < BM / 16; ++kk)
 #pragma unroll
