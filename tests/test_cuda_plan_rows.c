@@ -218,20 +218,21 @@ static void backward_plan_is_the_instance_rule(void **state) {
     assert_true(agree > 10000);
 }
 
-/* The Hopper (wgmma) backward: the planner's W16 rows (d64, d128), taken
+/* The Hopper (wgmma) backward: the planner's W16 rows (d64, d128, d256), taken
  * only with FMSA_PLAN_CAP_WGMMA and none of their not_with features, ahead
  * of the mma.sync row of their D whose geometry and workspace the instances
  * keep; the cap is asked only for the passes the kernels serve beyond those
  * features (fmsa_cuda_bwd_wg_serves), each exclusion alone withholding it. */
 static void hopper_backward_is_the_wgmma_row_where_it_serves(void **state) {
     const fmsa_dtype dts[2] = {FMSA_DTYPE_BF16, FMSA_DTYPE_F16};
-    const int dims[2] = {64, 128};
-    const char *names[2] = {"cuda-bwd-d64-wgmma-128x128-p2", "cuda-bwd-d128-wgmma-64x128-p2"};
+    const int dims[3] = {64, 128, 256};
+    const char *names[3] = {"cuda-bwd-d64-wgmma-128x128-p2", "cuda-bwd-d128-wgmma-64x128-p2",
+                            "cuda-bwd-d256-wgmma-64x64-p2"};
     const unsigned not_with[5] = {FMSA_FEAT_SOFTCAP, FMSA_FEAT_ALIBI, FMSA_FEAT_MASK, FMSA_FEAT_VARLEN,
                                   FMSA_FEAT_PAGED};
     const fmsa_device_info d = cuda_dev("sm90", 227 * KIB);
     (void)state;
-    for (int t = 0; t < 4; ++t) {
+    for (int t = 0; t < 6; ++t) {
         const int dim = dims[t / 2];
         const fmsa_cuda_bwd_instance *mma = fmsa_cuda_bwd_select(dts[t % 2], dim, dim, 227 * KIB, 9);
         const fmsa_tile_row *row = NULL;

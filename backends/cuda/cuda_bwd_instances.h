@@ -248,45 +248,55 @@ static inline const fmsa_cuda_bwd_instance *fmsa_cuda_bwd_select(fmsa_dtype dtyp
     return best;
 }
 
-/// The Hopper main kernels (fmsa_cuda_bwd_wg.cu, wgmma, sm_90a only), the
-/// instances of the planner's W16 rows: the grid, workspace, preprocess and
-/// tiled-accumulator postprocess of the mma.sync row of the same D and tile
-/// (d64 m128 n128, d128 m64 n128, both 2-stage).  Shared memory: K, V, 2 x Q,
-/// 2 x dO, dS^T in 1024-byte aligned swizzled tiles, lse and D, and 1024
-/// bytes to align the base.
-/// X(name, BF16, OPT, D, BM)
+/// The Hopper main kernels (fmsa_cuda_bwd_wg.cu: d64, d128;
+/// fmsa_cuda_bwd_wg256.cu: d256; wgmma, sm_90a only), the instances of the
+/// planner's W16 rows: the grid, workspace, preprocess and tiled-accumulator
+/// postprocess of the mma.sync row of the same D and tile (d64 m128 n128,
+/// d128 m64 n128, d256 m64 n64, all 2-stage).  Shared memory: K, V, 2 x Q,
+/// 2 x dO, dS^T (d256: and P^T) in 1024-byte aligned swizzled tiles, lse and
+/// D, and 1024 bytes to align the base.
+/// X(name, BF16, OPT, D, BM, BN, shared memory bytes)
 #define FMSA_CUDA_BWD_WG_SMEM(D, BM) (128 * (D) * 2 * 2 + 4 * (BM) * (D) * 2 + 128 * (BM) * 2 + 4 * (BM) * 4 + 1024)
-#define FMSA_CUDA_BWD_WG_INSTANCES(X)                      \
-    X(fmsa_cuda_bwd_wg_bf16_d64, 1, 192, 64, 128)          \
-    X(fmsa_cuda_bwd_wg_f16_d64, 0, 192, 64, 128)           \
-    X(fmsa_cuda_bwd_wg_bf16_d128, 1, 192, 128, 64)         \
-    X(fmsa_cuda_bwd_wg_f16_d128, 0, 192, 128, 64)
+#define FMSA_CUDA_BWD_WG256_SMEM (64 * 256 * 2 * 2 + 4 * 64 * 256 * 2 + 2 * 64 * 64 * 2 + 4 * 64 * 4 + 1024)
+#define FMSA_CUDA_BWD_WG_INSTANCES(X)                                                   \
+    X(fmsa_cuda_bwd_wg_bf16_d64, 1, 192, 64, 128, 128, FMSA_CUDA_BWD_WG_SMEM(64, 128))  \
+    X(fmsa_cuda_bwd_wg_f16_d64, 0, 192, 64, 128, 128, FMSA_CUDA_BWD_WG_SMEM(64, 128))   \
+    X(fmsa_cuda_bwd_wg_bf16_d128, 1, 192, 128, 64, 128, FMSA_CUDA_BWD_WG_SMEM(128, 64)) \
+    X(fmsa_cuda_bwd_wg_f16_d128, 0, 192, 128, 64, 128, FMSA_CUDA_BWD_WG_SMEM(128, 64))
+#define FMSA_CUDA_BWD_WG256_INSTANCES(X)                                                \
+    X(fmsa_cuda_bwd_wg_bf16_d256, 1, 192, 256, 64, 64, FMSA_CUDA_BWD_WG256_SMEM)        \
+    X(fmsa_cuda_bwd_wg_f16_d256, 0, 192, 256, 64, 64, FMSA_CUDA_BWD_WG256_SMEM)
 /// Development variants (bf16), compiled where the kernels are built with
 /// -DFMSA_CUDA_BWD_WG_VARIANTS and run with FLASHMSA_CUDA_WGMMA=o<OPT> in
 /// place of the instance of their D: the OPT bits of fmsa_cuda_bwd_wg.cu
 /// (o0: the reductions in their own step and the visibility selects in
 /// every tile; o64: the selects; o68 a timing-only ablation).
-#define FMSA_CUDA_BWD_WG_VARIANT_LIST(X)                   \
-    X(fmsa_cuda_bwd_wg_bf16_d64_o0, 1, 0, 64, 128)         \
-    X(fmsa_cuda_bwd_wg_bf16_d64_o64, 1, 64, 64, 128)       \
-    X(fmsa_cuda_bwd_wg_bf16_d64_o68, 1, 68, 64, 128)       \
-    X(fmsa_cuda_bwd_wg_bf16_d128_o0, 1, 0, 128, 64)        \
-    X(fmsa_cuda_bwd_wg_bf16_d128_o64, 1, 64, 128, 64)      \
-    X(fmsa_cuda_bwd_wg_bf16_d128_o68, 1, 68, 128, 64)
-#define FMSA_CUDA_BWD_WG_INSTANCE(name, BF16, OPT, D, BM)                                         \
+#define FMSA_CUDA_BWD_WG_VARIANT_LIST(X)                                                \
+    X(fmsa_cuda_bwd_wg_bf16_d64_o0, 1, 0, 64, 128, 128, FMSA_CUDA_BWD_WG_SMEM(64, 128)) \
+    X(fmsa_cuda_bwd_wg_bf16_d64_o64, 1, 64, 64, 128, 128, FMSA_CUDA_BWD_WG_SMEM(64, 128)) \
+    X(fmsa_cuda_bwd_wg_bf16_d64_o68, 1, 68, 64, 128, 128, FMSA_CUDA_BWD_WG_SMEM(64, 128)) \
+    X(fmsa_cuda_bwd_wg_bf16_d128_o0, 1, 0, 128, 64, 128, FMSA_CUDA_BWD_WG_SMEM(128, 64)) \
+    X(fmsa_cuda_bwd_wg_bf16_d128_o64, 1, 64, 128, 64, 128, FMSA_CUDA_BWD_WG_SMEM(128, 64)) \
+    X(fmsa_cuda_bwd_wg_bf16_d128_o68, 1, 68, 128, 64, 128, FMSA_CUDA_BWD_WG_SMEM(128, 64))
+#define FMSA_CUDA_BWD_WG256_VARIANT_LIST(X)                                             \
+    X(fmsa_cuda_bwd_wg_bf16_d256_o0, 1, 0, 256, 64, 64, FMSA_CUDA_BWD_WG256_SMEM)       \
+    X(fmsa_cuda_bwd_wg_bf16_d256_o64, 1, 64, 256, 64, 64, FMSA_CUDA_BWD_WG256_SMEM)     \
+    X(fmsa_cuda_bwd_wg_bf16_d256_o68, 1, 68, 256, 64, 64, FMSA_CUDA_BWD_WG256_SMEM)
+#define FMSA_CUDA_BWD_WG_INSTANCE(name, BF16, OPT, D, BM, BN, SMEM)                               \
     {BF16 ? "fmsa_cuda_bwd_pre_bf16" : "fmsa_cuda_bwd_pre_f16", #name,                            \
-     BF16 ? "fmsa_cuda_bwd_post_t_bf16" : "fmsa_cuda_bwd_post_t_f16", BF16, D, BM, 128, 2,         \
-     32 * FMSA_CUDA_BWD_WARPS, 32 * FMSA_CUDA_BWD_AUX_WARPS, FMSA_CUDA_BWD_WG_SMEM(D, BM), 0, D, 0, 0, OPT},
+     BF16 ? "fmsa_cuda_bwd_post_t_bf16" : "fmsa_cuda_bwd_post_t_f16", BF16, D, BM, BN, 2,          \
+     32 * FMSA_CUDA_BWD_WARPS, 32 * FMSA_CUDA_BWD_AUX_WARPS, SMEM, 0, D, 0, 0, OPT},
 static const fmsa_cuda_bwd_instance fmsa_cuda_bwd_wg_list[] = {
-    FMSA_CUDA_BWD_WG_INSTANCES(FMSA_CUDA_BWD_WG_INSTANCE)};
+    FMSA_CUDA_BWD_WG_INSTANCES(FMSA_CUDA_BWD_WG_INSTANCE) FMSA_CUDA_BWD_WG256_INSTANCES(FMSA_CUDA_BWD_WG_INSTANCE)};
 static const fmsa_cuda_bwd_instance fmsa_cuda_bwd_wg_variants[] = {
-    FMSA_CUDA_BWD_WG_VARIANT_LIST(FMSA_CUDA_BWD_WG_INSTANCE)};
+    FMSA_CUDA_BWD_WG_VARIANT_LIST(FMSA_CUDA_BWD_WG_INSTANCE)
+        FMSA_CUDA_BWD_WG256_VARIANT_LIST(FMSA_CUDA_BWD_WG_INSTANCE)};
 #define FMSA_CUDA_BWD_WG_NUM ((int)(sizeof fmsa_cuda_bwd_wg_list / sizeof fmsa_cuda_bwd_wg_list[0]))
 
 /// 1 where the device runs the Hopper kernels (wgmma != 0: cuda_device.c)
 /// and the pass p is within what they serve beyond the planner's feature
 /// bits (the W16 rows' not_with): head_dim = head_dim_v = the D of an
-/// instance exactly (64 or 128; the rows' buckets reach lower), not the
+/// instance exactly (64, 128 or 256; the rows' buckets reach lower), not the
 /// deterministic mode, whole 16-row query groups (the tiled dQ
 /// accumulator), no seqused_k.  The pick then asks the planner with
 /// FMSA_PLAN_CAP_WGMMA, else without it.

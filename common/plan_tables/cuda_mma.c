@@ -68,6 +68,7 @@ static const fmsa_tile_row fmsa_rows_cuda_mma[] = {
     {"cuda-bwd-d64-v256-64x64-p2",          BWD,  64, H16, 0   ,  64,  64, 2, 8, 0, RUN,  256, 148608},
     {"cuda-bwd-d192-64x64-p2",              BWD, 192, H16, 0   ,  64,  64, 2, 8, 0, RUN, SAME, 173184},
     {"cuda-bwd-d192-64x64-p1",              BWD, 192, H16, 0   ,  64,  64, 1, 8, 0, RUN, SAME, 121472},
+    {"cuda-bwd-d256-wgmma-64x64-p2",        BWD, 256, W16, WGX ,  64,  64, 2, 8, 0, RUN, SAME, 215040},
     {"cuda-bwd-d256-64x64-p2",              BWD, 256, H16, 0   ,  64,  64, 2, 8, 0, RUN, SAME, 222336},
     {"cuda-bwd-d256-64x64-p1",              BWD, 256, H16, 0   ,  64,  64, 1, 8, 0, RUN, SAME, 154240},
     {"cuda-bwd-d256-v256-64x64-p1",         BWD, 256, H16, 0   ,  64,  64, 1, 8, 0, RUN,  256, 154240},

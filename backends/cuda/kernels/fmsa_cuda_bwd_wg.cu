@@ -32,73 +32,11 @@
 #include "backends/cuda/cuda_bwd_instances.h"
 #include "backends/cuda/cuda_params.h"
 #include "backends/cuda/kernels/fmsa_cuda_bwd_block.cuh"
-#include "backends/cuda/kernels/fmsa_cuda_wgmma.cuh"
+#include "backends/cuda/kernels/fmsa_cuda_bwd_wg.cuh"
 
 #define FMSA_BWD_WG_BN 128 /* keys per block: two warpgroups of 64 */
 
 #if FMSA_WGMMA
-/// Copies 16-byte chunk ch (0..D/8-1) of row r from src (zeros where ok is
-/// 0; `any` is a valid address for that case) into a swizzled tile of `rows`
-/// rows of D columns: column chunk ch / 8, position (ch % 8) ^ (r % 8).
-FMSA_DEV void fmsa_bwd_wg_row16(unsigned tile, int rows, int r, int ch, const unsigned short *src, int ok,
-                                const unsigned short *any) {
-    const unsigned dst = tile + (unsigned)((ch >> 3) * rows * 128 + r * 128 + ((((ch & 7) ^ r) & 7) << 4));
-    fmsa_cp_async16(dst, ok ? src : any, ok ? 16 : 0);
-}
-
-/// Whether accumulator element i of a cut tile is visible, against the
-/// lane's bounds (fmsa_bwd_softmax_tile's): ri = sq - i0, rj = sk - j0, lo /
-/// hi the window's at the origin; each test one compare with a constant.
-FMSA_DEV int fmsa_bwd_wg_vis(int i, int ri, int rj, int lo, int hi) {
-    const int ci = 8 * (i >> 2) + (i & 1), cj = (i & 2) ? 8 : 0, c = cj - ci;
-    return ri > ci && rj > cj && lo >= -c && hi >= c;
-}
-
-/// P^T in place of S^T: exp2 against the forward's lse (shared memory, the
-/// step's BM rows); CUT: hidden elements 0 unless `full` (OPT bit 7: the
-/// caller branches on full once a step, so a full tile takes no test).
-template <int BM, int CUT>
-FMSA_DEV void fmsa_bwd_wg_p(float (&s)[BM / 2], const float *lse_s, float scale_log2, int t4, int full, int ri,
-                            int rj, int lo, int hi) {
-#pragma unroll
-    for (int q8 = 0; q8 < BM / 8; ++q8) {
-        const float2 l2 = *(const float2 *)(lse_s + q8 * 8 + 2 * t4);
-        const float la = l2.x == FMSA_NEG_INF_F ? FMSA_POS_INF_F : l2.x * FMSA_LOG2E;
-        const float lb = l2.y == FMSA_NEG_INF_F ? FMSA_POS_INF_F : l2.y * FMSA_LOG2E;
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-            const int i = 4 * q8 + e;
-            const float pe = fmsa_ex2(fmaf(s[i], scale_log2, -((e & 1) ? lb : la)));
-            s[i] = !CUT || full || fmsa_bwd_wg_vis(i, ri, rj, lo, hi) ? pe : 0.0f;
-        }
-    }
-}
-
-/// dS^T = P^T (dP^T - D) in place of dP^T, D from shared memory; CUT as above.
-template <int BM, int CUT>
-FMSA_DEV void fmsa_bwd_wg_ds(float (&dp)[BM / 2], const float (&s)[BM / 2], const float *ds_s, int t4, int full,
-                             int ri, int rj, int lo, int hi) {
-#pragma unroll
-    for (int q8 = 0; q8 < BM / 8; ++q8) {
-        const float2 dd = *(const float2 *)(ds_s + q8 * 8 + 2 * t4);
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-            const int i = 4 * q8 + e;
-            /* a hidden key's dS is a select: its dP may be NaN */
-            const float dse = s[i] * (dp[i] - ((e & 1) ? dd.y : dd.x));
-            dp[i] = !CUT || full || fmsa_bwd_wg_vis(i, ri, rj, lo, hi) ? dse : 0.0f;
-        }
-    }
-}
-
-/// A warp's dQ (16 rows x 64 columns, the accumulator fragments) added to
-/// its 8 tiles of the tiled accumulator from `at` (lane * 4 of the first):
-/// one 512-byte vector reduction a warp and tile.
-FMSA_DEV void fmsa_bwd_wg_dq_red(float (&dq)[32], float *at) {
-#pragma unroll
-    for (int j = 0; j < 8; ++j) fmsa_red_add4(at + j * 128, dq[4 * j], dq[4 * j + 1], dq[4 * j + 2], dq[4 * j + 3]);
-}
-
 /// acc = A B^T over the head dim D (S^T = K Q^T, dP^T = V dO^T): A = 64 key
 /// rows of a 128-key tile, B = a BM-row query tile, both K-major in D / 64
 /// column chunks (descriptors of their first k16 step).
@@ -167,8 +105,7 @@ template <int BF16, int OPT, int D, int BM> FMSA_DEV void fmsa_bwd_wg_main(const
     fmsa_bwd_mrange(n0, n1, sq, sk, wl, wr, BM, &mb, &me);
     const int nm = me - mb, niter = group * nm;
     const long long rows_all = (long long)F.batch * F.total_q;
-    const unsigned short *Qg = (const unsigned short *)F.q, *Kg = (const unsigned short *)F.k;
-    const unsigned short *Vg = (const unsigned short *)F.v, *dOg = (const unsigned short *)P.dout;
+    const unsigned short *Kg = (const unsigned short *)F.k, *Vg = (const unsigned short *)F.v;
 
     /* K and V, zero past the sequence and for keys the window hides from
        every row (their rows may hold garbage that dQ = dS K must not see) */
@@ -181,31 +118,9 @@ template <int BF16, int OPT, int D, int BM> FMSA_DEV void fmsa_bwd_wg_main(const
         fmsa_bwd_wg_row16(sV, BN, r, ch, Vg + kb * F.v_sb + (k_row0 + j) * F.v_ss + hk * F.v_sh + ch * 8, ok, Vg);
     }
 
-    /* Q, dO (4 chunks a thread each: rows lr0 + (256 / CH) p, chunk lch), lse, D */
-    const int lr0 = tid >> LCH, lch = tid & (CH - 1);
-#define FMSA_BWD_WG_LOAD(st, h, i0)                                                               \
-    do {                                                                                          \
-        const int h_ = (h), i0_ = (i0);                                                           \
-        _Pragma("unroll") for (int p = 0; p < 4; ++p) {                                           \
-            const int r = lr0 + (256 / CH) * p, i = i0_ + r, ok = i < sq;                         \
-            fmsa_bwd_wg_row16(sQ + (st) * QT_BYTES, BM, r, lch,                                   \
-                              Qg + qb * F.q_sb + (q_row0 + i) * F.q_ss + h_ * F.q_sh + lch * 8, ok, Qg); \
-            fmsa_bwd_wg_row16(sdO + (st) * QT_BYTES, BM, r, lch,                                  \
-                              dOg + qb * P.do_sb + (q_row0 + i) * P.do_ss + h_ * P.do_sh + lch * 8, ok, dOg); \
-        }                                                                                         \
-        if (tid < BM) {                                                                           \
-            const int i = i0_ + tid, ok = i < sq;                                                 \
-            const float *ls = ok ? F.lse + qb * F.lse_sb + h_ * F.lse_sh + (q_row0 + i) * F.lse_ss : F.lse; \
-            fmsa_cp_async4(fmsa_smem_addr(sLse + (st) * BM + tid), ls, ok ? 4 : 0);               \
-        } else if (tid < 2 * BM) {                                                                \
-            const int i = i0_ + tid - BM, ok = i < sq;                                            \
-            const float *ds = ok ? P.dsum + h_ * rows_all + qb * F.total_q + q_row0 + i : P.dsum; \
-            fmsa_cp_async4(fmsa_smem_addr(sDs + (st) * BM + tid - BM), ds, ok ? 4 : 0);           \
-        }                                                                                         \
-    } while (0)
-
     int cur_h = hk * group, cur_m = mb; /* the head and query tile of the next load */
-    if (niter > 0) FMSA_BWD_WG_LOAD(0, cur_h, cur_m * BM);
+    if (niter > 0)
+        fmsa_bwd_wg_load_step<D, BM>(P, sQ, sdO, sLse, sDs, 0, cur_h, cur_m * BM, tid, sq, qb, q_row0, rows_all);
     fmsa_cp_async_commit();
 
     float dv[D / 2], dk[D / 2];
@@ -233,9 +148,11 @@ template <int BF16, int OPT, int D, int BM> FMSA_DEV void fmsa_bwd_wg_main(const
         fmsa_cp_async_wait<0>();
         fmsa_fence_proxy_async(); /* cp.async wrote through the generic proxy; wgmma reads async */
         __syncthreads();         /* this step's tiles landed; last step's readers are done */
-        if (it + 1 < niter) FMSA_BWD_WG_LOAD(st ^ 1, cur_h, cur_m * BM);
+        if (it + 1 < niter)
+            fmsa_bwd_wg_load_step<D, BM>(P, sQ, sdO, sLse, sDs, st ^ 1, cur_h, cur_m * BM, tid, sq, qb, q_row0,
+                                         rows_all);
         fmsa_cp_async_commit();
-        if ((OPT & 64) && dq_at) fmsa_bwd_wg_dq_red(dq, dq_at); /* the last step's dQ */
+        if ((OPT & 64) && dq_at) fmsa_bwd_wg_dq_red<8>(dq, dq_at); /* the last step's dQ */
 
         float s[BM / 2], dp[BM / 2];
         const unsigned qo = (unsigned)(st * QT_BYTES) >> 4;
@@ -322,10 +239,9 @@ template <int BF16, int OPT, int D, int BM> FMSA_DEV void fmsa_bwd_wg_main(const
                         : P.dq_accum + ((long long)(b * F.heads_q + h) * (sq / 16) + m0 / 16 + 4 * rq + wi) * (16 * D) +
                               (8 * cq) * 128 + lane * 4;
         if (OPT & 64) dq_at = at;
-        else if (at) fmsa_bwd_wg_dq_red(dq, at);
+        else if (at) fmsa_bwd_wg_dq_red<8>(dq, at);
     }
-#undef FMSA_BWD_WG_LOAD
-    if ((OPT & 64) && dq_at) fmsa_bwd_wg_dq_red(dq, dq_at);
+    if ((OPT & 64) && dq_at) fmsa_bwd_wg_dq_red<8>(dq, dq_at);
     fmsa_cp_async_wait<0>();
 
     /* dV, and dK times the softmax scale: element i is key n0 + kr0 + 8 ((i >> 1) & 1), column 8 (i >> 2) + 2 t4 + (i & 1) */
@@ -357,7 +273,7 @@ template <int BF16, int OPT, int D, int BM> FMSA_DEV void fmsa_bwd_wg_main(const
 /* no sm_90a code in this image: never picked (cuda_bwd_pick.c); a trap, not silent zeros */
 #define FMSA_BWD_WG_BODY(BF16, OPT, D, BM) ((void)p, __trap())
 #endif /* FMSA_WGMMA */
-#define FMSA_BWD_WG_ROW(name, BF16, OPT, D, BM) FMSA_BWD_WG_KERNEL(name, BF16, OPT, D, BM)
+#define FMSA_BWD_WG_ROW(name, BF16, OPT, D, BM, BN, SMEM) FMSA_BWD_WG_KERNEL(name, BF16, OPT, D, BM)
 FMSA_CUDA_BWD_WG_INSTANCES(FMSA_BWD_WG_ROW)
 #if defined(FMSA_CUDA_BWD_WG_VARIANTS)
 FMSA_CUDA_BWD_WG_VARIANT_LIST(FMSA_BWD_WG_ROW)

@@ -51,6 +51,24 @@ template <int N> FMSA_DEV void fmsa_wg_wait(void) {
 /// Keeps the compiler from moving accumulator reads or writes across a wait.
 FMSA_DEV void fmsa_wg_touch(float &x) { asm volatile("" : "+f"(x)::"memory"); }
 
+/* one m64n32k16 product from shared memory (d[0..15]); TY: the operand type suffix */
+#define FMSA_WG_SS_N32(TY, d, da, db, acc, TA, TB)                                      \
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %18, 0;\n"                                \
+                 "wgmma.mma_async.sync.aligned.m64n32k16.f32" TY " "                           \
+                 "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15}, "  \
+                 "%16, %17, p, 1, 1, %19, %20;\n}\n"                                          \
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]),    \
+                   "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]),  \
+                   "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15])                        \
+                 : "l"(da), "l"(db), "r"(acc), "n"(TA), "n"(TB))
+
+/// d (+)= A B, m64n32k16, both operands from shared memory (TA / TB: MN-major).
+template <int BF16, int TA, int TB>
+FMSA_DEV void fmsa_wg_ss_n32(float (&d)[16], unsigned long long da, unsigned long long db, int acc) {
+    if (BF16) FMSA_WG_SS_N32(".bf16.bf16", d, da, db, acc, TA, TB);
+    else FMSA_WG_SS_N32(".f16.f16", d, da, db, acc, TA, TB);
+}
+
 /* the accumulator operands of an m64n64 product: d[0..31] */
 #define FMSA_WG_ACC32(d) \
     "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), \

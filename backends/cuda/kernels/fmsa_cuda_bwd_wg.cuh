@@ -1,0 +1,111 @@
+/*
+ * What the Hopper backward kernels (fmsa_cuda_bwd_wg.cu: d64, d128;
+ * fmsa_cuda_bwd_wg256.cu: d256) share: the swizzled cp.async tile loads,
+ * the elementwise P^T / dS^T of an S^T accumulator (key rows, query
+ * columns: the wgmma accumulator layout of fmsa_cuda_wgmma.cuh) and the dQ
+ * reductions into the tiled accumulator.  sm_90a only.
+ */
+#ifndef FMSA_CUDA_BWD_WG_CUH
+#define FMSA_CUDA_BWD_WG_CUH
+
+#include "backends/cuda/cuda_params.h"
+#include "backends/cuda/kernels/fmsa_cuda_bwd_block.cuh"
+#include "backends/cuda/kernels/fmsa_cuda_wgmma.cuh"
+
+#if FMSA_WGMMA
+/// Copies 16-byte chunk ch (0..D/8-1) of row r from src (zeros where ok is
+/// 0; `any` is a valid address for that case) into a swizzled tile of `rows`
+/// rows of D columns: column chunk ch / 8, position (ch % 8) ^ (r % 8).
+FMSA_DEV void fmsa_bwd_wg_row16(unsigned tile, int rows, int r, int ch, const unsigned short *src, int ok,
+                                const unsigned short *any) {
+    const unsigned dst = tile + (unsigned)((ch >> 3) * rows * 128 + r * 128 + ((((ch & 7) ^ r) & 7) << 4));
+    fmsa_cp_async16(dst, ok ? src : any, ok ? 16 : 0);
+}
+
+/// Whether accumulator element i of a cut tile is visible, against the
+/// lane's bounds (fmsa_bwd_softmax_tile's): ri = sq - i0, rj = sk - j0, lo /
+/// hi the window's at the origin; each test one compare with a constant.
+FMSA_DEV int fmsa_bwd_wg_vis(int i, int ri, int rj, int lo, int hi) {
+    const int ci = 8 * (i >> 2) + (i & 1), cj = (i & 2) ? 8 : 0, c = cj - ci;
+    return ri > ci && rj > cj && lo >= -c && hi >= c;
+}
+
+/// P^T in place of S^T: exp2 against the forward's lse (shared memory, the
+/// step's BM rows); CUT: hidden elements 0 unless `full` (OPT bit 7: the
+/// caller branches on full once a step, so a full tile takes no test).
+template <int BM, int CUT>
+FMSA_DEV void fmsa_bwd_wg_p(float (&s)[BM / 2], const float *lse_s, float scale_log2, int t4, int full, int ri,
+                            int rj, int lo, int hi) {
+#pragma unroll
+    for (int q8 = 0; q8 < BM / 8; ++q8) {
+        const float2 l2 = *(const float2 *)(lse_s + q8 * 8 + 2 * t4);
+        const float la = l2.x == FMSA_NEG_INF_F ? FMSA_POS_INF_F : l2.x * FMSA_LOG2E;
+        const float lb = l2.y == FMSA_NEG_INF_F ? FMSA_POS_INF_F : l2.y * FMSA_LOG2E;
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+            const int i = 4 * q8 + e;
+            const float pe = fmsa_ex2(fmaf(s[i], scale_log2, -((e & 1) ? lb : la)));
+            s[i] = !CUT || full || fmsa_bwd_wg_vis(i, ri, rj, lo, hi) ? pe : 0.0f;
+        }
+    }
+}
+
+/// dS^T = P^T (dP^T - D) in place of dP^T, D from shared memory; CUT as above.
+template <int BM, int CUT>
+FMSA_DEV void fmsa_bwd_wg_ds(float (&dp)[BM / 2], const float (&s)[BM / 2], const float *ds_s, int t4, int full,
+                             int ri, int rj, int lo, int hi) {
+#pragma unroll
+    for (int q8 = 0; q8 < BM / 8; ++q8) {
+        const float2 dd = *(const float2 *)(ds_s + q8 * 8 + 2 * t4);
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+            const int i = 4 * q8 + e;
+            /* a hidden key's dS is a select: its dP may be NaN */
+            const float dse = s[i] * (dp[i] - ((e & 1) ? dd.y : dd.x));
+            dp[i] = !CUT || full || fmsa_bwd_wg_vis(i, ri, rj, lo, hi) ? dse : 0.0f;
+        }
+    }
+}
+
+/// A warp's dQ (16 rows x 8 NT columns, the accumulator fragments) added
+/// to its NT tiles of the tiled accumulator from `at` (lane * 4 of the
+/// first): one 512-byte vector reduction a warp and tile.
+template <int NT> FMSA_DEV void fmsa_bwd_wg_dq_red(float (&dq)[4 * NT], float *at) {
+#pragma unroll
+    for (int j = 0; j < NT; ++j) fmsa_red_add4(at + j * 128, dq[4 * j], dq[4 * j + 1], dq[4 * j + 2], dq[4 * j + 3]);
+}
+
+/// One step's Q and dO (BM rows of D columns into swizzled stage st of the
+/// tiles at sQ / sdO; rows past sq zero), lse and D (BM each into stage st
+/// of sLse / sDs): D / 8 x BM / 256 16-byte chunks a thread of 256, rows
+/// tid / (D / 8) + (256 / (D / 8)) p, chunk tid % (D / 8); lse by threads
+/// 0..BM-1, D by BM..2BM-1.  Query head h, query rows i0.. of the sequence.
+template <int D, int BM>
+FMSA_DEV void fmsa_bwd_wg_load_step(const fmsa_cuda_bwd_params &P, unsigned sQ, unsigned sdO, float *sLse, float *sDs,
+                                    int st, int h, int i0, int tid, int sq, long long qb, long long q_row0,
+                                    long long rows_all) {
+    constexpr int CH = D / 8, LCH = D == 256 ? 5 : D == 128 ? 4 : 3, QT_BYTES = BM * D * 2;
+    const fmsa_cuda_fwd_params &F = P.fwd;
+    const unsigned short *Qg = (const unsigned short *)F.q, *dOg = (const unsigned short *)P.dout;
+    const int lr0 = tid >> LCH, lch = tid & (CH - 1);
+#pragma unroll
+    for (int p = 0; p < BM * CH / 256; ++p) {
+        const int r = lr0 + (256 / CH) * p, i = i0 + r, ok = i < sq;
+        fmsa_bwd_wg_row16(sQ + st * QT_BYTES, BM, r, lch, Qg + qb * F.q_sb + (q_row0 + i) * F.q_ss + h * F.q_sh + lch * 8,
+                          ok, Qg);
+        fmsa_bwd_wg_row16(sdO + st * QT_BYTES, BM, r, lch,
+                          dOg + qb * P.do_sb + (q_row0 + i) * P.do_ss + h * P.do_sh + lch * 8, ok, dOg);
+    }
+    if (tid < BM) {
+        const int i = i0 + tid, ok = i < sq;
+        const float *ls = ok ? F.lse + qb * F.lse_sb + h * F.lse_sh + (q_row0 + i) * F.lse_ss : F.lse;
+        fmsa_cp_async4(fmsa_smem_addr(sLse + st * BM + tid), ls, ok ? 4 : 0);
+    } else if (tid < 2 * BM) {
+        const int i = i0 + tid - BM, ok = i < sq;
+        const float *ds = ok ? P.dsum + h * rows_all + qb * F.total_q + q_row0 + i : P.dsum;
+        fmsa_cp_async4(fmsa_smem_addr(sDs + st * BM + tid - BM), ds, ok ? 4 : 0);
+    }
+}
+
+#endif /* FMSA_WGMMA */
+#endif /* FMSA_CUDA_BWD_WG_CUH */
