@@ -105,7 +105,8 @@ template <int BF16, int OPT, int D, int BM> FMSA_DEV void fmsa_bwd_wg_main(const
     fmsa_bwd_mrange(n0, n1, sq, sk, wl, wr, BM, &mb, &me);
     const int nm = me - mb, niter = group * nm;
     const long long rows_all = (long long)F.batch * F.total_q;
-    const unsigned short *Kg = (const unsigned short *)F.k, *Vg = (const unsigned short *)F.v;
+    const unsigned short *Qg = (const unsigned short *)F.q, *Kg = (const unsigned short *)F.k;
+    const unsigned short *Vg = (const unsigned short *)F.v, *dOg = (const unsigned short *)P.dout;
 
     /* K and V, zero past the sequence and for keys the window hides from
        every row (their rows may hold garbage that dQ = dS K must not see) */
@@ -118,9 +119,11 @@ template <int BF16, int OPT, int D, int BM> FMSA_DEV void fmsa_bwd_wg_main(const
         fmsa_bwd_wg_row16(sV, BN, r, ch, Vg + kb * F.v_sb + (k_row0 + j) * F.v_ss + hk * F.v_sh + ch * 8, ok, Vg);
     }
 
+    /* Q, dO of a step: rows lr0 + (256 / CH) p, chunk lch (fmsa_bwd_wg_load_step) */
+    const int lr0 = tid >> LCH, lch = tid & (CH - 1);
     int cur_h = hk * group, cur_m = mb; /* the head and query tile of the next load */
     if (niter > 0)
-        fmsa_bwd_wg_load_step<D, BM>(P, sQ, sdO, sLse, sDs, 0, cur_h, cur_m * BM, tid, sq, qb, q_row0, rows_all);
+        fmsa_bwd_wg_load_step<D, BM>(P, Qg, dOg, sQ, sdO, sLse, sDs, 0, cur_h, cur_m * BM, tid, lr0, lch, sq, qb, q_row0, rows_all);
     fmsa_cp_async_commit();
 
     float dv[D / 2], dk[D / 2];
@@ -149,7 +152,7 @@ template <int BF16, int OPT, int D, int BM> FMSA_DEV void fmsa_bwd_wg_main(const
         fmsa_fence_proxy_async(); /* cp.async wrote through the generic proxy; wgmma reads async */
         __syncthreads();         /* this step's tiles landed; last step's readers are done */
         if (it + 1 < niter)
-            fmsa_bwd_wg_load_step<D, BM>(P, sQ, sdO, sLse, sDs, st ^ 1, cur_h, cur_m * BM, tid, sq, qb, q_row0,
+            fmsa_bwd_wg_load_step<D, BM>(P, Qg, dOg, sQ, sdO, sLse, sDs, st ^ 1, cur_h, cur_m * BM, tid, lr0, lch, sq, qb, q_row0,
                                          rows_all);
         fmsa_cp_async_commit();
         if ((OPT & 64) && dq_at) fmsa_bwd_wg_dq_red<8>(dq, dq_at); /* the last step's dQ */

@@ -78,16 +78,16 @@ template <int NT> FMSA_DEV void fmsa_bwd_wg_dq_red(float (&dq)[4 * NT], float *a
 /// One step's Q and dO (BM rows of D columns into swizzled stage st of the
 /// tiles at sQ / sdO; rows past sq zero), lse and D (BM each into stage st
 /// of sLse / sDs): D / 8 x BM / 256 16-byte chunks a thread of 256, rows
-/// tid / (D / 8) + (256 / (D / 8)) p, chunk tid % (D / 8); lse by threads
-/// 0..BM-1, D by BM..2BM-1.  Query head h, query rows i0.. of the sequence.
+/// lr0 + (256 / (D / 8)) p, chunk lch (lr0 = tid / (D / 8), lch = tid % (D /
+/// 8), which the caller holds); lse by threads
+/// 0..BM-1, D by BM..2BM-1.  Query head h, query rows i0.. of the sequence;
+/// Qg / dOg: F.q / P.dout, which the caller holds (loaded once).
 template <int D, int BM>
-FMSA_DEV void fmsa_bwd_wg_load_step(const fmsa_cuda_bwd_params &P, unsigned sQ, unsigned sdO, float *sLse, float *sDs,
-                                    int st, int h, int i0, int tid, int sq, long long qb, long long q_row0,
-                                    long long rows_all) {
-    constexpr int CH = D / 8, LCH = D == 256 ? 5 : D == 128 ? 4 : 3, QT_BYTES = BM * D * 2;
+FMSA_DEV void fmsa_bwd_wg_load_step(const fmsa_cuda_bwd_params &P, const unsigned short *Qg, const unsigned short *dOg,
+                                    unsigned sQ, unsigned sdO, float *sLse, float *sDs, int st, int h, int i0, int tid,
+                                    int lr0, int lch, int sq, long long qb, long long q_row0, long long rows_all) {
+    constexpr int CH = D / 8, QT_BYTES = BM * D * 2;
     const fmsa_cuda_fwd_params &F = P.fwd;
-    const unsigned short *Qg = (const unsigned short *)F.q, *dOg = (const unsigned short *)P.dout;
-    const int lr0 = tid >> LCH, lch = tid & (CH - 1);
 #pragma unroll
     for (int p = 0; p < BM * CH / 256; ++p) {
         const int r = lr0 + (256 / CH) * p, i = i0 + r, ok = i < sq;

@@ -31,7 +31,7 @@
 /* OPT: bit 6 and bit 7 as in fmsa_cuda_bwd_wg.cu (the deferred dQ
    reductions; the full-tile branch); bit 2 the same timing-only ablation */
 template <int BF16, int OPT> FMSA_DEV void fmsa_bwd_wg256_main(const fmsa_cuda_bwd_params &P) {
-    constexpr int D = 256, BM = 64, BN = 64, CH = D / 8;
+    constexpr int D = 256, BM = 64, BN = 64, CH = D / 8, LCH = 5; /* 16-byte chunks of a row, log2 */
     constexpr int KV_BYTES = BN * D * 2, QT_BYTES = BM * D * 2, PT_BYTES = BN * BM * 2;
     const fmsa_cuda_fwd_params &F = P.fwd;
     extern __shared__ unsigned char fmsa_smem_wg[];
@@ -63,7 +63,8 @@ template <int BF16, int OPT> FMSA_DEV void fmsa_bwd_wg256_main(const fmsa_cuda_b
     fmsa_bwd_mrange(n0, n1, sq, sk, wl, wr, BM, &mb, &me);
     const int nm = me - mb, niter = group * nm;
     const long long rows_all = (long long)F.batch * F.total_q;
-    const unsigned short *Kg = (const unsigned short *)F.k, *Vg = (const unsigned short *)F.v;
+    const unsigned short *Qg = (const unsigned short *)F.q, *Kg = (const unsigned short *)F.k;
+    const unsigned short *Vg = (const unsigned short *)F.v, *dOg = (const unsigned short *)P.dout;
 
     /* K and V, zero past the sequence and for keys the window hides from
        every row (their rows may hold garbage that dQ = dS K must not see) */
@@ -71,14 +72,16 @@ template <int BF16, int OPT> FMSA_DEV void fmsa_bwd_wg256_main(const fmsa_cuda_b
     if (wl >= 0 && off - wl > klo) klo = off - wl;
     if (wr >= 0 && (long long)sq + off + wr < khi) khi = (long long)sq + off + wr;
     for (int c = tid; c < BN * CH; c += 256) {
-        const int r = c >> 5, ch = c & 31, j = n0 + r, ok = j >= klo && j < khi;
+        const int r = c >> LCH, ch = c & (CH - 1), j = n0 + r, ok = j >= klo && j < khi;
         fmsa_bwd_wg_row16(sK, BN, r, ch, Kg + kb * F.k_sb + (k_row0 + j) * F.k_ss + hk * F.k_sh + ch * 8, ok, Kg);
         fmsa_bwd_wg_row16(sV, BN, r, ch, Vg + kb * F.v_sb + (k_row0 + j) * F.v_ss + hk * F.v_sh + ch * 8, ok, Vg);
     }
 
+    /* Q, dO of a step: rows lr0 + (256 / CH) p, chunk lch (fmsa_bwd_wg_load_step) */
+    const int lr0 = tid >> LCH, lch = tid & (CH - 1);
     int cur_h = hk * group, cur_m = mb; /* the head and query tile of the next load */
     if (niter > 0)
-        fmsa_bwd_wg_load_step<D, BM>(P, sQ, sdO, sLse, sDs, 0, cur_h, cur_m * BM, tid, sq, qb, q_row0, rows_all);
+        fmsa_bwd_wg_load_step<D, BM>(P, Qg, dOg, sQ, sdO, sLse, sDs, 0, cur_h, cur_m * BM, tid, lr0, lch, sq, qb, q_row0, rows_all);
     fmsa_cp_async_commit();
 
     float dv[64], dk[64];
@@ -109,7 +112,7 @@ template <int BF16, int OPT> FMSA_DEV void fmsa_bwd_wg256_main(const fmsa_cuda_b
         fmsa_fence_proxy_async(); /* cp.async wrote through the generic proxy; wgmma reads async */
         __syncthreads();         /* this step's tiles landed; last step's readers are done */
         if (it + 1 < niter)
-            fmsa_bwd_wg_load_step<D, BM>(P, sQ, sdO, sLse, sDs, st ^ 1, cur_h, cur_m * BM, tid, sq, qb, q_row0,
+            fmsa_bwd_wg_load_step<D, BM>(P, Qg, dOg, sQ, sdO, sLse, sDs, st ^ 1, cur_h, cur_m * BM, tid, lr0, lch, sq, qb, q_row0,
                                          rows_all);
         fmsa_cp_async_commit();
         if ((OPT & 64) && dq_at) fmsa_bwd_wg_dq_red<16>(dq, dq_at); /* the last step's dQ */
