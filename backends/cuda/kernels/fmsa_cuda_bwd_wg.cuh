@@ -75,6 +75,73 @@ template <int NT> FMSA_DEV void fmsa_bwd_wg_dq_red(float (&dq)[4 * NT], float *a
     for (int j = 0; j < NT; ++j) fmsa_red_add4(at + j * 128, dq[4 * j], dq[4 * j + 1], dq[4 * j + 2], dq[4 * j + 3]);
 }
 
+/// A block's work, what both Hopper kernels derive first (the mma.sync
+/// kernels' order, fmsa_cuda_bwd_block.cuh): its key tile from n0 (BN keys
+/// to n1), kv head hk, sequence b and its rows, the window, and the query
+/// tiles mb..me-1 of BM rows that see its keys, for each of `group` heads.
+typedef struct fmsa_bwd_wg_blk {
+    long long q_row0, k_row0, qb, kb, wl, wr, off;
+    int n0, hk, b, sq, sk, group, mb, me;
+} fmsa_bwd_wg_blk;
+
+/// Fills k for this block (scratch: 4 bytes of shared memory for the
+/// ticket); 0 where the block has no keys (then it returns at once).
+template <int BM, int BN>
+FMSA_DEV int fmsa_bwd_wg_block(const fmsa_cuda_bwd_params &P, int tid, int *scratch, fmsa_bwd_wg_blk *k) {
+    const fmsa_cuda_fwd_params &F = P.fwd;
+    const int ntiles = (F.seqlen_k + BN - 1) / BN;
+    int n;
+    if (F.window_left >= 0 || F.window_right >= 0)
+        fmsa_bwd_block_coords_tail(&n, &k->hk, &k->b);
+    else
+        fmsa_bwd_block_coords(P, ntiles, tid, scratch, &n, &k->hk, &k->b);
+    if (!fmsa_bwd_block_seq(F, k->b, tid, &k->q_row0, &k->k_row0, &k->qb, &k->kb, &k->sq, &k->sk)) return 0;
+    k->n0 = n * BN;
+    if (k->n0 >= k->sk) return 0;
+    const int n1 = k->n0 + BN < k->sk ? k->n0 + BN : k->sk;
+    k->group = F.heads_q / F.heads_kv;
+    k->wl = F.window_left, k->wr = F.window_right, k->off = (long long)k->sk - k->sq;
+    fmsa_bwd_mrange(k->n0, n1, k->sq, k->sk, k->wl, k->wr, BM, &k->mb, &k->me);
+    return 1;
+}
+
+/// K and V of the block's BN keys from n0 into their swizzled tiles, zero
+/// past the sequence and for keys the window hides from every row (their
+/// rows may hold garbage that dQ = dS K must not see).
+template <int D, int BN>
+FMSA_DEV void fmsa_bwd_wg_load_kv(const fmsa_cuda_fwd_params &F, const unsigned short *Kg, const unsigned short *Vg,
+                                  unsigned sK, unsigned sV, int tid, int n0, int sq, int sk, long long wl, long long wr,
+                                  long long off, long long kb, long long k_row0, int hk) {
+    constexpr int CH = D / 8, LCH = D == 256 ? 5 : D == 128 ? 4 : 3;
+    long long klo = 0, khi = sk;
+    if (wl >= 0 && off - wl > klo) klo = off - wl;
+    if (wr >= 0 && (long long)sq + off + wr < khi) khi = (long long)sq + off + wr;
+    for (int c = tid; c < BN * CH; c += 256) {
+        const int r = c >> LCH, ch = c & (CH - 1), j = n0 + r, ok = j >= klo && j < khi;
+        fmsa_bwd_wg_row16(sK, BN, r, ch, Kg + kb * F.k_sb + (k_row0 + j) * F.k_ss + hk * F.k_sh + ch * 8, ok, Kg);
+        fmsa_bwd_wg_row16(sV, BN, r, ch, Vg + kb * F.v_sb + (k_row0 + j) * F.v_ss + hk * F.v_sh + ch * 8, ok, Vg);
+    }
+}
+
+/// Whether the BM x BN tile at query m0, key n0 is whole: inside both
+/// sequences and wholly visible to the window (no test per element).
+template <int BM, int BN>
+FMSA_DEV int fmsa_bwd_wg_full(int m0, int n0, int sq, int sk, long long wl, long long wr, long long off) {
+    return m0 + BM <= sq && n0 + BN <= sk && (wr < 0 || (long long)(n0 + BN - 1) <= m0 + off + wr) &&
+           (wl < 0 || (long long)n0 >= (long long)(m0 + BM - 1) + off - wl);
+}
+
+/// A cut tile's bounds at a lane's origin (query i0, key j0; as
+/// fmsa_bwd_softmax_tile's), the arguments of fmsa_bwd_wg_vis.
+FMSA_DEV void fmsa_bwd_wg_bounds(int i0, int j0, int sq, int sk, long long wl, long long wr, long long off, int *ri,
+                                 int *rj, int *lo, int *hi) {
+    const long long d0 = (long long)j0 - i0, cl = 1LL << 30;
+    long long dlo = wl >= 0 ? d0 - (off - wl) : cl, dhi = wr >= 0 ? (off + wr) - d0 : cl;
+    dlo = dlo > cl ? cl : dlo < -cl ? -cl : dlo;
+    dhi = dhi > cl ? cl : dhi < -cl ? -cl : dhi;
+    *ri = sq - i0, *rj = sk - j0, *lo = (int)dlo, *hi = (int)dhi;
+}
+
 /// One step's Q and dO (BM rows of D columns into swizzled stage st of the
 /// tiles at sQ / sdO; rows past sq zero), lse and D (BM each into stage st
 /// of sLse / sDs): D / 8 x BM / 256 16-byte chunks a thread of 256, rows

@@ -28,6 +28,17 @@
 #include "backends/cuda/kernels/fmsa_cuda_bwd_wg.cuh"
 
 #if FMSA_WGMMA
+/// acc = A B^T over the 256 columns (S^T = K Q^T, dP^T = V dO^T): A = the 64
+/// keys, B = 32 query rows, both K-major in 4 chunks of 4 k16 steps
+/// (descriptors of their first step).
+template <int BF16> FMSA_DEV void fmsa_bwd_wg256_st(float (&acc)[16], unsigned long long da, unsigned long long db) {
+#pragma unroll
+    for (int kk = 0; kk < 16; ++kk) {
+        const unsigned ao = (unsigned)((kk >> 2) * 64 * 128 + (kk & 3) * 32) >> 4;
+        fmsa_wg_ss_n32<BF16, 0, 0>(acc, da + ao, db + ao, kk > 0); /* K and Q tiles: 64 rows a chunk */
+    }
+}
+
 /* OPT: bit 6 and bit 7 as in fmsa_cuda_bwd_wg.cu (the deferred dQ
    reductions; the full-tile branch); bit 2 the same timing-only ablation */
 template <int BF16, int OPT> FMSA_DEV void fmsa_bwd_wg256_main(const fmsa_cuda_bwd_params &P) {
@@ -45,37 +56,16 @@ template <int BF16, int OPT> FMSA_DEV void fmsa_bwd_wg256_main(const fmsa_cuda_b
 
     const int tid = threadIdx.x, lane = tid & 31, g = lane >> 2, t4 = lane & 3;
     const int wg = tid >> 7, wi = (tid >> 5) & 3; /* warpgroup (queries 32 wg.. of S^T, columns 128 wg..) */
-    const int ntiles = (F.seqlen_k + BN - 1) / BN;
-    int n, hk, b;
-    if (F.window_left >= 0 || F.window_right >= 0)
-        fmsa_bwd_block_coords_tail(&n, &hk, &b);
-    else
-        fmsa_bwd_block_coords(P, ntiles, tid, (int *)sDs, &n, &hk, &b);
-    long long q_row0, k_row0, qb, kb;
-    int sq, sk;
-    if (!fmsa_bwd_block_seq(F, b, tid, &q_row0, &k_row0, &qb, &kb, &sq, &sk)) return;
-    const int n0 = n * BN;
-    if (n0 >= sk) return;
-    const int n1 = n0 + BN < sk ? n0 + BN : sk;
-    const int group = F.heads_q / F.heads_kv;
-    const long long wl = F.window_left, wr = F.window_right, off = (long long)sk - sq;
-    int mb, me;
-    fmsa_bwd_mrange(n0, n1, sq, sk, wl, wr, BM, &mb, &me);
-    const int nm = me - mb, niter = group * nm;
+    fmsa_bwd_wg_blk k;
+    if (!fmsa_bwd_wg_block<BM, BN>(P, tid, (int *)sDs, &k)) return;
+    const long long q_row0 = k.q_row0, k_row0 = k.k_row0, qb = k.qb, kb = k.kb, wl = k.wl, wr = k.wr, off = k.off;
+    const int n0 = k.n0, hk = k.hk, b = k.b, sq = k.sq, sk = k.sk, group = k.group, mb = k.mb, me = k.me;
+    const int niter = group * (me - mb);
     const long long rows_all = (long long)F.batch * F.total_q;
     const unsigned short *Qg = (const unsigned short *)F.q, *Kg = (const unsigned short *)F.k;
     const unsigned short *Vg = (const unsigned short *)F.v, *dOg = (const unsigned short *)P.dout;
 
-    /* K and V, zero past the sequence and for keys the window hides from
-       every row (their rows may hold garbage that dQ = dS K must not see) */
-    long long klo = 0, khi = sk;
-    if (wl >= 0 && off - wl > klo) klo = off - wl;
-    if (wr >= 0 && (long long)sq + off + wr < khi) khi = (long long)sq + off + wr;
-    for (int c = tid; c < BN * CH; c += 256) {
-        const int r = c >> LCH, ch = c & (CH - 1), j = n0 + r, ok = j >= klo && j < khi;
-        fmsa_bwd_wg_row16(sK, BN, r, ch, Kg + kb * F.k_sb + (k_row0 + j) * F.k_ss + hk * F.k_sh + ch * 8, ok, Kg);
-        fmsa_bwd_wg_row16(sV, BN, r, ch, Vg + kb * F.v_sb + (k_row0 + j) * F.v_ss + hk * F.v_sh + ch * 8, ok, Vg);
-    }
+    fmsa_bwd_wg_load_kv<D, BN>(F, Kg, Vg, sK, sV, tid, n0, sq, sk, wl, wr, off, kb, k_row0, hk);
 
     /* Q, dO of a step: rows lr0 + (256 / CH) p, chunk lch (fmsa_bwd_wg_load_step) */
     const int lr0 = tid >> LCH, lch = tid & (CH - 1);
@@ -117,36 +107,20 @@ template <int BF16, int OPT> FMSA_DEV void fmsa_bwd_wg256_main(const fmsa_cuda_b
         fmsa_cp_async_commit();
         if ((OPT & 64) && dq_at) fmsa_bwd_wg_dq_red<16>(dq, dq_at); /* the last step's dQ */
 
-        /* S^T, dP^T over the 256 columns: 4 chunks of 4 k16 steps */
+        /* S^T, dP^T over the 256 columns */
         float s[16], dp[16];
         const unsigned qo = (unsigned)(st * QT_BYTES) >> 4;
         fmsa_wg_fence();
-#pragma unroll
-        for (int kk = 0; kk < D / 16; ++kk) {
-            const unsigned ao = (unsigned)((kk >> 2) * BN * 128 + (kk & 3) * 32) >> 4;
-            const unsigned bo = qo + ((unsigned)((kk >> 2) * BM * 128 + (kk & 3) * 32) >> 4);
-            fmsa_wg_ss_n32<BF16, 0, 0>(s, dK_k + ao, dQ_k + bo, kk > 0);
-        }
+        fmsa_bwd_wg256_st<BF16>(s, dK_k, dQ_k + qo);
         fmsa_wg_commit();
-#pragma unroll
-        for (int kk = 0; kk < D / 16; ++kk) {
-            const unsigned ao = (unsigned)((kk >> 2) * BN * 128 + (kk & 3) * 32) >> 4;
-            const unsigned bo = qo + ((unsigned)((kk >> 2) * BM * 128 + (kk & 3) * 32) >> 4);
-            fmsa_wg_ss_n32<BF16, 0, 0>(dp, dV_k + ao, dO_k + bo, kk > 0);
-        }
+        fmsa_bwd_wg256_st<BF16>(dp, dV_k, dO_k + qo);
         fmsa_wg_commit();
 
         /* element i: key n0 + kr0 + 8 ((i >> 1) & 1), query m0 + 32 wg + 8 (i >> 2) + 2 t4 + (i & 1) */
         const float *lse_s = sLse + st * BM + 32 * wg, *ds_s = sDs + st * BM + 32 * wg;
-        const int full = m0 + BM <= sq && n0 + BN <= sk &&
-                         (wr < 0 || (long long)(n0 + BN - 1) <= m0 + off + wr) &&
-                         (wl < 0 || (long long)n0 >= (long long)(m0 + BM - 1) + off - wl);
-        const int i0 = m0 + 32 * wg + 2 * t4, j0 = n0 + kr0;
-        const long long d0 = (long long)j0 - i0, cl = 1LL << 30;
-        long long dlo = wl >= 0 ? d0 - (off - wl) : cl, dhi = wr >= 0 ? (off + wr) - d0 : cl;
-        dlo = dlo > cl ? cl : dlo < -cl ? -cl : dlo;
-        dhi = dhi > cl ? cl : dhi < -cl ? -cl : dhi;
-        const int ri = sq - i0, rj = sk - j0, lo = (int)dlo, hi = (int)dhi;
+        const int full = fmsa_bwd_wg_full<BM, BN>(m0, n0, sq, sk, wl, wr, off);
+        int ri, rj, lo, hi; /* a cut tile's bounds at this lane's origin */
+        fmsa_bwd_wg_bounds(m0 + 32 * wg + 2 * t4, n0 + kr0, sq, sk, wl, wr, off, &ri, &rj, &lo, &hi);
         fmsa_wg_wait<1>();
 #pragma unroll
         for (int i = 0; i < 16; ++i) fmsa_wg_touch(s[i]);
