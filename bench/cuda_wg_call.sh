@@ -16,6 +16,9 @@
 #   bench      its bench stage (bench/cuda_vs_peers.py, BENCH_ARGS) once per FLASHMSA_CUDA_WGMMA
 #              value of BENCH_WGMMA (default "1 0"), FA2 and cuDNN beside each
 #   ncu        Nsight Compute sections of the wgmma kernel, d128 s4096 non-causal
+#   fwd_dev    $WG_DIR/fwd_dev (backends/cuda/dev/fmsa_wgmma_fwd_dev.cu, built here): the
+#              forward wgmma kernel in development against its fp32 reference, timed,
+#              on the standard sweep's d128 shapes (b*s 16384, 16 heads)
 #
 # Steps run in that order while the deadline leaves them their time (bench/deadline_steps.sh).
 # Logs to $OUT.
@@ -60,7 +63,7 @@ for wg in ${RUN_WGMMA:-1}; do
 done
 done'
 if has runs; then
-  step runs 200 env RUN_WGMMA="${RUN_WGMMA:-1}" RUN_DIMS="${RUN_DIMS:-64 128}" bash -c "$runs" > "$OUT/runs.log"
+  step runs $((110 * $(echo ${RUN_DIMS:-64 128} | wc -w))) env RUN_WGMMA="${RUN_WGMMA:-1}" RUN_DIMS="${RUN_DIMS:-64 128}" bash -c "$runs" > "$OUT/runs.log"
   echo "== runs: $(grep -c PASS "$OUT/runs.log") PASS, $(grep -c FAIL "$OUT/runs.log") FAIL of $(grep -c '^wg=' "$OUT/runs.log")"
   grep '^wg=' "$OUT/runs.log" | grep -v PASS | head -20
   grep -o "wg=[^ ]* .*backward [a-z0-9_]*" "$OUT/runs.log" | awk '{print $1, $NF}' | sort | uniq -c
@@ -88,5 +91,11 @@ if has ncu; then
     --check-rows 4
   grep -E "Duration|Elapsed Cycles|Issue Slots Busy|Eligible Warps|Warp Cycles Per Issued|Compute \(SM\)|Memory Throughput" \
     "$OUT/ncu.log" | head -20
+fi
+if has fwd_dev; then
+  # shellcheck disable=SC2016
+  step fwd_dev 120 bash -c 'for dt in bf16 f16; do for s in 1024 4096 16384; do for wr in -1 0; do
+    "$0" $dt $((16384 / s)) 16 16 $s $s -1 $wr 20; done; done; done; "$0" bf16 2 16 4 1000 1500 100 0 5' \
+    "$WG_DIR/fwd_dev" | tee "$OUT/fwd_dev.log"
 fi
 echo "== done at $((SECONDS - T0)) s"

@@ -1,0 +1,206 @@
+/*
+ * DEVELOPMENT, NOT IN THE LIBRARY: a Hopper (sm_90a) forward by wgmma at
+ * head_dim 128, written 2026-12-04 without device time left and never run.
+ * It is not in FMSA_CUDA_KERNEL_SOURCES and no planner row names it; the
+ * harness backends/cuda/dev/fmsa_wgmma_fwd_dev.cu includes it, checks it
+ * against an fp32 reference and times it.  It joins the library only after
+ * that harness and the grids pass on an H100 / H200.
+ *
+ * One block = 128 query rows of one query head (two warpgroups of 64 rows),
+ * grid (query tiles, heads_q, batch); per step of 128 keys:
+ *   S = Q K^T        m64n128, Q (this warpgroup's 64 rows, loaded once) and
+ *                    the K tile from shared memory, both K-major
+ *   online softmax   exp2 form in registers: the row max and sum over the 4
+ *                    lanes of a row, O rescaled, P packed to the A fragments
+ *                    (the accumulator's elements 8 kk .. 8 kk + 7, k16 slice kk)
+ *   O += P V         m64n128, A = P from registers, B = the V tile read
+ *                    transposed (MN-major)
+ * K and V of the next step load by cp.async during this one (2 stages).
+ * Features: causal and sliding windows (window_left / window_right, causal
+ * folded in as window_right 0), GQA, sequence tails, the natural-log LSE;
+ * nothing else (no softcap, ALiBi, mask, sinks, varlen, paging, D_v != D).
+ */
+#include "backends/cuda/cuda_params.h"
+#include "backends/cuda/kernels/fmsa_cuda_bwd_wg.cuh"
+
+#define FMSA_FWD_WG_D 128
+#define FMSA_FWD_WG_BM 128 /* query rows a block: two warpgroups of 64 */
+#define FMSA_FWD_WG_BN 128 /* keys a step */
+/// Dynamic shared memory: Q, 2 x K, 2 x V tiles (1024-byte aligned), and the alignment.
+#define FMSA_FWD_WG_SMEM (128 * 128 * 2 * 5 + 1024)
+
+#if FMSA_WGMMA
+/// Maximum over the 4 lanes of an accumulator row (lanes 4 g .. 4 g + 3).
+FMSA_DEV float fmsa_fwd_wg_rowmax(float x) {
+    x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 1));
+    return fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 2));
+}
+
+/// Sum over the 4 lanes of an accumulator row.
+FMSA_DEV float fmsa_fwd_wg_rowsum(float x) {
+    x += __shfl_xor_sync(0xffffffffu, x, 1);
+    return x + __shfl_xor_sync(0xffffffffu, x, 2);
+}
+
+template <int BF16> FMSA_DEV void fmsa_fwd_wg_main(const fmsa_cuda_fwd_params &F) {
+    constexpr int D = FMSA_FWD_WG_D, BM = FMSA_FWD_WG_BM, BN = FMSA_FWD_WG_BN, CH = D / 8;
+    constexpr int Q_BYTES = BM * D * 2, KV_BYTES = BN * D * 2;
+    extern __shared__ unsigned char fmsa_smem_fwd_wg[];
+    const unsigned base = (fmsa_smem_addr(fmsa_smem_fwd_wg) + 1023u) & ~1023u;
+    const unsigned sQ = base, sK = sQ + Q_BYTES, sV = sK + 2 * KV_BYTES;
+
+    const int tid = threadIdx.x, lane = tid & 31, g = lane >> 2, t4 = lane & 3;
+    const int wg = tid >> 7, wi = (tid >> 5) & 3; /* warpgroup (64 rows), warp in it (16 rows) */
+    const int h = blockIdx.y, b = blockIdx.z, hk = h / (F.heads_q / F.heads_kv);
+    const int sq = F.seqlen_q, sk = F.seqlen_k, m0 = blockIdx.x * BM;
+    if (m0 >= sq) return;
+    const long long wl = F.window_left, wr = F.window_right, off = (long long)sk - sq;
+    /* the keys any row of this block sees: [jlo, jhi) */
+    long long jlo = 0, jhi = sk;
+    if (wl >= 0 && m0 + off - wl > jlo) jlo = m0 + off - wl;
+    if (wr >= 0 && (long long)(m0 + BM - 1) + off + wr + 1 < jhi) jhi = (long long)(m0 + BM - 1) + off + wr + 1;
+    const int nb = jlo < jhi ? (int)(jlo / BN) : 0, ne = jlo < jhi ? (int)((jhi + BN - 1) / BN) : 0;
+    const unsigned short *Qg = (const unsigned short *)F.q, *Kg = (const unsigned short *)F.k;
+    const unsigned short *Vg = (const unsigned short *)F.v;
+
+    /* Q once (8 chunks a thread), then K / V of the first step (16 each) */
+    for (int c = tid; c < BM * CH; c += 256) {
+        const int r = c >> 4, ch = c & 15, i = m0 + r, ok = i < sq;
+        fmsa_bwd_wg_row16(sQ, BM, r, ch, Qg + b * F.q_sb + (long long)i * F.q_ss + h * F.q_sh + ch * 8, ok, Qg);
+    }
+#define FMSA_FWD_WG_LOAD_KV(st, n)                                                                  \
+    do {                                                                                            \
+        const int n0_ = (n) * BN;                                                                   \
+        for (int c = tid; c < BN * CH; c += 256) {                                                  \
+            const int r = c >> 4, ch = c & 15, j = n0_ + r, ok = j < sk;                            \
+            fmsa_bwd_wg_row16(sK + (st) * KV_BYTES, BN, r, ch,                                      \
+                              Kg + b * F.k_sb + (long long)j * F.k_ss + hk * F.k_sh + ch * 8, ok, Kg); \
+            fmsa_bwd_wg_row16(sV + (st) * KV_BYTES, BN, r, ch,                                      \
+                              Vg + b * F.v_sb + (long long)j * F.v_ss + hk * F.v_sh + ch * 8, ok, Vg); \
+        }                                                                                           \
+    } while (0)
+    if (nb < ne) FMSA_FWD_WG_LOAD_KV(0, nb);
+    fmsa_cp_async_commit();
+
+    float o[64], m2[2] = {FMSA_NEG_INF_F, FMSA_NEG_INF_F}, l[2] = {0.0f, 0.0f};
+#pragma unroll
+    for (int i = 0; i < 64; ++i) o[i] = 0.0f;
+    const unsigned long long dQ_k = fmsa_wg_desc(sQ + wg * 64 * 128, 16, 1024);
+    const unsigned long long dK_k = fmsa_wg_desc(sK, 16, 1024);
+    const unsigned long long dV_t = fmsa_wg_desc(sV, BN * 128, 1024);
+    const int r0 = m0 + 64 * wg + 16 * wi + g; /* query row of accumulator elements i & 2 == 0 */
+
+    for (int n = nb; n < ne; ++n) {
+        const int st = (n - nb) & 1, n0 = n * BN;
+        fmsa_cp_async_wait<0>();
+        fmsa_fence_proxy_async(); /* cp.async wrote through the generic proxy; wgmma reads async */
+        __syncthreads();         /* this step's K / V landed; last step's readers are done */
+        if (n + 1 < ne) FMSA_FWD_WG_LOAD_KV(st ^ 1, n + 1);
+        fmsa_cp_async_commit();
+
+        /* S = Q K^T over the 128 columns: 2 chunks of 4 k16 steps */
+        float s[64];
+        const unsigned ko = (unsigned)(st * KV_BYTES) >> 4;
+        fmsa_wg_fence();
+#pragma unroll
+        for (int kk = 0; kk < D / 16; ++kk) {
+            const unsigned ao = (unsigned)((kk >> 2) * BM * 128 + (kk & 3) * 32) >> 4;
+            const unsigned bo = ko + ((unsigned)((kk >> 2) * BN * 128 + (kk & 3) * 32) >> 4);
+            fmsa_wg_ss_n128<BF16, 0, 0>(s, dQ_k + ao, dK_k + bo, kk > 0);
+        }
+        fmsa_wg_commit();
+        fmsa_wg_wait<0>();
+#pragma unroll
+        for (int i = 0; i < 64; ++i) fmsa_wg_touch(s[i]);
+
+        /* element i: row r0 + 8 ((i >> 1) & 1), key n0 + 8 (i >> 2) + 2 t4 + (i & 1); x = s * scale * log2 e */
+        const int full = m0 + BM <= sq && n0 + BN <= sk &&
+                         (wr < 0 || (long long)(n0 + BN - 1) <= m0 + off + wr) &&
+                         (wl < 0 || (long long)n0 >= (long long)(m0 + BM - 1) + off - wl);
+#pragma unroll
+        for (int i = 0; i < 64; ++i) {
+            float x = s[i] * F.scale_log2;
+            if (!full) {
+                const long long row = r0 + 8 * ((i >> 1) & 1), key = n0 + 8 * (i >> 2) + 2 * t4 + (i & 1);
+                const int vis = row < sq && key < sk && (wl < 0 || key >= row + off - wl) &&
+                                (wr < 0 || key <= row + off + wr);
+                x = vis ? x : FMSA_NEG_INF_F;
+            }
+            s[i] = x;
+        }
+        float alpha[2];
+#pragma unroll
+        for (int hr = 0; hr < 2; ++hr) {
+            float mx = m2[hr];
+#pragma unroll
+            for (int i = 0; i < 64; ++i)
+                if (((i >> 1) & 1) == hr) mx = fmaxf(mx, s[i]);
+            mx = fmsa_fwd_wg_rowmax(mx);
+            /* a row that has seen no key yet keeps -inf; its base is 0 so exp2 gives 0, not NaN */
+            alpha[hr] = mx == FMSA_NEG_INF_F ? 1.0f : fmsa_ex2(m2[hr] - mx);
+            m2[hr] = mx;
+        }
+        float ls[2] = {0.0f, 0.0f};
+#pragma unroll
+        for (int i = 0; i < 64; ++i) {
+            const int hr = (i >> 1) & 1;
+            const float base = m2[hr] == FMSA_NEG_INF_F ? 0.0f : m2[hr];
+            s[i] = fmsa_ex2(s[i] - base);
+            ls[hr] += s[i];
+        }
+#pragma unroll
+        for (int hr = 0; hr < 2; ++hr) l[hr] = l[hr] * alpha[hr] + fmsa_fwd_wg_rowsum(ls[hr]);
+#pragma unroll
+        for (int i = 0; i < 64; ++i) o[i] *= alpha[(i >> 1) & 1];
+        unsigned pa[8][4];
+#pragma unroll
+        for (int kk = 0; kk < 8; ++kk)
+#pragma unroll
+            for (int r = 0; r < 4; ++r) pa[kk][r] = fmsa_pack2<BF16>(s[8 * kk + 2 * r], s[8 * kk + 2 * r + 1]);
+
+        /* O += P V over the 128 keys */
+        fmsa_wg_fence();
+#pragma unroll
+        for (int kk = 0; kk < BN / 16; ++kk) {
+            const unsigned ro = ko + ((unsigned)(kk * 16 * 128) >> 4);
+            fmsa_wg_rs_n128<BF16, 1>(o, pa[kk], dV_t + ro, 1);
+        }
+        fmsa_wg_commit();
+        fmsa_wg_wait<0>();
+#pragma unroll
+        for (int i = 0; i < 64; ++i) fmsa_wg_touch(o[i]);
+    }
+#undef FMSA_FWD_WG_LOAD_KV
+    fmsa_cp_async_wait<0>();
+
+    /* O / l and the natural-log LSE; a row that saw no key gets 0 and -inf */
+    unsigned short *Og = (unsigned short *)F.o;
+#pragma unroll
+    for (int hr = 0; hr < 2; ++hr) {
+        const int row = r0 + 8 * hr;
+        if (row >= sq) continue;
+        const float inv = l[hr] > 0.0f ? 1.0f / l[hr] : 0.0f;
+        unsigned short *orow = Og + b * F.o_sb + (long long)row * F.o_ss + h * F.o_sh + 2 * t4;
+#pragma unroll
+        for (int c8 = 0; c8 < 16; ++c8) {
+            const int i = 4 * c8 + 2 * hr;
+            *(unsigned *)(orow + 8 * c8) = fmsa_pack2<BF16>(o[i] * inv, o[i + 1] * inv);
+        }
+        if (F.lse && t4 == 0)
+            F.lse[b * F.lse_sb + h * F.lse_sh + (long long)row * F.lse_ss] =
+                l[hr] > 0.0f ? (m2[hr] + __log2f(l[hr])) * 0.69314718055994531f : FMSA_NEG_INF_F;
+    }
+}
+#endif /* FMSA_WGMMA */
+
+#define FMSA_FWD_WG_KERNEL(name, BF16)                                                            \
+    extern "C" __global__ void __launch_bounds__(256, 1) name(const fmsa_cuda_fwd_params p) {     \
+        FMSA_FWD_WG_BODY(BF16);                                                                   \
+    }
+#if FMSA_WGMMA
+#define FMSA_FWD_WG_BODY(BF16) fmsa_fwd_wg_main<BF16>(p)
+#else
+#define FMSA_FWD_WG_BODY(BF16) ((void)p, __trap())
+#endif /* FMSA_WGMMA */
+FMSA_FWD_WG_KERNEL(fmsa_cuda_fwd_wg_bf16_d128, 1)
+FMSA_FWD_WG_KERNEL(fmsa_cuda_fwd_wg_f16_d128, 0)
