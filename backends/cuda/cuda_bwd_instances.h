@@ -259,28 +259,24 @@ static inline const fmsa_cuda_bwd_instance *fmsa_cuda_bwd_select(fmsa_dtype dtyp
 #define FMSA_CUDA_BWD_WG_SMEM(D, BM) (128 * (D) * 2 * 2 + 4 * (BM) * (D) * 2 + 128 * (BM) * 2 + 4 * (BM) * 4 + 1024)
 #define FMSA_CUDA_BWD_WG256_SMEM (64 * 256 * 2 * 2 + 4 * 64 * 256 * 2 + 2 * 64 * 64 * 2 + 4 * 64 * 4 + 1024)
 #define FMSA_CUDA_BWD_WG_INSTANCES(X)                                                   \
-    X(fmsa_cuda_bwd_wg_bf16_d64, 1, 192, 64, 128, 128, FMSA_CUDA_BWD_WG_SMEM(64, 128))  \
-    X(fmsa_cuda_bwd_wg_f16_d64, 0, 192, 64, 128, 128, FMSA_CUDA_BWD_WG_SMEM(64, 128))   \
-    X(fmsa_cuda_bwd_wg_bf16_d128, 1, 192, 128, 64, 128, FMSA_CUDA_BWD_WG_SMEM(128, 64)) \
-    X(fmsa_cuda_bwd_wg_f16_d128, 0, 192, 128, 64, 128, FMSA_CUDA_BWD_WG_SMEM(128, 64))
+    X(fmsa_cuda_bwd_wg_bf16_d64, 1, 64, 64, 128, 128, FMSA_CUDA_BWD_WG_SMEM(64, 128))  \
+    X(fmsa_cuda_bwd_wg_f16_d64, 0, 64, 64, 128, 128, FMSA_CUDA_BWD_WG_SMEM(64, 128))   \
+    X(fmsa_cuda_bwd_wg_bf16_d128, 1, 64, 128, 64, 128, FMSA_CUDA_BWD_WG_SMEM(128, 64)) \
+    X(fmsa_cuda_bwd_wg_f16_d128, 0, 64, 128, 64, 128, FMSA_CUDA_BWD_WG_SMEM(128, 64))
 #define FMSA_CUDA_BWD_WG256_INSTANCES(X)                                                \
-    X(fmsa_cuda_bwd_wg_bf16_d256, 1, 192, 256, 64, 64, FMSA_CUDA_BWD_WG256_SMEM)        \
-    X(fmsa_cuda_bwd_wg_f16_d256, 0, 192, 256, 64, 64, FMSA_CUDA_BWD_WG256_SMEM)
+    X(fmsa_cuda_bwd_wg_bf16_d256, 1, 64, 256, 64, 64, FMSA_CUDA_BWD_WG256_SMEM)        \
+    X(fmsa_cuda_bwd_wg_f16_d256, 0, 64, 256, 64, 64, FMSA_CUDA_BWD_WG256_SMEM)
 /// Development variants (bf16), compiled where the kernels are built with
 /// -DFMSA_CUDA_BWD_WG_VARIANTS and run with FLASHMSA_CUDA_WGMMA=o<OPT> in
 /// place of the instance of their D: the OPT bits of fmsa_cuda_bwd_wg.cu
-/// (o0: the reductions in their own step and the visibility selects in
-/// every tile; o64: the selects; o68 a timing-only ablation).
+/// (o0: the reductions in their own step; o68 a timing-only ablation).
 #define FMSA_CUDA_BWD_WG_VARIANT_LIST(X)                                                \
     X(fmsa_cuda_bwd_wg_bf16_d64_o0, 1, 0, 64, 128, 128, FMSA_CUDA_BWD_WG_SMEM(64, 128)) \
-    X(fmsa_cuda_bwd_wg_bf16_d64_o64, 1, 64, 64, 128, 128, FMSA_CUDA_BWD_WG_SMEM(64, 128)) \
     X(fmsa_cuda_bwd_wg_bf16_d64_o68, 1, 68, 64, 128, 128, FMSA_CUDA_BWD_WG_SMEM(64, 128)) \
     X(fmsa_cuda_bwd_wg_bf16_d128_o0, 1, 0, 128, 64, 128, FMSA_CUDA_BWD_WG_SMEM(128, 64)) \
-    X(fmsa_cuda_bwd_wg_bf16_d128_o64, 1, 64, 128, 64, 128, FMSA_CUDA_BWD_WG_SMEM(128, 64)) \
     X(fmsa_cuda_bwd_wg_bf16_d128_o68, 1, 68, 128, 64, 128, FMSA_CUDA_BWD_WG_SMEM(128, 64))
 #define FMSA_CUDA_BWD_WG256_VARIANT_LIST(X)                                             \
     X(fmsa_cuda_bwd_wg_bf16_d256_o0, 1, 0, 256, 64, 64, FMSA_CUDA_BWD_WG256_SMEM)       \
-    X(fmsa_cuda_bwd_wg_bf16_d256_o64, 1, 64, 256, 64, 64, FMSA_CUDA_BWD_WG256_SMEM)     \
     X(fmsa_cuda_bwd_wg_bf16_d256_o68, 1, 68, 256, 64, 64, FMSA_CUDA_BWD_WG256_SMEM)
 #define FMSA_CUDA_BWD_WG_INSTANCE(name, BF16, OPT, D, BM, BN, SMEM)                               \
     {BF16 ? "fmsa_cuda_bwd_pre_bf16" : "fmsa_cuda_bwd_pre_f16", #name,                            \

@@ -62,9 +62,7 @@ FMSA_DEV void fmsa_bwd_wg_kv(float (&d)[D / 2], const unsigned (&a)[4], unsigned
 /* OPT (cuda_bwd_instances.h): bit 6 (the instances) issues a step's dQ
    reductions in the next step, after its proxy fence and barrier: a
    fence.proxy.async is a CTA memory barrier in SASS (MEMBAR.ALL.CTA) and
-   waits for this thread's reductions in flight; bit 7 (the instances)
-   branches once a step on whether the tile is full, so that a full tile
-   runs no per-element visibility test.  The development variants
+   waits for this thread's reductions in flight.  The development variants
    (FMSA_CUDA_BWD_WG_VARIANTS): OPT 0, the reductions in their own step; bit
    2, a timing-only ablation (wrong results), dQ computed and not added */
 template <int BF16, int OPT, int D, int BM> FMSA_DEV void fmsa_bwd_wg_main(const fmsa_cuda_bwd_params &P) {
@@ -152,14 +150,14 @@ template <int BF16, int OPT, int D, int BM> FMSA_DEV void fmsa_bwd_wg_main(const
         fmsa_wg_wait<1>();
 #pragma unroll
         for (int i = 0; i < BM / 2; ++i) fmsa_wg_touch(s[i]);
-        if ((OPT & 128) && full) fmsa_bwd_wg_p<BM, 0>(s, lse_s, F.scale_log2, t4, 1, ri, rj, lo, hi);
-        else fmsa_bwd_wg_p<BM, 1>(s, lse_s, F.scale_log2, t4, full, ri, rj, lo, hi);
+        if (full) fmsa_bwd_wg_p<BM, 0>(s, lse_s, F.scale_log2, t4, ri, rj, lo, hi);
+        else fmsa_bwd_wg_p<BM, 1>(s, lse_s, F.scale_log2, t4, ri, rj, lo, hi);
         fmsa_wg_wait<0>();
 #pragma unroll
         for (int i = 0; i < BM / 2; ++i) fmsa_wg_touch(dp[i]);
         unsigned pa[BM / 16][4], sa[BM / 16][4];
-        if ((OPT & 128) && full) fmsa_bwd_wg_ds<BM, 0>(dp, s, ds_s, t4, 1, ri, rj, lo, hi);
-        else fmsa_bwd_wg_ds<BM, 1>(dp, s, ds_s, t4, full, ri, rj, lo, hi);
+        if (full) fmsa_bwd_wg_ds<BM, 0>(dp, s, ds_s, t4, ri, rj, lo, hi);
+        else fmsa_bwd_wg_ds<BM, 1>(dp, s, ds_s, t4, ri, rj, lo, hi);
 #pragma unroll
         for (int kk = 0; kk < BM / 16; ++kk)
 #pragma unroll
@@ -219,22 +217,7 @@ template <int BF16, int OPT, int D, int BM> FMSA_DEV void fmsa_bwd_wg_main(const
     if ((OPT & 64) && dq_at) fmsa_bwd_wg_dq_red<8>(dq, dq_at);
     fmsa_cp_async_wait<0>();
 
-    /* dV, and dK times the softmax scale: element i is key n0 + kr0 + 8 ((i >> 1) & 1), column 8 (i >> 2) + 2 t4 + (i & 1) */
-    unsigned short *dVg = (unsigned short *)P.dv, *dKg = (unsigned short *)P.dk;
-    const float sc = F.softmax_scale;
-#pragma unroll
-    for (int half = 0; half < 2; ++half) {
-        const int j = n0 + kr0 + 8 * half;
-        if (j >= sk) continue;
-        unsigned short *vr = dVg + kb * P.dv_sb + (k_row0 + j) * P.dv_ss + hk * P.dv_sh + 2 * t4;
-        unsigned short *kr = dKg + kb * P.dk_sb + (k_row0 + j) * P.dk_ss + hk * P.dk_sh + 2 * t4;
-#pragma unroll
-        for (int c8 = 0; c8 < D / 8; ++c8) {
-            const int i = 4 * c8 + 2 * half;
-            *(unsigned *)(vr + 8 * c8) = fmsa_pack2<BF16>(dv[i], dv[i + 1]);
-            *(unsigned *)(kr + 8 * c8) = fmsa_pack2<BF16>(dk[i] * sc, dk[i + 1] * sc);
-        }
-    }
+    fmsa_bwd_wg_store_kv<BF16, D>(P, k, dv, dk, kr0, 0, t4);
 }
 #endif /* FMSA_WGMMA */
 

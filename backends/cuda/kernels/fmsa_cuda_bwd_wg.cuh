@@ -31,11 +31,13 @@ FMSA_DEV int fmsa_bwd_wg_vis(int i, int ri, int rj, int lo, int hi) {
 }
 
 /// P^T in place of S^T: exp2 against the forward's lse (shared memory, the
-/// step's BM rows); CUT: hidden elements 0 unless `full` (OPT bit 7: the
-/// caller branches on full once a step, so a full tile takes no test).
+/// step's BM rows); CUT: a cut tile, hidden elements 0.  The caller branches
+/// on whether the tile is full once a step, so a full tile runs no
+/// per-element test (compiled as selects in every tile, the test held the
+/// d64 kernel to 0.59-0.71x: bench/RESULTS.md, 2026-12-04).
 template <int BM, int CUT>
-FMSA_DEV void fmsa_bwd_wg_p(float (&s)[BM / 2], const float *lse_s, float scale_log2, int t4, int full, int ri,
-                            int rj, int lo, int hi) {
+FMSA_DEV void fmsa_bwd_wg_p(float (&s)[BM / 2], const float *lse_s, float scale_log2, int t4, int ri, int rj,
+                            int lo, int hi) {
 #pragma unroll
     for (int q8 = 0; q8 < BM / 8; ++q8) {
         const float2 l2 = *(const float2 *)(lse_s + q8 * 8 + 2 * t4);
@@ -45,15 +47,15 @@ FMSA_DEV void fmsa_bwd_wg_p(float (&s)[BM / 2], const float *lse_s, float scale_
         for (int e = 0; e < 4; ++e) {
             const int i = 4 * q8 + e;
             const float pe = fmsa_ex2(fmaf(s[i], scale_log2, -((e & 1) ? lb : la)));
-            s[i] = !CUT || full || fmsa_bwd_wg_vis(i, ri, rj, lo, hi) ? pe : 0.0f;
+            s[i] = !CUT || fmsa_bwd_wg_vis(i, ri, rj, lo, hi) ? pe : 0.0f;
         }
     }
 }
 
 /// dS^T = P^T (dP^T - D) in place of dP^T, D from shared memory; CUT as above.
 template <int BM, int CUT>
-FMSA_DEV void fmsa_bwd_wg_ds(float (&dp)[BM / 2], const float (&s)[BM / 2], const float *ds_s, int t4, int full,
-                             int ri, int rj, int lo, int hi) {
+FMSA_DEV void fmsa_bwd_wg_ds(float (&dp)[BM / 2], const float (&s)[BM / 2], const float *ds_s, int t4, int ri,
+                             int rj, int lo, int hi) {
 #pragma unroll
     for (int q8 = 0; q8 < BM / 8; ++q8) {
         const float2 dd = *(const float2 *)(ds_s + q8 * 8 + 2 * t4);
@@ -62,7 +64,7 @@ FMSA_DEV void fmsa_bwd_wg_ds(float (&dp)[BM / 2], const float (&s)[BM / 2], cons
             const int i = 4 * q8 + e;
             /* a hidden key's dS is a select: its dP may be NaN */
             const float dse = s[i] * (dp[i] - ((e & 1) ? dd.y : dd.x));
-            dp[i] = !CUT || full || fmsa_bwd_wg_vis(i, ri, rj, lo, hi) ? dse : 0.0f;
+            dp[i] = !CUT || fmsa_bwd_wg_vis(i, ri, rj, lo, hi) ? dse : 0.0f;
         }
     }
 }
@@ -140,6 +142,30 @@ FMSA_DEV void fmsa_bwd_wg_bounds(int i0, int j0, int sq, int sk, long long wl, l
     dlo = dlo > cl ? cl : dlo < -cl ? -cl : dlo;
     dhi = dhi > cl ? cl : dhi < -cl ? -cl : dhi;
     *ri = sq - i0, *rj = sk - j0, *lo = (int)dlo, *hi = (int)dhi;
+}
+
+/// dV and dK (times the softmax scale) of a warpgroup's accumulators, NC
+/// columns from column c0: element i is key k.n0 + kr0 + 8 ((i >> 1) & 1),
+/// column c0 + 8 (i >> 2) + 2 t4 + (i & 1); keys past the sequence are not
+/// written.
+template <int BF16, int NC>
+FMSA_DEV void fmsa_bwd_wg_store_kv(const fmsa_cuda_bwd_params &P, const fmsa_bwd_wg_blk &k, const float (&dv)[NC / 2],
+                                   const float (&dk)[NC / 2], int kr0, int c0, int t4) {
+    unsigned short *dVg = (unsigned short *)P.dv, *dKg = (unsigned short *)P.dk;
+    const float sc = P.fwd.softmax_scale;
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+        const int j = k.n0 + kr0 + 8 * half;
+        if (j >= k.sk) continue;
+        unsigned short *vr = dVg + k.kb * P.dv_sb + (k.k_row0 + j) * P.dv_ss + k.hk * P.dv_sh + c0 + 2 * t4;
+        unsigned short *kr = dKg + k.kb * P.dk_sb + (k.k_row0 + j) * P.dk_ss + k.hk * P.dk_sh + c0 + 2 * t4;
+#pragma unroll
+        for (int c8 = 0; c8 < NC / 8; ++c8) {
+            const int i = 4 * c8 + 2 * half;
+            *(unsigned *)(vr + 8 * c8) = fmsa_pack2<BF16>(dv[i], dv[i + 1]);
+            *(unsigned *)(kr + 8 * c8) = fmsa_pack2<BF16>(dk[i] * sc, dk[i + 1] * sc);
+        }
+    }
 }
 
 /// One step's Q and dO (BM rows of D columns into swizzled stage st of the

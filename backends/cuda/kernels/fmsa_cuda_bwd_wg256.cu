@@ -39,8 +39,8 @@ template <int BF16> FMSA_DEV void fmsa_bwd_wg256_st(float (&acc)[16], unsigned l
     }
 }
 
-/* OPT: bit 6 and bit 7 as in fmsa_cuda_bwd_wg.cu (the deferred dQ
-   reductions; the full-tile branch); bit 2 the same timing-only ablation */
+/* OPT: bit 6 as in fmsa_cuda_bwd_wg.cu (the deferred dQ reductions); bit 2
+   the same timing-only ablation */
 template <int BF16, int OPT> FMSA_DEV void fmsa_bwd_wg256_main(const fmsa_cuda_bwd_params &P) {
     constexpr int D = 256, BM = 64, BN = 64, CH = D / 8, LCH = 5; /* 16-byte chunks of a row, log2 */
     constexpr int KV_BYTES = BN * D * 2, QT_BYTES = BM * D * 2, PT_BYTES = BN * BM * 2;
@@ -124,13 +124,13 @@ template <int BF16, int OPT> FMSA_DEV void fmsa_bwd_wg256_main(const fmsa_cuda_b
         fmsa_wg_wait<1>();
 #pragma unroll
         for (int i = 0; i < 16; ++i) fmsa_wg_touch(s[i]);
-        if ((OPT & 128) && full) fmsa_bwd_wg_p<32, 0>(s, lse_s, F.scale_log2, t4, 1, ri, rj, lo, hi);
-        else fmsa_bwd_wg_p<32, 1>(s, lse_s, F.scale_log2, t4, full, ri, rj, lo, hi);
+        if (full) fmsa_bwd_wg_p<32, 0>(s, lse_s, F.scale_log2, t4, ri, rj, lo, hi);
+        else fmsa_bwd_wg_p<32, 1>(s, lse_s, F.scale_log2, t4, ri, rj, lo, hi);
         fmsa_wg_wait<0>();
 #pragma unroll
         for (int i = 0; i < 16; ++i) fmsa_wg_touch(dp[i]);
-        if ((OPT & 128) && full) fmsa_bwd_wg_ds<32, 0>(dp, s, ds_s, t4, 1, ri, rj, lo, hi);
-        else fmsa_bwd_wg_ds<32, 1>(dp, s, ds_s, t4, full, ri, rj, lo, hi);
+        if (full) fmsa_bwd_wg_ds<32, 0>(dp, s, ds_s, t4, ri, rj, lo, hi);
+        else fmsa_bwd_wg_ds<32, 1>(dp, s, ds_s, t4, ri, rj, lo, hi);
         /* P^T, dS^T [key][query]: 4-byte pairs, rows kr0 and kr0 + 8 */
 #pragma unroll
         for (int kk = 0; kk < 2; ++kk)
@@ -177,23 +177,7 @@ template <int BF16, int OPT> FMSA_DEV void fmsa_bwd_wg256_main(const fmsa_cuda_b
     if ((OPT & 64) && dq_at) fmsa_bwd_wg_dq_red<16>(dq, dq_at);
     fmsa_cp_async_wait<0>();
 
-    /* dV, and dK times the softmax scale: element i is key n0 + kr0 + 8 ((i >> 1) & 1),
-       column 128 wg + 8 (i >> 2) + 2 t4 + (i & 1) */
-    unsigned short *dVg = (unsigned short *)P.dv, *dKg = (unsigned short *)P.dk;
-    const float sc = F.softmax_scale;
-#pragma unroll
-    for (int half = 0; half < 2; ++half) {
-        const int j = n0 + kr0 + 8 * half;
-        if (j >= sk) continue;
-        unsigned short *vr = dVg + kb * P.dv_sb + (k_row0 + j) * P.dv_ss + hk * P.dv_sh + 128 * wg + 2 * t4;
-        unsigned short *kr = dKg + kb * P.dk_sb + (k_row0 + j) * P.dk_ss + hk * P.dk_sh + 128 * wg + 2 * t4;
-#pragma unroll
-        for (int c8 = 0; c8 < 16; ++c8) {
-            const int i = 4 * c8 + 2 * half;
-            *(unsigned *)(vr + 8 * c8) = fmsa_pack2<BF16>(dv[i], dv[i + 1]);
-            *(unsigned *)(kr + 8 * c8) = fmsa_pack2<BF16>(dk[i] * sc, dk[i + 1] * sc);
-        }
-    }
+    fmsa_bwd_wg_store_kv<BF16, 128>(P, k, dv, dk, kr0, 128 * wg, t4);
 }
 #endif /* FMSA_WGMMA */
 
