@@ -21,16 +21,8 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include "backends/cuda/dev/fmsa_dev_check.h"
 #include "backends/cuda/kernels/fmsa_cuda_fwd_wg.cu"
-
-#define CK(x)                                                                                  \
-    do {                                                                                       \
-        cudaError_t e_ = (x);                                                                  \
-        if (e_ != cudaSuccess) {                                                               \
-            printf("CUDA error %s at %s:%d\n", cudaGetErrorString(e_), __FILE__, __LINE__);   \
-            exit(1);                                                                           \
-        }                                                                                      \
-    } while (0)
 
 __device__ float to_f(unsigned short v, int bf16) {
     return bf16 ? __bfloat162float(__ushort_as_bfloat16(v)) : __half2float(__ushort_as_half(v));

@@ -18,16 +18,8 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include "backends/cuda/dev/fmsa_dev_check.h"
 #include "backends/cuda/kernels/fmsa_cuda_wgmma.cuh"
-
-#define CK(x)                                                                                  \
-    do {                                                                                       \
-        cudaError_t e_ = (x);                                                                  \
-        if (e_ != cudaSuccess) {                                                               \
-            printf("CUDA error %s at %s:%d\n", cudaGetErrorString(e_), __FILE__, __LINE__);   \
-            exit(1);                                                                           \
-        }                                                                                      \
-    } while (0)
 
 /* element (r, c) of a [rows][cols] matrix stored as 64-column swizzled chunks */
 __device__ unsigned chunked(int r, int c, int rows) { return (c / 64) * rows * 128 + fmsa_sw128(r, c % 64); }

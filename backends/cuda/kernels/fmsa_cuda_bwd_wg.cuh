@@ -3,7 +3,8 @@
  * fmsa_cuda_bwd_wg256.cu: d256) share: the swizzled cp.async tile loads,
  * the elementwise P^T / dS^T of an S^T accumulator (key rows, query
  * columns: the wgmma accumulator layout of fmsa_cuda_wgmma.cuh) and the dQ
- * reductions into the tiled accumulator.  sm_90a only.
+ * reductions into the tiled accumulator (the forward in development,
+ * fmsa_cuda_fwd_wg.cu, takes its loads and full-tile test).  sm_90a only.
  */
 #ifndef FMSA_CUDA_BWD_WG_CUH
 #define FMSA_CUDA_BWD_WG_CUH

@@ -63,22 +63,15 @@ template <int BF16> FMSA_DEV void fmsa_fwd_wg_main(const fmsa_cuda_fwd_params &F
     const unsigned short *Qg = (const unsigned short *)F.q, *Kg = (const unsigned short *)F.k;
     const unsigned short *Vg = (const unsigned short *)F.v;
 
-    /* Q once (8 chunks a thread), then K / V of the first step (16 each) */
+    /* Q once (8 chunks a thread), then K / V of the first step (16 each; keys
+       past the sequence or hidden from every row by the window zero) */
     for (int c = tid; c < BM * CH; c += 256) {
         const int r = c >> 4, ch = c & 15, i = m0 + r, ok = i < sq;
         fmsa_bwd_wg_row16(sQ, BM, r, ch, Qg + b * F.q_sb + (long long)i * F.q_ss + h * F.q_sh + ch * 8, ok, Qg);
     }
-#define FMSA_FWD_WG_LOAD_KV(st, n)                                                                  \
-    do {                                                                                            \
-        const int n0_ = (n) * BN;                                                                   \
-        for (int c = tid; c < BN * CH; c += 256) {                                                  \
-            const int r = c >> 4, ch = c & 15, j = n0_ + r, ok = j < sk;                            \
-            fmsa_bwd_wg_row16(sK + (st) * KV_BYTES, BN, r, ch,                                      \
-                              Kg + b * F.k_sb + (long long)j * F.k_ss + hk * F.k_sh + ch * 8, ok, Kg); \
-            fmsa_bwd_wg_row16(sV + (st) * KV_BYTES, BN, r, ch,                                      \
-                              Vg + b * F.v_sb + (long long)j * F.v_ss + hk * F.v_sh + ch * 8, ok, Vg); \
-        }                                                                                           \
-    } while (0)
+#define FMSA_FWD_WG_LOAD_KV(st, n)                                                                \
+    fmsa_bwd_wg_load_kv<D, BN>(F, Kg, Vg, sK + (st) * KV_BYTES, sV + (st) * KV_BYTES, tid, (n) * BN, sq, sk, wl, wr, \
+                               off, b, 0, hk)
     if (nb < ne) FMSA_FWD_WG_LOAD_KV(0, nb);
     fmsa_cp_async_commit();
 
@@ -114,9 +107,7 @@ template <int BF16> FMSA_DEV void fmsa_fwd_wg_main(const fmsa_cuda_fwd_params &F
         for (int i = 0; i < 64; ++i) fmsa_wg_touch(s[i]);
 
         /* element i: row r0 + 8 ((i >> 1) & 1), key n0 + 8 (i >> 2) + 2 t4 + (i & 1); x = s * scale * log2 e */
-        const int full = m0 + BM <= sq && n0 + BN <= sk &&
-                         (wr < 0 || (long long)(n0 + BN - 1) <= m0 + off + wr) &&
-                         (wl < 0 || (long long)n0 >= (long long)(m0 + BM - 1) + off - wl);
+        const int full = fmsa_bwd_wg_full<BM, BN>(m0, n0, sq, sk, wl, wr, off);
 #pragma unroll
         for (int i = 0; i < 64; ++i) {
             float x = s[i] * F.scale_log2;
