@@ -379,23 +379,27 @@ static void fwd_pick_value_dims(void **state) {
 /* An aligned bf16 backward of head dims (d, dv) on a device of compute
  * capability cc with optin bytes of shared memory per block. */
 static fmsa_dtype bwd_plan_dtype = FMSA_DTYPE_BF16; /* bwd_pick_f32 sets f32 */
+static int bwd_plan_seqlen = 300; /* bwd_pick_hopper: whole 16-row groups */
+static int bwd_plan_wgmma = 0;    /* the made-up device's wgmma setting (cuda_device.c) */
 
 static fmsa_status bwd_plan_v(int d, int dv, int cc, size_t optin, int dsink, fmsa_cuda_plan *plan) {
     static fmsa_cuda_device dev;
     static fmsa_cuda_state st;
     fmsa_problem p;
+    const int s = bwd_plan_seqlen;
     fake_cuda(&dev, &st, cc, optin);
+    dev.wgmma = bwd_plan_wgmma;
     memset(&p, 0, sizeof p);
     p.pass = FMSA_PASS_BACKWARD;
     p.dtype = bwd_plan_dtype;
-    p.batch = 2, p.seqlen_q = p.seqlen_k = p.total_q = p.total_k = 300;
+    p.batch = 2, p.seqlen_q = p.seqlen_k = p.total_q = p.total_k = s;
     p.heads_q = 6, p.heads_kv = 2, p.head_dim = d, p.head_dim_v = dv, p.softmax_scale = 0.1f;
     p.has_lse = 1;
-    p.q = view4(1, 0, 300 * 6 * d, 6 * d, d), p.o = view4(4, 0, 300 * 6 * dv, 6 * dv, dv);
-    p.dout = view4(20, 0, 300 * 6 * dv, 6 * dv, dv), p.dq = view4(21, 0, 300 * 6 * d, 6 * d, d);
-    p.k = view4(2, 0, 300 * 2 * d, 2 * d, d), p.v = view4(3, 0, 300 * 2 * dv, 2 * dv, dv);
-    p.dk = view4(22, 0, 300 * 2 * d, 2 * d, d), p.dv = view4(23, 0, 300 * 2 * dv, 2 * dv, dv);
-    p.lse.data = DEV(5), p.lse.s0 = 6 * 300, p.lse.s1 = 300, p.lse.s2 = 1;
+    p.q = view4(1, 0, s * 6 * d, 6 * d, d), p.o = view4(4, 0, s * 6 * dv, 6 * dv, dv);
+    p.dout = view4(20, 0, s * 6 * dv, 6 * dv, dv), p.dq = view4(21, 0, s * 6 * d, 6 * d, d);
+    p.k = view4(2, 0, s * 2 * d, 2 * d, d), p.v = view4(3, 0, s * 2 * dv, 2 * dv, dv);
+    p.dk = view4(22, 0, s * 2 * d, 2 * d, d), p.dv = view4(23, 0, s * 2 * dv, 2 * dv, dv);
+    p.lse.data = DEV(5), p.lse.s0 = 6 * s, p.lse.s1 = s, p.lse.s2 = 1;
     if (dsink) {
         p.has_sinks = p.has_dsink = 1;
         p.sinks.data = DEV(6), p.sinks.s0 = 1;
@@ -478,6 +482,60 @@ static const char *bwd_pick_v(int d, int dv, int cc, fmsa_cuda_plan *plan) {
     if (bwd_plan_v(d, dv, cc, optin, 0, plan) != FMSA_SUCCESS) return NULL;
     assert_true(plan->launch[1].smem <= optin);
     return plan->instance;
+}
+
+/* The Hopper backward through the whole pick (params, fmsa_cuda_bwd_wg_serves,
+ * the planner's W16 rows, the instance and its launches): on a device that
+ * runs wgmma, bf16 / f16 at exactly D = Dv = 64, 128, 256 with whole 16-row
+ * query groups take the wgmma kernels in the grid and workspace of the
+ * mma.sync row of their tile; anything else, or a device without wgmma,
+ * the mma.sync rows; FLASHMSA_CUDA_WGMMA=o<N> (wgmma 2 + N) a variant of the
+ * same D, or a refusal that names the variable. */
+static void bwd_pick_hopper(void **state) {
+    static const struct { int d, grid0, smem; const char *name; } rows[3] = {
+        {64, 3, 134144, "fmsa_cuda_bwd_wg_bf16_d64"},
+        {128, 3, 149504, "fmsa_cuda_bwd_wg_bf16_d128"},
+        {256, 5, 215040, "fmsa_cuda_bwd_wg_bf16_d256"}}; /* 320 keys in 128 / 64-key blocks */
+    fmsa_cuda_plan plan;
+    (void)state;
+    bwd_plan_seqlen = 320, bwd_plan_wgmma = 1;
+    for (int r = 0; r < 3; ++r) {
+        const int d = rows[r].d;
+        assert_int_equal(bwd_plan(d, 9, 227 << 10, r == 1, &plan), FMSA_SUCCESS); /* d128 with dsink */
+        assert_string_equal(plan.instance, rows[r].name);
+        assert_string_equal(plan.launch[0].kernel, "fmsa_cuda_bwd_pre_bf16");
+        assert_string_equal(plan.launch[1].kernel, rows[r].name);
+        assert_string_equal(plan.launch[2].kernel, "fmsa_cuda_bwd_post_t_bf16");
+        assert_int_equal(plan.launch[1].grid[0], rows[r].grid0);
+        assert_int_equal((int)plan.launch[1].smem, rows[r].smem);
+        assert_int_equal(plan.launch[1].threads, 256);
+        /* 8 below the dim, a value dim of its own, a ragged query group: mma.sync */
+        assert_int_equal(bwd_plan(d - 8, 9, 227 << 10, 0, &plan), FMSA_SUCCESS);
+        assert_null(strstr(plan.instance, "_wg_"));
+        assert_int_equal(bwd_plan_v(d, d == 64 ? 128 : 64, 9, 227 << 10, 0, &plan), FMSA_SUCCESS);
+        assert_null(strstr(plan.instance, "_wg_"));
+        bwd_plan_seqlen = 312;
+        assert_int_equal(bwd_plan(d, 9, 227 << 10, 0, &plan), FMSA_SUCCESS);
+        assert_null(strstr(plan.instance, "_wg_"));
+        bwd_plan_seqlen = 320;
+        /* FLASHMSA_CUDA_WGMMA=o0: the variant of this D (present where the
+           kernels are built with their variants) */
+        bwd_plan_wgmma = 2;
+        assert_int_equal(bwd_plan(d, 9, 227 << 10, 0, &plan), FMSA_SUCCESS);
+        assert_non_null(strstr(plan.instance, "_o0"));
+        assert_non_null(strstr(plan.instance, rows[r].name));
+        bwd_plan_wgmma = 2 + 5;
+        assert_int_equal(bwd_plan(d, 9, 227 << 10, 0, &plan), FMSA_ERR_NOT_SUPPORTED);
+        assert_non_null(strstr(fmsa_last_error(), "FLASHMSA_CUDA_WGMMA"));
+        bwd_plan_wgmma = 0;
+        assert_int_equal(bwd_plan(d, 9, 227 << 10, 0, &plan), FMSA_SUCCESS);
+        assert_non_null(strstr(plan.instance, "fmsa_cuda_bwd_main_bf16_d"));
+        bwd_plan_wgmma = 1;
+    }
+    bwd_plan_dtype = FMSA_DTYPE_F16;
+    assert_int_equal(bwd_plan(256, 9, 227 << 10, 0, &plan), FMSA_SUCCESS);
+    assert_string_equal(plan.instance, "fmsa_cuda_bwd_wg_f16_d256");
+    bwd_plan_dtype = FMSA_DTYPE_BF16, bwd_plan_seqlen = 300, bwd_plan_wgmma = 0;
 }
 
 static void bwd_pick_value_dims(void **state) {
@@ -705,6 +763,7 @@ int main(void) {
         cmocka_unit_test(bwd_params_dlse_sinks),
         cmocka_unit_test(bwd_pick_by_device),
         cmocka_unit_test(bwd_pick_value_dims),
+        cmocka_unit_test(bwd_pick_hopper),
         cmocka_unit_test(bwd_instance_rows),
         cmocka_unit_test(bwd_pick_f32),
         cmocka_unit_test(validation_defers_metadata_reads),

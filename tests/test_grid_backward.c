@@ -34,8 +34,8 @@ static const char *const fmsa_grid_backward[] = {
     "dtype=f16  b=3 sq=203 sk=113 hq=6 hkv=6 d=40  varlen=1 mask=1 strided=1 wr=7",
     /* whole 16-row query groups at the exact dims of the Hopper (wgmma) kernels, without
        the features they leave to the mma.sync rows: on an H100 / H200 these run
-       fmsa_cuda_bwd_wg*.cu (tails of their query and key tiles, GQA, causal offsets,
-       windows) */
+       fmsa_cuda_bwd_wg*.cu by the pick's rule (test_cuda_host bwd_pick_hopper checks
+       it); tails of their query and key tiles, GQA, causal offsets, windows */
     "dtype=bf16 b=2 sq=144 sk=200 hq=4 hkv=2 d=64  causal=1",
     "dtype=f16  b=1 sq=208 sk=130 hq=4 hkv=1 d=128",
     "dtype=bf16 b=1 sq=96  sk=160 hq=4 hkv=2 d=256 wl=40 wr=0",
