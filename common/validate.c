@@ -21,17 +21,19 @@
  * whose extent does not fit int64 bytes cannot be addressed by any kernel. */
 static fmsa_status fmsa_check_extent(const char *name, const fmsa_tensor *t) {
     int64_t last = 0, bytes, count = 1;
-    for (int32_t i = 0; i < t->ndim; ++i)
-        if (t->shape[i] == 0) return FMSA_SUCCESS; /* empty: nothing is addressed */
     /* The element count must fit int64 too: with broadcast (stride 0)
      * dimensions the extent stays small while kernels still iterate over
-     * (and index by) every element. */
+     * (and index by) every element.  An empty dimension makes the count 0. */
     for (int32_t i = 0; i < t->ndim; ++i)
         if (__builtin_mul_overflow(count, t->shape[i], &count))
             return fmsa_fail(FMSA_ERR_INVALID_ARGUMENT,
                              "%s: shape product overflows int64 (dimension %d)", name, (int)i);
+    /* An empty tensor addresses no element, but kernels still form the offsets
+     * of its other dimensions (a row pointer per batch and head before a loop
+     * over zero keys), so those must fit int64 as well. */
     for (int32_t i = 0; i < t->ndim; ++i) {
         int64_t step;
+        if (t->shape[i] == 0) continue;
         if (__builtin_mul_overflow(t->shape[i] - 1, t->strides[i], &step) ||
             __builtin_add_overflow(last, step, &last))
             return fmsa_fail(FMSA_ERR_INVALID_ARGUMENT,

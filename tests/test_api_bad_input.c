@@ -334,6 +334,9 @@ CASE(shape_product_overflow, c.q.shape[1] = c.o.shape[1] = (int64_t)1 << 62;
      c.q.strides[0] = c.q.strides[1] = 0;
      expect_rejected(FWD, c, 0, 0, FMSA_ERR_INVALID_ARGUMENT, "q: shape product"))
 /* fmsa_tensor_contiguous itself must not overflow (UBSan build) on such shapes. */
+/* An empty view (no keys) still has its other offsets formed by the kernels. */
+CASE(empty_view_stride_overflow, c.k.shape[1] = c.v.shape[1] = 0; c.k.strides[0] = INT64_MAX;
+     expect_rejected(FWD, c, 0, 0, FMSA_ERR_INVALID_ARGUMENT, "k: shape x strides"))
 CASE(contiguous_overflow, int64_t qs[4] = {B, (int64_t)1 << 40, (int64_t)1 << 20, D};
      c.q = fmsa_tensor_contiguous(c.q.data, DT, 4, qs);
      expect_rejected(FWD, c, 0, 0, FMSA_ERR_INVALID_ARGUMENT, "overflows int64"))
@@ -956,6 +959,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(backward_without_lse),
         cmocka_unit_test(shape_overflow),
         cmocka_unit_test(shape_product_overflow),
+        cmocka_unit_test(empty_view_stride_overflow),
         cmocka_unit_test(contiguous_overflow),
         cmocka_unit_test(output_broadcast_stride),
         cmocka_unit_test(dk_broadcast_stride),

@@ -264,7 +264,8 @@ FMSA_API fmsa_tensor fmsa_tensor_contiguous(void *data, fmsa_dtype dtype, int32_
  * [B, S, 3, H, D] gradient) are fine.  Inputs may share memory (k and v as
  * views of one buffer, q passed as k) and the documented ones may broadcast
  * with stride 0.  A tensor with zero elements needs no memory: its data may
- * be NULL (fmsa_malloc(0) returns NULL).  A key that no query row of any
+ * be NULL (fmsa_malloc(0) returns NULL); its strides over the non-empty
+ * dimensions must still keep every offset within int64.  A key that no query row of any
  * head reading it sees (masked, outside every window) never reaches an
  * output: NaN or Inf in its K or V changes nothing (CPU and OpenCL; OpenCL
  * also for a key hidden from some rows only, in those rows).
