@@ -17,8 +17,9 @@
 #              value of BENCH_WGMMA (default "1 0"), FA2 and cuDNN beside each
 #   ncu        Nsight Compute sections of the wgmma kernel, d128 s4096 non-causal
 #   fwd_dev    $WG_DIR/fwd_dev (backends/cuda/dev/fmsa_wgmma_fwd_dev.cu, built here): the
-#              forward wgmma kernel in development against its fp32 reference, timed,
-#              on the standard sweep's d128 shapes (b*s 16384, 16 heads)
+#              forward wgmma kernel in development, both schedules, against its fp32
+#              reference, timed, on the standard sweep's d128 shapes (b*s 16384, 16
+#              heads), then on ragged, GQA and window shapes
 #
 # Steps run in that order while the deadline leaves them their time (bench/deadline_steps.sh).
 # Logs to $OUT.
@@ -94,8 +95,11 @@ if has ncu; then
 fi
 if has fwd_dev; then
   # shellcheck disable=SC2016
-  step fwd_dev 120 bash -c 'for dt in bf16 f16; do for s in 1024 4096 16384; do for wr in -1 0; do
-    "$0" $dt $((16384 / s)) 16 16 $s $s -1 $wr 20; done; done; done; "$0" bf16 2 16 4 1000 1500 100 0 5' \
+  # both schedules (serial, :ovl) in one process each shape; then ragged / GQA / window shapes
+  step fwd_dev 150 bash -c 'for dt in bf16 f16; do for s in 1024 4096 16384; do for wr in -1 0; do
+    for k in $dt $dt:ovl; do "$0" $k $((16384 / s)) 16 16 $s $s -1 $wr 20; done; done; done; done
+    for k in bf16 bf16:ovl f16:ovl; do "$0" $k 2 16 4 1000 1500 100 0 5; "$0" $k 1 8 8 77 300 -1 -1 5
+      "$0" $k 3 4 2 130 129 -1 0 5; "$0" $k 1 4 1 384 1000 200 50 5; done' \
     "$WG_DIR/fwd_dev" | tee "$OUT/fwd_dev.log"
 fi
 echo "== done at $((SECONDS - T0)) s"

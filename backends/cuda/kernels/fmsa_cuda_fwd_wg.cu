@@ -16,6 +16,10 @@
  *   O += P V         m64n128, A = P from registers, B = the V tile read
  *                    transposed (MN-major)
  * K and V of the next step load by cp.async during this one (2 stages).
+ * Two schedules, A/B'd by the harness: serial (each step waits for S, then
+ * for P V) and _ovl, where S of step n and P V of step n - 1 are issued
+ * together and the softmax of step n runs while P V is in flight (FA3's
+ * intra-warpgroup overlap; K then loads one step ahead of V).
  * Features: causal and sliding windows (window_left / window_right, causal
  * folded in as window_right 0), GQA, sequence tails, the natural-log LSE;
  * nothing else (no softcap, ALiBi, mask, sinks, varlen, paging, D_v != D).
@@ -42,7 +46,112 @@ FMSA_DEV float fmsa_fwd_wg_rowsum(float x) {
     return x + __shfl_xor_sync(0xffffffffu, x, 2);
 }
 
-template <int BF16> FMSA_DEV void fmsa_fwd_wg_main(const fmsa_cuda_fwd_params &F) {
+/// Whether element i of a cut S tile is visible, against the lane's bounds
+/// (fmsa_bwd_wg_bounds at query r0, key n0 + 2 t4): the forward's S is not
+/// transposed, so the row offset is 8 ((i >> 1) & 1), the key offset 8 (i >> 2) + (i & 1).
+FMSA_DEV int fmsa_fwd_wg_vis(int i, int ri, int rj, int lo, int hi) {
+    const int cr = (i & 2) ? 8 : 0, ck = 8 * (i >> 2) + (i & 1), c = ck - cr;
+    return ri > cr && rj > ck && lo >= -c && hi >= c;
+}
+
+/// One tensor's BN x D tile of keys n0 .. n0 + BN - 1 by cp.async (the K or V
+/// half of fmsa_bwd_wg_load_kv): keys outside [klo, khi) zero.
+template <int D, int BN>
+FMSA_DEV void fmsa_fwd_wg_load_one(unsigned sT, const unsigned short *Tg, long long sb, long long ss, long long sh,
+                                   int tid, int n0, long long klo, long long khi, int b, int hk) {
+    constexpr int CH = D / 8, LCH = D == 256 ? 5 : D == 128 ? 4 : 3;
+    for (int c = tid; c < BN * CH; c += 256) {
+        const int r = c >> LCH, ch = c & (CH - 1), j = n0 + r, ok = j >= klo && j < khi;
+        fmsa_bwd_wg_row16(sT, BN, r, ch, Tg + b * sb + (long long)j * ss + hk * sh + ch * 8, ok, Tg);
+    }
+}
+
+/// Issues S = Q K^T (m64n128, 8 k16 steps) as one wgmma group; ko: the K stage's descriptor offset.
+template <int BF16, int BM, int BN>
+FMSA_DEV void fmsa_fwd_wg_qk(float (&s)[64], unsigned long long dQ, unsigned long long dK, unsigned ko) {
+#pragma unroll
+    for (int kk = 0; kk < 8; ++kk) {
+        const unsigned ao = (unsigned)((kk >> 2) * BM * 128 + (kk & 3) * 32) >> 4;
+        const unsigned bo = ko + ((unsigned)((kk >> 2) * BN * 128 + (kk & 3) * 32) >> 4);
+        fmsa_wg_ss_n128<BF16, 0, 0>(s, dQ + ao, dK + bo, kk > 0);
+    }
+    fmsa_wg_commit();
+}
+
+/// Issues O += P V (m64n128, BN / 16 k16 steps, V read transposed) as one wgmma group.
+template <int BF16, int BN>
+FMSA_DEV void fmsa_fwd_wg_pv(float (&o)[64], const unsigned (&pa)[BN / 16][4], unsigned long long dV, unsigned vo) {
+#pragma unroll
+    for (int kk = 0; kk < BN / 16; ++kk) fmsa_wg_rs_n128<BF16, 1>(o, pa[kk], dV + vo + ((unsigned)(kk * 16 * 128) >> 4), 1);
+    fmsa_wg_commit();
+}
+
+/// The online softmax of one step in place: S (raw scores) becomes P = exp2(S scale
+/// log2 e - m), m2 / l the running max and sum, alpha the factor O needs.
+/// CUT: a cut tile, hidden elements -inf first.
+template <int CUT>
+FMSA_DEV void fmsa_fwd_wg_softmax(float (&s)[64], float (&m2)[2], float (&l)[2], float (&alpha)[2],
+                                  float scale_log2, int ri, int rj, int lo, int hi) {
+#pragma unroll
+    for (int i = 0; i < 64; ++i) {
+        const float x = s[i] * scale_log2;
+        s[i] = !CUT || fmsa_fwd_wg_vis(i, ri, rj, lo, hi) ? x : FMSA_NEG_INF_F;
+    }
+    float ls[2] = {0.0f, 0.0f}, base[2];
+#pragma unroll
+    for (int hr = 0; hr < 2; ++hr) {
+        float mx = m2[hr];
+#pragma unroll
+        for (int i = 0; i < 64; ++i)
+            if (((i >> 1) & 1) == hr) mx = fmaxf(mx, s[i]);
+        mx = fmsa_fwd_wg_rowmax(mx);
+        /* a row that has seen no key yet keeps -inf; its base is 0 so exp2 gives 0, not NaN */
+        alpha[hr] = mx == FMSA_NEG_INF_F ? 1.0f : fmsa_ex2(m2[hr] - mx);
+        m2[hr] = mx;
+        base[hr] = mx == FMSA_NEG_INF_F ? 0.0f : mx;
+    }
+#pragma unroll
+    for (int i = 0; i < 64; ++i) {
+        const int hr = (i >> 1) & 1;
+        s[i] = fmsa_ex2(s[i] - base[hr]);
+        ls[hr] += s[i];
+    }
+#pragma unroll
+    for (int hr = 0; hr < 2; ++hr) l[hr] = l[hr] * alpha[hr] + fmsa_fwd_wg_rowsum(ls[hr]);
+}
+
+/// The step's mask test and softmax: one branch a step on whether the tile is whole.
+FMSA_DEV void fmsa_fwd_wg_step_softmax(float (&s)[64], float (&m2)[2], float (&l)[2], float (&alpha)[2],
+                                       const fmsa_cuda_fwd_params &F, int full, int r0, int n0, int t4, int sq,
+                                       int sk, long long wl, long long wr, long long off) {
+    if (full) {
+        fmsa_fwd_wg_softmax<0>(s, m2, l, alpha, F.scale_log2, 0, 0, 0, 0);
+    } else {
+        int ri, rj, lo, hi;
+        fmsa_bwd_wg_bounds(r0, n0 + 2 * t4, sq, sk, wl, wr, off, &ri, &rj, &lo, &hi);
+        fmsa_fwd_wg_softmax<1>(s, m2, l, alpha, F.scale_log2, ri, rj, lo, hi);
+    }
+}
+
+/// P to the register A operand: k16 slice kk is elements 8 kk .. 8 kk + 7 in pairs.
+template <int BF16> FMSA_DEV void fmsa_fwd_wg_pack(const float (&s)[64], unsigned (&pa)[8][4]) {
+#pragma unroll
+    for (int kk = 0; kk < 8; ++kk)
+#pragma unroll
+        for (int r = 0; r < 4; ++r) pa[kk][r] = fmsa_pack2<BF16>(s[8 * kk + 2 * r], s[8 * kk + 2 * r + 1]);
+}
+
+FMSA_DEV void fmsa_fwd_wg_touch_pa(unsigned (&pa)[8][4]) {
+#pragma unroll
+    for (int kk = 0; kk < 8; ++kk)
+#pragma unroll
+        for (int r = 0; r < 4; ++r) asm volatile("" : "+r"(pa[kk][r])::"memory");
+}
+
+/// OVL 0: each step waits for S, runs the softmax, then issues and waits for
+/// P V.  OVL 1: S of step n is issued together with P V of step n - 1, and the
+/// softmax of step n runs while P V is in flight (K loads one step ahead of V).
+template <int BF16, int OVL> FMSA_DEV void fmsa_fwd_wg_main(const fmsa_cuda_fwd_params &F) {
     constexpr int D = FMSA_FWD_WG_D, BM = FMSA_FWD_WG_BM, BN = FMSA_FWD_WG_BN, CH = D / 8;
     constexpr int Q_BYTES = BM * D * 2, KV_BYTES = BN * D * 2;
     extern __shared__ unsigned char fmsa_smem_fwd_wg[];
@@ -60,108 +169,118 @@ template <int BF16> FMSA_DEV void fmsa_fwd_wg_main(const fmsa_cuda_fwd_params &F
     if (wl >= 0 && m0 + off - wl > jlo) jlo = m0 + off - wl;
     if (wr >= 0 && (long long)(m0 + BM - 1) + off + wr + 1 < jhi) jhi = (long long)(m0 + BM - 1) + off + wr + 1;
     const int nb = jlo < jhi ? (int)(jlo / BN) : 0, ne = jlo < jhi ? (int)((jhi + BN - 1) / BN) : 0;
+    /* the keys any row of the sequence sees (hidden ones load as zero: NaN there changes nothing) */
+    long long klo = 0, khi = sk;
+    if (wl >= 0 && off - wl > klo) klo = off - wl;
+    if (wr >= 0 && (long long)sq + off + wr < khi) khi = (long long)sq + off + wr;
     const unsigned short *Qg = (const unsigned short *)F.q, *Kg = (const unsigned short *)F.k;
     const unsigned short *Vg = (const unsigned short *)F.v;
+#define FMSA_FWD_WG_LOAD_K(st, n) \
+    fmsa_fwd_wg_load_one<D, BN>(sK + (st) * KV_BYTES, Kg, F.k_sb, F.k_ss, F.k_sh, tid, (n) * BN, klo, khi, b, hk)
+#define FMSA_FWD_WG_LOAD_V(st, n) \
+    fmsa_fwd_wg_load_one<D, BN>(sV + (st) * KV_BYTES, Vg, F.v_sb, F.v_ss, F.v_sh, tid, (n) * BN, klo, khi, b, hk)
 
-    /* Q once (8 chunks a thread), then K / V of the first step (16 each; keys
-       past the sequence or hidden from every row by the window zero) */
+    /* Q once (8 chunks a thread) and K of the first step; V too unless OVL */
     for (int c = tid; c < BM * CH; c += 256) {
         const int r = c >> 4, ch = c & 15, i = m0 + r, ok = i < sq;
         fmsa_bwd_wg_row16(sQ, BM, r, ch, Qg + b * F.q_sb + (long long)i * F.q_ss + h * F.q_sh + ch * 8, ok, Qg);
     }
-#define FMSA_FWD_WG_LOAD_KV(st, n)                                                                \
-    fmsa_bwd_wg_load_kv<D, BN>(F, Kg, Vg, sK + (st) * KV_BYTES, sV + (st) * KV_BYTES, tid, (n) * BN, sq, sk, wl, wr, \
-                               off, b, 0, hk)
-    if (nb < ne) FMSA_FWD_WG_LOAD_KV(0, nb);
+    if (nb < ne) {
+        FMSA_FWD_WG_LOAD_K(0, nb);
+        if (!OVL) FMSA_FWD_WG_LOAD_V(0, nb);
+    }
     fmsa_cp_async_commit();
 
-    float o[64], m2[2] = {FMSA_NEG_INF_F, FMSA_NEG_INF_F}, l[2] = {0.0f, 0.0f};
+    float o[64], s[64], m2[2] = {FMSA_NEG_INF_F, FMSA_NEG_INF_F}, l[2] = {0.0f, 0.0f}, alpha[2];
+    unsigned pa[8][4];
 #pragma unroll
     for (int i = 0; i < 64; ++i) o[i] = 0.0f;
-    const unsigned long long dQ_k = fmsa_wg_desc(sQ + wg * 64 * 128, 16, 1024);
-    const unsigned long long dK_k = fmsa_wg_desc(sK, 16, 1024);
-    const unsigned long long dV_t = fmsa_wg_desc(sV, BN * 128, 1024);
+    const unsigned long long dQ = fmsa_wg_desc(sQ + wg * 64 * 128, 16, 1024);
+    const unsigned long long dK = fmsa_wg_desc(sK, 16, 1024);
+    const unsigned long long dV = fmsa_wg_desc(sV, BN * 128, 1024);
     const int r0 = m0 + 64 * wg + 16 * wi + g; /* query row of accumulator elements i & 2 == 0 */
+    const unsigned stage = (unsigned)KV_BYTES >> 4;
 
-    for (int n = nb; n < ne; ++n) {
-        const int st = (n - nb) & 1, n0 = n * BN;
-        fmsa_cp_async_wait<0>();
-        fmsa_fence_proxy_async(); /* cp.async wrote through the generic proxy; wgmma reads async */
-        __syncthreads();         /* this step's K / V landed; last step's readers are done */
-        if (n + 1 < ne) FMSA_FWD_WG_LOAD_KV(st ^ 1, n + 1);
-        fmsa_cp_async_commit();
-
-        /* S = Q K^T over the 128 columns: 2 chunks of 4 k16 steps */
-        float s[64];
-        const unsigned ko = (unsigned)(st * KV_BYTES) >> 4;
-        fmsa_wg_fence();
+    if (!OVL) {
+        for (int n = nb; n < ne; ++n) {
+            const int st = (n - nb) & 1, n0 = n * BN;
+            fmsa_cp_async_wait<0>();
+            fmsa_fence_proxy_async(); /* cp.async wrote through the generic proxy; wgmma reads async */
+            __syncthreads();         /* this step's K / V landed; last step's readers are done */
+            if (n + 1 < ne) {
+                FMSA_FWD_WG_LOAD_K(st ^ 1, n + 1);
+                FMSA_FWD_WG_LOAD_V(st ^ 1, n + 1);
+            }
+            fmsa_cp_async_commit();
+            fmsa_wg_fence();
+            fmsa_fwd_wg_qk<BF16, BM, BN>(s, dQ, dK, st * stage);
+            fmsa_wg_wait<0>();
 #pragma unroll
-        for (int kk = 0; kk < D / 16; ++kk) {
-            const unsigned ao = (unsigned)((kk >> 2) * BM * 128 + (kk & 3) * 32) >> 4;
-            const unsigned bo = ko + ((unsigned)((kk >> 2) * BN * 128 + (kk & 3) * 32) >> 4);
-            fmsa_wg_ss_n128<BF16, 0, 0>(s, dQ_k + ao, dK_k + bo, kk > 0);
+            for (int i = 0; i < 64; ++i) fmsa_wg_touch(s[i]);
+            fmsa_fwd_wg_step_softmax(s, m2, l, alpha, F, fmsa_bwd_wg_full<BM, BN>(m0, n0, sq, sk, wl, wr, off), r0,
+                                     n0, t4, sq, sk, wl, wr, off);
+#pragma unroll
+            for (int i = 0; i < 64; ++i) o[i] *= alpha[(i >> 1) & 1];
+            fmsa_fwd_wg_pack<BF16>(s, pa);
+            fmsa_wg_fence();
+            fmsa_fwd_wg_pv<BF16, BN>(o, pa, dV, st * stage);
+            fmsa_wg_wait<0>();
+#pragma unroll
+            for (int i = 0; i < 64; ++i) fmsa_wg_touch(o[i]);
         }
-        fmsa_wg_commit();
+    } else if (nb < ne) {
+        /* step nb: S alone (O is zero, nothing to rescale); V of nb and K of nb + 1 load meanwhile */
+        fmsa_cp_async_wait<0>();
+        fmsa_fence_proxy_async();
+        __syncthreads();
+        if (nb + 1 < ne) FMSA_FWD_WG_LOAD_K(1, nb + 1);
+        FMSA_FWD_WG_LOAD_V(0, nb);
+        fmsa_cp_async_commit();
+        fmsa_wg_fence();
+        fmsa_fwd_wg_qk<BF16, BM, BN>(s, dQ, dK, 0);
         fmsa_wg_wait<0>();
 #pragma unroll
         for (int i = 0; i < 64; ++i) fmsa_wg_touch(s[i]);
-
-        /* element i: row r0 + 8 ((i >> 1) & 1), key n0 + 8 (i >> 2) + 2 t4 + (i & 1); x = s * scale * log2 e */
-        const int full = fmsa_bwd_wg_full<BM, BN>(m0, n0, sq, sk, wl, wr, off);
+        fmsa_fwd_wg_step_softmax(s, m2, l, alpha, F, fmsa_bwd_wg_full<BM, BN>(m0, nb * BN, sq, sk, wl, wr, off), r0,
+                                 nb * BN, t4, sq, sk, wl, wr, off);
+        fmsa_fwd_wg_pack<BF16>(s, pa);
+        for (int n = nb + 1; n < ne; ++n) {
+            const int st = (n - nb) & 1, n0 = n * BN;
+            fmsa_cp_async_wait<0>();
+            fmsa_fence_proxy_async();
+            __syncthreads(); /* K of n and V of n - 1 landed; the stages loaded next are read by no one */
+            if (n + 1 < ne) FMSA_FWD_WG_LOAD_K(st ^ 1, n + 1);
+            FMSA_FWD_WG_LOAD_V(st, n);
+            fmsa_cp_async_commit();
+            fmsa_wg_fence();
+            fmsa_fwd_wg_qk<BF16, BM, BN>(s, dQ, dK, st * stage);
+            fmsa_fwd_wg_pv<BF16, BN>(o, pa, dV, (st ^ 1) * stage);
+            fmsa_wg_wait<1>(); /* S done, P V of the last step still running */
 #pragma unroll
-        for (int i = 0; i < 64; ++i) {
-            float x = s[i] * F.scale_log2;
-            if (!full) {
-                const long long row = r0 + 8 * ((i >> 1) & 1), key = n0 + 8 * (i >> 2) + 2 * t4 + (i & 1);
-                const int vis = row < sq && key < sk && (wl < 0 || key >= row + off - wl) &&
-                                (wr < 0 || key <= row + off + wr);
-                x = vis ? x : FMSA_NEG_INF_F;
+            for (int i = 0; i < 64; ++i) fmsa_wg_touch(s[i]);
+            fmsa_fwd_wg_step_softmax(s, m2, l, alpha, F, fmsa_bwd_wg_full<BM, BN>(m0, n0, sq, sk, wl, wr, off), r0,
+                                     n0, t4, sq, sk, wl, wr, off);
+            fmsa_wg_wait<0>();
+            fmsa_fwd_wg_touch_pa(pa);
+#pragma unroll
+            for (int i = 0; i < 64; ++i) {
+                fmsa_wg_touch(o[i]);
+                o[i] *= alpha[(i >> 1) & 1];
             }
-            s[i] = x;
+            fmsa_fwd_wg_pack<BF16>(s, pa);
         }
-        float alpha[2];
-#pragma unroll
-        for (int hr = 0; hr < 2; ++hr) {
-            float mx = m2[hr];
-#pragma unroll
-            for (int i = 0; i < 64; ++i)
-                if (((i >> 1) & 1) == hr) mx = fmaxf(mx, s[i]);
-            mx = fmsa_fwd_wg_rowmax(mx);
-            /* a row that has seen no key yet keeps -inf; its base is 0 so exp2 gives 0, not NaN */
-            alpha[hr] = mx == FMSA_NEG_INF_F ? 1.0f : fmsa_ex2(m2[hr] - mx);
-            m2[hr] = mx;
-        }
-        float ls[2] = {0.0f, 0.0f};
-#pragma unroll
-        for (int i = 0; i < 64; ++i) {
-            const int hr = (i >> 1) & 1;
-            const float base = m2[hr] == FMSA_NEG_INF_F ? 0.0f : m2[hr];
-            s[i] = fmsa_ex2(s[i] - base);
-            ls[hr] += s[i];
-        }
-#pragma unroll
-        for (int hr = 0; hr < 2; ++hr) l[hr] = l[hr] * alpha[hr] + fmsa_fwd_wg_rowsum(ls[hr]);
-#pragma unroll
-        for (int i = 0; i < 64; ++i) o[i] *= alpha[(i >> 1) & 1];
-        unsigned pa[8][4];
-#pragma unroll
-        for (int kk = 0; kk < 8; ++kk)
-#pragma unroll
-            for (int r = 0; r < 4; ++r) pa[kk][r] = fmsa_pack2<BF16>(s[8 * kk + 2 * r], s[8 * kk + 2 * r + 1]);
-
-        /* O += P V over the 128 keys */
+        /* the last step's P V */
+        fmsa_cp_async_wait<0>();
+        fmsa_fence_proxy_async();
+        __syncthreads();
         fmsa_wg_fence();
-#pragma unroll
-        for (int kk = 0; kk < BN / 16; ++kk) {
-            const unsigned ro = ko + ((unsigned)(kk * 16 * 128) >> 4);
-            fmsa_wg_rs_n128<BF16, 1>(o, pa[kk], dV_t + ro, 1);
-        }
-        fmsa_wg_commit();
+        fmsa_fwd_wg_pv<BF16, BN>(o, pa, dV, ((ne - 1 - nb) & 1) * stage);
         fmsa_wg_wait<0>();
 #pragma unroll
         for (int i = 0; i < 64; ++i) fmsa_wg_touch(o[i]);
     }
-#undef FMSA_FWD_WG_LOAD_KV
+#undef FMSA_FWD_WG_LOAD_K
+#undef FMSA_FWD_WG_LOAD_V
     fmsa_cp_async_wait<0>();
 
     /* O / l and the natural-log LSE; a row that saw no key gets 0 and -inf */
@@ -184,14 +303,16 @@ template <int BF16> FMSA_DEV void fmsa_fwd_wg_main(const fmsa_cuda_fwd_params &F
 }
 #endif /* FMSA_WGMMA */
 
-#define FMSA_FWD_WG_KERNEL(name, BF16)                                                            \
+#define FMSA_FWD_WG_KERNEL(name, BF16, OVL)                                                       \
     extern "C" __global__ void __launch_bounds__(256, 1) name(const fmsa_cuda_fwd_params p) {     \
-        FMSA_FWD_WG_BODY(BF16);                                                                   \
+        FMSA_FWD_WG_BODY(BF16, OVL);                                                              \
     }
 #if FMSA_WGMMA
-#define FMSA_FWD_WG_BODY(BF16) fmsa_fwd_wg_main<BF16>(p)
+#define FMSA_FWD_WG_BODY(BF16, OVL) fmsa_fwd_wg_main<BF16, OVL>(p)
 #else
-#define FMSA_FWD_WG_BODY(BF16) ((void)p, __trap())
+#define FMSA_FWD_WG_BODY(BF16, OVL) ((void)p, __trap())
 #endif /* FMSA_WGMMA */
-FMSA_FWD_WG_KERNEL(fmsa_cuda_fwd_wg_bf16_d128, 1)
-FMSA_FWD_WG_KERNEL(fmsa_cuda_fwd_wg_f16_d128, 0)
+FMSA_FWD_WG_KERNEL(fmsa_cuda_fwd_wg_bf16_d128, 1, 0)
+FMSA_FWD_WG_KERNEL(fmsa_cuda_fwd_wg_f16_d128, 0, 0)
+FMSA_FWD_WG_KERNEL(fmsa_cuda_fwd_wg_bf16_d128_ovl, 1, 1)
+FMSA_FWD_WG_KERNEL(fmsa_cuda_fwd_wg_f16_d128_ovl, 0, 1)
