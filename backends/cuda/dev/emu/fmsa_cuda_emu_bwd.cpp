@@ -49,12 +49,21 @@
     X(f16, 0, 512, 512, 64, 32, 2, 1, 3)
 #include "backends/cuda/kernels/fmsa_cuda_bwd.cu"
 #include "backends/cuda/kernels/fmsa_cuda_bwd_pre_post.cu"
+#ifdef EMU_WGMMA
+/* the Hopper backward (run_wg.sh): its instance of D runs in place of the mma.sync one */
+#include "backends/cuda/kernels/fmsa_cuda_bwd_wg.cu"
+#include "backends/cuda/kernels/fmsa_cuda_bwd_wg256.cu"
+#define KW(name, BF16, OPT, D, BM, BN, SMEM) {#name, name},
+#define EMU_WG_KENTS FMSA_CUDA_BWD_WG_INSTANCES(KW) FMSA_CUDA_BWD_WG256_INSTANCES(KW)
+#else
+#define EMU_WG_KENTS
+#endif /* EMU_WGMMA */
 #define EMU_PARAMS fmsa_cuda_bwd_params
 #include "fmsa_cuda_emu_sched.h"
 
 #define KE(dt, BF16, D, BM, BN, WK, ST, OPT) {FMSA_CUDA_BWD_STR(FMSA_CUDA_BWD_MAIN_SYM(dt, D, BM, BN, WK, ST, OPT)), FMSA_CUDA_BWD_MAIN_SYM(dt, D, BM, BN, WK, ST, OPT)},
 #define KEV(dt, BF16, D, DV, BM, BN, WK, ST, OPT) {FMSA_CUDA_BWD_STR(FMSA_CUDA_BWD_MAIN_SYM_V(dt, D, DV, BM, BN, WK, ST, OPT)), FMSA_CUDA_BWD_MAIN_SYM_V(dt, D, DV, BM, BN, WK, ST, OPT)},
-static const kent kents[] = {FMSA_CUDA_BWD_ONLY(KE) FMSA_CUDA_BWD_ONLY_V(KEV)
+static const kent kents[] = {FMSA_CUDA_BWD_ONLY(KE) FMSA_CUDA_BWD_ONLY_V(KEV) EMU_WG_KENTS
     {"fmsa_cuda_bwd_pre_bf16", fmsa_cuda_bwd_pre_bf16}, {"fmsa_cuda_bwd_pre_dv_bf16", fmsa_cuda_bwd_pre_dv_bf16},
     {"fmsa_cuda_bwd_post_bf16", fmsa_cuda_bwd_post_bf16}, {"fmsa_cuda_bwd_pre_f16", fmsa_cuda_bwd_pre_f16},
     {"fmsa_cuda_bwd_pre_dv_f16", fmsa_cuda_bwd_pre_dv_f16}, {"fmsa_cuda_bwd_post_f16", fmsa_cuda_bwd_post_f16},
@@ -126,7 +135,14 @@ int main(int argc, char **argv) {
     p.dk_sb = f.k_sb, p.dk_ss = f.k_ss, p.dk_sh = f.k_sh;
     p.dv_sb = f.v_sb, p.dv_ss = f.v_ss, p.dv_sh = f.v_sh;
     p.deterministic = det;
+#ifdef EMU_WGMMA
+    const fmsa_cuda_bwd_instance *inst = NULL;
+    for (int i = 0; i < FMSA_CUDA_BWD_WG_NUM; ++i)
+        if (fmsa_cuda_bwd_wg_list[i].bf16 == bf && fmsa_cuda_bwd_wg_list[i].head_dim == D) inst = &fmsa_cuda_bwd_wg_list[i];
+    if (inst && !fmsa_cuda_bwd_wg_serves(&p, 1)) inst = NULL; /* Dv != D, a ragged query group, det */
+#else
     const fmsa_cuda_bwd_instance *inst = fmsa_cuda_bwd_select(bf ? FMSA_DTYPE_BF16 : FMSA_DTYPE_F16, D, Dv, 232448u, 9);
+#endif /* EMU_WGMMA */
     fmsa_cuda_bwd_plan plan;
     if (!inst || fmsa_cuda_bwd_plan_make(&p, inst, &plan)) { fprintf(stderr, "no instance\n"); return 2; }
     std::vector<unsigned char> ws(plan.workspace_bytes + 256, 0xff);

@@ -23,6 +23,10 @@
 #include "backends/cuda/kernels/fmsa_cuda_mma.cuh"
 
 #include "backends/cuda/kernels/fmsa_cuda_fwd.cuh"
+#ifdef EMU_WGMMA
+/* the Hopper forward in development (kernels/fmsa_cuda_fwd_wg.cu): run_wg.sh */
+#include "backends/cuda/kernels/fmsa_cuda_fwd_wg.cu"
+#endif /* EMU_WGMMA */
 /* the fp32 P V (PTX loads) is instantiated by the 16-bit rows' P V dispatch but never runs there */
 #define EMU_NO_PV_F32(DA, BN, ROWV)                                                               \
     template <> inline void fmsa_cuda_fwd_pv_f32<DA, BN, 2, ROWV>(float (*)[DA / 8][4], const float (*)[BN / 8][4], \
@@ -46,13 +50,24 @@ static double rnd(unsigned long long *s) {
     return ((*s >> 11) * (1.0 / 9007199254740992.0)) * 2 - 1;
 }
 int main(int argc, char **argv) {
-    if (argc < 10) { fprintf(stderr, "usage: emu bf16 B sq sk hq hkv D causal climb\n"); return 2; }
+    if (argc < 10) { fprintf(stderr, "usage: emu bf16 B sq sk hq hkv D causal climb [wl wr]\n"); return 2; }
     const int bf = atoi(argv[1]), B = atoi(argv[2]), sq = atoi(argv[3]), sk = atoi(argv[4]), hq = atoi(argv[5]),
               hkv = atoi(argv[6]), D = atoi(argv[7]), causal = atoi(argv[8]);
     const double climb = atof(argv[9]);
+    /* a window (wl, wr; -1 unlimited) in place of causal's (-1, 0) */
+    const int wl = argc > 11 ? atoi(argv[10]) : -1, wr = argc > 11 ? atoi(argv[11]) : causal ? 0 : -1;
     const float scale = 1.0f / sqrtf((float)D);
+#ifdef EMU_WGMMA
+    /* EMU_OVL=1: the overlapped schedule */
+    const int ovl = getenv("EMU_OVL") && atoi(getenv("EMU_OVL"));
+    if (D != FMSA_FWD_WG_D) { fprintf(stderr, "the wgmma forward in development is d%d only\n", FMSA_FWD_WG_D); return 2; }
+    kfn fn = ovl ? (bf ? fmsa_cuda_fwd_wg_bf16_d128_ovl : fmsa_cuda_fwd_wg_f16_d128_ovl)
+                 : (bf ? fmsa_cuda_fwd_wg_bf16_d128 : fmsa_cuda_fwd_wg_f16_d128);
+    const int BM = FMSA_FWD_WG_BM, threads = 256;
+#else
     kfn fn = D == 128 ? (bf ? emu_bf16_d128 : emu_f16_d128) : (bf ? emu_bf16_d64 : emu_f16_d64);
     const int BM = 128, threads = 128;
+#endif /* EMU_WGMMA */
     auto r16 = [&](double x) { return bf ? fmsa_half_to_float<1>(emu_bf16((float)x)) : fmsa_half_to_float<0>(emu_f16((float)x)); };
     auto to16 = [&](double x) { return bf ? emu_bf16((float)x) : emu_f16((float)x); };
     const size_t nq = (size_t)B * sq * hq * D, nk = (size_t)B * sk * hkv * D, no = (size_t)B * sq * hq * D;
@@ -70,7 +85,7 @@ int main(int argc, char **argv) {
     for (int b = 0; b < B; ++b) for (int h = 0; h < hq; ++h) for (int i = 0; i < sq; ++i) {
         double mx = -INFINITY, sum = 0; std::vector<double> s(sk, -INFINITY);
         for (int j = 0; j < sk; ++j) {
-            if (causal && j > i + off) continue;
+            if ((wr >= 0 && j > i + off + wr) || (wl >= 0 && j < i + off - wl)) continue;
             double a = 0; for (int d = 0; d < D; ++d) a += q[(((size_t)b * sq + i) * hq + h) * D + d] * k[(((size_t)b * sk + j) * hkv + h / grp) * D + d];
             s[j] = a * scale; mx = fmax(mx, s[j]);
         }
@@ -93,7 +108,7 @@ int main(int argc, char **argv) {
     f.o_sb = (long long)sq * hq * D, f.o_ss = hq * D, f.o_sh = D;
     f.lse_sb = (long long)hq * sq, f.lse_sh = sq, f.lse_ss = 1;
     f.batch = B, f.seqlen_q = sq, f.seqlen_k = sk, f.heads_q = hq, f.heads_kv = hkv, f.head_dim = D, f.head_dim_v = D;
-    f.total_q = sq, f.total_k = sk, f.num_splits = 1, f.window_left = -1, f.window_right = causal ? 0 : -1;
+    f.total_q = sq, f.total_k = sk, f.num_splits = 1, f.window_left = wl, f.window_right = wr;
     f.softmax_scale = scale, f.scale_log2 = (float)(scale * 1.4426950408889634);
     const unsigned grid[3] = {(unsigned)((sq + BM - 1) / BM), (unsigned)hq, (unsigned)B};
     emu_launch(fn, grid, (unsigned)threads, &f);
@@ -108,13 +123,15 @@ int main(int argc, char **argv) {
         lmax = fmax(lmax, fabs(gl[i] - lse[i])); lref = fmax(lref, fabs(lse[i]));
     }
     const int ok = nan == 0 && emax / rmax < 2e-2 && lmax < 1e-3 * (1 + lref);
-#ifdef FMSA_CUDA_FWD_STALE_UNSAFE
+#if defined(EMU_WGMMA)
+    const char *build = ovl ? "wgmma-ovl" : "wgmma";
+#elif defined(FMSA_CUDA_FWD_STALE_UNSAFE)
     const char *build = "unsafe";
 #else
     const char *build = FMSA_CUDA_FWD_STALE ? "stale" : "main";
 #endif
-    printf("%s d%d B%d sq%d sk%d h%d:%d causal%d climb%g %s: o err %.3g / %.3g, lse err %.3g (|lse| %.3g), nan %lld, barriers %lld (%lld voted a repeat)  %s\n",
-           bf ? "bf16" : "f16", D, B, sq, sk, hq, hkv, causal, climb, build, emax, rmax, lmax, lref, nan,
+    printf("%s d%d B%d sq%d sk%d h%d:%d window %d,%d climb%g %s: o err %.3g / %.3g, lse err %.3g (|lse| %.3g), nan %lld, barriers %lld (%lld voted a repeat)  %s\n",
+           bf ? "bf16" : "f16", D, B, sq, sk, hq, hkv, wl, wr, climb, build, emax, rmax, lmax, lref, nan,
            g_barriers, g_or_barriers, ok ? "OK" : "FAIL");
     return ok ? 0 : 1;
 }

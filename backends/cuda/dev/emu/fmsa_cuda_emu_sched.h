@@ -23,10 +23,10 @@
 #endif /* EMU_PARAMS */
 
 alignas(128) unsigned char fmsa_smem[256 * 1024];
-emu_u3 emu_tidx[256];
+emu_u3 emu_tidx[EMU_MAXT];
 int emu_cur;
 emu_u3 blockIdx, blockDim, gridDim;
-emu_slot emu_slots[256];
+emu_slot emu_slots[EMU_MAXT];
 
 typedef void (*kfn)(const EMU_PARAMS);
 /// A kernel of the emulator's list, by its name in the library's module.
@@ -41,11 +41,11 @@ static kfn emu_find(const kent *ks, size_t n, const char *name) {
 }
 
 struct emu_thread { ucontext_t uc; int done, op; };
-static emu_thread th[256];
+static emu_thread th[EMU_MAXT];
 static ucontext_t sched;
 static kfn g_fn;
 static const EMU_PARAMS *g_p;
-static char stacks[256][128 * 1024];
+static char stacks[EMU_MAXT][128 * 1024];
 /// Barriers the last runs passed, and those of them where __syncthreads_or voted 1.
 static long long g_barriers, g_or_barriers;
 void emu_yield(int op) { th[emu_cur].op = op; swapcontext(&th[emu_cur].uc, &sched); }
@@ -61,6 +61,35 @@ static double rz(double x) {
     if (std::fabs((double)f) > std::fabs(x)) f = std::nextafter(f, 0.0f);
     return f;
 }
+
+#ifdef EMU_CP_ASYNC_DEFER
+#include <vector>
+/* a copy in flight: its bytes as read at issue (global memory does not change during a kernel) */
+struct emu_cp { unsigned dst; int size, group; unsigned char bytes[16]; };
+static std::vector<emu_cp> cp_q[EMU_MAXT];
+static int cp_committed[EMU_MAXT];
+void emu_cp_async(unsigned dst, const void *src, int src_bytes, int size) {
+    emu_cp c;
+    c.dst = dst, c.size = size, c.group = cp_committed[emu_cur];
+    memset(c.bytes, 0, sizeof c.bytes);
+    if (src_bytes) memcpy(c.bytes, src, (size_t)src_bytes);
+    if (dst + (unsigned)size > sizeof fmsa_smem) { fprintf(stderr, "cp.async past shared memory: %u\n", dst); exit(3); }
+    cp_q[emu_cur].push_back(c);
+}
+void emu_cp_commit(void) { ++cp_committed[emu_cur]; }
+/* retires every group of this thread but the newest n committed ones (uncommitted copies stay) */
+void emu_cp_wait(int n) {
+    std::vector<emu_cp> &q = cp_q[emu_cur], keep;
+    for (const emu_cp &c : q) {
+        if (c.group < cp_committed[emu_cur] - n) memcpy(fmsa_smem + c.dst, c.bytes, (size_t)c.size);
+        else keep.push_back(c);
+    }
+    q.swap(keep);
+}
+#endif /* EMU_CP_ASYNC_DEFER */
+#ifdef EMU_WGMMA
+#include "fmsa_cuda_emu_wg.h"
+#endif /* EMU_WGMMA */
 
 /* One warp collective op of warp w, every lane's operands in emu_slots. */
 static void resolve_warp(int w, int op) {
@@ -152,6 +181,12 @@ static void run_block(kfn fn, const EMU_PARAMS *p, int nthr) {
         th[t].uc.uc_link = &sched;
         makecontext(&th[t].uc, (void (*)())entry, 1, t);
     }
+#ifdef EMU_CP_ASYNC_DEFER
+    for (int t = 0; t < nthr; ++t) cp_q[t].clear(), cp_committed[t] = 0;
+#endif /* EMU_CP_ASYNC_DEFER */
+#ifdef EMU_WGMMA
+    emu_wg_begin(nthr);
+#endif /* EMU_WGMMA */
     for (;;) {
         int progressed = 0, live = 0;
         for (int t = 0; t < nthr; ++t)
@@ -163,12 +198,16 @@ static void run_block(kfn fn, const EMU_PARAMS *p, int nthr) {
                 if (x->done) { ++ndone; continue; }
                 if (op < 0) op = x->op; else if (op != x->op) ok = 0;
             }
-            if (ndone == 32 || op == OP_SYNC || op == OP_BAR || op == OP_NONE) continue;
+            if (ndone == 32 || op == OP_SYNC || op == OP_BAR || op == OP_NONE || op == OP_WGMMA || op == OP_WGWAIT)
+                continue;
             if (!ok || ndone) { fprintf(stderr, "divergent warp %d (op %d, %d done)\n", w, op, ndone); exit(4); }
             resolve_warp(w, op);
             for (int l = 0; l < 32; ++l) th[32 * w + l].op = OP_NONE;
             progressed = 1;
         }
+#ifdef EMU_WGMMA
+        progressed |= emu_wg_step(nthr); /* warpgroup collectives: products and their waits */
+#endif /* EMU_WGMMA */
         for (int id = 1; id < 16; ++id) { /* named barriers (fmsa_bar_sync): `sv` threads at id */
             int n = 0, want = 0;
             for (int t = 0; t < nthr; ++t)
@@ -196,6 +235,13 @@ static void run_block(kfn fn, const EMU_PARAMS *p, int nthr) {
         }
         if (!progressed) { fprintf(stderr, "deadlock\n"); exit(5); }
     }
+#ifdef EMU_CP_ASYNC_DEFER
+    for (int t = 0; t < nthr; ++t)
+        if (!cp_q[t].empty()) { fprintf(stderr, "thread %d exited with cp.async never waited\n", t); exit(8); }
+#endif /* EMU_CP_ASYNC_DEFER */
+#ifdef EMU_WGMMA
+    emu_wg_end(nthr);
+#endif /* EMU_WGMMA */
 }
 
 /* Runs fn's grid block by block in grid order (the deterministic backward's

@@ -27,17 +27,19 @@ static inline uint4 make_uint4(unsigned a, unsigned b, unsigned c, unsigned d) {
 static inline float2 make_float2(float a, float b) { return float2{a, b}; }
 static inline float4 make_float4(float a, float b, float c, float d) { return float4{a, b, c, d}; }
 
+/* threads a block may have: three warpgroups */
+#define EMU_MAXT 384
 extern unsigned char fmsa_smem[];
-extern emu_u3 emu_tidx[256];
+extern emu_u3 emu_tidx[EMU_MAXT];
 extern int emu_cur;
 extern emu_u3 blockIdx, blockDim, gridDim;
 #define threadIdx (emu_tidx[emu_cur])
 
 enum { OP_NONE, OP_SYNC, OP_LDM4, OP_LDM4T, OP_LDM2, OP_LDM2T, OP_MMA1, OP_MMA0, OP_SHFL, OP_MMATF32,
-       OP_SHFLI, OP_VOTE, OP_WSYNC, OP_BAR };
+       OP_SHFLI, OP_VOTE, OP_WSYNC, OP_BAR, OP_WGMMA, OP_WGWAIT };
 /* sv: __syncthreads_or's predicate in, the block's OR out (0 for a plain barrier) */
 struct emu_slot { unsigned addr; unsigned r[4]; unsigned a[4], b0, b1; float c[4]; float fv; int mask; int sv; };
-extern emu_slot emu_slots[256];
+extern emu_slot emu_slots[EMU_MAXT];
 void emu_yield(int op);
 
 static inline float __int_as_float(unsigned x) { float f; memcpy(&f, &x, 4); return f; }
@@ -76,6 +78,18 @@ FMSA_DEV unsigned fmsa_swizzle(int r, int c, int row_bytes) {
     return (unsigned)(r * row_bytes + (((c & ~7) | ((c & 7) ^ (r & 7))) << 4));
 }
 FMSA_DEV unsigned fmsa_smem_addr(const void *p) { return (unsigned)((const unsigned char *)p - fmsa_smem); }
+#ifdef EMU_CP_ASYNC_DEFER
+/* EMU_CP_ASYNC_DEFER: a copy lands in shared memory only when its thread's
+   cp.async.wait_group retires its group (fmsa_cuda_emu_sched.h), so a read
+   before the wait and the barrier sees the garbage the block started with */
+void emu_cp_async(unsigned dst, const void *src, int src_bytes, int size);
+void emu_cp_commit(void);
+void emu_cp_wait(int n);
+FMSA_DEV void fmsa_cp_async16(unsigned dst, const void *src, int src_bytes) { emu_cp_async(dst, src, src_bytes, 16); }
+FMSA_DEV void fmsa_cp_async4(unsigned dst, const void *src, int src_bytes) { emu_cp_async(dst, src, src_bytes, 4); }
+FMSA_DEV void fmsa_cp_async_commit(void) { emu_cp_commit(); }
+template <int N> FMSA_DEV void fmsa_cp_async_wait(void) { emu_cp_wait(N); }
+#else
 FMSA_DEV void fmsa_cp_async16(unsigned dst, const void *src, int src_bytes) {
     memset(fmsa_smem + dst, 0, 16);
     if (src_bytes) memcpy(fmsa_smem + dst, src, (size_t)src_bytes);
@@ -86,6 +100,7 @@ FMSA_DEV void fmsa_cp_async4(unsigned dst, const void *src, int src_bytes) {
 }
 FMSA_DEV void fmsa_cp_async_commit(void) {}
 template <int N> FMSA_DEV void fmsa_cp_async_wait(void) {}
+#endif /* EMU_CP_ASYNC_DEFER */
 FMSA_DEV void emu_ldm(unsigned *r, int n, unsigned addr, int op) {
     emu_slots[emu_cur].addr = addr; emu_yield(op);
     for (int i = 0; i < n; ++i) r[i] = emu_slots[emu_cur].r[i];
@@ -131,7 +146,12 @@ FMSA_DEV void fmsa_red_add4(float *addr, float a, float b, float c, float d) {
     addr[0] += a; addr[1] += b; addr[2] += c; addr[3] += d;
 }
 FMSA_DEV void emu_no_bulk(void) { fprintf(stderr, "bulk copies not emulated\n"); abort(); }
+#ifdef EMU_WGMMA
+/* the wgmma kernels fence their cp.async writes for the products' async proxy: nothing to emulate */
+FMSA_DEV void fmsa_fence_proxy_async(void) {}
+#else
 FMSA_DEV void fmsa_fence_proxy_async(void) { emu_no_bulk(); }
+#endif /* EMU_WGMMA */
 FMSA_DEV void fmsa_bulk_red_add_f32(float *, unsigned, int) { emu_no_bulk(); }
 FMSA_DEV void fmsa_bulk_commit(void) { emu_no_bulk(); }
 FMSA_DEV void fmsa_bulk_wait_read(void) { emu_no_bulk(); }

@@ -1,0 +1,45 @@
+#!/bin/sh
+# Builds the host emulation of the Hopper (wgmma) kernels and runs its cases (no GPU needed):
+# the landed backward at d64 / d128 / d256 (fmsa_cuda_bwd_wg*.cu, whose results on the H200
+# anchor the emulation's operand model) and the forward in development (fmsa_cuda_fwd_wg.cu),
+# both schedules.  Copies land at their thread's cp.async wait (EMU_CP_ASYNC_DEFER) and a
+# product's accumulators at the wait that retires it (shadow/'s fmsa_cuda_wgmma.cuh).
+set -e
+here=$(cd "$(dirname "$0")" && pwd)
+root=$here/../../../..
+out=${1:-/tmp/fmsa_cuda_emu_wg}
+flags="-std=c++17 -O1 -w -DEMU_WGMMA -DEMU_CP_ASYNC_DEFER -D__CUDA_ARCH__=900 -I$here/shadow -I$root -I$root/include"
+g++ $flags "$here/fmsa_cuda_emu_bwd.cpp" -o "$out.bwd"
+g++ $flags "$here/fmsa_cuda_emu_fwd.cpp" -o "$out.fwd"
+fail=0
+# backward: BF16 B SQ SK HQ HKV D DV CAUSAL (seqlen_q a multiple of 16: the instances' rule)
+while read -r args; do
+    "$out.bwd" $args || fail=1
+done <<CASES
+1 1 64 200 2 1 128 128 0
+1 2 96 130 4 2 128 128 1
+0 1 208 77 2 2 128 128 1
+1 2 80 300 4 1 64 64 0
+0 1 128 128 2 2 64 64 1
+1 1 272 260 2 1 64 64 1
+1 1 64 130 2 1 256 256 1
+0 1 48 64 2 2 256 256 0
+1 2 144 100 2 1 256 256 1
+CASES
+# forward: BF16 B SQ SK HQ HKV 128 CAUSAL 0 [WL WR], serial then overlapped
+while read -r args; do
+    EMU_OVL=0 "$out.fwd" $args || fail=1
+    EMU_OVL=1 "$out.fwd" $args || fail=1
+done <<CASES
+1 1 256 384 2 1 128 0 0
+0 1 256 384 2 1 128 1 0
+1 2 130 129 4 2 128 1 0
+0 1 77 300 2 2 128 0 0
+1 1 300 100 2 1 128 1 0
+1 1 200 600 1 1 128 0 0 100 20
+0 1 384 1000 2 1 128 0 0 200 50
+1 1 128 128 1 1 128 0 0 0 0
+1 1 64 40 1 1 128 0 0
+1 1 16 1 1 1 128 0 0
+CASES
+exit $fail
