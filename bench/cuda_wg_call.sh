@@ -14,13 +14,16 @@
 #              value of RUN_WGMMA (default 1); the log names the kernel each pass ran
 #   racecheck  compute-sanitizer racecheck and memcheck on a causal backward of each RUN_DIMS
 #   bench      its bench stage (bench/cuda_vs_peers.py, BENCH_ARGS) once per FLASHMSA_CUDA_WGMMA
-#              value of BENCH_WGMMA (default "1 0"), FA2 and cuDNN beside each
+#              value of BENCH_WGMMA (default "1 0") and FLASHMSA_CUDA_WGMMA_FWD value of
+#              BENCH_WGMMA_FWD (default: the call's, else 0), FA2 and cuDNN beside each
 #   ncu        Nsight Compute sections of the wgmma kernel, d128 s4096 non-causal
 #   fwd_dev    $WG_DIR/fwd_dev (backends/cuda/dev/fmsa_wgmma_fwd_dev.cu, built here): the
 #              forward wgmma kernel in development, both schedules, against its fp32
 #              reference, timed, on the standard sweep's d128 shapes (b*s 16384, 16
 #              heads), then on ragged, GQA and window shapes
 #
+# FLASHMSA_CUDA_WGMMA_FWD=1 (or 2) set for the call runs the Hopper forward (off by default,
+# cuda_fwd_instances.h) in every step; the runs and the sanitizers then name its kernel.
 # Steps run in that order while the deadline leaves them their time (bench/deadline_steps.sh).
 # Logs to $OUT.
 set -uo pipefail
@@ -58,7 +61,7 @@ for wg in ${RUN_WGMMA:-1}; do
                  "--seqlen 1024 --window 100,0" "--seqlen 640 --window 64,64" "--seqlen 1024 --sinks random --causal" \
                  "--seqlen 1000 --no-causal" "--seqlen 1040 --causal"; do
       r=$(FLASHMSA_CUDA_WGMMA=$wg FLASHMSA_LOG=debug build-cuda/apps/flashmsa run $base --dtype $dt $extra 2>&1)
-      echo "wg=$wg d$d $dt $extra: $(echo "$r" | grep -o "backward fmsa_cuda_bwd_[a-z0-9_]*" | head -1) $(echo "$r" | grep -oE "^(PASS|FAIL).*" | head -1)"
+      echo "wg=$wg d$d $dt $extra: $(echo "$r" | grep -o "forward fmsa_cuda_fwd_[a-z0-9_]*" | head -1) $(echo "$r" | grep -o "backward fmsa_cuda_bwd_[a-z0-9_]*" | head -1) $(echo "$r" | grep -oE "^(PASS|FAIL).*" | head -1)"
     done
   done
 done
@@ -80,9 +83,11 @@ if has racecheck; then
   done
 fi
 if has bench; then
-  for wg in ${BENCH_WGMMA:-1 0}; do
-    step "bench FLASHMSA_CUDA_WGMMA=$wg" 150 env FLASHMSA_CUDA_WGMMA="$wg" OUT="$OUT/bench_wg$wg" STAGES=bench \
-      bash bench/cuda_device_run.sh
+  for fw in ${BENCH_WGMMA_FWD:-${FLASHMSA_CUDA_WGMMA_FWD:-0}}; do
+    for wg in ${BENCH_WGMMA:-1 0}; do
+      step "bench FLASHMSA_CUDA_WGMMA=$wg FLASHMSA_CUDA_WGMMA_FWD=$fw" 150 env FLASHMSA_CUDA_WGMMA="$wg" \
+        FLASHMSA_CUDA_WGMMA_FWD="$fw" OUT="$OUT/bench_wg${wg}_fwd$fw" STAGES=bench bash bench/cuda_device_run.sh
+    done
   done
 fi
 if has ncu; then

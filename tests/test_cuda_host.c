@@ -308,12 +308,15 @@ static void plan_refusals(void **state) {
 /* The forward's pick over head dim pairs (through the planner's rows): the
  * smallest D + Dv instance that covers both and fits the device's shared
  * memory (sm_90 227 KiB, sm_80 163 KiB); an aligned problem without features. */
+static int fwd_plan_wgmma_fwd = 0; /* fwd_pick_hopper: the made-up device's FLASHMSA_CUDA_WGMMA_FWD */
+static fmsa_cuda_plan fwd_pick_plan; /* the last pick's plan */
 static const char *fwd_pick_name_dt(int dt, int D, int Dv, long long smem, int seqlen_q) {
     static fmsa_cuda_device dev;
     static fmsa_cuda_state st;
-    static fmsa_cuda_plan plan;
+    fmsa_cuda_plan *const plan = &fwd_pick_plan;
     fmsa_problem p;
     fake_cuda(&dev, &st, smem > (163 << 10) ? 9 : 8, (size_t)smem);
+    dev.wgmma = dev.wgmma_fwd = fwd_plan_wgmma_fwd;
     memset(&p, 0, sizeof p);
     p.pass = FMSA_PASS_FORWARD;
     p.dtype = dt == FMSA_CUDA_DT_BF16 ? FMSA_DTYPE_BF16
@@ -325,8 +328,8 @@ static const char *fwd_pick_name_dt(int dt, int D, int Dv, long long smem, int s
     p.k = view4(2, 0, 4096 * 2 * D, 2 * D, D);
     p.v = view4(3, 0, 4096 * 2 * Dv, 2 * Dv, Dv);
     p.o = view4(4, 0, (int64_t)seqlen_q * 8 * Dv, 8 * Dv, Dv);
-    if (fmsa_cuda_plan_make(&st, &p, &plan) != FMSA_SUCCESS) return NULL;
-    return plan.instance;
+    if (fmsa_cuda_plan_make(&st, &p, plan) != FMSA_SUCCESS) return NULL;
+    return plan->instance;
 }
 
 static const char *fwd_pick_name(int D, int Dv, long long smem, int seqlen_q) {
@@ -374,6 +377,37 @@ static void fwd_pick_value_dims(void **state) {
     /* decode: split-KV up to max(D, Dv) = 256, the main kernel above */
     assert_string_equal(fwd_pick_name(192, 128, sm90, 1), "fmsa_cuda_fwd_bf16_d256_split_fast");
     assert_string_equal(fwd_pick_name(512, 512, sm90, 1), "fmsa_cuda_fwd_bf16_d512_fast");
+}
+
+/* The forward's pick on a made-up device that runs wgmma: with
+ * FLASHMSA_CUDA_WGMMA_FWD set (wgmma_fwd 1), bf16 / f16 at exactly D = Dv =
+ * 128 take the Hopper instance (256 threads, 128-row blocks, its shared
+ * memory), 2 its serial schedule; unset, another D, a value dim of its own,
+ * decode (split-KV) or sm_80: the mma.sync kernels. */
+static void fwd_pick_hopper(void **state) {
+    const long long sm90 = 227 << 10;
+    const fmsa_cuda_plan *plan = &fwd_pick_plan;
+    (void)state;
+    fwd_plan_wgmma_fwd = 1;
+    assert_string_equal(fwd_pick_name(128, 128, sm90, 1000), "fmsa_cuda_fwd_wg_bf16_d128_ovl");
+    assert_int_equal(plan->launches, 1);
+    assert_string_equal(plan->launch[0].kernel, "fmsa_cuda_fwd_wg_bf16_d128_ovl");
+    assert_int_equal(plan->launch[0].threads, 256);
+    assert_int_equal(plan->launch[0].grid[0], 8); /* 1000 rows in 128-row blocks */
+    assert_int_equal(plan->launch[0].grid[1], 8), assert_int_equal(plan->launch[0].grid[2], 2);
+    assert_int_equal((int)plan->launch[0].smem, FMSA_CUDA_FWD_WG_SMEM(128, 128, 128, 2));
+    assert_string_equal(fwd_pick_name_dt(FMSA_CUDA_DT_F16, 128, 128, sm90, 1000), "fmsa_cuda_fwd_wg_f16_d128_ovl");
+    assert_string_equal(fwd_pick_name(120, 120, sm90, 1000), "fmsa_cuda_fwd_bf16_d128_fast");
+    assert_string_equal(fwd_pick_name(128, 64, sm90, 1000), "fmsa_cuda_fwd_bf16_d128_fast");
+    assert_string_equal(fwd_pick_name(64, 64, sm90, 1000), "fmsa_cuda_fwd_bf16_d64_fast");
+    assert_string_equal(fwd_pick_name(128, 128, sm90, 1), "fmsa_cuda_fwd_bf16_d128_split_fast");
+    assert_string_equal(fwd_pick_name_dt(FMSA_CUDA_DT_F32, 128, 128, sm90, 1000), "fmsa_cuda_fwd_f32_d128_fast");
+    fwd_plan_wgmma_fwd = 2;
+    assert_string_equal(fwd_pick_name(128, 128, sm90, 1000), "fmsa_cuda_fwd_wg_bf16_d128");
+    assert_string_equal(plan->launch[0].kernel, "fmsa_cuda_fwd_wg_bf16_d128");
+    assert_string_equal(fwd_pick_name_dt(FMSA_CUDA_DT_F16, 128, 128, sm90, 1000), "fmsa_cuda_fwd_wg_f16_d128");
+    fwd_plan_wgmma_fwd = 0;
+    assert_string_equal(fwd_pick_name(128, 128, sm90, 1000), "fmsa_cuda_fwd_bf16_d128_fast");
 }
 
 /* An aligned bf16 backward of head dims (d, dv) on a device of compute
@@ -764,6 +798,7 @@ int main(void) {
         cmocka_unit_test(bwd_pick_by_device),
         cmocka_unit_test(bwd_pick_value_dims),
         cmocka_unit_test(bwd_pick_hopper),
+        cmocka_unit_test(fwd_pick_hopper),
         cmocka_unit_test(bwd_instance_rows),
         cmocka_unit_test(bwd_pick_f32),
         cmocka_unit_test(validation_defers_metadata_reads),

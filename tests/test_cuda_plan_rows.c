@@ -78,7 +78,10 @@ static void rows_and_instances_are_one_to_one(void **state) {
     for (r = 0; r < t->num_rows; ++r) {
         const fmsa_tile_row *row = &t->rows[r];
         const int f32 = row->dtypes == FMSA_PLAN_DTYPES_F32;
-        assert_true(row->verified == 1 && row->sram_bytes > 0);
+        /* RUN but the forward's wgmma row, which has run on the host emulation only */
+        assert_int_equal(row->verified,
+                         !(row->pass == FMSA_PASS_FORWARD && row->dtypes == FMSA_PLAN_DTYPES_16BIT_WGMMA));
+        assert_true(row->sram_bytes > 0);
         if (row->pass == FMSA_PASS_FORWARD) {
             if (f32) assert_true(fwd_row_instance(row, FMSA_CUDA_DT_F32) >= 0);
             else assert_true(fwd_row_instance(row, FMSA_CUDA_DT_BF16) >= 0 &&
@@ -298,8 +301,72 @@ static void hopper_backward_is_the_wgmma_row_where_it_serves(void **state) {
     }
 }
 
+/* The Hopper forward: with the cap, d128 bf16 / f16 FAST problems (causal
+ * and windows included) take the wgmma row, whose instance is the Hopper one
+ * of the dtype; without the cap, or with a feature of not_with, the mma.sync
+ * row; the cap is asked for exactly where the kernel serves the problem
+ * (fmsa_cuda_fwd_wg_serves), each exclusion alone withholding it. */
+static void hopper_forward_is_the_wgmma_row_where_it_serves(void **state) {
+    const fmsa_dtype pdt[2] = {FMSA_DTYPE_BF16, FMSA_DTYPE_F16};
+    const int dts[2] = {FMSA_CUDA_DT_BF16, FMSA_CUDA_DT_F16};
+    const unsigned not_with[5] = {FMSA_FEAT_SOFTCAP, FMSA_FEAT_ALIBI, FMSA_FEAT_MASK, FMSA_FEAT_VARLEN,
+                                  FMSA_FEAT_PAGED};
+    const fmsa_device_info d = cuda_dev("sm90", 227 * KIB);
+    int n;
+    const fmsa_cuda_fwd_instance *fi = fmsa_cuda_fwd_instance_table(&n);
+    (void)state;
+    for (int t = 0; t < 2; ++t) {
+        const fmsa_tile_row *row = NULL;
+        fmsa_cuda_fwd_params p, q;
+        int i;
+        for (unsigned feat = 0; feat <= FMSA_FEAT_CAUSAL; ++feat) {
+            assert_true(plan_row_caps(&d, FMSA_PASS_FORWARD, pdt[t], feat, 128, 128, FMSA_PLAN_CAP_WGMMA, &row));
+            assert_string_equal(row->name, "cuda-fwd-d128-wgmma-128x128-p2");
+        }
+        i = fwd_row_instance(row, dts[t]);
+        assert_true(i >= 0);
+        assert_non_null(fi[i].serial);
+        assert_int_equal(fi[i].threads, 256), assert_int_equal(fi[i].dtype, dts[t]);
+        assert_non_null(strstr(fi[i].name, dts[t] == FMSA_CUDA_DT_BF16 ? "_bf16_d128_ovl" : "_f16_d128_ovl"));
+        assert_true(fi[i].smem_bytes <= 227 * KIB);
+        /* without the cap, or with a feature of not_with: the mma.sync d128 row */
+        assert_true(plan_row_caps(&d, FMSA_PASS_FORWARD, pdt[t], FMSA_FEAT_CAUSAL, 128, 128, 0u, &row));
+        assert_null(fi[fwd_row_instance(row, dts[t])].serial);
+        for (int f = 0; f < 5; ++f) {
+            assert_true(plan_row_caps(&d, FMSA_PASS_FORWARD, pdt[t], not_with[f], 128, 128,
+                                      FMSA_PLAN_CAP_WGMMA, &row));
+            if (strstr(row->name, "wgmma")) fail_msg("dt %d: feature %u takes %s", dts[t], not_with[f], row->name);
+        }
+        /* the cap: asked for the base pass, withheld for each exclusion */
+        memset(&p, 0, sizeof p);
+        p.head_dim = p.head_dim_v = 128;
+        p.batch = 2, p.seqlen_q = p.total_q = 1000, p.seqlen_k = p.total_k = 1000;
+        p.heads_q = 8, p.heads_kv = 2, p.window_left = 100, p.window_right = 0;
+        assert_true(fmsa_cuda_fwd_wg_serves(&p, 1));
+        assert_true(fmsa_cuda_fwd_wg_serves(&p, 2));
+        assert_false(fmsa_cuda_fwd_wg_serves(&p, 0));
+#define WITHHOLDS(change)                                                                         \
+    do {                                                                                          \
+        q = p;                                                                                    \
+        change;                                                                                   \
+        if (fmsa_cuda_fwd_wg_serves(&q, 1)) fail_msg("dt %d: cap asked with %s", dts[t], #change); \
+    } while (0)
+        WITHHOLDS(q.head_dim = q.head_dim_v = 120);
+        WITHHOLDS(q.head_dim_v = 64);
+        WITHHOLDS(q.is_varlen = 1);
+        WITHHOLDS(q.has_seqused_k = 1);
+        WITHHOLDS(q.sinks = (const float *)8);
+        WITHHOLDS(q.softcap = 30.0f);
+        WITHHOLDS(q.alibi = (const float *)8);
+        WITHHOLDS(q.mask = (const unsigned char *)8);
+        WITHHOLDS(q.is_paged = 1);
+#undef WITHHOLDS
+    }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(hopper_forward_is_the_wgmma_row_where_it_serves),
         cmocka_unit_test(rows_and_instances_are_one_to_one),
         cmocka_unit_test(forward_plan_is_the_instance_rule),
         cmocka_unit_test(backward_plan_is_the_instance_rule),

@@ -141,7 +141,8 @@ endfunction()
 # One entry per kernel file; each becomes one fatbin and one module.
 set(FMSA_CUDA_KERNEL_SOURCES)
 foreach(k fmsa_cuda_check fmsa_cuda_fwd fmsa_cuda_merge fmsa_cuda_bwd fmsa_cuda_bwd_pre_post
-          fmsa_cuda_accumulate fmsa_cuda_bwd_f32 fmsa_cuda_bwd_wg fmsa_cuda_bwd_wg256)
+          fmsa_cuda_accumulate fmsa_cuda_bwd_f32 fmsa_cuda_bwd_wg fmsa_cuda_bwd_wg256
+          fmsa_cuda_fwd_wg)
   list(APPEND FMSA_CUDA_KERNEL_SOURCES ${_fmsa_cuda_dir}/kernels/${k}.cu)
 endforeach()
 

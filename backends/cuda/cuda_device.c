@@ -82,6 +82,13 @@ static void fmsa_cuda_add_device(const fmsa_cuda_api *cu, int ordinal) {
                    !(arch_env && *arch_env) && !(wg_env && !strcmp(wg_env, "0"));
         /* o<N>: a development variant (cuda_bwd_instances.h), 2 + N */
         if (d->wgmma && wg_env && wg_env[0] == 'o') d->wgmma = 2 + atoi(wg_env + 1);
+        /* the Hopper forward has not yet run on the hardware: only where asked
+         * (1: its overlapped schedule, 2: the serial one; cuda_fwd_instances.h) */
+        {
+            const char *fwd_env = getenv("FLASHMSA_CUDA_WGMMA_FWD");
+            const int want = fwd_env ? atoi(fwd_env) : 0;
+            d->wgmma_fwd = d->wgmma && (want == 1 || want == 2) ? want : 0;
+        }
     }
     ++fmsa_cuda_dev_count;
 }

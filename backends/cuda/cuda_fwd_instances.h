@@ -119,6 +119,23 @@
     FMSA_CUDA_FWD_INSTANCES_F32(X, FMSA_CUDA_FWD_FAST, fast)                                    \
     FMSA_CUDA_FWD_INSTANCES_F32(X, FMSA_CUDA_FWD_FULL, full)
 
+/*
+ * The Hopper forward (kernels/fmsa_cuda_fwd_wg.cu: wgmma, sm_90a only), the
+ * instance of the planner's W16 forward row: head_dim = head_dim_v = 128
+ * exactly, 128 query rows in two warpgroups, 128 keys a step, K and V in 2
+ * stages each, the FAST features but varlen (fmsa_cuda_fwd_wg_serves).  It
+ * runs only where FLASHMSA_CUDA_WGMMA_FWD asks for it (cuda_device.c): it
+ * has passed the host emulation (backends/cuda/dev/emu/run_wg.sh), not yet
+ * the grids on an H100 / H200, so its row is UNRUN.  The instance is the
+ * overlapped schedule; FLASHMSA_CUDA_WGMMA_FWD=2 runs the serial one.
+ * X(name, serial name, dtype, D, block_m, block_n, threads, stages)
+ */
+/// Dynamic shared memory of the Hopper forward: Q, the K and V stages, and 1024 bytes to align the base.
+#define FMSA_CUDA_FWD_WG_SMEM(d, bm, bn, stages) (((bm) * (d) + 2 * (stages) * (bn) * (d)) * 2 + 1024)
+#define FMSA_CUDA_FWD_WG_INSTANCES(X)                                                                   \
+    X(fmsa_cuda_fwd_wg_bf16_d128_ovl, fmsa_cuda_fwd_wg_bf16_d128, FMSA_CUDA_DT_BF16, 128, 128, 128, 256, 2) \
+    X(fmsa_cuda_fwd_wg_f16_d128_ovl, fmsa_cuda_fwd_wg_f16_d128, FMSA_CUDA_DT_F16, 128, 128, 128, 256, 2)
+
 /// One row of the list, as the host needs it.
 typedef struct fmsa_cuda_fwd_instance {
     const char *name; ///< extern "C" kernel name in the module
@@ -131,14 +148,20 @@ typedef struct fmsa_cuda_fwd_instance {
     int block_n;      ///< keys per tile
     int stages;       ///< K/V buffers
     int smem_bytes;   ///< dynamic shared memory; > 48 KiB needs the opt-in attribute
+    const char *serial; ///< a Hopper (wgmma) instance: its serial schedule's kernel; NULL otherwise
 } fmsa_cuda_fwd_instance;
 
-/// The instance table, in list order; *count receives its length.
+/// The instance table, in list order (the Hopper instances last); *count receives its length.
 static inline const fmsa_cuda_fwd_instance *fmsa_cuda_fwd_instance_table(int *count) {
 #define FMSA_CUDA_FWD_ROW(name, dt, d, dv, variant, threads, bm, bn, stages, qreg, sync, minb, cs) \
-    {#name, dt, d, dv, variant, threads, bm, bn, stages, FMSA_CUDA_FWD_SMEM(dt, d, dv, bm, bn, stages)},
-    static const fmsa_cuda_fwd_instance table[] = {FMSA_CUDA_FWD_INSTANCES(FMSA_CUDA_FWD_ROW)};
+    {#name, dt, d, dv, variant, threads, bm, bn, stages, FMSA_CUDA_FWD_SMEM(dt, d, dv, bm, bn, stages), NULL},
+#define FMSA_CUDA_FWD_WG_ROW(name, serial, dt, d, bm, bn, threads, stages)                                \
+    {#name, dt, d, d, FMSA_CUDA_FWD_FAST, threads, bm, bn, stages, FMSA_CUDA_FWD_WG_SMEM(d, bm, bn, stages), \
+     #serial},
+    static const fmsa_cuda_fwd_instance table[] = {FMSA_CUDA_FWD_INSTANCES(FMSA_CUDA_FWD_ROW)
+                                                       FMSA_CUDA_FWD_WG_INSTANCES(FMSA_CUDA_FWD_WG_ROW)};
 #undef FMSA_CUDA_FWD_ROW
+#undef FMSA_CUDA_FWD_WG_ROW
     *count = (int)(sizeof table / sizeof table[0]);
     return table;
 }
@@ -150,9 +173,23 @@ static inline int fmsa_cuda_fwd_variant(const fmsa_cuda_fwd_params *p) {
                                                                       : FMSA_CUDA_FWD_FAST;
 }
 
+/// 1 where the device's FLASHMSA_CUDA_WGMMA_FWD setting (wgmma_fwd != 0:
+/// cuda_device.c) runs the Hopper forward and the pass p is within what it
+/// serves beyond the planner's feature bits: head_dim = head_dim_v = the D of
+/// an instance exactly (the row's bucket reaches lower), no seqused_k, no
+/// sinks.  The pick then asks the planner with FMSA_PLAN_CAP_WGMMA.
+static inline int fmsa_cuda_fwd_wg_serves(const fmsa_cuda_fwd_params *p, int wgmma_fwd) {
+    int n, i, dim = 0;
+    const fmsa_cuda_fwd_instance *t = fmsa_cuda_fwd_instance_table(&n);
+    for (i = 0; i < n; ++i) dim |= t[i].serial && t[i].head_dim == p->head_dim;
+    return wgmma_fwd && dim && p->head_dim_v == p->head_dim && !p->is_varlen && !p->has_seqused_k &&
+           !p->sinks && fmsa_cuda_fwd_variant(p) == FMSA_CUDA_FWD_FAST;
+}
+
 /// The selection rule that the planner's row order (common/plan_tables/cuda_mma.c)
-/// encodes; the library picks through the planner, test_cuda_host checks that
-/// both agree on every head-dim pair and device, and the dev tools call this.
+/// encodes for the mma.sync instances; the library picks through the planner,
+/// test_cuda_host checks that both agree on every head-dim pair and device, and
+/// the dev tools call this.
 /// Picks the instance for a validated problem (dtype: the dtype code of q/k/v/o,
 /// FMSA_CUDA_DT_*) on a device with smem_max bytes of shared memory per block
 /// (opt-in): same dtype and variant, D >= head_dim, DV >= head_dim_v, fits
@@ -168,7 +205,7 @@ static inline int fmsa_cuda_fwd_select(int dtype, const fmsa_cuda_fwd_params *p,
         return -1;
     if (p->batch > 65535 || p->heads_q > 65535) return -1;
     for (i = 0; i < n; ++i) {
-        if (t[i].dtype != dtype || t[i].variant != variant || t[i].head_dim < p->head_dim ||
+        if (t[i].serial || t[i].dtype != dtype || t[i].variant != variant || t[i].head_dim < p->head_dim ||
             t[i].head_dim_v < p->head_dim_v || t[i].smem_bytes > smem_max)
             continue;
         if (best < 0 || t[i].head_dim + t[i].head_dim_v < t[best].head_dim + t[best].head_dim_v)
@@ -249,7 +286,8 @@ static inline void fmsa_cuda_fwd_grid(const fmsa_cuda_fwd_instance *inst,
 /// The split instance table (same row type; block_m = 16, block_n = keys per stage).
 static inline const fmsa_cuda_fwd_instance *fmsa_cuda_fwd_split_table(int *count) {
 #define FMSA_CUDA_FWD_SPLIT_ROW(name, dt, d, variant, threads, bnw, stages) \
-    {#name, dt, d, d, variant, threads, 16, (threads) / 32 * (bnw), stages, FMSA_CUDA_FWD_SPLIT_SMEM(dt, d, threads, stages)},
+    {#name, dt, d, d, variant, threads, 16, (threads) / 32 * (bnw), stages, FMSA_CUDA_FWD_SPLIT_SMEM(dt, d, threads, stages), \
+     NULL},
     static const fmsa_cuda_fwd_instance table[] = {FMSA_CUDA_FWD_SPLIT_INSTANCES(FMSA_CUDA_FWD_SPLIT_ROW)};
 #undef FMSA_CUDA_FWD_SPLIT_ROW
     *count = (int)(sizeof table / sizeof table[0]);

@@ -57,7 +57,9 @@ fmsa_status fmsa_cuda_fwd_pick(const fmsa_cuda_device *dev, const fmsa_problem *
     dt = fmsa_cuda_fwd_dtype(p->dtype);
     chunk = p->dtype == FMSA_DTYPE_F32 ? 4 : 8;
     fmsa_cuda_fwd_params_fill(p, plan, 0, 0, &fp);
-    fmsa_plan_request_from_problem(p, 0u, &req);
+    /* Hopper: the planner may take the wgmma row where the pass is one it serves */
+    fmsa_plan_request_from_problem(p, fmsa_cuda_fwd_wg_serves(&fp, dev->wgmma_fwd) ? FMSA_PLAN_CAP_WGMMA : 0u,
+                                   &req);
     /* the split kernel a decode would run, so the planner counts its splits */
     split = fmsa_cuda_fwd_split_select(dt, &fp, smem_max);
     if (split >= 0) {
@@ -91,6 +93,10 @@ fmsa_status fmsa_cuda_fwd_pick(const fmsa_cuda_device *dev, const fmsa_problem *
     /* one decision for main kernel vs split-KV decode, with the planner's split count */
     if (fmsa_cuda_fwd_make_plan(dt, &fp, i, split, tiles.num_splits, &fplan) != 0)
         return fmsa_fail(FMSA_ERR_INTERNAL, "cuda: forward plan failed after its instance was found");
+    /* FLASHMSA_CUDA_WGMMA_FWD=2: the Hopper instance's serial schedule */
+    if (table[i].serial && dev->wgmma_fwd == 2 && fplan.num_launches > 0 &&
+        !strcmp(fplan.launch[0].name, table_name))
+        fplan.launch[0].name = table[i].serial;
     plan->instance = fplan.num_launches > 0 ? fplan.launch[0].name : table_name;
     plan->launches = fplan.num_launches;
     plan->num_splits = fplan.num_splits;

@@ -21,6 +21,7 @@ typedef struct fmsa_cuda_device {
     int max_threads_per_block; ///< CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK
     size_t l2_bytes;           ///< L2 cache (fmsa_device_info has no field for it)
     int wgmma;                 ///< 0: no Hopper (wgmma) kernels; 1: they run; 2 + N: variant N (cuda_device.c)
+    int wgmma_fwd;             ///< the Hopper forward: 0 off, 1 its overlapped, 2 its serial schedule (cuda_device.c)
     fmsa_device_info info;     ///< what fmsa_device_get reports
 } fmsa_cuda_device;
 

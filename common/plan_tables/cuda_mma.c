@@ -19,13 +19,17 @@
  * Hopper's wgmma kernels: only requests whose backend passes
  * FMSA_PLAN_CAP_WGMMA take them (CUDA: sm_90a SASS on compute capability 9.0,
  * and the pass within what the kernel serves beyond these feature bits,
- * cuda_bwd_instances.h), so they sit ahead of the mma.sync rows of their
- * head dim; the sm80 key never gets the capability.
+ * cuda_bwd_instances.h, cuda_fwd_instances.h), so they sit ahead of the
+ * mma.sync rows of their head dim; the sm80 key never gets the capability.
+ * The forward's W16 row is UNRUN: its kernel has run on the host emulation
+ * only, and the backend asks for it only under FLASHMSA_CUDA_WGMMA_FWD.
  */
 #include "common/plan_tables/plan_tables.h"
 
 #define FAST (FMSA_FEAT_SOFTCAP | FMSA_FEAT_ALIBI | FMSA_FEAT_MASK | FMSA_FEAT_PAGED)
 #define SAME FMSA_PLAN_DV_SAME
+/* what the wgmma forward does not serve of the planner's features */
+#define WGF (FAST | FMSA_FEAT_VARLEN)
 /* what the wgmma backward does not serve of the planner's features */
 #define WGX (FMSA_FEAT_SOFTCAP | FMSA_FEAT_ALIBI | FMSA_FEAT_MASK | FMSA_FEAT_VARLEN | FMSA_FEAT_PAGED)
 
@@ -33,6 +37,7 @@ static const fmsa_tile_row fmsa_rows_cuda_mma[] = {
 /*   name                                   pass maxD dt   not_with Br   Bc st w sram run  maxDv  bytes */
     {"cuda-fwd-d64-fast-128x128-p2",        FWD,  64, H16, FAST, 128, 128, 2, 4, 0, RUN,   64,  82048},
     {"cuda-fwd-d96-fast-128x32-p2",         FWD,  96, H16, FAST, 128,  32, 2, 4, 0, RUN,   96,  65792},
+    {"cuda-fwd-d128-wgmma-128x128-p2",      FWD, 128, W16, WGF , 128, 128, 2, 8, 0, UNRUN, 128, 164864},
     {"cuda-fwd-d128-fast-128x64-p2",        FWD, 128, H16, FAST, 128,  64, 2, 4, 0, RUN,  128,  98560},
     {"cuda-fwd-d192-v128-fast-128x64-p2",   FWD, 192, H16, FAST, 128,  64, 2, 8, 0, RUN,  128, 131328},
     {"cuda-fwd-d192-fast-128x64-p2",        FWD, 192, H16, FAST, 128,  64, 2, 8, 0, RUN,  192, 147840},

@@ -42,7 +42,8 @@
 #define PAGED FMSA_FEAT_PAGED
 /* the run column (fmsa_tile_row.verified) */
 #define RUN 1   /* a kernel of this tree runs the row and passes the fp64 grids on it */
-#define UNRUN 0 /* no kernel yet: the shape comes from the cited source, unmeasured here */
+#define UNRUN 0 /* no kernel has passed the grids on the row's hardware: the HIP rows (no kernel yet; the shape
+                   comes from the cited source), the CUDA forward's wgmma row (host emulation only) */
 
 #define FMSA_PLAN_COUNT(a) ((int)(sizeof(a) / sizeof((a)[0])))
 

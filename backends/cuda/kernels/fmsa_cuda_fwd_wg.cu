@@ -1,10 +1,11 @@
 /*
- * DEVELOPMENT, NOT IN THE LIBRARY: a Hopper (sm_90a) forward by wgmma at
- * head_dim 128, written 2026-12-04 without device time left and never run.
- * It is not in FMSA_CUDA_KERNEL_SOURCES and no planner row names it; the
- * harness backends/cuda/dev/fmsa_wgmma_fwd_dev.cu includes it, checks it
- * against an fp32 reference and times it.  It joins the library only after
- * that harness and the grids pass on an H100 / H200.
+ * The Hopper (sm_90a) forward by wgmma at head_dim 128, in the library
+ * behind FLASHMSA_CUDA_WGMMA_FWD (off by default): it has passed the host
+ * emulation (backends/cuda/dev/emu/run_wg.sh, whose operand model the landed
+ * wgmma backward anchors) but has not yet run on an H100 / H200, so its
+ * planner row is UNRUN and nothing takes it unless asked (cuda_fwd_instances.h).
+ * backends/cuda/dev/fmsa_wgmma_fwd_dev.cu also includes this file, checks it
+ * against an fp32 reference and times it.
  *
  * One block = 128 query rows of one query head (two warpgroups of 64 rows),
  * grid (query tiles, heads_q, batch); per step of 128 keys:
@@ -24,6 +25,7 @@
  * folded in as window_right 0), GQA, sequence tails, the natural-log LSE;
  * nothing else (no softcap, ALiBi, mask, sinks, varlen, paging, D_v != D).
  */
+#include "backends/cuda/cuda_fwd_instances.h"
 #include "backends/cuda/cuda_params.h"
 #include "backends/cuda/kernels/fmsa_cuda_bwd_wg.cuh"
 
@@ -31,7 +33,7 @@
 #define FMSA_FWD_WG_BM 128 /* query rows a block: two warpgroups of 64 */
 #define FMSA_FWD_WG_BN 128 /* keys a step */
 /// Dynamic shared memory: Q, 2 x K, 2 x V tiles (1024-byte aligned), and the alignment.
-#define FMSA_FWD_WG_SMEM (128 * 128 * 2 * 5 + 1024)
+#define FMSA_FWD_WG_SMEM FMSA_CUDA_FWD_WG_SMEM(FMSA_FWD_WG_D, FMSA_FWD_WG_BM, FMSA_FWD_WG_BN, 2)
 
 #if FMSA_WGMMA
 /// Maximum over the 4 lanes of an accumulator row (lanes 4 g .. 4 g + 3).
@@ -145,7 +147,7 @@ FMSA_DEV void fmsa_fwd_wg_touch_pa(unsigned (&pa)[8][4]) {
 #pragma unroll
     for (int kk = 0; kk < 8; ++kk)
 #pragma unroll
-        for (int r = 0; r < 4; ++r) asm volatile("" : "+r"(pa[kk][r])::"memory");
+        for (int r = 0; r < 4; ++r) fmsa_wg_touch_u(pa[kk][r]);
 }
 
 /// OVL 0: each step waits for S, runs the softmax, then issues and waits for
@@ -312,7 +314,11 @@ template <int BF16, int OVL> FMSA_DEV void fmsa_fwd_wg_main(const fmsa_cuda_fwd_
 #else
 #define FMSA_FWD_WG_BODY(BF16, OVL) ((void)p, __trap())
 #endif /* FMSA_WGMMA */
-FMSA_FWD_WG_KERNEL(fmsa_cuda_fwd_wg_bf16_d128, 1, 0)
-FMSA_FWD_WG_KERNEL(fmsa_cuda_fwd_wg_f16_d128, 0, 0)
-FMSA_FWD_WG_KERNEL(fmsa_cuda_fwd_wg_bf16_d128_ovl, 1, 1)
-FMSA_FWD_WG_KERNEL(fmsa_cuda_fwd_wg_f16_d128_ovl, 0, 1)
+/* every instance of the list (the overlapped schedule) and its serial schedule */
+#define FMSA_FWD_WG_DEFINE(name, serial, dt, d, bm, bn, threads, stages)                               \
+    static_assert((d) == FMSA_FWD_WG_D && (bm) == FMSA_FWD_WG_BM && (bn) == FMSA_FWD_WG_BN &&          \
+                      (threads) == 256 && (stages) == 2,                                                \
+                  "the list's Hopper forward is the tile this file compiles");                         \
+    FMSA_FWD_WG_KERNEL(name, (dt) == FMSA_CUDA_DT_BF16, 1)                                             \
+    FMSA_FWD_WG_KERNEL(serial, (dt) == FMSA_CUDA_DT_BF16, 0)
+FMSA_CUDA_FWD_WG_INSTANCES(FMSA_FWD_WG_DEFINE)

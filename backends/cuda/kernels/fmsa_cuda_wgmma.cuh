@@ -50,6 +50,8 @@ template <int N> FMSA_DEV void fmsa_wg_wait(void) {
 }
 /// Keeps the compiler from moving accumulator reads or writes across a wait.
 FMSA_DEV void fmsa_wg_touch(float &x) { asm volatile("" : "+f"(x)::"memory"); }
+/// The same for a register A operand: it stays live (not reused) until the wait.
+FMSA_DEV void fmsa_wg_touch_u(unsigned &x) { asm volatile("" : "+r"(x)::"memory"); }
 
 /* one m64n32k16 product from shared memory (d[0..15]); TY: the operand type suffix */
 #define FMSA_WG_SS_N32(TY, d, da, db, acc, TA, TB)                                      \
