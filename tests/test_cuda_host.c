@@ -381,7 +381,7 @@ static void fwd_pick_value_dims(void **state) {
 
 /* The forward's pick on a made-up device that runs wgmma: with
  * FLASHMSA_CUDA_WGMMA_FWD set (wgmma_fwd 1), bf16 / f16 at exactly D = Dv =
- * 128 take the Hopper instance (256 threads, 128-row blocks, its shared
+ * 128 or 256 take the Hopper instance (256 threads, 128-row blocks, its shared
  * memory), 2 its serial schedule; unset, another D, a value dim of its own,
  * decode (split-KV) or sm_80: the mma.sync kernels. */
 static void fwd_pick_hopper(void **state) {
@@ -397,6 +397,10 @@ static void fwd_pick_hopper(void **state) {
     assert_int_equal(plan->launch[0].grid[1], 8), assert_int_equal(plan->launch[0].grid[2], 2);
     assert_int_equal((int)plan->launch[0].smem, FMSA_CUDA_FWD_WG_SMEM(128, 128, 128, 2));
     assert_string_equal(fwd_pick_name_dt(FMSA_CUDA_DT_F16, 128, 128, sm90, 1000), "fmsa_cuda_fwd_wg_f16_d128_ovl");
+    assert_string_equal(fwd_pick_name(256, 256, sm90, 1000), "fmsa_cuda_fwd_wg_bf16_d256_ovl");
+    assert_int_equal((int)plan->launch[0].smem, FMSA_CUDA_FWD_WG_SMEM(256, 128, 64, 2));
+    assert_int_equal(plan->launch[0].grid[0], 8), assert_int_equal(plan->launch[0].threads, 256);
+    assert_string_equal(fwd_pick_name(248, 248, sm90, 1000), "fmsa_cuda_fwd_bf16_d256_fast");
     assert_string_equal(fwd_pick_name(120, 120, sm90, 1000), "fmsa_cuda_fwd_bf16_d128_fast");
     assert_string_equal(fwd_pick_name(128, 64, sm90, 1000), "fmsa_cuda_fwd_bf16_d128_fast");
     assert_string_equal(fwd_pick_name(64, 64, sm90, 1000), "fmsa_cuda_fwd_bf16_d64_fast");
@@ -406,7 +410,9 @@ static void fwd_pick_hopper(void **state) {
     assert_string_equal(fwd_pick_name(128, 128, sm90, 1000), "fmsa_cuda_fwd_wg_bf16_d128");
     assert_string_equal(plan->launch[0].kernel, "fmsa_cuda_fwd_wg_bf16_d128");
     assert_string_equal(fwd_pick_name_dt(FMSA_CUDA_DT_F16, 128, 128, sm90, 1000), "fmsa_cuda_fwd_wg_f16_d128");
+    assert_string_equal(fwd_pick_name_dt(FMSA_CUDA_DT_F16, 256, 256, sm90, 1000), "fmsa_cuda_fwd_wg_f16_d256");
     fwd_plan_wgmma_fwd = 0;
+    assert_string_equal(fwd_pick_name(256, 256, sm90, 1000), "fmsa_cuda_fwd_bf16_d256_fast");
     assert_string_equal(fwd_pick_name(128, 128, sm90, 1000), "fmsa_cuda_fwd_bf16_d128_fast");
 }
 

@@ -301,45 +301,49 @@ static void hopper_backward_is_the_wgmma_row_where_it_serves(void **state) {
     }
 }
 
-/* The Hopper forward: with the cap, d128 bf16 / f16 FAST problems (causal
+/* The Hopper forward: with the cap, d128 / d256 bf16 / f16 FAST problems (causal
  * and windows included) take the wgmma row, whose instance is the Hopper one
  * of the dtype; without the cap, or with a feature of not_with, the mma.sync
  * row; the cap is asked for exactly where the kernel serves the problem
  * (fmsa_cuda_fwd_wg_serves), each exclusion alone withholding it. */
 static void hopper_forward_is_the_wgmma_row_where_it_serves(void **state) {
     const fmsa_dtype pdt[2] = {FMSA_DTYPE_BF16, FMSA_DTYPE_F16};
-    const int dts[2] = {FMSA_CUDA_DT_BF16, FMSA_CUDA_DT_F16};
+    const int dts[2] = {FMSA_CUDA_DT_BF16, FMSA_CUDA_DT_F16}, dims[2] = {128, 256};
+    const char *names[2] = {"cuda-fwd-d128-wgmma-128x128-p2", "cuda-fwd-d256-wgmma-128x64-p2"};
+    const char *kernels[2][2] = {{"_bf16_d128_ovl", "_f16_d128_ovl"}, {"_bf16_d256_ovl", "_f16_d256_ovl"}};
     const unsigned not_with[5] = {FMSA_FEAT_SOFTCAP, FMSA_FEAT_ALIBI, FMSA_FEAT_MASK, FMSA_FEAT_VARLEN,
                                   FMSA_FEAT_PAGED};
     const fmsa_device_info d = cuda_dev("sm90", 227 * KIB);
     int n;
     const fmsa_cuda_fwd_instance *fi = fmsa_cuda_fwd_instance_table(&n);
     (void)state;
-    for (int t = 0; t < 2; ++t) {
+    for (int t = 0; t < 4; ++t) {
+        const int dim = dims[t / 2];
         const fmsa_tile_row *row = NULL;
         fmsa_cuda_fwd_params p, q;
         int i;
         for (unsigned feat = 0; feat <= FMSA_FEAT_CAUSAL; ++feat) {
-            assert_true(plan_row_caps(&d, FMSA_PASS_FORWARD, pdt[t], feat, 128, 128, FMSA_PLAN_CAP_WGMMA, &row));
-            assert_string_equal(row->name, "cuda-fwd-d128-wgmma-128x128-p2");
+            assert_true(plan_row_caps(&d, FMSA_PASS_FORWARD, pdt[t % 2], feat, dim, dim, FMSA_PLAN_CAP_WGMMA, &row));
+            assert_string_equal(row->name, names[t / 2]);
         }
-        i = fwd_row_instance(row, dts[t]);
+        i = fwd_row_instance(row, dts[t % 2]);
         assert_true(i >= 0);
         assert_non_null(fi[i].serial);
-        assert_int_equal(fi[i].threads, 256), assert_int_equal(fi[i].dtype, dts[t]);
-        assert_non_null(strstr(fi[i].name, dts[t] == FMSA_CUDA_DT_BF16 ? "_bf16_d128_ovl" : "_f16_d128_ovl"));
+        assert_int_equal(fi[i].threads, 256), assert_int_equal(fi[i].dtype, dts[t % 2]);
+        assert_int_equal(fi[i].head_dim, dim), assert_int_equal(fi[i].head_dim_v, dim);
+        assert_non_null(strstr(fi[i].name, kernels[t / 2][t % 2]));
         assert_true(fi[i].smem_bytes <= 227 * KIB);
-        /* without the cap, or with a feature of not_with: the mma.sync d128 row */
-        assert_true(plan_row_caps(&d, FMSA_PASS_FORWARD, pdt[t], FMSA_FEAT_CAUSAL, 128, 128, 0u, &row));
-        assert_null(fi[fwd_row_instance(row, dts[t])].serial);
+        /* without the cap, or with a feature of not_with: an mma.sync row */
+        assert_true(plan_row_caps(&d, FMSA_PASS_FORWARD, pdt[t % 2], FMSA_FEAT_CAUSAL, dim, dim, 0u, &row));
+        assert_null(fi[fwd_row_instance(row, dts[t % 2])].serial);
         for (int f = 0; f < 5; ++f) {
-            assert_true(plan_row_caps(&d, FMSA_PASS_FORWARD, pdt[t], not_with[f], 128, 128,
+            assert_true(plan_row_caps(&d, FMSA_PASS_FORWARD, pdt[t % 2], not_with[f], dim, dim,
                                       FMSA_PLAN_CAP_WGMMA, &row));
-            if (strstr(row->name, "wgmma")) fail_msg("dt %d: feature %u takes %s", dts[t], not_with[f], row->name);
+            if (strstr(row->name, "wgmma")) fail_msg("d%d dt %d: feature %u takes %s", dim, dts[t % 2], not_with[f], row->name);
         }
         /* the cap: asked for the base pass, withheld for each exclusion */
         memset(&p, 0, sizeof p);
-        p.head_dim = p.head_dim_v = 128;
+        p.head_dim = p.head_dim_v = dim;
         p.batch = 2, p.seqlen_q = p.total_q = 1000, p.seqlen_k = p.total_k = 1000;
         p.heads_q = 8, p.heads_kv = 2, p.window_left = 100, p.window_right = 0;
         assert_true(fmsa_cuda_fwd_wg_serves(&p, 1));
@@ -349,9 +353,9 @@ static void hopper_forward_is_the_wgmma_row_where_it_serves(void **state) {
     do {                                                                                          \
         q = p;                                                                                    \
         change;                                                                                   \
-        if (fmsa_cuda_fwd_wg_serves(&q, 1)) fail_msg("dt %d: cap asked with %s", dts[t], #change); \
+        if (fmsa_cuda_fwd_wg_serves(&q, 1)) fail_msg("d%d dt %d: cap asked with %s", dim, dts[t % 2], #change); \
     } while (0)
-        WITHHOLDS(q.head_dim = q.head_dim_v = 120);
+        WITHHOLDS(q.head_dim = q.head_dim_v = dim - 8);
         WITHHOLDS(q.head_dim_v = 64);
         WITHHOLDS(q.is_varlen = 1);
         WITHHOLDS(q.has_seqused_k = 1);

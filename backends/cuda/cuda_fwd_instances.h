@@ -121,12 +121,12 @@
 
 /*
  * The Hopper forward (kernels/fmsa_cuda_fwd_wg.cu: wgmma, sm_90a only), the
- * instance of the planner's W16 forward row: head_dim = head_dim_v = 128
- * exactly, 128 query rows in two warpgroups, 128 keys a step, K and V in 2
- * stages each, the FAST features but varlen (fmsa_cuda_fwd_wg_serves).  It
+ * instances of the planner's W16 forward rows: head_dim = head_dim_v = 128
+ * or 256 exactly, 128 query rows in two warpgroups, 128 keys a step (64 at
+ * d256), K and V in 2 stages each, the FAST features but varlen (fmsa_cuda_fwd_wg_serves).  It
  * runs only where FLASHMSA_CUDA_WGMMA_FWD asks for it (cuda_device.c): it
  * has passed the host emulation (backends/cuda/dev/emu/run_wg.sh), not yet
- * the grids on an H100 / H200, so its row is UNRUN.  The instance is the
+ * the grids on an H100 / H200, so its rows are UNRUN.  The instance is the
  * overlapped schedule; FLASHMSA_CUDA_WGMMA_FWD=2 runs the serial one.
  * X(name, serial name, dtype, D, block_m, block_n, threads, stages)
  */
@@ -134,7 +134,9 @@
 #define FMSA_CUDA_FWD_WG_SMEM(d, bm, bn, stages) (((bm) * (d) + 2 * (stages) * (bn) * (d)) * 2 + 1024)
 #define FMSA_CUDA_FWD_WG_INSTANCES(X)                                                                   \
     X(fmsa_cuda_fwd_wg_bf16_d128_ovl, fmsa_cuda_fwd_wg_bf16_d128, FMSA_CUDA_DT_BF16, 128, 128, 128, 256, 2) \
-    X(fmsa_cuda_fwd_wg_f16_d128_ovl, fmsa_cuda_fwd_wg_f16_d128, FMSA_CUDA_DT_F16, 128, 128, 128, 256, 2)
+    X(fmsa_cuda_fwd_wg_f16_d128_ovl, fmsa_cuda_fwd_wg_f16_d128, FMSA_CUDA_DT_F16, 128, 128, 128, 256, 2) \
+    X(fmsa_cuda_fwd_wg_bf16_d256_ovl, fmsa_cuda_fwd_wg_bf16_d256, FMSA_CUDA_DT_BF16, 256, 128, 64, 256, 2) \
+    X(fmsa_cuda_fwd_wg_f16_d256_ovl, fmsa_cuda_fwd_wg_f16_d256, FMSA_CUDA_DT_F16, 256, 128, 64, 256, 2)
 
 /// One row of the list, as the host needs it.
 typedef struct fmsa_cuda_fwd_instance {

@@ -21,8 +21,8 @@
  * and the pass within what the kernel serves beyond these feature bits,
  * cuda_bwd_instances.h, cuda_fwd_instances.h), so they sit ahead of the
  * mma.sync rows of their head dim; the sm80 key never gets the capability.
- * The forward's W16 row is UNRUN: its kernel has run on the host emulation
- * only, and the backend asks for it only under FLASHMSA_CUDA_WGMMA_FWD.
+ * The forward's W16 rows are UNRUN: their kernel has run on the host
+ * emulation only, and the backend asks for them only under FLASHMSA_CUDA_WGMMA_FWD.
  */
 #include "common/plan_tables/plan_tables.h"
 
@@ -41,6 +41,7 @@ static const fmsa_tile_row fmsa_rows_cuda_mma[] = {
     {"cuda-fwd-d128-fast-128x64-p2",        FWD, 128, H16, FAST, 128,  64, 2, 4, 0, RUN,  128,  98560},
     {"cuda-fwd-d192-v128-fast-128x64-p2",   FWD, 192, H16, FAST, 128,  64, 2, 8, 0, RUN,  128, 131328},
     {"cuda-fwd-d192-fast-128x64-p2",        FWD, 192, H16, FAST, 128,  64, 2, 8, 0, RUN,  192, 147840},
+    {"cuda-fwd-d256-wgmma-128x64-p2",       FWD, 256, W16, WGF , 128,  64, 2, 8, 0, UNRUN, 256, 197632},
     {"cuda-fwd-d256-fast-64x64-p1",         FWD, 256, H16, FAST,  64,  64, 1, 4, 0, RUN,  256,  98816},
     {"cuda-fwd-d256-fast-64x64-p2",         FWD, 256, H16, FAST,  64,  64, 2, 4, 0, RUN,  256, 164352},
     {"cuda-fwd-d512-fast-64x32-p2",         FWD, 512, H16, FAST,  64,  32, 2, 8, 0, RUN,  512, 197632},

@@ -29,11 +29,11 @@
 #include "backends/cuda/cuda_params.h"
 #include "backends/cuda/kernels/fmsa_cuda_bwd_wg.cuh"
 
-#define FMSA_FWD_WG_D 128
 #define FMSA_FWD_WG_BM 128 /* query rows a block: two warpgroups of 64 */
-#define FMSA_FWD_WG_BN 128 /* keys a step */
+/// Keys a step: 128, 64 at d256 (whose O of 64 rows x 256 takes 128 registers a thread).
+#define FMSA_FWD_WG_BN(d) ((d) == 256 ? 64 : 128)
 /// Dynamic shared memory: Q, 2 x K, 2 x V tiles (1024-byte aligned), and the alignment.
-#define FMSA_FWD_WG_SMEM FMSA_CUDA_FWD_WG_SMEM(FMSA_FWD_WG_D, FMSA_FWD_WG_BM, FMSA_FWD_WG_BN, 2)
+#define FMSA_FWD_WG_SMEM(d) FMSA_CUDA_FWD_WG_SMEM(d, FMSA_FWD_WG_BM, FMSA_FWD_WG_BN(d), 2)
 
 #if FMSA_WGMMA
 /// Maximum over the 4 lanes of an accumulator row (lanes 4 g .. 4 g + 3).
@@ -68,34 +68,40 @@ FMSA_DEV void fmsa_fwd_wg_load_one(unsigned sT, const unsigned short *Tg, long l
     }
 }
 
-/// Issues S = Q K^T (m64n128, 8 k16 steps) as one wgmma group; ko: the K stage's descriptor offset.
-template <int BF16, int BM, int BN>
-FMSA_DEV void fmsa_fwd_wg_qk(float (&s)[64], unsigned long long dQ, unsigned long long dK, unsigned ko) {
+/// Issues S = Q K^T (m64nBN, D / 16 k16 steps) as one wgmma group; ko: the K stage's descriptor offset.
+template <int BF16, int BM, int BN, int D>
+FMSA_DEV void fmsa_fwd_wg_qk(float (&s)[BN / 2], unsigned long long dQ, unsigned long long dK, unsigned ko) {
 #pragma unroll
-    for (int kk = 0; kk < 8; ++kk) {
+    for (int kk = 0; kk < D / 16; ++kk) {
         const unsigned ao = (unsigned)((kk >> 2) * BM * 128 + (kk & 3) * 32) >> 4;
         const unsigned bo = ko + ((unsigned)((kk >> 2) * BN * 128 + (kk & 3) * 32) >> 4);
-        fmsa_wg_ss_n128<BF16, 0, 0>(s, dQ + ao, dK + bo, kk > 0);
+        if constexpr (BN == 128) fmsa_wg_ss_n128<BF16, 0, 0>(s, dQ + ao, dK + bo, kk > 0);
+        else fmsa_wg_ss_n64<BF16, 0, 0>(s, dQ + ao, dK + bo, kk > 0);
     }
     fmsa_wg_commit();
 }
 
-/// Issues O += P V (m64n128, BN / 16 k16 steps, V read transposed) as one wgmma group.
-template <int BF16, int BN>
-FMSA_DEV void fmsa_fwd_wg_pv(float (&o)[64], const unsigned (&pa)[BN / 16][4], unsigned long long dV, unsigned vo) {
+/// Issues O += P V (BN / 16 k16 steps of m64n128 per 128 columns of O, V read
+/// transposed: column chunk c of 64 at c BN 128 bytes) as one wgmma group.
+template <int BF16, int BN, int D>
+FMSA_DEV void fmsa_fwd_wg_pv(float (&o)[D / 128][64], const unsigned (&pa)[BN / 16][4], unsigned long long dV,
+                             unsigned vo) {
 #pragma unroll
-    for (int kk = 0; kk < BN / 16; ++kk) fmsa_wg_rs_n128<BF16, 1>(o, pa[kk], dV + vo + ((unsigned)(kk * 16 * 128) >> 4), 1);
+    for (int kk = 0; kk < BN / 16; ++kk)
+#pragma unroll
+        for (int c = 0; c < D / 128; ++c)
+            fmsa_wg_rs_n128<BF16, 1>(o[c], pa[kk], dV + vo + ((unsigned)(kk * 16 * 128 + c * 2 * BN * 128) >> 4), 1);
     fmsa_wg_commit();
 }
 
 /// The online softmax of one step in place: S (raw scores) becomes P = exp2(S scale
 /// log2 e - m), m2 / l the running max and sum, alpha the factor O needs.
 /// CUT: a cut tile, hidden elements -inf first.
-template <int CUT>
-FMSA_DEV void fmsa_fwd_wg_softmax(float (&s)[64], float (&m2)[2], float (&l)[2], float (&alpha)[2],
+template <int CUT, int NS>
+FMSA_DEV void fmsa_fwd_wg_softmax(float (&s)[NS], float (&m2)[2], float (&l)[2], float (&alpha)[2],
                                   float scale_log2, int ri, int rj, int lo, int hi) {
 #pragma unroll
-    for (int i = 0; i < 64; ++i) {
+    for (int i = 0; i < NS; ++i) {
         const float x = s[i] * scale_log2;
         s[i] = !CUT || fmsa_fwd_wg_vis(i, ri, rj, lo, hi) ? x : FMSA_NEG_INF_F;
     }
@@ -104,7 +110,7 @@ FMSA_DEV void fmsa_fwd_wg_softmax(float (&s)[64], float (&m2)[2], float (&l)[2],
     for (int hr = 0; hr < 2; ++hr) {
         float mx = m2[hr];
 #pragma unroll
-        for (int i = 0; i < 64; ++i)
+        for (int i = 0; i < NS; ++i)
             if (((i >> 1) & 1) == hr) mx = fmaxf(mx, s[i]);
         mx = fmsa_fwd_wg_rowmax(mx);
         /* a row that has seen no key yet keeps -inf; its base is 0 so exp2 gives 0, not NaN */
@@ -113,7 +119,7 @@ FMSA_DEV void fmsa_fwd_wg_softmax(float (&s)[64], float (&m2)[2], float (&l)[2],
         base[hr] = mx == FMSA_NEG_INF_F ? 0.0f : mx;
     }
 #pragma unroll
-    for (int i = 0; i < 64; ++i) {
+    for (int i = 0; i < NS; ++i) {
         const int hr = (i >> 1) & 1;
         s[i] = fmsa_ex2(s[i] - base[hr]);
         ls[hr] += s[i];
@@ -123,29 +129,30 @@ FMSA_DEV void fmsa_fwd_wg_softmax(float (&s)[64], float (&m2)[2], float (&l)[2],
 }
 
 /// The step's mask test and softmax: one branch a step on whether the tile is whole.
-FMSA_DEV void fmsa_fwd_wg_step_softmax(float (&s)[64], float (&m2)[2], float (&l)[2], float (&alpha)[2],
+template <int NS>
+FMSA_DEV void fmsa_fwd_wg_step_softmax(float (&s)[NS], float (&m2)[2], float (&l)[2], float (&alpha)[2],
                                        const fmsa_cuda_fwd_params &F, int full, int r0, int n0, int t4, int sq,
                                        int sk, long long wl, long long wr, long long off) {
     if (full) {
-        fmsa_fwd_wg_softmax<0>(s, m2, l, alpha, F.scale_log2, 0, 0, 0, 0);
+        fmsa_fwd_wg_softmax<0, NS>(s, m2, l, alpha, F.scale_log2, 0, 0, 0, 0);
     } else {
         int ri, rj, lo, hi;
         fmsa_bwd_wg_bounds(r0, n0 + 2 * t4, sq, sk, wl, wr, off, &ri, &rj, &lo, &hi);
-        fmsa_fwd_wg_softmax<1>(s, m2, l, alpha, F.scale_log2, ri, rj, lo, hi);
+        fmsa_fwd_wg_softmax<1, NS>(s, m2, l, alpha, F.scale_log2, ri, rj, lo, hi);
     }
 }
 
 /// P to the register A operand: k16 slice kk is elements 8 kk .. 8 kk + 7 in pairs.
-template <int BF16> FMSA_DEV void fmsa_fwd_wg_pack(const float (&s)[64], unsigned (&pa)[8][4]) {
+template <int BF16, int NS> FMSA_DEV void fmsa_fwd_wg_pack(const float (&s)[NS], unsigned (&pa)[NS / 8][4]) {
 #pragma unroll
-    for (int kk = 0; kk < 8; ++kk)
+    for (int kk = 0; kk < NS / 8; ++kk)
 #pragma unroll
         for (int r = 0; r < 4; ++r) pa[kk][r] = fmsa_pack2<BF16>(s[8 * kk + 2 * r], s[8 * kk + 2 * r + 1]);
 }
 
-FMSA_DEV void fmsa_fwd_wg_touch_pa(unsigned (&pa)[8][4]) {
+template <int KS> FMSA_DEV void fmsa_fwd_wg_touch_pa(unsigned (&pa)[KS][4]) {
 #pragma unroll
-    for (int kk = 0; kk < 8; ++kk)
+    for (int kk = 0; kk < KS; ++kk)
 #pragma unroll
         for (int r = 0; r < 4; ++r) fmsa_wg_touch_u(pa[kk][r]);
 }
@@ -153,8 +160,8 @@ FMSA_DEV void fmsa_fwd_wg_touch_pa(unsigned (&pa)[8][4]) {
 /// OVL 0: each step waits for S, runs the softmax, then issues and waits for
 /// P V.  OVL 1: S of step n is issued together with P V of step n - 1, and the
 /// softmax of step n runs while P V is in flight (K loads one step ahead of V).
-template <int BF16, int OVL> FMSA_DEV void fmsa_fwd_wg_main(const fmsa_cuda_fwd_params &F) {
-    constexpr int D = FMSA_FWD_WG_D, BM = FMSA_FWD_WG_BM, BN = FMSA_FWD_WG_BN, CH = D / 8;
+template <int BF16, int OVL, int D> FMSA_DEV void fmsa_fwd_wg_main(const fmsa_cuda_fwd_params &F) {
+    constexpr int BM = FMSA_FWD_WG_BM, BN = FMSA_FWD_WG_BN(D), CH = D / 8, NS = BN / 2, NC = D / 128;
     constexpr int Q_BYTES = BM * D * 2, KV_BYTES = BN * D * 2;
     extern __shared__ unsigned char fmsa_smem_fwd_wg[];
     const unsigned base = (fmsa_smem_addr(fmsa_smem_fwd_wg) + 1023u) & ~1023u;
@@ -184,7 +191,7 @@ template <int BF16, int OVL> FMSA_DEV void fmsa_fwd_wg_main(const fmsa_cuda_fwd_
 
     /* Q once (8 chunks a thread) and K of the first step; V too unless OVL */
     for (int c = tid; c < BM * CH; c += 256) {
-        const int r = c >> 4, ch = c & 15, i = m0 + r, ok = i < sq;
+        const int r = c / CH, ch = c % CH, i = m0 + r, ok = i < sq;
         fmsa_bwd_wg_row16(sQ, BM, r, ch, Qg + b * F.q_sb + (long long)i * F.q_ss + h * F.q_sh + ch * 8, ok, Qg);
     }
     if (nb < ne) {
@@ -193,10 +200,12 @@ template <int BF16, int OVL> FMSA_DEV void fmsa_fwd_wg_main(const fmsa_cuda_fwd_
     }
     fmsa_cp_async_commit();
 
-    float o[64], s[64], m2[2] = {FMSA_NEG_INF_F, FMSA_NEG_INF_F}, l[2] = {0.0f, 0.0f}, alpha[2];
-    unsigned pa[8][4];
+    float o[NC][64], s[NS], m2[2] = {FMSA_NEG_INF_F, FMSA_NEG_INF_F}, l[2] = {0.0f, 0.0f}, alpha[2];
+    unsigned pa[BN / 16][4];
 #pragma unroll
-    for (int i = 0; i < 64; ++i) o[i] = 0.0f;
+    for (int c = 0; c < NC; ++c)
+#pragma unroll
+        for (int i = 0; i < 64; ++i) o[c][i] = 0.0f;
     const unsigned long long dQ = fmsa_wg_desc(sQ + wg * 64 * 128, 16, 1024);
     const unsigned long long dK = fmsa_wg_desc(sK, 16, 1024);
     const unsigned long long dV = fmsa_wg_desc(sV, BN * 128, 1024);
@@ -215,20 +224,24 @@ template <int BF16, int OVL> FMSA_DEV void fmsa_fwd_wg_main(const fmsa_cuda_fwd_
             }
             fmsa_cp_async_commit();
             fmsa_wg_fence();
-            fmsa_fwd_wg_qk<BF16, BM, BN>(s, dQ, dK, st * stage);
+            fmsa_fwd_wg_qk<BF16, BM, BN, D>(s, dQ, dK, st * stage);
             fmsa_wg_wait<0>();
 #pragma unroll
-            for (int i = 0; i < 64; ++i) fmsa_wg_touch(s[i]);
+            for (int i = 0; i < NS; ++i) fmsa_wg_touch(s[i]);
             fmsa_fwd_wg_step_softmax(s, m2, l, alpha, F, fmsa_bwd_wg_full<BM, BN>(m0, n0, sq, sk, wl, wr, off), r0,
                                      n0, t4, sq, sk, wl, wr, off);
 #pragma unroll
-            for (int i = 0; i < 64; ++i) o[i] *= alpha[(i >> 1) & 1];
-            fmsa_fwd_wg_pack<BF16>(s, pa);
+            for (int c = 0; c < NC; ++c)
+#pragma unroll
+                for (int i = 0; i < 64; ++i) o[c][i] *= alpha[(i >> 1) & 1];
+            fmsa_fwd_wg_pack<BF16, NS>(s, pa);
             fmsa_wg_fence();
-            fmsa_fwd_wg_pv<BF16, BN>(o, pa, dV, st * stage);
+            fmsa_fwd_wg_pv<BF16, BN, D>(o, pa, dV, st * stage);
             fmsa_wg_wait<0>();
 #pragma unroll
-            for (int i = 0; i < 64; ++i) fmsa_wg_touch(o[i]);
+            for (int c = 0; c < NC; ++c)
+#pragma unroll
+                for (int i = 0; i < 64; ++i) fmsa_wg_touch(o[c][i]);
         }
     } else if (nb < ne) {
         /* step nb: S alone (O is zero, nothing to rescale); V of nb and K of nb + 1 load meanwhile */
@@ -239,13 +252,13 @@ template <int BF16, int OVL> FMSA_DEV void fmsa_fwd_wg_main(const fmsa_cuda_fwd_
         FMSA_FWD_WG_LOAD_V(0, nb);
         fmsa_cp_async_commit();
         fmsa_wg_fence();
-        fmsa_fwd_wg_qk<BF16, BM, BN>(s, dQ, dK, 0);
+        fmsa_fwd_wg_qk<BF16, BM, BN, D>(s, dQ, dK, 0);
         fmsa_wg_wait<0>();
 #pragma unroll
-        for (int i = 0; i < 64; ++i) fmsa_wg_touch(s[i]);
+        for (int i = 0; i < NS; ++i) fmsa_wg_touch(s[i]);
         fmsa_fwd_wg_step_softmax(s, m2, l, alpha, F, fmsa_bwd_wg_full<BM, BN>(m0, nb * BN, sq, sk, wl, wr, off), r0,
                                  nb * BN, t4, sq, sk, wl, wr, off);
-        fmsa_fwd_wg_pack<BF16>(s, pa);
+        fmsa_fwd_wg_pack<BF16, NS>(s, pa);
         for (int n = nb + 1; n < ne; ++n) {
             const int st = (n - nb) & 1, n0 = n * BN;
             fmsa_cp_async_wait<0>();
@@ -255,31 +268,35 @@ template <int BF16, int OVL> FMSA_DEV void fmsa_fwd_wg_main(const fmsa_cuda_fwd_
             FMSA_FWD_WG_LOAD_V(st, n);
             fmsa_cp_async_commit();
             fmsa_wg_fence();
-            fmsa_fwd_wg_qk<BF16, BM, BN>(s, dQ, dK, st * stage);
-            fmsa_fwd_wg_pv<BF16, BN>(o, pa, dV, (st ^ 1) * stage);
+            fmsa_fwd_wg_qk<BF16, BM, BN, D>(s, dQ, dK, st * stage);
+            fmsa_fwd_wg_pv<BF16, BN, D>(o, pa, dV, (st ^ 1) * stage);
             fmsa_wg_wait<1>(); /* S done, P V of the last step still running */
 #pragma unroll
-            for (int i = 0; i < 64; ++i) fmsa_wg_touch(s[i]);
+            for (int i = 0; i < NS; ++i) fmsa_wg_touch(s[i]);
             fmsa_fwd_wg_step_softmax(s, m2, l, alpha, F, fmsa_bwd_wg_full<BM, BN>(m0, n0, sq, sk, wl, wr, off), r0,
                                      n0, t4, sq, sk, wl, wr, off);
             fmsa_wg_wait<0>();
             fmsa_fwd_wg_touch_pa(pa);
 #pragma unroll
-            for (int i = 0; i < 64; ++i) {
-                fmsa_wg_touch(o[i]);
-                o[i] *= alpha[(i >> 1) & 1];
-            }
-            fmsa_fwd_wg_pack<BF16>(s, pa);
+            for (int c = 0; c < NC; ++c)
+#pragma unroll
+                for (int i = 0; i < 64; ++i) {
+                    fmsa_wg_touch(o[c][i]);
+                    o[c][i] *= alpha[(i >> 1) & 1];
+                }
+            fmsa_fwd_wg_pack<BF16, NS>(s, pa);
         }
         /* the last step's P V */
         fmsa_cp_async_wait<0>();
         fmsa_fence_proxy_async();
         __syncthreads();
         fmsa_wg_fence();
-        fmsa_fwd_wg_pv<BF16, BN>(o, pa, dV, ((ne - 1 - nb) & 1) * stage);
+        fmsa_fwd_wg_pv<BF16, BN, D>(o, pa, dV, ((ne - 1 - nb) & 1) * stage);
         fmsa_wg_wait<0>();
 #pragma unroll
-        for (int i = 0; i < 64; ++i) fmsa_wg_touch(o[i]);
+        for (int c = 0; c < NC; ++c)
+#pragma unroll
+            for (int i = 0; i < 64; ++i) fmsa_wg_touch(o[c][i]);
     }
 #undef FMSA_FWD_WG_LOAD_K
 #undef FMSA_FWD_WG_LOAD_V
@@ -294,10 +311,12 @@ template <int BF16, int OVL> FMSA_DEV void fmsa_fwd_wg_main(const fmsa_cuda_fwd_
         const float inv = l[hr] > 0.0f ? 1.0f / l[hr] : 0.0f;
         unsigned short *orow = Og + b * F.o_sb + (long long)row * F.o_ss + h * F.o_sh + 2 * t4;
 #pragma unroll
-        for (int c8 = 0; c8 < 16; ++c8) {
-            const int i = 4 * c8 + 2 * hr;
-            *(unsigned *)(orow + 8 * c8) = fmsa_pack2<BF16>(o[i] * inv, o[i + 1] * inv);
-        }
+        for (int c = 0; c < NC; ++c)
+#pragma unroll
+            for (int c8 = 0; c8 < 16; ++c8) {
+                const int i = 4 * c8 + 2 * hr;
+                *(unsigned *)(orow + 128 * c + 8 * c8) = fmsa_pack2<BF16>(o[c][i] * inv, o[c][i + 1] * inv);
+            }
         if (F.lse && t4 == 0)
             F.lse[b * F.lse_sb + h * F.lse_sh + (long long)row * F.lse_ss] =
                 l[hr] > 0.0f ? (m2[hr] + __log2f(l[hr])) * 0.69314718055994531f : FMSA_NEG_INF_F;
@@ -305,20 +324,20 @@ template <int BF16, int OVL> FMSA_DEV void fmsa_fwd_wg_main(const fmsa_cuda_fwd_
 }
 #endif /* FMSA_WGMMA */
 
-#define FMSA_FWD_WG_KERNEL(name, BF16, OVL)                                                       \
+#define FMSA_FWD_WG_KERNEL(name, BF16, OVL, D)                                                    \
     extern "C" __global__ void __launch_bounds__(256, 1) name(const fmsa_cuda_fwd_params p) {     \
-        FMSA_FWD_WG_BODY(BF16, OVL);                                                              \
+        FMSA_FWD_WG_BODY(BF16, OVL, D);                                                           \
     }
 #if FMSA_WGMMA
-#define FMSA_FWD_WG_BODY(BF16, OVL) fmsa_fwd_wg_main<BF16, OVL>(p)
+#define FMSA_FWD_WG_BODY(BF16, OVL, D) fmsa_fwd_wg_main<BF16, OVL, D>(p)
 #else
-#define FMSA_FWD_WG_BODY(BF16, OVL) ((void)p, __trap())
+#define FMSA_FWD_WG_BODY(BF16, OVL, D) ((void)p, __trap())
 #endif /* FMSA_WGMMA */
 /* every instance of the list (the overlapped schedule) and its serial schedule */
 #define FMSA_FWD_WG_DEFINE(name, serial, dt, d, bm, bn, threads, stages)                               \
-    static_assert((d) == FMSA_FWD_WG_D && (bm) == FMSA_FWD_WG_BM && (bn) == FMSA_FWD_WG_BN &&          \
+    static_assert(((d) == 128 || (d) == 256) && (bm) == FMSA_FWD_WG_BM && (bn) == FMSA_FWD_WG_BN(d) &&  \
                       (threads) == 256 && (stages) == 2,                                                \
-                  "the list's Hopper forward is the tile this file compiles");                         \
-    FMSA_FWD_WG_KERNEL(name, (dt) == FMSA_CUDA_DT_BF16, 1)                                             \
-    FMSA_FWD_WG_KERNEL(serial, (dt) == FMSA_CUDA_DT_BF16, 0)
+                  "the list's Hopper forward is a tile this file compiles");                           \
+    FMSA_FWD_WG_KERNEL(name, (dt) == FMSA_CUDA_DT_BF16, 1, d)                                          \
+    FMSA_FWD_WG_KERNEL(serial, (dt) == FMSA_CUDA_DT_BF16, 0, d)
 FMSA_CUDA_FWD_WG_INSTANCES(FMSA_FWD_WG_DEFINE)

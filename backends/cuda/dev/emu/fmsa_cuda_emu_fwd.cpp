@@ -60,9 +60,11 @@ int main(int argc, char **argv) {
 #ifdef EMU_WGMMA
     /* EMU_OVL=1: the overlapped schedule */
     const int ovl = getenv("EMU_OVL") && atoi(getenv("EMU_OVL"));
-    if (D != FMSA_FWD_WG_D) { fprintf(stderr, "the wgmma forward in development is d%d only\n", FMSA_FWD_WG_D); return 2; }
-    kfn fn = ovl ? (bf ? fmsa_cuda_fwd_wg_bf16_d128_ovl : fmsa_cuda_fwd_wg_f16_d128_ovl)
-                 : (bf ? fmsa_cuda_fwd_wg_bf16_d128 : fmsa_cuda_fwd_wg_f16_d128);
+    if (D != 128 && D != 256) { fprintf(stderr, "the Hopper forward has d128 and d256\n"); return 2; }
+    const kfn kerns[2][2][2] = {
+        {{fmsa_cuda_fwd_wg_f16_d128, fmsa_cuda_fwd_wg_f16_d128_ovl}, {fmsa_cuda_fwd_wg_bf16_d128, fmsa_cuda_fwd_wg_bf16_d128_ovl}},
+        {{fmsa_cuda_fwd_wg_f16_d256, fmsa_cuda_fwd_wg_f16_d256_ovl}, {fmsa_cuda_fwd_wg_bf16_d256, fmsa_cuda_fwd_wg_bf16_d256_ovl}}};
+    kfn fn = kerns[D == 256][bf != 0][ovl];
     const int BM = FMSA_FWD_WG_BM, threads = 256;
 #else
     kfn fn = D == 128 ? (bf ? emu_bf16_d128 : emu_f16_d128) : (bf ? emu_bf16_d64 : emu_f16_d64);

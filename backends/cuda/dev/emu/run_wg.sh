@@ -26,7 +26,7 @@ done <<CASES
 0 1 48 64 2 2 256 256 0
 1 2 144 100 2 1 256 256 1
 CASES
-# forward: BF16 B SQ SK HQ HKV 128 CAUSAL 0 [WL WR], serial then overlapped
+# forward: BF16 B SQ SK HQ HKV D CAUSAL 0 [WL WR] (D 128 or 256), serial then overlapped
 while read -r args; do
     EMU_OVL=0 "$out.fwd" $args || fail=1
     EMU_OVL=1 "$out.fwd" $args || fail=1
@@ -41,5 +41,10 @@ done <<CASES
 1 1 128 128 1 1 128 0 0 0 0
 1 1 64 40 1 1 128 0 0
 1 1 16 1 1 1 128 0 0
+1 1 256 384 2 1 256 0 0
+0 2 130 129 4 2 256 1 0
+1 1 200 600 1 1 256 0 0 100 20
+0 1 77 50 2 2 256 0 0
+1 1 300 100 2 1 256 1 0
 CASES
 exit $fail
