@@ -55,3 +55,16 @@ set_tests_properties(api_cuda_unavailable_is_an_error PROPERTIES
   PASS_REGULAR_EXPRESSION "BACKEND_UNAVAILABLE.*cuda")
 set_tests_properties(api_cpu_without_cuda_devices PROPERTIES
   PASS_REGULAR_EXPRESSION "device +cpu:0.*\nPASS")
+
+# The Hopper (wgmma) kernels' index, descriptor and synchronisation logic on the
+# host (backends/cuda/dev/emu/run_wg.sh: the kernel files compiled as C++ over an
+# emulated wgmma, cp.async and block scheduler, against fp64), so that CI, which
+# has no GPU, runs them on every change: the landed backward and the forward in
+# development.  It needs a C++17 compiler and glibc's ucontext.
+find_program(FMSA_EMU_CXX NAMES g++ c++)
+if(FMSA_EMU_CXX AND CMAKE_SYSTEM_NAME STREQUAL "Linux")
+  add_test(NAME test_cuda_emu_wgmma
+           COMMAND sh ${PROJECT_SOURCE_DIR}/backends/cuda/dev/emu/run_wg.sh ${CMAKE_CURRENT_BINARY_DIR}/emu_wg)
+  set_tests_properties(test_cuda_emu_wgmma PROPERTIES LABELS "cuda;emu" TIMEOUT 600
+    ENVIRONMENT "CXX=${FMSA_EMU_CXX}")
+endif()

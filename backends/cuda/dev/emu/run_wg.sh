@@ -8,9 +8,10 @@ set -e
 here=$(cd "$(dirname "$0")" && pwd)
 root=$here/../../../..
 out=${1:-/tmp/fmsa_cuda_emu_wg}
+cxx=${CXX:-g++}
 flags="-std=c++17 -O1 -w -DEMU_WGMMA -DEMU_CP_ASYNC_DEFER -D__CUDA_ARCH__=900 -I$here/shadow -I$root -I$root/include"
-g++ $flags "$here/fmsa_cuda_emu_bwd.cpp" -o "$out.bwd"
-g++ $flags "$here/fmsa_cuda_emu_fwd.cpp" -o "$out.fwd"
+"$cxx" $flags "$here/fmsa_cuda_emu_bwd.cpp" -o "$out.bwd"
+"$cxx" $flags "$here/fmsa_cuda_emu_fwd.cpp" -o "$out.fwd"
 fail=0
 # backward: BF16 B SQ SK HQ HKV D DV CAUSAL (seqlen_q a multiple of 16: the instances' rule)
 while read -r args; do
