@@ -60,7 +60,9 @@ set_tests_properties(api_cpu_without_cuda_devices PROPERTIES
 # host (backends/cuda/dev/emu/run_wg.sh: the kernel files compiled as C++ over an
 # emulated wgmma, cp.async and block scheduler, against fp64), so that CI, which
 # has no GPU, runs them on every change: the landed backward and the forward in
-# development.  It needs a C++17 compiler and glibc's ucontext.
+# development, each case in two thread orders.  It needs a C++17 compiler and
+# glibc's ucontext; the asan test preset leaves it out (its programs are its own,
+# not sanitized).
 find_program(FMSA_EMU_CXX NAMES g++ c++)
 if(FMSA_EMU_CXX AND CMAKE_SYSTEM_NAME STREQUAL "Linux")
   add_test(NAME test_cuda_emu_wgmma

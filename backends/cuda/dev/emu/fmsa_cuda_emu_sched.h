@@ -6,8 +6,11 @@
  * resolved once all 32 lanes have reached it, a block barrier once every live
  * thread waits at it (ORing __syncthreads_or's predicates over the block), and a
  * divergent warp, a barrier some threads exited before, or a deadlock stops the
- * run.  Include it after the kernel files with EMU_PARAMS defined as the kernels'
- * parameter struct (fmsa_cuda_fwd_params or fmsa_cuda_bwd_params).
+ * run (EMU_EAGER=1: each collective as soon as its last thread arrives).
+ * EMU_WGMMA adds the warpgroup collectives (fmsa_cuda_emu_wg.h), EMU_CP_ASYNC_DEFER
+ * copies that land at their thread's wait.  Include it after the kernel files with
+ * EMU_PARAMS defined as the kernels' parameter struct (fmsa_cuda_fwd_params or
+ * fmsa_cuda_bwd_params).
  */
 #ifndef FMSA_CUDA_EMU_SCHED_H
 #define FMSA_CUDA_EMU_SCHED_H
@@ -169,6 +172,47 @@ static void resolve_warp(int w, int op) {
     } else { fprintf(stderr, "op %d not emulated\n", op); exit(6); }
 }
 
+/* EMU_EAGER=1: a collective resolves as soon as its last thread reaches it,
+ * before the threads after it in the block run, so a warpgroup can read
+ * shared memory another warpgroup's copies have not reached yet (a missing
+ * block barrier shows); by default every runnable thread runs first. */
+static const int g_eager = getenv("EMU_EAGER") && atoi(getenv("EMU_EAGER"));
+
+/* Resolves every warp collective, warpgroup collective and named barrier whose
+ * threads have all reached it; 1 if any did. */
+static int resolve_collectives(int nthr) {
+    int progressed = 0;
+    for (int w = 0; w < nthr / 32; ++w) {
+        int op = -1, ok = 1, ndone = 0, waiting = 0;
+        for (int l = 0; l < 32; ++l) {
+            emu_thread *x = &th[32 * w + l];
+            if (x->done) { ++ndone; continue; }
+            waiting |= x->op == OP_NONE; /* a lane still to run (EMU_EAGER) */
+            if (op < 0) op = x->op; else if (op != x->op) ok = 0;
+        }
+        if (ndone == 32 || waiting || op == OP_SYNC || op == OP_BAR || op == OP_WGMMA || op == OP_WGWAIT)
+            continue;
+        if (!ok || ndone) { fprintf(stderr, "divergent warp %d (op %d, %d done)\n", w, op, ndone); exit(4); }
+        resolve_warp(w, op);
+        for (int l = 0; l < 32; ++l) th[32 * w + l].op = OP_NONE;
+        progressed = 1;
+    }
+#ifdef EMU_WGMMA
+    progressed |= emu_wg_step(nthr); /* warpgroup collectives: products and their waits */
+#endif /* EMU_WGMMA */
+    for (int id = 1; id < 16; ++id) { /* named barriers (fmsa_bar_sync): `sv` threads at id */
+        int n = 0, want = 0;
+        for (int t = 0; t < nthr; ++t)
+            if (!th[t].done && th[t].op == OP_BAR && emu_slots[t].mask == id) ++n, want = emu_slots[t].sv;
+        if (n && n == want) {
+            for (int t = 0; t < nthr; ++t)
+                if (!th[t].done && th[t].op == OP_BAR && emu_slots[t].mask == id) th[t].op = OP_NONE;
+            progressed = 1;
+        }
+    }
+    return progressed;
+}
+
 /* Runs one block of nthr threads of fn on p to its end. */
 static void run_block(kfn fn, const EMU_PARAMS *p, int nthr) {
     g_fn = fn, g_p = p;
@@ -190,35 +234,15 @@ static void run_block(kfn fn, const EMU_PARAMS *p, int nthr) {
     for (;;) {
         int progressed = 0, live = 0;
         for (int t = 0; t < nthr; ++t)
-            if (!th[t].done && th[t].op == OP_NONE) { emu_cur = t; swapcontext(&sched, &th[t].uc); progressed = 1; }
-        for (int w = 0; w < nthr / 32; ++w) {
-            int op = -1, ok = 1, ndone = 0;
-            for (int l = 0; l < 32; ++l) {
-                emu_thread *x = &th[32 * w + l];
-                if (x->done) { ++ndone; continue; }
-                if (op < 0) op = x->op; else if (op != x->op) ok = 0;
-            }
-            if (ndone == 32 || op == OP_SYNC || op == OP_BAR || op == OP_NONE || op == OP_WGMMA || op == OP_WGWAIT)
-                continue;
-            if (!ok || ndone) { fprintf(stderr, "divergent warp %d (op %d, %d done)\n", w, op, ndone); exit(4); }
-            resolve_warp(w, op);
-            for (int l = 0; l < 32; ++l) th[32 * w + l].op = OP_NONE;
-            progressed = 1;
-        }
-#ifdef EMU_WGMMA
-        progressed |= emu_wg_step(nthr); /* warpgroup collectives: products and their waits */
-#endif /* EMU_WGMMA */
-        for (int id = 1; id < 16; ++id) { /* named barriers (fmsa_bar_sync): `sv` threads at id */
-            int n = 0, want = 0;
-            for (int t = 0; t < nthr; ++t)
-                if (!th[t].done && th[t].op == OP_BAR && emu_slots[t].mask == id) ++n, want = emu_slots[t].sv;
-            if (n && n == want) {
-                for (int t = 0; t < nthr; ++t)
-                    if (!th[t].done && th[t].op == OP_BAR && emu_slots[t].mask == id) th[t].op = OP_NONE;
+            if (!th[t].done && th[t].op == OP_NONE) {
+                emu_cur = t;
+                swapcontext(&sched, &th[t].uc);
                 progressed = 1;
+                if (g_eager) progressed |= resolve_collectives(nthr);
             }
-        }
+        progressed |= resolve_collectives(nthr);
         int all_sync = 1, any_done = 0;
+
         for (int t = 0; t < nthr; ++t) {
             if (th[t].done) any_done = 1;
             else { ++live; if (th[t].op != OP_SYNC) all_sync = 0; }

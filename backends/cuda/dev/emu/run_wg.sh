@@ -14,8 +14,12 @@ flags="-std=c++17 -O1 -w -DEMU_WGMMA -DEMU_CP_ASYNC_DEFER -D__CUDA_ARCH__=900 -I
 "$cxx" $flags "$here/fmsa_cuda_emu_fwd.cpp" -o "$out.fwd"
 fail=0
 # backward: BF16 B SQ SK HQ HKV D DV CAUSAL (seqlen_q a multiple of 16: the instances' rule)
+# each case twice: every runnable thread first, then EMU_EAGER (a collective resolves as soon
+# as its last thread arrives, so a missing block barrier lets one warpgroup read another's
+# copies before they land)
 while read -r args; do
     "$out.bwd" $args || fail=1
+    EMU_EAGER=1 "$out.bwd" $args || fail=1
 done <<CASES
 1 1 64 200 2 1 128 128 0
 1 2 96 130 4 2 128 128 1
@@ -29,8 +33,10 @@ done <<CASES
 CASES
 # forward: BF16 B SQ SK HQ HKV D CAUSAL 0 [WL WR] (D 128 or 256), serial then overlapped
 while read -r args; do
-    EMU_OVL=0 "$out.fwd" $args || fail=1
-    EMU_OVL=1 "$out.fwd" $args || fail=1
+    for e in 0 1; do
+        EMU_EAGER=$e EMU_OVL=0 "$out.fwd" $args || fail=1
+        EMU_EAGER=$e EMU_OVL=1 "$out.fwd" $args || fail=1
+    done
 done <<CASES
 1 1 256 384 2 1 128 0 0
 0 1 256 384 2 1 128 1 0
