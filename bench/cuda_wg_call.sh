@@ -18,7 +18,7 @@
 #              BENCH_WGMMA_FWD (default: the call's, else 0), FA2 and cuDNN beside each
 #   ncu        Nsight Compute sections of the wgmma kernel, d128 s4096 non-causal
 #   fwd_dev    $WG_DIR/fwd_dev (backends/cuda/dev/fmsa_wgmma_fwd_dev.cu, built here): the
-#              forward wgmma kernel in development, both schedules, against its fp32
+#              forward wgmma kernel, its three schedules, against its fp32
 #              reference, timed, on the standard sweep's d128 shapes (b*s 16384, 16
 #              heads), then on ragged, GQA and window shapes; then d256 (8 heads) likewise
 #
@@ -101,13 +101,13 @@ fi
 if has fwd_dev; then
   # shellcheck disable=SC2016
   # both schedules (serial, :ovl) in one process each shape; then ragged / GQA / window shapes
-  step fwd_dev 200 bash -c 'for dt in bf16 f16; do for s in 1024 4096 16384; do for wr in -1 0; do
-    for k in $dt $dt:ovl; do "$0" $k $((16384 / s)) 16 16 $s $s -1 $wr 20; done; done; done; done
-    for k in bf16 bf16:ovl f16:ovl; do "$0" $k 2 16 4 1000 1500 100 0 5; "$0" $k 1 8 8 77 300 -1 -1 5
+  step fwd_dev 260 bash -c 'for dt in bf16 f16; do for s in 1024 4096 16384; do for wr in -1 0; do
+    for k in $dt $dt:ovl $dt:ws; do "$0" $k $((16384 / s)) 16 16 $s $s -1 $wr 20; done; done; done; done
+    for k in bf16 bf16:ovl f16:ovl bf16:ws; do "$0" $k 2 16 4 1000 1500 100 0 5; "$0" $k 1 8 8 77 300 -1 -1 5
       "$0" $k 3 4 2 130 129 -1 0 5; "$0" $k 1 4 1 384 1000 200 50 5; done
-    for s in 512 4096 16384; do for wr in -1 0; do for k in bf16 bf16:ovl; do
+    for s in 512 4096 16384; do for wr in -1 0; do for k in bf16 bf16:ovl bf16:ws; do
       "$0" $k $((16384 / s)) 8 8 $s $s -1 $wr 20 256; done; done; done
-    for k in bf16 bf16:ovl f16:ovl; do "$0" $k 2 8 2 1000 1500 100 0 5 256; "$0" $k 1 4 4 77 300 -1 -1 5 256; done' \
+    for k in bf16 bf16:ovl f16:ovl bf16:ws; do "$0" $k 2 8 2 1000 1500 100 0 5 256; "$0" $k 1 4 4 77 300 -1 -1 5 256; done' \
     "$WG_DIR/fwd_dev" | tee "$OUT/fwd_dev.log"
 fi
 echo "== done at $((SECONDS - T0)) s"

@@ -8,8 +8,9 @@
  *
  *   nvcc -gencode=arch=compute_90a,code=sm_90a -O3 -std=c++17 -I. -Iinclude \
  *        -o fwd_dev backends/cuda/dev/fmsa_wgmma_fwd_dev.cu
- *   ./fwd_dev bf16|f16[:ovl] B HQ HKV SQ SK WL WR [reps [D]]   (WL / WR -1: unlimited; WR 0: causal)
- * ":ovl" runs the overlapped schedule (fmsa_cuda_fwd_wg_*_d<D>_ovl); D 128 (default) or 256.
+ *   ./fwd_dev bf16|f16[:ovl|:ws] B HQ HKV SQ SK WL WR [reps [D]]   (WL / WR -1: unlimited; WR 0: causal)
+ * ":ovl" runs the overlapped schedule (fmsa_cuda_fwd_wg_*_d<D>_ovl), ":ws" the warp-specialised
+ * one (_ws, 384 threads); D 128 (default) or 256.
  * prints the largest |O - O_ref|, |LSE - LSE_ref|, the count of non-finite
  * outputs, the time a call and TFLOP/s (4 B HQ D x visible (query, key) pairs).
  */
@@ -75,10 +76,10 @@ static unsigned short from_f(float x, int bf16) {
 
 int main(int argc, char **argv) {
     if (argc < 9) {
-        printf("usage: %s bf16|f16[:ovl] B HQ HKV SQ SK WL WR [reps [D]]\n", argv[0]);
+        printf("usage: %s bf16|f16[:ovl|:ws] B HQ HKV SQ SK WL WR [reps [D]]\n", argv[0]);
         return 2;
     }
-    const int bf16 = strncmp(argv[1], "f16", 3) != 0, ovl = strstr(argv[1], ":ovl") != NULL;
+    const int bf16 = strncmp(argv[1], "f16", 3) != 0, ovl = strstr(argv[1], ":ovl") ? 1 : strstr(argv[1], ":ws") ? 2 : 0;
     const int B = atoi(argv[2]), HQ = atoi(argv[3]), HKV = atoi(argv[4]);
     const int SQ = atoi(argv[5]), SK = atoi(argv[6]), WL = atoi(argv[7]), WR = atoi(argv[8]);
     const int reps = argc > 9 ? atoi(argv[9]) : 20, D = argc > 10 ? atoi(argv[10]) : 128;
@@ -118,14 +119,16 @@ int main(int argc, char **argv) {
     F.head_dim = F.head_dim_v = D, F.num_splits = 1, F.window_left = WL, F.window_right = WR;
     F.softmax_scale = 1.0f / sqrtf((float)D), F.scale_log2 = F.softmax_scale * 1.4426950408889634f;
 
-    void (*const kerns[2][2][2])(const fmsa_cuda_fwd_params) = {
-        {{fmsa_cuda_fwd_wg_f16_d128, fmsa_cuda_fwd_wg_f16_d128_ovl}, {fmsa_cuda_fwd_wg_bf16_d128, fmsa_cuda_fwd_wg_bf16_d128_ovl}},
-        {{fmsa_cuda_fwd_wg_f16_d256, fmsa_cuda_fwd_wg_f16_d256_ovl}, {fmsa_cuda_fwd_wg_bf16_d256, fmsa_cuda_fwd_wg_bf16_d256_ovl}}};
+    void (*const kerns[2][2][3])(const fmsa_cuda_fwd_params) = {
+        {{fmsa_cuda_fwd_wg_f16_d128, fmsa_cuda_fwd_wg_f16_d128_ovl, fmsa_cuda_fwd_wg_f16_d128_ws},
+         {fmsa_cuda_fwd_wg_bf16_d128, fmsa_cuda_fwd_wg_bf16_d128_ovl, fmsa_cuda_fwd_wg_bf16_d128_ws}},
+        {{fmsa_cuda_fwd_wg_f16_d256, fmsa_cuda_fwd_wg_f16_d256_ovl, fmsa_cuda_fwd_wg_f16_d256_ws},
+         {fmsa_cuda_fwd_wg_bf16_d256, fmsa_cuda_fwd_wg_bf16_d256_ovl, fmsa_cuda_fwd_wg_bf16_d256_ws}}};
     void (*kern)(const fmsa_cuda_fwd_params) = kerns[D == 256][bf16][ovl];
-    const int smem = FMSA_FWD_WG_SMEM(D);
+    const int smem = ovl == 2 ? FMSA_FWD_WG_WS_SMEM(D) : FMSA_FWD_WG_SMEM(D), threads = ovl == 2 ? 384 : 256;
     CK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
     const dim3 grid((SQ + FMSA_FWD_WG_BM - 1) / FMSA_FWD_WG_BM, HQ, B);
-    kern<<<grid, 256, smem>>>(F);
+    kern<<<grid, threads, smem>>>(F);
     CK(cudaGetLastError());
     CK(cudaDeviceSynchronize());
     const long long rows = (long long)B * HQ * SQ;
@@ -167,7 +170,7 @@ int main(int argc, char **argv) {
     CK(cudaEventCreate(&e0));
     CK(cudaEventCreate(&e1));
     CK(cudaEventRecord(e0));
-    for (int r = 0; r < reps; ++r) kern<<<grid, 256, smem>>>(F);
+    for (int r = 0; r < reps; ++r) kern<<<grid, threads, smem>>>(F);
     CK(cudaEventRecord(e1));
     CK(cudaEventSynchronize(e1));
     float ms = 0.0f;
@@ -175,7 +178,7 @@ int main(int argc, char **argv) {
     ms /= reps;
     const double tflops = 4.0 * B * HQ * D * (double)pairs / (ms * 1e-3) / 1e12;
     printf("d%d %s%s b%d h%d/%d sq%d sk%d wl%d wr%d: max|O-ref| %.3e  max|LSE-ref| %.3e  non-finite %lld  %.3f ms  %.1f TFLOP/s  %s\n",
-           D, bf16 ? "bf16" : "f16", ovl ? ":ovl" : "", B, HQ, HKV, SQ, SK, WL, WR, eo, el, bad, ms, tflops,
+           D, bf16 ? "bf16" : "f16", ovl == 2 ? ":ws" : ovl ? ":ovl" : "", B, HQ, HKV, SQ, SK, WL, WR, eo, el, bad, ms, tflops,
            bad == 0 && eo < 2e-2 && el < 1e-3 ? "ok" : "CHECK");
     return 0;
 }

@@ -53,6 +53,29 @@ FMSA_DEV void fmsa_wg_touch(float &x) { asm volatile("" : "+f"(x)::"memory"); }
 /// The same for a register A operand: it stays live (not reused) until the wait.
 FMSA_DEV void fmsa_wg_touch_u(unsigned &x) { asm volatile("" : "+r"(x)::"memory"); }
 
+/* Producer / consumer stages: mbarriers in shared memory (8 bytes, 8-aligned),
+   a named barrier one side arrives at without waiting, and the warpgroup's
+   register budget moved between a producer and its consumers. */
+FMSA_DEV void fmsa_mbar_init(unsigned addr, unsigned count) {
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(addr), "r"(count) : "memory");
+}
+FMSA_DEV void fmsa_mbar_arrive(unsigned addr) {
+    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(addr) : "memory");
+}
+/// Waits until the phase of parity `parity` of the mbarrier at addr has completed.
+FMSA_DEV void fmsa_mbar_wait(unsigned addr, unsigned parity) {
+    asm volatile("{\n.reg .pred p;\nFMSA_MBAR_WAIT:\n"
+                 "mbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;\n"
+                 "@!p bra FMSA_MBAR_WAIT;\n}\n" ::"r"(addr),
+                 "r"(parity)
+                 : "memory");
+}
+FMSA_DEV void fmsa_bar_arrive(int id, int threads) {
+    asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
+}
+template <int N> FMSA_DEV void fmsa_setmaxnreg_inc(void) { asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(N)); }
+template <int N> FMSA_DEV void fmsa_setmaxnreg_dec(void) { asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(N)); }
+
 /* one m64n32k16 product from shared memory (d[0..15]); TY: the operand type suffix */
 #define FMSA_WG_SS_N32(TY, d, da, db, acc, TA, TB)                                      \
     asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %18, 0;\n"                                \

@@ -58,14 +58,17 @@ int main(int argc, char **argv) {
     const int wl = argc > 11 ? atoi(argv[10]) : -1, wr = argc > 11 ? atoi(argv[11]) : causal ? 0 : -1;
     const float scale = 1.0f / sqrtf((float)D);
 #ifdef EMU_WGMMA
-    /* EMU_OVL=1: the overlapped schedule */
-    const int ovl = getenv("EMU_OVL") && atoi(getenv("EMU_OVL"));
+    /* EMU_OVL=1: the overlapped schedule, 2: the warp-specialised one */
+    const int ovl = getenv("EMU_OVL") ? atoi(getenv("EMU_OVL")) : 0;
     if (D != 128 && D != 256) { fprintf(stderr, "the Hopper forward has d128 and d256\n"); return 2; }
-    const kfn kerns[2][2][2] = {
-        {{fmsa_cuda_fwd_wg_f16_d128, fmsa_cuda_fwd_wg_f16_d128_ovl}, {fmsa_cuda_fwd_wg_bf16_d128, fmsa_cuda_fwd_wg_bf16_d128_ovl}},
-        {{fmsa_cuda_fwd_wg_f16_d256, fmsa_cuda_fwd_wg_f16_d256_ovl}, {fmsa_cuda_fwd_wg_bf16_d256, fmsa_cuda_fwd_wg_bf16_d256_ovl}}};
+    const kfn kerns[2][2][3] = {
+        {{fmsa_cuda_fwd_wg_f16_d128, fmsa_cuda_fwd_wg_f16_d128_ovl, fmsa_cuda_fwd_wg_f16_d128_ws},
+         {fmsa_cuda_fwd_wg_bf16_d128, fmsa_cuda_fwd_wg_bf16_d128_ovl, fmsa_cuda_fwd_wg_bf16_d128_ws}},
+        {{fmsa_cuda_fwd_wg_f16_d256, fmsa_cuda_fwd_wg_f16_d256_ovl, fmsa_cuda_fwd_wg_f16_d256_ws},
+         {fmsa_cuda_fwd_wg_bf16_d256, fmsa_cuda_fwd_wg_bf16_d256_ovl, fmsa_cuda_fwd_wg_bf16_d256_ws}}};
+    if (ovl < 0 || ovl > 2) { fprintf(stderr, "EMU_OVL %d: 0, 1 or 2\n", ovl); return 2; }
     kfn fn = kerns[D == 256][bf != 0][ovl];
-    const int BM = FMSA_FWD_WG_BM, threads = 256;
+    const int BM = FMSA_FWD_WG_BM, threads = ovl == 2 ? 384 : 256;
 #else
     kfn fn = D == 128 ? (bf ? emu_bf16_d128 : emu_f16_d128) : (bf ? emu_bf16_d64 : emu_f16_d64);
     const int BM = 128, threads = 128;
@@ -126,7 +129,7 @@ int main(int argc, char **argv) {
     }
     const int ok = nan == 0 && emax / rmax < 2e-2 && lmax < 1e-3 * (1 + lref);
 #if defined(EMU_WGMMA)
-    const char *build = ovl ? "wgmma-ovl" : "wgmma";
+    const char *build = ovl == 2 ? "wgmma-ws" : ovl ? "wgmma-ovl" : "wgmma";
 #elif defined(FMSA_CUDA_FWD_STALE_UNSAFE)
     const char *build = "unsafe";
 #else

@@ -6,7 +6,8 @@
  * resolved once all 32 lanes have reached it, a block barrier once every live
  * thread waits at it (ORing __syncthreads_or's predicates over the block), and a
  * divergent warp, a barrier some threads exited before, or a deadlock stops the
- * run (EMU_EAGER=1: each collective as soon as its last thread arrives).
+ * run (EMU_EAGER=1: each collective as soon as its last thread arrives; 2: and
+ * the threads in reverse order).
  * EMU_WGMMA adds the warpgroup collectives (fmsa_cuda_emu_wg.h), EMU_CP_ASYNC_DEFER
  * copies that land at their thread's wait.  Include it after the kernel files with
  * EMU_PARAMS defined as the kernels' parameter struct (fmsa_cuda_fwd_params or
@@ -71,8 +72,17 @@ static double rz(double x) {
 struct emu_cp { unsigned dst; int size, group; unsigned char bytes[16]; };
 static std::vector<emu_cp> cp_q[EMU_MAXT];
 static int cp_committed[EMU_MAXT];
+/* EMU_LATE=1: copies land at issue instead (with EMU_EAGER=3 the adversary of a
+   stage released too early: the overwrite is there before its reader retires) */
+static const int g_late = getenv("EMU_LATE") && atoi(getenv("EMU_LATE"));
 void emu_cp_async(unsigned dst, const void *src, int src_bytes, int size) {
     emu_cp c;
+    if (g_late) {
+        if (dst + (unsigned)size > sizeof fmsa_smem) { fprintf(stderr, "cp.async past shared memory: %u\n", dst); exit(3); }
+        memset(fmsa_smem + dst, 0, (size_t)size);
+        if (src_bytes) memcpy(fmsa_smem + dst, src, (size_t)src_bytes);
+        return;
+    }
     c.dst = dst, c.size = size, c.group = cp_committed[emu_cur];
     memset(c.bytes, 0, sizeof c.bytes);
     if (src_bytes) memcpy(c.bytes, src, (size_t)src_bytes);
@@ -175,8 +185,21 @@ static void resolve_warp(int w, int op) {
 /* EMU_EAGER=1: a collective resolves as soon as its last thread reaches it,
  * before the threads after it in the block run, so a warpgroup can read
  * shared memory another warpgroup's copies have not reached yet (a missing
- * block barrier shows); by default every runnable thread runs first. */
-static const int g_eager = getenv("EMU_EAGER") && atoi(getenv("EMU_EAGER"));
+ * block barrier shows); 2: the same with the threads run from the last one
+ * down, so computing warpgroups run ahead of a loader in warpgroup 0 as far
+ * as their waits let them (a missing mbarrier wait shows); 3 (with
+ * EMU_LATE=1): a wgmma wait retires only when no thread can run otherwise,
+ * so a stage released before its product retired is overwritten first; by
+ * default every runnable thread runs first, in order. */
+static const int g_eager = getenv("EMU_EAGER") ? atoi(getenv("EMU_EAGER")) : 0;
+
+/* bar.arrive: counts toward named barrier id's next release without waiting */
+static int bar_arrived[16];
+void fmsa_bar_arrive(int id, int threads) {
+    (void)threads;
+    if (id < 1 || id > 15) { fprintf(stderr, "bar.arrive %d\n", id); exit(7); }
+    ++bar_arrived[id];
+}
 
 /* Resolves every warp collective, warpgroup collective and named barrier whose
  * threads have all reached it; 1 if any did. */
@@ -190,7 +213,8 @@ static int resolve_collectives(int nthr) {
             waiting |= x->op == OP_NONE; /* a lane still to run (EMU_EAGER) */
             if (op < 0) op = x->op; else if (op != x->op) ok = 0;
         }
-        if (ndone == 32 || waiting || op == OP_SYNC || op == OP_BAR || op == OP_WGMMA || op == OP_WGWAIT)
+        if (ndone == 32 || waiting || op == OP_SYNC || op == OP_BAR || op == OP_WGMMA || op == OP_WGWAIT ||
+            op == OP_MBAR)
             continue;
         if (!ok || ndone) { fprintf(stderr, "divergent warp %d (op %d, %d done)\n", w, op, ndone); exit(4); }
         resolve_warp(w, op);
@@ -198,18 +222,32 @@ static int resolve_collectives(int nthr) {
         progressed = 1;
     }
 #ifdef EMU_WGMMA
-    progressed |= emu_wg_step(nthr); /* warpgroup collectives: products and their waits */
+    /* warpgroup collectives: products, and their waits (EMU_EAGER=3: only once nothing else moves) */
+    progressed |= emu_wg_step(nthr, g_eager != 3);
 #endif /* EMU_WGMMA */
-    for (int id = 1; id < 16; ++id) { /* named barriers (fmsa_bar_sync): `sv` threads at id */
-        int n = 0, want = 0;
-        for (int t = 0; t < nthr; ++t)
-            if (!th[t].done && th[t].op == OP_BAR && emu_slots[t].mask == id) ++n, want = emu_slots[t].sv;
-        if (n && n == want) {
+    int at_bar[16] = {0}, bar_want[16] = {0}; /* named barriers (fmsa_bar_sync): `sv` threads at id */
+    for (int t = 0; t < nthr; ++t)
+        if (!th[t].done && th[t].op == OP_BAR && emu_slots[t].mask > 0 && emu_slots[t].mask < 16)
+            ++at_bar[emu_slots[t].mask], bar_want[emu_slots[t].mask] = emu_slots[t].sv;
+    for (int id = 1; id < 16; ++id) {
+        const int n = at_bar[id], want = bar_want[id];
+        if (n && n + bar_arrived[id] == want) {
             for (int t = 0; t < nthr; ++t)
                 if (!th[t].done && th[t].op == OP_BAR && emu_slots[t].mask == id) th[t].op = OP_NONE;
+            bar_arrived[id] = 0;
             progressed = 1;
+        } else if (n && n + bar_arrived[id] > want) {
+            fprintf(stderr, "named barrier %d: %d waiting + %d arrived > %d\n", id, n, bar_arrived[id], want);
+            exit(7);
         }
     }
+#ifdef EMU_WGMMA
+    if (g_eager == 3 && !progressed) {
+        int runnable = 0;
+        for (int t = 0; t < nthr; ++t) runnable |= !th[t].done && th[t].op == OP_NONE;
+        if (!runnable) progressed = emu_wg_step(nthr, 1);
+    }
+#endif /* EMU_WGMMA */
     return progressed;
 }
 
@@ -228,18 +266,21 @@ static void run_block(kfn fn, const EMU_PARAMS *p, int nthr) {
 #ifdef EMU_CP_ASYNC_DEFER
     for (int t = 0; t < nthr; ++t) cp_q[t].clear(), cp_committed[t] = 0;
 #endif /* EMU_CP_ASYNC_DEFER */
+    memset(bar_arrived, 0, sizeof bar_arrived);
 #ifdef EMU_WGMMA
     emu_wg_begin(nthr);
 #endif /* EMU_WGMMA */
     for (;;) {
         int progressed = 0, live = 0;
-        for (int t = 0; t < nthr; ++t)
+        for (int k = 0; k < nthr; ++k) {
+            const int t = g_eager == 2 ? nthr - 1 - k : k;
             if (!th[t].done && th[t].op == OP_NONE) {
                 emu_cur = t;
                 swapcontext(&sched, &th[t].uc);
                 progressed = 1;
                 if (g_eager) progressed |= resolve_collectives(nthr);
             }
+        }
         progressed |= resolve_collectives(nthr);
         int all_sync = 1, any_done = 0;
 
@@ -263,6 +304,8 @@ static void run_block(kfn fn, const EMU_PARAMS *p, int nthr) {
     for (int t = 0; t < nthr; ++t)
         if (!cp_q[t].empty()) { fprintf(stderr, "thread %d exited with cp.async never waited\n", t); exit(8); }
 #endif /* EMU_CP_ASYNC_DEFER */
+    for (int id = 1; id < 16; ++id)
+        if (bar_arrived[id]) { fprintf(stderr, "named barrier %d: %d arrivals never waited for\n", id, bar_arrived[id]); exit(7); }
 #ifdef EMU_WGMMA
     emu_wg_end(nthr);
 #endif /* EMU_WGMMA */

@@ -9,7 +9,10 @@
  * the descriptor as fmsa_cuda_wgmma.cuh documents it: 128-byte swizzle on the
  * address bits (bits 4-6 ^= bits 7-9), K-major element (row r, k) at start +
  * (r / 8) SBO + (r % 8) 128 + 2 k, MN-major element (mn, k) at start + (k / 8)
- * SBO + (k % 8) 128 + 2 (mn % 64) + (mn / 64) LBO.
+ * SBO + (k % 8) 128 + 2 (mn % 64) + (mn / 64) LBO.  mbarriers keep their
+ * count, pending arrivals and phase; a wait blocks its thread until the
+ * phase of its parity has completed; a phase left part-arrived at the end
+ * of a block stops the run.
  */
 #ifndef FMSA_CUDA_EMU_WG_H
 #define FMSA_CUDA_EMU_WG_H
@@ -81,12 +84,42 @@ static void emu_wg_product(const emu_wg_op *op, float (*out)[64], int w) {
     }
 }
 
+/* the block's mbarriers, by shared-memory address */
+struct emu_mbar { unsigned addr, count, pending, phase; };
+static std::vector<emu_mbar> mbars;
+static emu_mbar *emu_mbar_at(unsigned addr) {
+    for (emu_mbar &m : mbars)
+        if (m.addr == addr) return &m;
+    fprintf(stderr, "mbarrier at %u used before its init (block %u %u %u)\n", addr, blockIdx.x, blockIdx.y, blockIdx.z);
+    exit(9);
+}
+void fmsa_mbar_init(unsigned addr, unsigned count) {
+    if (addr % 8 || count == 0) { fprintf(stderr, "mbarrier init at %u, count %u\n", addr, count); exit(9); }
+    for (emu_mbar &m : mbars)
+        if (m.addr == addr) { m.count = m.pending = count, m.phase = 0; return; }
+    mbars.push_back(emu_mbar{addr, count, count, 0});
+}
+/* one arrival; the last of a phase completes it and opens the next */
+void fmsa_mbar_arrive(unsigned addr) {
+    emu_mbar *m = emu_mbar_at(addr);
+    if (--m->pending == 0) m->pending = m->count, ++m->phase;
+}
+/* a wait for the phase of parity p has completed once the current phase's parity differs */
+static int emu_mbar_done(unsigned addr, unsigned parity) { return (emu_mbar_at(addr)->phase & 1u) != (parity & 1u); }
+
 static void emu_wg_begin(int nthr) {
     for (int t = 0; t < nthr; ++t) emu_wg_open[t] = 0, emu_wg_committed[t] = 0;
+    mbars.clear();
 }
 static void emu_wg_end(int nthr) {
     for (int w = 0; w < nthr / 128; ++w)
         if (!wg_ops[w].empty()) emu_wg_fail("products still in flight when the block ended", w);
+    for (const emu_mbar &m : mbars)
+        if (m.pending != m.count) {
+            fprintf(stderr, "mbarrier at %u: a phase with %u of %u arrivals when the block ended\n", m.addr,
+                    m.count - m.pending, m.count);
+            exit(9);
+        }
 }
 
 /* warpgroup w's 128 threads are all at OP_WGMMA: issue the product */
@@ -135,12 +168,16 @@ static void emu_wg_wait_op(int w) {
     ++g_wg_waits;
 }
 
-/* resolves every warpgroup whose threads all wait at a product or a wait; 1 if any did */
-static int emu_wg_step(int nthr) {
+/* resolves every warpgroup whose threads all wait at a product or a wait (with
+   retire 0 only the products); 1 if any did */
+static int emu_wg_step(int nthr, int retire) {
     int progressed = 0;
+    for (int t = 0; t < nthr; ++t) /* mbarrier waits whose phase has completed */
+        if (!th[t].done && th[t].op == OP_MBAR && emu_mbar_done(emu_wg_slots[t].mbar, emu_wg_slots[t].parity))
+            th[t].op = OP_NONE, progressed = 1;
     for (int w = 0; w < nthr / 128; ++w) {
         const int op = th[128 * w].op;
-        if (th[128 * w].done || (op != OP_WGMMA && op != OP_WGWAIT)) continue;
+        if (th[128 * w].done || (op != OP_WGMMA && op != OP_WGWAIT) || (op == OP_WGWAIT && !retire)) continue;
         int all = 1;
         for (int t = 0; t < 128; ++t) all &= !th[128 * w + t].done && th[128 * w + t].op == op;
         if (!all) continue;

@@ -36,7 +36,7 @@ extern emu_u3 blockIdx, blockDim, gridDim;
 #define threadIdx (emu_tidx[emu_cur])
 
 enum { OP_NONE, OP_SYNC, OP_LDM4, OP_LDM4T, OP_LDM2, OP_LDM2T, OP_MMA1, OP_MMA0, OP_SHFL, OP_MMATF32,
-       OP_SHFLI, OP_VOTE, OP_WSYNC, OP_BAR, OP_WGMMA, OP_WGWAIT };
+       OP_SHFLI, OP_VOTE, OP_WSYNC, OP_BAR, OP_WGMMA, OP_WGWAIT, OP_MBAR };
 /* sv: __syncthreads_or's predicate in, the block's OR out (0 for a plain barrier) */
 struct emu_slot { unsigned addr; unsigned r[4]; unsigned a[4], b0, b1; float c[4]; float fv; int mask; int sv; };
 extern emu_slot emu_slots[EMU_MAXT];

@@ -32,6 +32,7 @@ struct emu_wg_slot {
     unsigned a[4];
     float *d;
     int wait_n;
+    unsigned mbar, parity; /* an mbarrier wait */
 };
 extern emu_wg_slot emu_wg_slots[];
 extern int emu_wg_open[];      /* per thread: products issued since its last commit */
@@ -45,6 +46,18 @@ template <int N> FMSA_DEV void fmsa_wg_wait(void) {
 }
 FMSA_DEV void fmsa_wg_touch(float &) {}
 FMSA_DEV void fmsa_wg_touch_u(unsigned &) {}
+
+/* mbarriers (the runtime keeps their count, pending arrivals and phase by
+   address), the named barrier's arrive, and setmaxnreg (nothing to emulate) */
+void fmsa_mbar_init(unsigned addr, unsigned count);
+void fmsa_mbar_arrive(unsigned addr);
+FMSA_DEV void fmsa_mbar_wait(unsigned addr, unsigned parity) {
+    emu_wg_slots[emu_cur].mbar = addr, emu_wg_slots[emu_cur].parity = parity;
+    emu_yield(OP_MBAR);
+}
+void fmsa_bar_arrive(int id, int threads);
+template <int N> FMSA_DEV void fmsa_setmaxnreg_inc(void) {}
+template <int N> FMSA_DEV void fmsa_setmaxnreg_dec(void) {}
 
 FMSA_DEV void emu_wg_issue(int n, int rs, int ta, int tb, int acc, int bf16, unsigned long long da,
                            unsigned long long db, const unsigned *a, float *d) {
