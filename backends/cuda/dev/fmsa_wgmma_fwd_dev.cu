@@ -24,6 +24,7 @@
 #include <cuda_fp16.h>
 
 #include "backends/cuda/dev/fmsa_dev_check.h"
+#define FMSA_CUDA_FWD_WG_WS 1 /* the warp-specialised schedule too */
 #include "backends/cuda/kernels/fmsa_cuda_fwd_wg.cu"
 
 __device__ float to_f(unsigned short v, int bf16) {

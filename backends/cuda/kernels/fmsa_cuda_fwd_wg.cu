@@ -509,8 +509,10 @@ template <int BF16, int D> FMSA_DEV void fmsa_fwd_wg_ws_main(const fmsa_cuda_fwd
     FMSA_FWD_WG_KERNEL(serial, (dt) == FMSA_CUDA_DT_BF16, 0, d)
 FMSA_CUDA_FWD_WG_INSTANCES(FMSA_FWD_WG_DEFINE)
 
-/* Development: the warp-specialised schedule (3 warpgroups), run by the harness
-   (backends/cuda/dev/fmsa_wgmma_fwd_dev.cu) and the emulation only. */
+/* Development: the warp-specialised schedule (3 warpgroups), compiled only where
+   FMSA_CUDA_FWD_WG_WS is defined: the harness (backends/cuda/dev/fmsa_wgmma_fwd_dev.cu)
+   and the emulation; the library's fatbin leaves it out. */
+#ifdef FMSA_CUDA_FWD_WG_WS
 #if FMSA_WGMMA
 #define FMSA_FWD_WG_WS_BODY(BF16, D) fmsa_fwd_wg_ws_main<BF16, D>(p)
 #else
@@ -524,3 +526,4 @@ FMSA_FWD_WG_WS_KERNEL(fmsa_cuda_fwd_wg_bf16_d128_ws, 1, 128)
 FMSA_FWD_WG_WS_KERNEL(fmsa_cuda_fwd_wg_f16_d128_ws, 0, 128)
 FMSA_FWD_WG_WS_KERNEL(fmsa_cuda_fwd_wg_bf16_d256_ws, 1, 256)
 FMSA_FWD_WG_WS_KERNEL(fmsa_cuda_fwd_wg_f16_d256_ws, 0, 256)
+#endif /* FMSA_CUDA_FWD_WG_WS */

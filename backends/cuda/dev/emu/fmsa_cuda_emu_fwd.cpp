@@ -25,6 +25,7 @@
 #include "backends/cuda/kernels/fmsa_cuda_fwd.cuh"
 #ifdef EMU_WGMMA
 /* the Hopper forward in development (kernels/fmsa_cuda_fwd_wg.cu): run_wg.sh */
+#define FMSA_CUDA_FWD_WG_WS 1 /* the warp-specialised schedule too */
 #include "backends/cuda/kernels/fmsa_cuda_fwd_wg.cu"
 #endif /* EMU_WGMMA */
 /* the fp32 P V (PTX loads) is instantiated by the 16-bit rows' P V dispatch but never runs there */
