@@ -28,6 +28,7 @@
 #include "backends/cuda/cuda_fwd_instances.h"
 #include "backends/cuda/cuda_params.h"
 #include "backends/cuda/kernels/fmsa_cuda_bwd_wg.cuh"
+#include "common/fmsa_seq.h"
 
 #define FMSA_FWD_WG_BM 128 /* query rows a block: two warpgroups of 64 */
 /// Keys a step: 128, 64 at d256 (whose O of 64 rows x 256 takes 128 registers a thread).
@@ -177,17 +178,15 @@ FMSA_DEV void fmsa_fwd_wg_load_q(unsigned sQ, const fmsa_cuda_fwd_params &F, int
 
 /// The key steps [*nb, *ne) any row of the block at m0 sees, and the keys
 /// [*klo, *khi) any row of the sequence sees (hidden ones load as zero: NaN
-/// there changes nothing).
+/// there changes nothing): fmsa_seq.h's window bounds.
 template <int BM, int BN>
 FMSA_DEV void fmsa_fwd_wg_keys(const fmsa_cuda_fwd_params &F, int m0, int *nb, int *ne, long long *klo, long long *khi) {
-    const long long wl = F.window_left, wr = F.window_right, sq = F.seqlen_q, sk = F.seqlen_k, off = sk - sq;
-    long long jlo = 0, jhi = sk;
-    if (wl >= 0 && m0 + off - wl > jlo) jlo = m0 + off - wl;
-    if (wr >= 0 && (long long)(m0 + BM - 1) + off + wr + 1 < jhi) jhi = (long long)(m0 + BM - 1) + off + wr + 1;
+    const long long sq = F.seqlen_q, sk = F.seqlen_k;
+    const long long jlo = fmsa_window_key_begin(m0, sq, sk, F.window_left);
+    const long long jhi = fmsa_window_key_end(m0 + BM < sq ? m0 + BM : sq, sq, sk, F.window_right);
     *nb = jlo < jhi ? (int)(jlo / BN) : 0, *ne = jlo < jhi ? (int)((jhi + BN - 1) / BN) : 0;
-    *klo = 0, *khi = sk;
-    if (wl >= 0 && off - wl > *klo) *klo = off - wl;
-    if (wr >= 0 && sq + off + wr < *khi) *khi = sq + off + wr;
+    *klo = fmsa_window_key_begin(0, sq, sk, F.window_left);
+    *khi = fmsa_window_key_end(sq, sq, sk, F.window_right);
 }
 
 /// O / l and the natural-log LSE of a lane's two rows (r0, r0 + 8); a row
