@@ -20,7 +20,8 @@
 #   fwd_dev    $WG_DIR/fwd_dev (backends/cuda/dev/fmsa_wgmma_fwd_dev.cu, built here): the
 #              forward wgmma kernel, its three schedules, against its fp32
 #              reference, timed, on the standard sweep's d128 shapes (b*s 16384, 16
-#              heads), then on ragged, GQA and window shapes; then d256 (8 heads) likewise
+#              heads), then on ragged, GQA and window shapes; then d256 (8 heads) likewise;
+#              it runs before the build, so FLASHMSA_CUDA_WGMMA_FWD=auto can choose from it
 #
 # FLASHMSA_CUDA_WGMMA_FWD=1 (or 2) set for the call runs the Hopper forward (off by default,
 # cuda_fwd_instances.h) in every step; the runs and the sanitizers then name its kernel.
@@ -45,6 +46,35 @@ if has probe; then
   step probe 30 "$WG_DIR/probe" | tee "$OUT/probe.log"
   # the kernel is written to the swap=0 reading: where that fails, nothing else can pass
   if grep -q "swap=0: FAIL\|CUDA error" "$OUT/probe.log"; then echo "probe failed: stop"; exit 1; fi
+fi
+if has fwd_dev; then
+  # every schedule (serial, :ovl, :ws) in one process each shape; then ragged / GQA / window
+  # shapes; each run under its own timeout, so a hang costs 30 s, not the step
+  # shellcheck disable=SC2016
+  step fwd_dev 260 bash -c 'r() { local o rc; o=$(timeout 30 "$B" "$@" 2>&1); rc=$?
+      if [[ $rc != 0 ]]; then echo "RUNFAIL $* rc $rc: $(echo "$o" | tail -1)"; else echo "$o"; fi; }
+    B=$0; for dt in bf16 f16; do for s in 1024 4096 16384; do for wr in -1 0; do
+    for k in $dt $dt:ovl $dt:ws; do r $k $((16384 / s)) 16 16 $s $s -1 $wr 20; done; done; done; done
+    for k in bf16 bf16:ovl f16:ovl bf16:ws; do r $k 2 16 4 1000 1500 100 0 5; r $k 1 8 8 77 300 -1 -1 5
+      r $k 3 4 2 130 129 -1 0 5; r $k 1 4 1 384 1000 200 50 5; done
+    for s in 512 4096 16384; do for wr in -1 0; do for k in bf16 bf16:ovl bf16:ws; do
+      r $k $((16384 / s)) 8 8 $s $s -1 $wr 20 256; done; done; done
+    for k in bf16 bf16:ovl f16:ovl bf16:ws; do r $k 2 8 2 1000 1500 100 0 5 256; r $k 1 4 4 77 300 -1 -1 5 256; done' \
+    "$WG_DIR/fwd_dev" | tee "$OUT/fwd_dev.log"
+  echo "== fwd_dev: $(grep -c ' ok$' "$OUT/fwd_dev.log") ok, $(grep -c 'CHECK$' "$OUT/fwd_dev.log") CHECK, $(grep -c RUNFAIL "$OUT/fwd_dev.log") RUNFAIL"
+fi
+# FLASHMSA_CUDA_WGMMA_FWD=auto: the overlapped schedule (1) where fwd_dev passed every run of
+# it, else the serial one (2) where that did, else the mma.sync rows (0); the choice is
+# written to /tmp/fmsa_wgmma_fwd for a later call of the same lease
+if [[ ${FLASHMSA_CUDA_WGMMA_FWD:-} == auto ]]; then
+  L=$OUT/fwd_dev.log c=0
+  if [[ -s $L ]]; then
+    bad() { grep -E "^d[0-9]+ $1 b.*CHECK\$|^RUNFAIL $1 " "$L" | grep -q .; }
+    if ! bad '(bf16|f16):ovl'; then c=1; elif ! bad '(bf16|f16)'; then c=2; fi
+  fi
+  export FLASHMSA_CUDA_WGMMA_FWD=$c
+  echo "$c" > /tmp/fmsa_wgmma_fwd
+  echo "== FLASHMSA_CUDA_WGMMA_FWD=$c for the steps that follow"
 fi
 has build && step build 120 env OUT="$OUT/build" STAGES=build bash bench/cuda_device_run.sh
 if has tests; then
@@ -97,17 +127,5 @@ if has ncu; then
     --check-rows 4
   grep -E "Duration|Elapsed Cycles|Issue Slots Busy|Eligible Warps|Warp Cycles Per Issued|Compute \(SM\)|Memory Throughput" \
     "$OUT/ncu.log" | head -20
-fi
-if has fwd_dev; then
-  # shellcheck disable=SC2016
-  # both schedules (serial, :ovl) in one process each shape; then ragged / GQA / window shapes
-  step fwd_dev 260 bash -c 'for dt in bf16 f16; do for s in 1024 4096 16384; do for wr in -1 0; do
-    for k in $dt $dt:ovl $dt:ws; do "$0" $k $((16384 / s)) 16 16 $s $s -1 $wr 20; done; done; done; done
-    for k in bf16 bf16:ovl f16:ovl bf16:ws; do "$0" $k 2 16 4 1000 1500 100 0 5; "$0" $k 1 8 8 77 300 -1 -1 5
-      "$0" $k 3 4 2 130 129 -1 0 5; "$0" $k 1 4 1 384 1000 200 50 5; done
-    for s in 512 4096 16384; do for wr in -1 0; do for k in bf16 bf16:ovl bf16:ws; do
-      "$0" $k $((16384 / s)) 8 8 $s $s -1 $wr 20 256; done; done; done
-    for k in bf16 bf16:ovl f16:ovl bf16:ws; do "$0" $k 2 8 2 1000 1500 100 0 5 256; "$0" $k 1 4 4 77 300 -1 -1 5 256; done' \
-    "$WG_DIR/fwd_dev" | tee "$OUT/fwd_dev.log"
 fi
 echo "== done at $((SECONDS - T0)) s"
